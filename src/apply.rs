@@ -1,0 +1,361 @@
+//! The executor: runs a [`Plan`]'s steps in order under the root's lock, with one exhaustive
+//! `match` over [`Step`], journaling each step's start and end.
+//!
+//! Invariants:
+//! - Nothing before a removal's commit point (its `DeleteStreams`) destroys anything; every step
+//!   is idempotent, so re-running apply after a crash finishes the work.
+//! - The journal is opened before the first step and closed after the last. A failure after a
+//!   commit point leaves it open and returns [`Error::Interrupted`] (exit 6); a failure before any
+//!   commit point closes it (the re-plan derives the remaining work) and returns the failure.
+//! - Promotion is compare-and-set on the generation record and renders from the inventory as
+//!   re-read from disk, never from a remembered list.
+//! - Reap failures are reported, never thrown: they come after a commit point.
+
+use crate::broker::{Broker, preflight};
+use crate::desired::Desired;
+use crate::digest;
+use crate::error::{Error, Result};
+use crate::fault;
+use crate::mint;
+use crate::model::SpaceName;
+use crate::observed::{
+    BrokerRecordState, GenerationRecord, GenerationState, Journal, JournalState, JournaledRemoval,
+    JournaledStep, Observed,
+};
+use crate::plan::{self, Plan, Step};
+use crate::render::{self, Preload, Token};
+use crate::store::broker_record::BrokerRecord;
+use crate::store::{
+    Root, account_record, broker_record, generation, inventory, journal, server_conf, space_dir,
+};
+
+/// What an apply did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub generation: Option<(u64, u64)>,
+    pub reap_failures: Vec<String>,
+    pub steps_done: usize,
+}
+
+/// Everything the executor needs besides the plan.
+pub struct Context<'a> {
+    pub root: &'a Root,
+    pub desired: &'a Desired,
+    pub observed: &'a Observed,
+    /// Who is applying, for the journal.
+    pub host: String,
+}
+
+/// Execute `plan`. The caller holds the lock and has confirmed.
+pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Outcome> {
+    let record = load_broker(ctx.root)?;
+    let mut journal = Journal {
+        op: "apply".into(),
+        plan_digest: plan.steps_digest(),
+        started_at: timestamp(),
+        pid: std::process::id(),
+        host: ctx.host.clone(),
+        removals: plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::DeleteStreams {
+                    space,
+                    account,
+                    committed,
+                    ..
+                } => Some(JournaledRemoval {
+                    space: space.clone(),
+                    account: account.clone(),
+                    committed: *committed,
+                }),
+                _ => None,
+            })
+            .collect(),
+        steps: Vec::new(),
+    };
+    journal::save(ctx.root, &journal)?;
+    fault::point("after-journal-open");
+
+    let mut outcome = Outcome::default();
+    let mut committed = journal.removals.iter().any(|r| r.committed);
+    for step in &plan.steps {
+        journal.steps.push(JournaledStep {
+            step: step.title(),
+            started_at: timestamp(),
+            ended_at: None,
+        });
+        journal::save(ctx.root, &journal)?;
+        let result = run_step(ctx, &record, step, broker, &mut journal, &mut outcome);
+        if let Err(e) = result {
+            committed |= journal.removals.iter().any(|r| r.committed);
+            return Err(fail(ctx.root, e, committed, step));
+        }
+        committed |= journal.removals.iter().any(|r| r.committed);
+        if let Some(last) = journal.steps.last_mut() {
+            last.ended_at = Some(timestamp());
+        }
+        journal::save(ctx.root, &journal)?;
+        outcome.steps_done += 1;
+    }
+    fault::point("before-journal-close");
+    journal::close(ctx.root)?;
+    Ok(outcome)
+}
+
+/// Turn a step failure into what the operator must know: before any commit point the journal is
+/// closed and the failure returned as is; after one, the journal stays and apply must be re-run.
+fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
+    if committed {
+        Error::Interrupted(format!(
+            "apply stopped at `{}` after a commit point: {e}\nthe journal stays open; fix the cause and re-run `cotal apply` to finish",
+            step.title()
+        ))
+    } else {
+        let _ = journal::close(root);
+        e
+    }
+}
+
+fn run_step(
+    ctx: &Context,
+    record: &BrokerRecord,
+    step: &Step,
+    broker: &mut dyn Broker,
+    journal: &mut Journal,
+    outcome: &mut Outcome,
+) -> Result<()> {
+    let root = ctx.root;
+    match step {
+        Step::FinishJournal { .. } => Ok(()),
+        Step::DeleteStreams { space, account, .. } => {
+            broker.delete_streams(space, account, &ctx.observed.store_dir)?;
+            fault::point("after-streams-deleted");
+            if let Some(r) = journal
+                .removals
+                .iter_mut()
+                .find(|r| &r.space == space && &r.account == account)
+            {
+                r.committed = true;
+            }
+            journal::save(root, journal)
+        }
+        Step::AddAccount { space, spec } => {
+            let account = mint::account(record, space, spec).map_err(Error::Other)?;
+            account_record::save(root, &account)?;
+            fault::point("after-record-written");
+            space_dir::save_lifecycle(
+                root,
+                space,
+                &space_dir::Lifecycle {
+                    account: account.account.public.clone(),
+                    protect: spec.protect,
+                },
+            )
+        }
+        Step::ReissueAccount {
+            space,
+            account,
+            spec,
+            ..
+        } => {
+            let current = account_record::load(root, space)?;
+            if &current.account.public != account {
+                return Err(Error::Other(format!(
+                    "the record of {} changed under the lock (now account {})",
+                    plan::q(space),
+                    current.account.public
+                )));
+            }
+            let updated = mint::reissue(record, &current, space, spec).map_err(Error::Other)?;
+            account_record::save(root, &updated)?;
+            fault::point("after-record-written");
+            Ok(())
+        }
+        Step::RecordProtection { space, protect } => {
+            let current = account_record::load(root, space)?;
+            space_dir::save_lifecycle(
+                root,
+                space,
+                &space_dir::Lifecycle {
+                    account: current.account.public,
+                    protect: *protect,
+                },
+            )
+        }
+        Step::PromoteConfig {
+            from_generation, ..
+        } => {
+            let (from, to) = promote(ctx, record, *from_generation, broker)?;
+            outcome.generation = Some((from, to));
+            Ok(())
+        }
+        Step::Reap { space, account } => {
+            reap(root, space, account, outcome);
+            fault::point("after-reap");
+            Ok(())
+        }
+    }
+}
+
+/// Render from the inventory as it is on disk now, promote by compare-and-set, reload and
+/// confirm a running broker (restoring `.prev` when it does not confirm), then advance the
+/// generation. Returns (from, to).
+fn promote(
+    ctx: &Context,
+    record: &BrokerRecord,
+    expected: u64,
+    broker: &mut dyn Broker,
+) -> Result<(u64, u64)> {
+    let root = ctx.root;
+    let trust = record.validate().map_err(Error::Other)?;
+    let inv = inventory::read(root, &trust.operator_pub)?;
+    if !inv.corrupt.is_empty() {
+        return Err(Error::Refused(format!(
+            "the inventory became uncertain during apply ({}: {}); an uncertain tenant list is not rendered",
+            inv.corrupt[0].file.display(),
+            inv.corrupt[0].reason
+        )));
+    }
+    let preloads: Vec<Preload> = inv
+        .spaces
+        .iter()
+        .map(|(n, s)| Preload {
+            space: n,
+            account: &s.account_pub,
+            token: Token::Signed(&s.jwt),
+        })
+        .collect();
+    let nodes = plan::nodes(ctx.desired, ctx.observed);
+    // One node today; each is rendered and pre-flighted before any is promoted.
+    let mut rendered = Vec::with_capacity(nodes.len());
+    for node in &nodes {
+        let text = render::server_conf(&trust, &preloads, node).map_err(Error::Refused)?;
+        let next = server_conf::write_next(root, &text)?;
+        if let Err(e) = preflight::check(&next) {
+            server_conf::discard_next(root)?;
+            return Err(e);
+        }
+        rendered.push(text);
+    }
+    let digest = digest::inventory(
+        inv.spaces
+            .iter()
+            .map(|(n, s)| (n, s.account_pub.as_str(), s.jwt.as_str())),
+    );
+
+    // Compare-and-set: the generation must still be the one this plan was made against.
+    let current = match generation::load(root)? {
+        GenerationState::Corrupt { file, reason } => {
+            server_conf::discard_next(root)?;
+            return Err(Error::Refused(format!(
+                "{} became corrupt during apply: {reason}",
+                file.display()
+            )));
+        }
+        other => other.generation(),
+    };
+    if current != expected {
+        server_conf::discard_next(root)?;
+        return Err(Error::Refused(format!(
+            "the generation moved from {expected} to {current} while this apply held the lock: another writer promoted a config (a cotal that bypassed the lock, or a hand edit of {}).\n\
+             blast radius: none from this apply; its records are written but its config was not promoted.\n\
+             next: run `cotal plan` to see the state now, then apply again",
+            root.generation_record().display()
+        )));
+    }
+    server_conf::promote_next(root)?;
+    fault::point("after-config-promoted");
+    if broker.running()
+        && let Err(e) = broker.reload(&nodes)
+    {
+        server_conf::restore_prev(root)?;
+        let restored = broker.reload(&nodes);
+        let tail = match restored {
+            Ok(()) => "the previous config was restored and reloaded; the generation is unchanged"
+                .to_string(),
+            Err(again) => {
+                format!("the previous config was restored, but reloading it failed too: {again}")
+            }
+        };
+        return Err(Error::RolledBack(format!("{e}\n{tail}")));
+    }
+    fault::point("after-reload");
+    generation::save(
+        root,
+        &GenerationRecord {
+            generation: current + 1,
+            inventory_digest: digest,
+        },
+    )?;
+    Ok((current, current + 1))
+}
+
+fn reap(root: &Root, space: &SpaceName, account: &str, outcome: &mut Outcome) {
+    if let Err(e) = account_record::remove_if_account(root, space, account) {
+        outcome
+            .reap_failures
+            .push(format!("account record of {}: {e}", plan::q(space)));
+    }
+    if let Err(e) = space_dir::reap(root, space, account) {
+        outcome
+            .reap_failures
+            .push(format!("space folder of {}: {e}", plan::q(space)));
+    }
+}
+
+fn load_broker(root: &Root) -> Result<BrokerRecord> {
+    match broker_record::load(root)? {
+        broker_record::Loaded::Valid(record, _) => Ok(*record),
+        broker_record::Loaded::Absent => {
+            Err(Error::Refused("the broker record disappeared".into()))
+        }
+        broker_record::Loaded::Corrupt(why) => Err(Error::Refused(format!(
+            "{} is corrupt: {why}",
+            root.broker_record().display()
+        ))),
+    }
+}
+
+/// RFC 3339 UTC, seconds.
+pub fn timestamp() -> String {
+    humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string()
+}
+
+/// Whether the journal observed blocks a verb other than apply.
+pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Result<()> {
+    match observed_journal {
+        JournalState::Closed => Ok(()),
+        JournalState::Open(j) => Err(Error::Interrupted(format!(
+            "an apply started at {} by pid {} on {} was interrupted (journal .cotal/maintenance/journal.json); `{verb}` refuses until it is finished.\n\
+             next: run `cotal apply` to finish it{}",
+            j.started_at,
+            j.pid,
+            j.host,
+            if j.removals.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (it completes the removal of {})",
+                    j.removals
+                        .iter()
+                        .map(|r| plan::q(&r.space))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ))),
+        JournalState::Corrupt { file, reason } => Err(Error::Interrupted(format!(
+            "the apply journal {} is corrupt ({reason}); `{verb}` refuses.\nnext: inspect it and run `cotal plan`",
+            file.display()
+        ))),
+    }
+}
+
+/// Whether the broker record is usable, for verbs that need it.
+pub fn require_broker(observed: &Observed) -> Result<()> {
+    match &observed.broker {
+        BrokerRecordState::Valid(_) => Ok(()),
+        _ => plan::compute(&Desired::default(), observed).map(|_| ()),
+    }
+}

@@ -1,0 +1,164 @@
+//! `cotal apply [FILE]`: lock, re-observe, re-plan, (check a saved plan), confirm, execute.
+
+use super::Global;
+use crate::apply::{self, Context};
+use crate::broker::Stopped;
+use crate::error::{Error, Result};
+use crate::observe;
+use crate::plan::{self, Plan};
+use crate::report::{Format, Palette};
+use crate::store::lock;
+use std::io::{BufRead, IsTerminal, Write};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// A plan saved by `cotal plan --out FILE`: apply exactly it, refusing when it is stale.
+    pub plan_file: Option<PathBuf>,
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// Allow a plan that destroys data (removes spaces) without an interactive `yes`.
+    #[arg(long)]
+    pub allow_destroy: bool,
+    /// How long to wait for the root's lock (0: fail at once naming the holder).
+    #[arg(long, value_parser = super::parse_duration, default_value = "0")]
+    pub lock_timeout: Duration,
+    /// Output format of the plan shown before applying.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+pub fn run(global: &Global, args: Args) -> Result<i32> {
+    let root = global.root()?;
+    let saved = args.plan_file.as_deref().map(load_saved).transpose()?;
+    if !root.desired_file().exists() {
+        observe::desired(&root)?;
+    }
+    let _lock = lock::acquire(&root, &super::holder(), args.lock_timeout)?;
+    let (desired, digest) = observe::desired(&root)?;
+    let observed = observe::observe(&root, &desired, digest)?;
+    let plan = plan::compute(&desired, &observed)?;
+    if let Some(saved) = &saved {
+        check_stale(saved, &plan)?;
+    }
+    if plan.is_empty() {
+        println!("No changes. The broker matches cotal.toml.");
+        return Ok(0);
+    }
+    print!("{}", super::format_plan(&plan, args.format, global.colour));
+    confirm(&plan, &args)?;
+
+    let ctx = Context {
+        root: &root,
+        desired: &desired,
+        observed: &observed,
+        host: super::host(),
+    };
+    let mut broker = Stopped;
+    let outcome = apply::execute(&ctx, &plan, &mut broker)?;
+    let p = Palette::new(global.colour);
+    println!();
+    println!(
+        "{}",
+        p.bold.apply_to(format!(
+            "Apply complete: {} added, {} changed, {} removed.",
+            plan.summary.add, plan.summary.change, plan.summary.remove
+        ))
+    );
+    if let Some((from, to)) = outcome.generation {
+        println!("Generation {from} -> {to}.");
+    }
+    for f in &outcome.reap_failures {
+        println!(
+            "{} could not reap {f} (the removal is complete; delete it by hand)",
+            p.warn.apply_to("warning:")
+        );
+    }
+    Ok(0)
+}
+
+fn load_saved(path: &std::path::Path) -> Result<Plan> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let plan: Plan = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::Input(format!("{}: not a saved cotal plan: {e}", path.display())))?;
+    if plan.format_version != plan::FORMAT_VERSION {
+        return Err(Error::Input(format!(
+            "{}: plan format {} is not {}; make a new plan with this cotal",
+            path.display(),
+            plan.format_version,
+            plan::FORMAT_VERSION
+        )));
+    }
+    Ok(plan)
+}
+
+/// Refuse a saved plan whose inputs moved, naming each one.
+fn check_stale(saved: &Plan, now: &Plan) -> Result<()> {
+    let mut moved = Vec::new();
+    if saved.pins.generation != now.pins.generation {
+        moved.push(format!(
+            "the generation moved from {} to {}",
+            saved.pins.generation, now.pins.generation
+        ));
+    }
+    if saved.pins.desired_digest != now.pins.desired_digest {
+        moved.push("cotal.toml changed".to_string());
+    }
+    if saved.pins.inventory_digest != now.pins.inventory_digest {
+        moved.push("the account inventory changed".to_string());
+    }
+    if saved.pins.config_digest != now.pins.config_digest {
+        moved.push("server.conf changed".to_string());
+    }
+    if moved.is_empty() && saved.steps_digest() != now.steps_digest() {
+        moved.push("the broker's state changed, so the steps differ".to_string());
+    }
+    if moved.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::StalePlan(moved.join("; ")))
+    }
+}
+
+fn confirm(plan: &Plan, args: &Args) -> Result<()> {
+    if args.auto_approve {
+        if plan.destroys_data() && !args.allow_destroy {
+            return Err(Error::Refused(format!(
+                "this plan destroys data ({}); --auto-approve alone does not allow that.\n\
+                 blast radius of this refusal: none, nothing was changed.\n\
+                 next: review the plan and re-run with --allow-destroy, or answer `yes` interactively",
+                plan.removed_spaces()
+                    .iter()
+                    .map(|s| plan::q(s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )));
+        }
+        return Ok(());
+    }
+    if !std::io::stdin().is_terminal() {
+        return Err(Error::Refused(
+            "standard input is not a terminal, so there is nobody to type `yes`.\n\
+             next: pass --auto-approve (and --allow-destroy for a plan that destroys data)"
+                .into(),
+        ));
+    }
+    print!(
+        "\nDo you want to perform these actions{}? Only 'yes' will be accepted: ",
+        if plan.destroys_data() {
+            ", destroying the data shown above"
+        } else {
+            ""
+        }
+    );
+    std::io::stdout().flush()?;
+    let mut answer = String::new();
+    std::io::stdin().lock().read_line(&mut answer)?;
+    if answer.trim() == "yes" {
+        Ok(())
+    } else {
+        Err(Error::Other("apply cancelled; nothing was changed".into()))
+    }
+}

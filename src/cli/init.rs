@@ -1,0 +1,92 @@
+//! `cotal init`: mint the broker trust of a new root and write a starter `cotal.toml`.
+
+use super::Global;
+use crate::desired;
+use crate::error::{Error, Result};
+use crate::observed::JournalState;
+use crate::store::{atomic, broker_record, journal, lock};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Retain the system signing seed so every space gets its $SYS creds (the default when
+    /// cotal.toml says multi_space = true, or when there is no cotal.toml yet).
+    #[arg(long, conflicts_with = "single_space")]
+    pub multi_space: bool,
+    /// Do not retain the system signing seed (no broker-admin minting capability at rest; spaces
+    /// cannot be added later).
+    #[arg(long)]
+    pub single_space: bool,
+}
+
+pub fn run(global: &Global, args: Args) -> Result<i32> {
+    let root = global.root()?;
+    atomic::ensure_dir(&root.state_dir(), atomic::PRIVATE_DIR)?;
+    let _lock = lock::acquire(&root, &super::holder(), std::time::Duration::ZERO)?;
+    crate::apply::refuse_if_journal_open(&journal::load(&root)?, "init")?;
+    match broker_record::load(&root)? {
+        broker_record::Loaded::Absent => {}
+        broker_record::Loaded::Valid(_, trust) => {
+            return Err(Error::Refused(format!(
+                "{} already holds the broker trust (operator {}); a second operator would orphan every space signed by the first.\n\
+                 blast radius: none, nothing was changed.\n\
+                 next: edit cotal.toml and run `cotal plan`",
+                root.broker_record().display(),
+                trust.operator_pub
+            )));
+        }
+        broker_record::Loaded::Corrupt(why) => {
+            return Err(Error::Refused(format!(
+                "{} exists but is corrupt ({why}); it may hold the trust of real tenants, so init does not replace it.\n\
+                 next: restore it from a backup",
+                root.broker_record().display()
+            )));
+        }
+    }
+    let desired_path = root.desired_file();
+    let existing = match std::fs::read_to_string(&desired_path) {
+        Ok(text) => {
+            Some(desired::parse(&text, &desired_path.display().to_string()).map_err(Error::Input)?)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(&desired_path, e)),
+    };
+    let multi_space = if args.multi_space {
+        true
+    } else if args.single_space {
+        false
+    } else {
+        existing
+            .as_ref()
+            .map(|d| d.broker.multi_space)
+            .unwrap_or(true)
+    };
+
+    let (record, sys_seed) = crate::mint::broker().map_err(Error::Other)?;
+    // The seed is written before the record: a crash between them leaves no broker record, so
+    // init can simply run again.
+    if multi_space {
+        broker_record::save_sys_seed(&root, &sys_seed)?;
+    }
+    broker_record::save(&root, &record)?;
+    if existing.is_none() {
+        atomic::write(&desired_path, desired::STARTER.as_bytes(), atomic::PUBLIC)?;
+    }
+    let trust = record.validate().map_err(Error::Other)?;
+    println!("Initialised a cotal root at {}", root.dir().display());
+    println!("  operator        {}", trust.operator_pub);
+    println!("  system account  {}", trust.sys_pub);
+    println!(
+        "  multi-space     {}",
+        if multi_space {
+            "yes: the system signing seed is kept in .cotal/auth/sys.seed (0600)"
+        } else {
+            "no: no system signing seed is kept, so spaces cannot be added"
+        }
+    );
+    if existing.is_none() {
+        println!("  wrote           cotal.toml (starter)");
+    }
+    println!("\nNext: add a [spaces.NAME] table to cotal.toml, then run `cotal plan`.");
+    let _ = JournalState::Closed;
+    Ok(0)
+}

@@ -1,0 +1,142 @@
+//! The command line: parse, observe, plan, render, confirm, apply. Thin: every decision lives
+//! in the pure core or the executor.
+
+mod apply_cmd;
+mod init;
+mod output;
+mod plan_cmd;
+
+use crate::error::{Error, Result};
+use crate::report::Format;
+use clap::{Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "cotal",
+    version,
+    about = "Declarative tenants (spaces) on a shared NATS broker"
+)]
+pub struct Cli {
+    /// The root directory (else COTAL_ROOT, else the nearest ancestor holding cotal.toml or .cotal/).
+    #[arg(long, global = true, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Colour output.
+    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    pub color: ColorChoice,
+    /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG works too.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColorChoice {
+    Auto,
+    Always,
+    Never,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Create the broker trust of a new root (operator, system account) and a starter cotal.toml.
+    Init(init::Args),
+    /// Show what apply would change, with its blast radius.
+    Plan(plan_cmd::Args),
+    /// Make the broker match cotal.toml (or execute a saved plan).
+    Apply(apply_cmd::Args),
+    /// Print a shell completion script.
+    Completions {
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Run the CLI; returns the process exit code.
+pub fn main() -> i32 {
+    let cli = Cli::parse();
+    output::init_logging(cli.verbose);
+    let colour = output::colour_enabled(cli.color);
+    match run(cli, colour) {
+        Ok(code) => code,
+        Err(e) => {
+            output::print_error(&e, colour);
+            e.exit_code()
+        }
+    }
+}
+
+fn run(cli: Cli, colour: bool) -> Result<i32> {
+    let global = Global {
+        root: cli.root,
+        colour,
+    };
+    match cli.command {
+        Command::Init(args) => init::run(&global, args),
+        Command::Plan(args) => plan_cmd::run(&global, args),
+        Command::Apply(args) => apply_cmd::run(&global, args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "cotal", &mut std::io::stdout());
+            Ok(0)
+        }
+    }
+}
+
+/// Options every command shares.
+pub struct Global {
+    pub root: Option<PathBuf>,
+    pub colour: bool,
+}
+
+impl Global {
+    pub fn root(&self) -> Result<crate::store::Root> {
+        crate::store::Root::discover(self.root.as_deref())
+    }
+}
+
+/// Parse `--lock-timeout`: `0`, `30s`, `2m`.
+pub fn parse_duration(raw: &str) -> Result<std::time::Duration, String> {
+    if raw.trim() == "0" {
+        return Ok(std::time::Duration::ZERO);
+    }
+    humantime::parse_duration(raw)
+        .map_err(|e| format!("{raw:?} is not a duration like 30s or 2m: {e}"))
+}
+
+/// Format choice for commands that print a plan.
+pub fn format_plan(plan: &crate::plan::Plan, format: Format, colour: bool) -> String {
+    match format {
+        Format::Text => crate::report::text(plan, &crate::report::Palette::new(colour)),
+        Format::Json => crate::report::json(plan),
+        Format::Markdown => crate::report::markdown(plan),
+    }
+}
+
+/// The actor for journals and the lock: host name.
+pub fn host() -> String {
+    nix::unistd::gethostname()
+        .ok()
+        .and_then(|h| h.into_string().ok())
+        .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// The lock holder record for this process.
+pub fn holder() -> crate::store::lock::Holder {
+    crate::store::lock::Holder {
+        pid: std::process::id(),
+        host: host(),
+        command: std::env::args()
+            .map(|a| if a.contains(' ') { format!("{a:?}") } else { a })
+            .collect::<Vec<_>>()
+            .join(" "),
+        since: crate::apply::timestamp(),
+    }
+}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Other(e.to_string())
+    }
+}

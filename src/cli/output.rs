@@ -1,0 +1,40 @@
+//! Terminal concerns: colour choice (flag, NO_COLOR, TTY), logging setup, error printing.
+
+use super::ColorChoice;
+use crate::error::Error;
+use std::io::IsTerminal;
+
+pub fn colour_enabled(choice: ColorChoice) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => {
+            std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+                && std::io::stdout().is_terminal()
+        }
+    }
+}
+
+pub fn init_logging(verbose: u8) {
+    use tracing_subscriber::EnvFilter;
+    let default = match verbose {
+        0 => "warn",
+        1 => "cotal=info",
+        2 => "cotal=debug",
+        _ => "trace",
+    };
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+pub fn print_error(e: &Error, colour: bool) {
+    let label = console::Style::new()
+        .red()
+        .bold()
+        .force_styling(colour && std::io::stderr().is_terminal());
+    eprintln!("{} {e}", label.apply_to("error:"));
+}

@@ -1,0 +1,389 @@
+//! `cotal.toml`: the operator's desired state (DESIGN.md section 2), parsed and validated.
+//!
+//! Pure: [`parse`] takes the file's text and a display name and returns a [`Desired`] or an
+//! error that names the file, line and column. Unknown keys are errors, unknown versions are
+//! refused, and every value is range-checked here so that later stages never see a bad one.
+
+use crate::model::{ByteSize, Limits, SpaceName, SpaceSpec, SpaceState};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use toml::Spanned;
+
+/// The only `version` this build understands.
+pub const VERSION: i64 = 1;
+
+/// Streams plus KV buckets cotal provisions in every space; `max_streams` below it cannot work.
+pub const PROVISIONED_STREAMS: u64 = 12;
+
+/// The `[broker]` table with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct BrokerSettings {
+    pub host: String,
+    pub port: u16,
+    /// As written in the file; relative paths are relative to the root.
+    pub store_dir: String,
+    pub multi_space: bool,
+}
+
+impl Default for BrokerSettings {
+    fn default() -> Self {
+        BrokerSettings {
+            host: "127.0.0.1".into(),
+            port: 4222,
+            store_dir: ".cotal/nats".into(),
+            multi_space: true,
+        }
+    }
+}
+
+/// The desired state: broker settings and the spaces by name.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Desired {
+    pub broker: BrokerSettings,
+    pub spaces: BTreeMap<SpaceName, SpaceSpec>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    version: Option<Spanned<i64>>,
+    #[serde(default)]
+    broker: Option<RawBroker>,
+    #[serde(default)]
+    spaces: BTreeMap<Spanned<String>, RawSpace>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawBroker {
+    host: Option<Spanned<String>>,
+    port: Option<Spanned<i64>>,
+    store_dir: Option<Spanned<String>>,
+    multi_space: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSpace {
+    state: Option<SpaceState>,
+    protect: Option<bool>,
+    limits: Option<RawLimits>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawLimits {
+    max_connections: Option<Spanned<i64>>,
+    max_storage: Option<Spanned<toml::Value>>,
+    max_memory: Option<Spanned<toml::Value>>,
+    max_streams: Option<Spanned<i64>>,
+    max_consumers: Option<Spanned<i64>>,
+    max_payload: Option<Spanned<toml::Value>>,
+}
+
+/// A located error: `file:line:column: message`.
+struct Located<'a> {
+    file: &'a str,
+    text: &'a str,
+}
+
+impl Located<'_> {
+    fn at(&self, offset: usize, message: impl std::fmt::Display) -> String {
+        let (line, column) = line_column(self.text, offset);
+        format!("{}:{line}:{column}: {message}", self.file)
+    }
+}
+
+/// 1-based line and column (in characters) of a byte offset.
+pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
+    let offset = offset.min(text.len());
+    let before = &text[..floor_char_boundary(text, offset)];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    (line, column)
+}
+
+fn floor_char_boundary(text: &str, mut i: usize) -> usize {
+    while i > 0 && !text.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
+}
+
+/// Parse and validate the text of a `cotal.toml`. `file` is how errors name it.
+pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
+    let loc = Located { file, text };
+    let raw: RawFile = toml::from_str(text).map_err(|e| {
+        let offset = e.span().map(|s| s.start).unwrap_or(0);
+        loc.at(offset, e.message().trim_end())
+    })?;
+
+    let version = raw
+        .version
+        .ok_or_else(|| format!("{file}:1:1: missing `version = {VERSION}`"))?;
+    if *version.get_ref() != VERSION {
+        return Err(loc.at(
+            version.span().start,
+            format!(
+                "unsupported version {}: this cotal understands version {VERSION}",
+                version.get_ref()
+            ),
+        ));
+    }
+
+    let broker = match raw.broker {
+        None => BrokerSettings::default(),
+        Some(b) => broker_settings(b, &loc)?,
+    };
+
+    let mut spaces = BTreeMap::new();
+    for (key, space) in raw.spaces {
+        let name = SpaceName::parse(key.get_ref()).map_err(|e| loc.at(key.span().start, e))?;
+        let limits = match space.limits {
+            None => Limits::default(),
+            Some(l) => limits(l, &loc)?,
+        };
+        spaces.insert(
+            name,
+            SpaceSpec {
+                state: space.state.unwrap_or_default(),
+                protect: space.protect.unwrap_or(false),
+                limits,
+            },
+        );
+    }
+    Ok(Desired { broker, spaces })
+}
+
+fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String> {
+    let defaults = BrokerSettings::default();
+    let host = match b.host {
+        None => defaults.host,
+        Some(h) => {
+            let v = h.get_ref();
+            if v.is_empty() || !v.chars().all(|c| c.is_ascii_graphic() && c != '"') {
+                return Err(loc.at(
+                    h.span().start,
+                    format!("host {v:?} must be a non-empty hostname or IP address"),
+                ));
+            }
+            v.clone()
+        }
+    };
+    let port = match b.port {
+        None => defaults.port,
+        Some(p) => u16::try_from(*p.get_ref())
+            .ok()
+            .filter(|p| *p != 0)
+            .ok_or_else(|| {
+                loc.at(
+                    p.span().start,
+                    format!("port {} must be between 1 and 65535", p.get_ref()),
+                )
+            })?,
+    };
+    let store_dir = match b.store_dir {
+        None => defaults.store_dir,
+        Some(d) => {
+            let v = d.get_ref();
+            if v.is_empty() || v.chars().any(|c| c.is_control() || c == '"' || c == '\\') {
+                return Err(loc.at(
+                    d.span().start,
+                    format!("store_dir {v:?} must be a non-empty path without quotes, backslashes or control characters"),
+                ));
+            }
+            v.clone()
+        }
+    };
+    Ok(BrokerSettings {
+        host,
+        port,
+        store_dir,
+        multi_space: b.multi_space.unwrap_or(defaults.multi_space),
+    })
+}
+
+fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {
+    let count = |field: &str, v: Option<Spanned<i64>>, min: u64| -> Result<Option<u64>, String> {
+        match v {
+            None => Ok(None),
+            Some(s) => u64::try_from(*s.get_ref())
+                .ok()
+                .filter(|n| *n >= min)
+                .map(Some)
+                .ok_or_else(|| {
+                    let why = match field {
+                        "max_connections" => " (to refuse every connection, set state = \"suspended\")".to_string(),
+                        "max_streams" => format!(" (cotal provisions {PROVISIONED_STREAMS} streams and buckets in every space)"),
+                        _ => String::new(),
+                    };
+                    loc.at(
+                        s.span().start,
+                        format!("{field} = {} must be at least {min}{why}; omit it for unlimited", s.get_ref()),
+                    )
+                }),
+        }
+    };
+    let size = |field: &str, v: Option<Spanned<toml::Value>>| -> Result<Option<ByteSize>, String> {
+        let Some(s) = v else { return Ok(None) };
+        let parsed = match s.get_ref() {
+            toml::Value::Integer(n) if *n > 0 => Ok(ByteSize(*n as u64)),
+            toml::Value::Integer(n) => Err(format!("{n} is not a positive size")),
+            toml::Value::String(text) => ByteSize::parse(text).and_then(|b| {
+                if b.0 == 0 {
+                    Err(format!("{text:?} is not a positive size"))
+                } else {
+                    Ok(b)
+                }
+            }),
+            other => Err(format!(
+                "expected a size like \"10GiB\" or an integer, found {}",
+                other.type_str()
+            )),
+        };
+        parsed.map(Some).map_err(|e| {
+            loc.at(
+                s.span().start,
+                format!("{field}: {e}; omit it for unlimited"),
+            )
+        })
+    };
+    Ok(Limits {
+        max_connections: count("max_connections", l.max_connections, 1)?,
+        max_storage: size("max_storage", l.max_storage)?,
+        max_memory: size("max_memory", l.max_memory)?,
+        max_streams: count("max_streams", l.max_streams, PROVISIONED_STREAMS)?,
+        max_consumers: count("max_consumers", l.max_consumers, 1)?,
+        max_payload: size("max_payload", l.max_payload)?,
+    })
+}
+
+/// The starter file `cotal init` writes when the root has none.
+pub const STARTER: &str = r#"# cotal.toml: the spaces (tenants) this broker hosts. Edit, then `cotal plan` and `cotal apply`.
+version = 1
+
+[broker]
+host = "127.0.0.1"        # listener; changing it needs a broker restart
+port = 4222
+store_dir = ".cotal/nats" # JetStream store, relative to this file
+multi_space = true        # keep the system signing seed so every space gets its $SYS creds
+
+# One table per space, keyed by its name:
+#
+# [spaces.design]
+# state = "active"        # active | suspended (connections refused, data kept)
+# protect = true          # removal refused while set
+# [spaces.design.limits]  # omitted = unlimited
+# max_connections = 200
+# max_storage = "10GiB"
+"#;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(text, "cotal.toml").unwrap_err()
+    }
+
+    #[test]
+    fn parses_the_design_example() {
+        let d = parse(
+            r#"version = 1
+[broker]
+host = "0.0.0.0"
+port = 4333
+[spaces.design]
+state = "suspended"
+protect = true
+[spaces.design.limits]
+max_connections = 200
+max_storage = "10GiB"
+[spaces.release]
+"#,
+            "cotal.toml",
+        )
+        .unwrap();
+        assert_eq!(d.broker.port, 4333);
+        assert_eq!(d.broker.store_dir, ".cotal/nats");
+        let design = &d.spaces[&SpaceName::parse("design").unwrap()];
+        assert_eq!(design.state, SpaceState::Suspended);
+        assert!(design.protect);
+        assert_eq!(design.limits.max_connections, Some(200));
+        assert_eq!(design.limits.max_storage, Some(ByteSize(10 << 30)));
+        assert_eq!(
+            d.spaces[&SpaceName::parse("release").unwrap()],
+            SpaceSpec::default()
+        );
+    }
+
+    #[test]
+    fn starter_file_parses_to_no_spaces() {
+        let d = parse(STARTER, "cotal.toml").unwrap();
+        assert!(d.spaces.is_empty());
+        assert_eq!(d.broker, BrokerSettings::default());
+    }
+
+    #[test]
+    fn errors_name_file_line_and_column() {
+        assert_eq!(
+            err("version = 1\n[spaces.a]\nstat = \"active\"\n")
+                .lines()
+                .next()
+                .unwrap(),
+            "cotal.toml:3:1: unknown field `stat`, expected one of `state`, `protect`, `limits`"
+        );
+        assert!(
+            err("version = 1\n[spaces.\"\"]\n")
+                .starts_with("cotal.toml:2:9: a space name cannot be empty")
+        );
+        assert!(err("version = 1\n[spaces.\"..\"]\n").starts_with("cotal.toml:2:9:"));
+        assert!(err("version = 2\n").starts_with("cotal.toml:1:11: unsupported version 2"));
+        assert!(err("[spaces.a]\n").contains("missing `version = 1`"));
+        assert!(err("version = 1\n[spaces.a]\n[spaces.a]\n").starts_with("cotal.toml:3:"));
+        assert!(err("version = 1\n[spaces.a\n").starts_with("cotal.toml:2:"));
+        assert!(
+            err("version = 1\n[broker]\nport = 70000\n").starts_with("cotal.toml:3:8: port 70000")
+        );
+        assert!(err("version = 1\n[spaces.a]\nstate = \"gone\"\n").starts_with("cotal.toml:3:9:"));
+    }
+
+    #[test]
+    fn limits_are_range_checked() {
+        let e = err("version = 1\n[spaces.a.limits]\nmax_connections = 0\n");
+        assert!(
+            e.starts_with("cotal.toml:3:19: max_connections = 0 must be at least 1"),
+            "{e}"
+        );
+        assert!(e.contains("suspended"));
+        let e = err("version = 1\n[spaces.a.limits]\nmax_storage = \"10GB\"\n");
+        assert!(
+            e.starts_with("cotal.toml:3:15: max_storage: unknown unit"),
+            "{e}"
+        );
+        assert!(
+            err("version = 1\n[spaces.a.limits]\nmax_storage = 0\n")
+                .contains("not a positive size")
+        );
+        assert!(err("version = 1\n[spaces.a.limits]\nmax_streams = 3\n").contains("at least 12"));
+        assert!(
+            err("version = 1\n[spaces.a.limits]\nmax_payload = true\n").contains("found boolean")
+        );
+        let ok = parse(
+            "version = 1\n[spaces.a.limits]\nmax_payload = 1048576\n",
+            "f",
+        )
+        .unwrap();
+        assert_eq!(
+            ok.spaces.values().next().unwrap().limits.max_payload,
+            Some(ByteSize(1 << 20))
+        );
+    }
+
+    #[test]
+    fn line_column_counts_characters() {
+        assert_eq!(line_column("ab\ncdé f", 0), (1, 1));
+        assert_eq!(line_column("ab\ncdé f", 3), (2, 1));
+        assert_eq!(line_column("ab\ncdé f", 8), (2, 5));
+    }
+}

@@ -1,0 +1,93 @@
+//! The error type every verb returns, and the exit code each kind maps to (DESIGN.md section 8).
+//!
+//! Invariant: no variant ever carries secret material. Messages are built from names, paths and
+//! public keys only; a seed that reached an error string would reach the terminal and the logs.
+
+use std::path::PathBuf;
+
+/// Process exit codes of every verb (DESIGN.md section 8).
+pub mod exit {
+    pub const OK: i32 = 0;
+    pub const ERROR: i32 = 1;
+    pub const CHANGES: i32 = 2;
+    pub const REFUSED: i32 = 3;
+    pub const LOCK_HELD: i32 = 4;
+    pub const STALE_PLAN: i32 = 5;
+    pub const INTERRUPTED: i32 = 6;
+    pub const ROLLED_BACK: i32 = 7;
+}
+
+/// Everything a cotal verb can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Bad input: a malformed file, an invalid argument. Nothing was changed.
+    #[error("{0}")]
+    Input(String),
+
+    /// An I/O failure on a named path.
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A guard refused: the message names the tenants, the blast radius and what to do next.
+    #[error("refused: {0}")]
+    Refused(String),
+
+    /// The root's maintenance lock is held by another process.
+    #[error("the root is locked by another cotal: {0}")]
+    LockHeld(String),
+
+    /// A saved plan no longer matches what is on disk.
+    #[error(
+        "the saved plan is stale: {0}\nrun `cotal plan --out FILE` again and review the new plan"
+    )]
+    StalePlan(String),
+
+    /// A journal is open: an apply was interrupted and must be finished first.
+    #[error("{0}")]
+    Interrupted(String),
+
+    /// The broker did not confirm a reload; the previous config was restored.
+    #[error("reload not confirmed, rolled back: {0}")]
+    RolledBack(String),
+
+    /// Anything else (external tools, the network), with context.
+    #[error("{0}")]
+    Other(String),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            Error::Input(_) | Error::Io { .. } | Error::Other(_) => exit::ERROR,
+            Error::Refused(_) => exit::REFUSED,
+            Error::LockHeld(_) => exit::LOCK_HELD,
+            Error::StalePlan(_) => exit::STALE_PLAN,
+            Error::Interrupted(_) => exit::INTERRUPTED,
+            Error::RolledBack(_) => exit::ROLLED_BACK,
+        }
+    }
+
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Attach a path to an `io::Result`.
+pub trait IoContext<T> {
+    fn at(self, path: impl Into<PathBuf>) -> Result<T>;
+}
+
+impl<T> IoContext<T> for std::io::Result<T> {
+    fn at(self, path: impl Into<PathBuf>) -> Result<T> {
+        self.map_err(|e| Error::io(path, e))
+    }
+}

@@ -1,0 +1,462 @@
+//! NATS JWTs (operator, account, user) and creds files: typed claims, signing and verification.
+//!
+//! Pure: the caller passes the signing key pair and the issue time, so the same inputs give the
+//! same token (ed25519 signatures are deterministic).
+//!
+//! Why not a crate: `nats-jwt` 0.3 cannot mint operator JWTs or enable JetStream on an account,
+//! and `nats-jwt-rs` 0.1 stamps `iat` from the wall clock inside `encode` (no injectable clock, so
+//! no reproducible tokens), and models account limits as optional flattened structs, which makes
+//! the invariant below unenforceable by type.
+//!
+//! Invariant: [`AccountLimits`] has no optional field. nats-server decodes an omitted limit as 0,
+//! and `conn: 0` refuses every connection, so every limit is always written.
+
+use crate::model::{SpaceSpec, SpaceState};
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use nkeys::KeyPair;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use sha2::Digest as _;
+
+/// -1: no limit.
+pub const UNLIMITED: i64 = -1;
+
+const HEADER: &str = r#"{"typ":"JWT","alg":"ed25519-nkey"}"#;
+
+/// The registered claims plus the NATS-specific payload `nats`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Claims<T> {
+    #[serde(default)]
+    pub jti: String,
+    pub iat: i64,
+    pub iss: String,
+    #[serde(default)]
+    pub name: String,
+    pub sub: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub exp: Option<i64>,
+    pub nats: T,
+}
+
+/// Operator payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OperatorNats {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub system_account: Option<String>,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+}
+
+/// Every account limit nats-server reads, all explicit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AccountLimits {
+    #[serde(default)]
+    pub subs: i64,
+    #[serde(default)]
+    pub data: i64,
+    #[serde(default)]
+    pub payload: i64,
+    #[serde(default)]
+    pub imports: i64,
+    #[serde(default)]
+    pub exports: i64,
+    #[serde(default)]
+    pub wildcards: bool,
+    #[serde(default)]
+    pub conn: i64,
+    #[serde(default)]
+    pub leaf: i64,
+    #[serde(default)]
+    pub mem_storage: i64,
+    #[serde(default)]
+    pub disk_storage: i64,
+    #[serde(default)]
+    pub streams: i64,
+    #[serde(default)]
+    pub consumer: i64,
+    #[serde(default)]
+    pub max_ack_pending: i64,
+    #[serde(default)]
+    pub mem_max_stream_bytes: i64,
+    #[serde(default)]
+    pub disk_max_stream_bytes: i64,
+    #[serde(default)]
+    pub max_bytes_required: bool,
+}
+
+fn or_unlimited(v: Option<u64>) -> i64 {
+    v.map(|n| i64::try_from(n).unwrap_or(i64::MAX))
+        .unwrap_or(UNLIMITED)
+}
+
+impl AccountLimits {
+    /// The limits of a space's account: its `[limits]`, JetStream on, and `conn`/`leaf` 0 when
+    /// suspended (the account key and everything else unchanged).
+    pub fn for_space(spec: &SpaceSpec) -> Self {
+        let l = &spec.limits;
+        let suspended = spec.state == SpaceState::Suspended;
+        AccountLimits {
+            subs: UNLIMITED,
+            data: UNLIMITED,
+            payload: or_unlimited(l.max_payload.map(|b| b.0)),
+            imports: UNLIMITED,
+            exports: UNLIMITED,
+            wildcards: true,
+            conn: if suspended {
+                0
+            } else {
+                or_unlimited(l.max_connections)
+            },
+            leaf: if suspended { 0 } else { UNLIMITED },
+            mem_storage: or_unlimited(l.max_memory.map(|b| b.0)),
+            disk_storage: or_unlimited(l.max_storage.map(|b| b.0)),
+            streams: or_unlimited(l.max_streams),
+            consumer: or_unlimited(l.max_consumers),
+            max_ack_pending: UNLIMITED,
+            mem_max_stream_bytes: 0,
+            disk_max_stream_bytes: 0,
+            max_bytes_required: false,
+        }
+    }
+
+    /// The system account: no JetStream, nothing else limited.
+    pub fn system() -> Self {
+        AccountLimits {
+            mem_storage: 0,
+            disk_storage: 0,
+            streams: 0,
+            consumer: 0,
+            max_ack_pending: 0,
+            ..Self::for_space(&SpaceSpec::default())
+        }
+    }
+
+    pub fn jetstream_enabled(&self) -> bool {
+        self.mem_storage != 0 || self.disk_storage != 0
+    }
+}
+
+/// Publish or subscribe permission lists.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Permission {
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub allow: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub deny: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Permissions {
+    #[serde(rename = "pub", default)]
+    pub publish: Permission,
+    #[serde(rename = "sub", default)]
+    pub subscribe: Permission,
+}
+
+/// Account payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AccountNats {
+    pub limits: AccountLimits,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub signing_keys: Vec<String>,
+    #[serde(default)]
+    pub default_permissions: Permissions,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+}
+
+/// Request-reply permission of a user: may publish to the reply subject of requests it got.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResponsePermission {
+    pub max: i64,
+    pub ttl: i64,
+}
+
+/// User payload.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UserNats {
+    #[serde(rename = "pub", default)]
+    pub publish: Permission,
+    #[serde(rename = "sub", default)]
+    pub subscribe: Permission,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub resp: Option<ResponsePermission>,
+    pub subs: i64,
+    pub data: i64,
+    pub payload: i64,
+    pub issuer_account: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub version: u32,
+}
+
+/// Sign claims with `signer`: sets `iss` and `jti`, returns the compact token.
+pub fn encode<T: Serialize>(claims: &mut Claims<T>, signer: &KeyPair) -> Result<String, String> {
+    claims.iss = signer.public_key();
+    claims.jti = String::new();
+    let unsigned = serde_json::to_vec(claims).map_err(|e| e.to_string())?;
+    let digest = sha2::Sha512_256::digest(&unsigned);
+    claims.jti = data_encoding::BASE32_NOPAD.encode(&digest);
+    let body = serde_json::to_vec(claims).map_err(|e| e.to_string())?;
+    let signing_input = format!(
+        "{}.{}",
+        URL_SAFE_NO_PAD.encode(HEADER),
+        URL_SAFE_NO_PAD.encode(body)
+    );
+    let signature = signer
+        .sign(signing_input.as_bytes())
+        .map_err(|e| format!("signing failed: {e}"))?;
+    Ok(format!(
+        "{signing_input}.{}",
+        URL_SAFE_NO_PAD.encode(signature)
+    ))
+}
+
+/// Decode a token and verify its signature against its own `iss`. The caller checks that
+/// `iss` is the key it trusts.
+pub fn decode_verified<T: DeserializeOwned>(token: &str) -> Result<Claims<T>, String> {
+    let mut parts = token.split('.');
+    let (Some(header), Some(body), Some(signature), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err("not a JWT (expected three dot-separated parts)".into());
+    };
+    let header_json = URL_SAFE_NO_PAD
+        .decode(header)
+        .map_err(|_| "JWT header is not base64url".to_string())?;
+    let header_value: serde_json::Value =
+        serde_json::from_slice(&header_json).map_err(|_| "JWT header is not JSON".to_string())?;
+    if header_value.get("alg").and_then(|v| v.as_str()) != Some("ed25519-nkey") {
+        return Err("JWT algorithm is not ed25519-nkey".into());
+    }
+    let body_json = URL_SAFE_NO_PAD
+        .decode(body)
+        .map_err(|_| "JWT claims are not base64url".to_string())?;
+    let claims: Claims<T> =
+        serde_json::from_slice(&body_json).map_err(|e| format!("JWT claims do not parse: {e}"))?;
+    let sig = URL_SAFE_NO_PAD
+        .decode(signature)
+        .map_err(|_| "JWT signature is not base64url".to_string())?;
+    let issuer = KeyPair::from_public_key(&claims.iss)
+        .map_err(|_| format!("JWT issuer {:?} is not a public nkey", claims.iss))?;
+    let signed_len = header.len() + 1 + body.len();
+    issuer
+        .verify(&token.as_bytes()[..signed_len], &sig)
+        .map_err(|_| "JWT signature does not verify".to_string())?;
+    Ok(claims)
+}
+
+/// Unsigned operator claims naming its system account.
+pub fn operator_claims(operator_pub: &str, system_account: &str, iat: i64) -> Claims<OperatorNats> {
+    Claims {
+        jti: String::new(),
+        iat,
+        iss: String::new(),
+        name: "cotal".into(),
+        sub: operator_pub.into(),
+        exp: None,
+        nats: OperatorNats {
+            system_account: Some(system_account.into()),
+            kind: "operator".into(),
+            version: 2,
+        },
+    }
+}
+
+/// Unsigned account claims.
+pub fn account_claims(
+    name: &str,
+    account_pub: &str,
+    signing_pub: &str,
+    limits: AccountLimits,
+    iat: i64,
+) -> Claims<AccountNats> {
+    Claims {
+        jti: String::new(),
+        iat,
+        iss: String::new(),
+        name: name.into(),
+        sub: account_pub.into(),
+        exp: None,
+        nats: AccountNats {
+            limits,
+            signing_keys: vec![signing_pub.into()],
+            default_permissions: Permissions::default(),
+            kind: "account".into(),
+            version: 2,
+        },
+    }
+}
+
+/// Unsigned user claims with the given permissions.
+pub fn user_claims(
+    name: &str,
+    user_pub: &str,
+    issuer_account: &str,
+    permissions: Permissions,
+    iat: i64,
+    exp: Option<i64>,
+) -> Claims<UserNats> {
+    Claims {
+        jti: String::new(),
+        iat,
+        iss: String::new(),
+        name: name.into(),
+        sub: user_pub.into(),
+        exp,
+        nats: UserNats {
+            publish: permissions.publish,
+            subscribe: permissions.subscribe,
+            resp: None,
+            subs: UNLIMITED,
+            data: UNLIMITED,
+            payload: UNLIMITED,
+            issuer_account: issuer_account.into(),
+            kind: "user".into(),
+            version: 2,
+        },
+    }
+}
+
+/// The standard NATS creds file holding a user JWT and its seed. The result is secret.
+pub fn creds_file(user_jwt: &str, user_seed: &str) -> String {
+    format!(
+        "-----BEGIN NATS USER JWT-----\n{user_jwt}\n------END NATS USER JWT------\n\n\
+************************* IMPORTANT *************************\n\
+NKEY Seed printed below can be used to sign and prove identity.\n\
+NKEYs are sensitive and should be treated as secrets.\n\n\
+-----BEGIN USER NKEY SEED-----\n{user_seed}\n------END USER NKEY SEED------\n\n\
+*************************************************************\n"
+    )
+}
+
+/// A token shortened for display: the start of its claims segment (which begins with the unique
+/// `jti`), never the whole token.
+pub fn shorten(token: &str) -> String {
+    match token.split('.').nth(1) {
+        Some(body) if body.len() > 20 => format!("{}…", &body[..20]),
+        _ => "…".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ByteSize, Limits};
+
+    #[test]
+    fn account_tokens_round_trip_and_verify() {
+        let operator = KeyPair::new_operator();
+        let account = KeyPair::new_account();
+        let signing = KeyPair::new_account();
+        let limits = AccountLimits::for_space(&SpaceSpec::default());
+        let mut claims = account_claims(
+            "design",
+            &account.public_key(),
+            &signing.public_key(),
+            limits,
+            1_700_000_000,
+        );
+        let token = encode(&mut claims, &operator).unwrap();
+        let back: Claims<AccountNats> = decode_verified(&token).unwrap();
+        assert_eq!(back.iss, operator.public_key());
+        assert_eq!(back.sub, account.public_key());
+        assert_eq!(back.nats.limits, limits);
+        assert_eq!(back.nats.signing_keys, vec![signing.public_key()]);
+        assert_eq!(back, claims);
+        // Same inputs, same token.
+        let again = encode(
+            &mut account_claims(
+                "design",
+                &account.public_key(),
+                &signing.public_key(),
+                limits,
+                1_700_000_000,
+            ),
+            &operator,
+        )
+        .unwrap();
+        assert_eq!(again, token);
+    }
+
+    #[test]
+    fn tampered_tokens_do_not_verify() {
+        let operator = KeyPair::new_operator();
+        let mut claims = operator_claims(&operator.public_key(), "ASYS", 1);
+        let token = encode(&mut claims, &operator).unwrap();
+        let mut parts: Vec<&str> = token.split('.').collect();
+        let other = encode(
+            &mut operator_claims(&operator.public_key(), "AOTHER", 1),
+            &operator,
+        )
+        .unwrap();
+        let other_body = other.split('.').nth(1).unwrap().to_string();
+        parts[1] = &other_body;
+        let forged = parts.join(".");
+        assert!(
+            decode_verified::<OperatorNats>(&forged)
+                .unwrap_err()
+                .contains("does not verify")
+        );
+        assert!(decode_verified::<OperatorNats>("a.b").is_err());
+        assert!(decode_verified::<OperatorNats>("not a token").is_err());
+    }
+
+    #[test]
+    fn every_limit_is_written_and_suspension_zeroes_connections() {
+        let spec = SpaceSpec {
+            state: SpaceState::Suspended,
+            protect: false,
+            limits: Limits {
+                max_connections: Some(5),
+                max_storage: Some(ByteSize(1024)),
+                ..Limits::default()
+            },
+        };
+        let limits = AccountLimits::for_space(&spec);
+        assert_eq!(
+            (limits.conn, limits.leaf, limits.disk_storage),
+            (0, 0, 1024)
+        );
+        assert!(limits.jetstream_enabled());
+        let json = serde_json::to_value(limits).unwrap();
+        for field in [
+            "subs",
+            "data",
+            "payload",
+            "imports",
+            "exports",
+            "conn",
+            "leaf",
+            "mem_storage",
+            "disk_storage",
+            "streams",
+            "consumer",
+        ] {
+            assert!(json.get(field).is_some(), "{field} must be explicit");
+        }
+        let active = AccountLimits::for_space(&SpaceSpec {
+            state: SpaceState::Active,
+            ..spec
+        });
+        assert_eq!((active.conn, active.leaf), (5, UNLIMITED));
+        assert!(!AccountLimits::system().jetstream_enabled());
+    }
+
+    #[test]
+    fn shortened_tokens_hide_the_signature() {
+        let operator = KeyPair::new_operator();
+        let token = encode(
+            &mut operator_claims(&operator.public_key(), "A", 1),
+            &operator,
+        )
+        .unwrap();
+        let short = shorten(&token);
+        assert!(short.ends_with('…'));
+        assert!(short.len() < 30);
+        assert!(!short.contains(token.rsplit('.').next().unwrap()));
+    }
+}

@@ -1,0 +1,283 @@
+//! The vocabulary types of the pure core: space names, their wire tokens and on-disk hex keys,
+//! lifecycle state, account limits and byte sizes.
+//!
+//! Invariants: a [`SpaceName`] is never `""`, `"."` or `".."`; [`SpaceName::hex`] and
+//! [`SpaceName::from_hex`] round-trip exactly; [`SpaceName::token`] is lossy and only ever used for
+//! wire and stream names, never as an identity.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// A space (tenant) name. Case-sensitive, any UTF-8 except `""`, `.` and `..`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct SpaceName(String);
+
+impl SpaceName {
+    /// Validate a raw name. The error says why, in words an operator understands.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        match raw {
+            "" => Err("a space name cannot be empty".into()),
+            "." | ".." => Err(format!("{raw:?} is not a valid space name")),
+            _ => Ok(SpaceName(raw.to_string())),
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The wire token: every character outside `[A-Za-z0-9_-]` becomes `_`. Lossy.
+    pub fn token(&self) -> String {
+        token(&self.0)
+    }
+
+    /// Lowercase hex of the UTF-8 bytes: the on-disk key of the space's files.
+    pub fn hex(&self) -> String {
+        hex::encode(self.0.as_bytes())
+    }
+
+    /// Decode an on-disk key. `None` unless it is lowercase hex of a valid UTF-8 name that
+    /// re-encodes to exactly the same key.
+    pub fn from_hex(key: &str) -> Option<Self> {
+        if key.is_empty() || key.bytes().any(|b| b.is_ascii_uppercase()) {
+            return None;
+        }
+        let bytes = hex::decode(key).ok()?;
+        let name = String::from_utf8(bytes).ok()?;
+        let parsed = SpaceName::parse(&name).ok()?;
+        (parsed.hex() == key).then_some(parsed)
+    }
+}
+
+impl fmt::Display for SpaceName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for SpaceName {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = String::deserialize(d)?;
+        SpaceName::parse(&raw).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Replace every character outside `[A-Za-z0-9_-]` with `_`.
+pub fn token(raw: &str) -> String {
+    raw.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+/// The lifecycle state an operator can ask for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum SpaceState {
+    #[default]
+    Active,
+    Suspended,
+}
+
+impl fmt::Display for SpaceState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SpaceState::Active => "active",
+            SpaceState::Suspended => "suspended",
+        })
+    }
+}
+
+/// A byte count, written in `cotal.toml` as an integer or a string with a unit
+/// (`B`, `KiB`, `MiB`, `GiB`, `TiB`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ByteSize(pub u64);
+
+impl ByteSize {
+    /// Parse `"10GiB"`, `"512 MiB"`, `"42B"` or `"42"`. Overflow and unknown units are errors.
+    pub fn parse(raw: &str) -> Result<Self, String> {
+        let s = raw.trim();
+        let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+        let (digits, unit) = s.split_at(split);
+        if digits.is_empty() {
+            return Err(format!(
+                "{raw:?} is not a size: write a whole number with an optional unit B, KiB, MiB, GiB or TiB"
+            ));
+        }
+        let n: u64 = digits
+            .parse()
+            .map_err(|_| format!("{raw:?} is too large"))?;
+        let mult: u64 = match unit.trim() {
+            "" | "B" => 1,
+            "KiB" => 1 << 10,
+            "MiB" => 1 << 20,
+            "GiB" => 1 << 30,
+            "TiB" => 1 << 40,
+            other => {
+                return Err(format!(
+                    "unknown unit {other:?} in {raw:?}: use B, KiB, MiB, GiB or TiB"
+                ));
+            }
+        };
+        n.checked_mul(mult)
+            .map(ByteSize)
+            .ok_or_else(|| format!("{raw:?} is too large"))
+    }
+}
+
+impl fmt::Display for ByteSize {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&human_bytes(self.0))
+    }
+}
+
+/// `4.2 MiB`, `512 B`: binary units, one decimal when not whole.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut unit = 0;
+    let mut value = n as f64;
+    while value >= 1024.0 && unit < UNITS.len() - 1 {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{n} B")
+    } else if (value - value.round()).abs() < 0.05 {
+        format!("{} {}", value.round() as u64, UNITS[unit])
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}
+
+/// `12,408`: thousands separated for the blast radius.
+pub fn human_count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Account limits an operator may set. `None` means unlimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Limits {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_connections: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_storage: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_memory: Option<ByteSize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_streams: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_consumers: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_payload: Option<ByteSize>,
+}
+
+impl Limits {
+    /// Each limit as `(name, value)` for display and comparison, in a fixed order.
+    pub fn entries(&self) -> Vec<(&'static str, Option<String>)> {
+        vec![
+            (
+                "max_connections",
+                self.max_connections.map(|v| v.to_string()),
+            ),
+            ("max_storage", self.max_storage.map(|v| v.to_string())),
+            ("max_memory", self.max_memory.map(|v| v.to_string())),
+            ("max_streams", self.max_streams.map(|v| v.to_string())),
+            ("max_consumers", self.max_consumers.map(|v| v.to_string())),
+            ("max_payload", self.max_payload.map(|v| v.to_string())),
+        ]
+    }
+}
+
+/// What an operator asks for one space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct SpaceSpec {
+    pub state: SpaceState,
+    pub protect: bool,
+    pub limits: Limits,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_refuse_only_empty_dot_and_dotdot() {
+        for bad in ["", ".", ".."] {
+            assert!(SpaceName::parse(bad).is_err(), "{bad:?}");
+        }
+        for good in [
+            "design",
+            "a.b",
+            "...",
+            " ",
+            "ünï/cødé",
+            "line\nbreak",
+            "UPPER",
+        ] {
+            assert_eq!(SpaceName::parse(good).unwrap().as_str(), good);
+        }
+    }
+
+    #[test]
+    fn hex_round_trips_and_rejects_non_canonical_keys() {
+        let name = SpaceName::parse("Design Ω").unwrap();
+        assert_eq!(SpaceName::from_hex(&name.hex()), Some(name.clone()));
+        assert_eq!(SpaceName::from_hex(&name.hex().to_uppercase()), None);
+        assert_eq!(SpaceName::from_hex("2e"), None, "'.' is not a name");
+        assert_eq!(SpaceName::from_hex(""), None);
+        assert_eq!(SpaceName::from_hex("zz"), None);
+        assert_eq!(SpaceName::from_hex("ff"), None, "not UTF-8");
+        assert_eq!(SpaceName::from_hex("6"), None, "odd length");
+    }
+
+    #[test]
+    fn token_replaces_everything_outside_the_safe_set() {
+        assert_eq!(token("design"), "design");
+        assert_eq!(token("a.b c/é-_9"), "a_b_c__-_9");
+    }
+
+    #[test]
+    fn byte_sizes_parse_with_binary_units() {
+        assert_eq!(ByteSize::parse("10GiB").unwrap().0, 10 << 30);
+        assert_eq!(ByteSize::parse("512 MiB").unwrap().0, 512 << 20);
+        assert_eq!(ByteSize::parse("42").unwrap().0, 42);
+        assert_eq!(ByteSize::parse("42B").unwrap().0, 42);
+        assert!(
+            ByteSize::parse("10GB")
+                .unwrap_err()
+                .contains("unknown unit")
+        );
+        assert!(ByteSize::parse("GiB").is_err());
+        assert!(ByteSize::parse("-1").is_err());
+        assert!(
+            ByteSize::parse("99999999999TiB")
+                .unwrap_err()
+                .contains("too large")
+        );
+    }
+
+    #[test]
+    fn humans_read_sizes_and_counts() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(4_404_019), "4.2 MiB");
+        assert_eq!(human_bytes(10 << 30), "10 GiB");
+        assert_eq!(human_count(12_408), "12,408");
+        assert_eq!(human_count(7), "7");
+        assert_eq!(human_count(1_000_000), "1,000,000");
+    }
+}

@@ -1,0 +1,194 @@
+//! What observation found: plain data, no IO. The planner is a pure function of this and the
+//! desired state, so everything it may depend on is here and nothing else is.
+//!
+//! Invariant: nothing in this module holds a seed.
+
+use crate::jwt::AccountLimits;
+use crate::model::SpaceName;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// The public half of the broker record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokerTrust {
+    pub operator_pub: String,
+    pub operator_jwt: String,
+    pub sys_pub: String,
+    pub sys_jwt: String,
+    /// Trust generation of the broker record (rotations), not the config generation.
+    pub trust_gen: u64,
+}
+
+/// State of the broker record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BrokerRecordState {
+    Absent,
+    Corrupt { file: PathBuf, reason: String },
+    Valid(BrokerTrust),
+}
+
+/// One valid account record, public parts only.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedSpace {
+    pub account_pub: String,
+    pub signing_pub: String,
+    pub jwt: String,
+    /// Limits as decoded from the account JWT.
+    pub limits: AccountLimits,
+    /// Protection recorded on disk by the last apply (survives deletion from `cotal.toml`).
+    pub protect_recorded: bool,
+    pub usage: Usage,
+    /// Pids of live local processes recorded for this space.
+    pub live_processes: Vec<u32>,
+}
+
+/// Where usage figures came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum UsageSource {
+    /// Nothing known.
+    #[default]
+    Unknown,
+    /// Read from the JetStream store folder with the broker stopped: bytes, no message counts.
+    Store,
+    /// Asked of the running broker.
+    Live,
+}
+
+/// A space's data and connections, as far as they are known.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Usage {
+    pub source: UsageSource,
+    pub streams: Vec<StreamUsage>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u64>,
+}
+
+impl Usage {
+    pub fn total_bytes(&self) -> u64 {
+        self.streams.iter().map(|s| s.bytes).sum()
+    }
+    pub fn total_messages(&self) -> Option<u64> {
+        self.streams.iter().map(|s| s.messages).sum()
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamUsage {
+    pub name: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub messages: Option<u64>,
+    pub bytes: u64,
+}
+
+/// Why an entry of the account-record namespace is not a valid record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CorruptRecord {
+    pub file: PathBuf,
+    pub reason: String,
+    /// Set when the record is well-formed but signed by another operator.
+    pub foreign_issuer: Option<String>,
+}
+
+/// The validated account records.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Inventory {
+    pub spaces: BTreeMap<SpaceName, ObservedSpace>,
+    pub corrupt: Vec<CorruptRecord>,
+}
+
+/// `broker-config.json`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct GenerationRecord {
+    #[serde(rename = "gen")]
+    pub generation: u64,
+    #[serde(rename = "inventoryDigest")]
+    pub inventory_digest: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum GenerationState {
+    Absent,
+    Corrupt { file: PathBuf, reason: String },
+    Valid(GenerationRecord),
+}
+
+impl GenerationState {
+    /// The generation to compare-and-set against (0 before the first promotion).
+    pub fn generation(&self) -> u64 {
+        match self {
+            GenerationState::Valid(r) => r.generation,
+            _ => 0,
+        }
+    }
+}
+
+/// One removal recorded in the journal. Finished by every later apply whatever the desired
+/// state says: the operator approved it and its commit point may have passed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JournaledRemoval {
+    pub space: SpaceName,
+    pub account: String,
+    /// True once the space's streams were deleted (the commit point).
+    pub committed: bool,
+}
+
+/// Progress of one step in the journal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JournaledStep {
+    pub step: String,
+    pub started_at: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
+}
+
+/// `.cotal/maintenance/journal.json`: the open apply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Journal {
+    pub op: String,
+    pub plan_digest: String,
+    pub started_at: String,
+    pub pid: u32,
+    pub host: String,
+    #[serde(default)]
+    pub removals: Vec<JournaledRemoval>,
+    #[serde(default)]
+    pub steps: Vec<JournaledStep>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JournalState {
+    Closed,
+    Open(Journal),
+    Corrupt { file: PathBuf, reason: String },
+}
+
+/// The broker process as seen through its pidfile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "state", rename_all = "lowercase")]
+pub enum BrokerProcess {
+    Stopped,
+    Running { pid: u32 },
+}
+
+/// Everything the planner may look at.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    pub broker: BrokerRecordState,
+    pub sys_seed_retained: bool,
+    pub inventory: Inventory,
+    /// The promoted `server.conf`, if any.
+    pub server_conf: Option<String>,
+    pub generation: GenerationState,
+    pub journal: JournalState,
+    pub process: BrokerProcess,
+    /// The JetStream store directory, absolute.
+    pub store_dir: PathBuf,
+    /// sha256 of `cotal.toml` as read.
+    pub desired_digest: String,
+}

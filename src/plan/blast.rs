@@ -1,0 +1,134 @@
+//! Blast radius: who a step touches and what it destroys, evicts or invalidates, and the one
+//! sentence each renderer prints for it.
+
+use crate::model::{SpaceName, human_bytes, human_count};
+use crate::observed::StreamUsage;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Blast {
+    /// Tenants this step acts on.
+    pub touched: Vec<SpaceName>,
+    /// Streams deleted, with their figures.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub streams_destroyed: Vec<StreamUsage>,
+    /// Messages deleted; `None` when unknown (broker stopped).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub messages_destroyed: Option<u64>,
+    #[serde(skip_serializing_if = "is_zero", default)]
+    pub bytes_destroyed: u64,
+    /// Live connections closed; `None` when unknown or not applicable.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connections_dropped: Option<u64>,
+    /// Spaces whose user credentials stop working.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub credentials_invalidated: Vec<SpaceName>,
+    /// Data is explicitly kept (suspension).
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub data_kept: bool,
+    /// What happens to the other tenants.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub siblings: Option<String>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+fn is_false(b: &bool) -> bool {
+    !*b
+}
+
+impl Blast {
+    /// `destroys 3 streams, 12,408 messages, 4.2 MiB; evicts 7 connections; ...`
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if !self.streams_destroyed.is_empty() || self.bytes_destroyed > 0 {
+            let n = self.streams_destroyed.len();
+            let mut d = format!("destroys {n} stream{}", if n == 1 { "" } else { "s" });
+            match self.messages_destroyed {
+                Some(m) => d.push_str(&format!(", {} messages", human_count(m))),
+                None => d.push_str(", messages uncounted (broker stopped)"),
+            }
+            d.push_str(&format!(", {}", human_bytes(self.bytes_destroyed)));
+            parts.push(d);
+        }
+        match self.connections_dropped {
+            Some(0) => parts.push("no live connections".into()),
+            Some(c) => parts.push(format!(
+                "evicts {c} live connection{}",
+                if c == 1 { "" } else { "s" }
+            )),
+            None => {}
+        }
+        if !self.credentials_invalidated.is_empty() {
+            parts.push("invalidates every credential of the space".into());
+        }
+        if self.data_kept {
+            parts.push("data kept".into());
+        }
+        if let Some(s) = &self.siblings {
+            parts.push(s.clone());
+        }
+        parts.join("; ")
+    }
+}
+
+/// Blast of deleting a space's streams.
+pub fn removal(space: &SpaceName, streams: &[StreamUsage], connections: Option<u64>) -> Blast {
+    Blast {
+        touched: vec![space.clone()],
+        streams_destroyed: streams.to_vec(),
+        messages_destroyed: streams.iter().map(|s| s.messages).sum(),
+        bytes_destroyed: streams.iter().map(|s| s.bytes).sum(),
+        connections_dropped: connections,
+        credentials_invalidated: vec![space.clone()],
+        data_kept: false,
+        siblings: Some("no other space's streams are touched".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn describes_destruction_and_eviction_in_one_sentence() {
+        let space = SpaceName::parse("release").unwrap();
+        let streams = vec![
+            StreamUsage {
+                name: "CHAT_release".into(),
+                messages: Some(12_000),
+                bytes: 4_000_000,
+            },
+            StreamUsage {
+                name: "DM_release".into(),
+                messages: Some(400),
+                bytes: 400_000,
+            },
+            StreamUsage {
+                name: "TASK_release".into(),
+                messages: Some(8),
+                bytes: 4_019,
+            },
+        ];
+        let b = removal(&space, &streams, Some(7));
+        assert_eq!(
+            b.describe(),
+            "destroys 3 streams, 12,408 messages, 4.2 MiB; evicts 7 live connections; invalidates every credential of the space; no other space's streams are touched"
+        );
+        let offline = removal(
+            &space,
+            &[StreamUsage {
+                name: "CHAT_release".into(),
+                messages: None,
+                bytes: 2048,
+            }],
+            None,
+        );
+        assert!(
+            offline
+                .describe()
+                .starts_with("destroys 1 stream, messages uncounted (broker stopped), 2 KiB")
+        );
+    }
+}

@@ -1,0 +1,663 @@
+//! The planner: `(desired, observed) -> Plan`, pure.
+//!
+//! Order of steps (DESIGN.md section 6): finish an open journal; delete the streams of removed
+//! spaces (each its commit point); write the records of added and changed spaces; one render,
+//! promotion and reload for the whole plan; reap removed spaces. Guards run first and refuse
+//! with the tenants and blast radius named and the next step said.
+
+use super::blast::{self, Blast};
+use super::{Action, ConfigChange, FieldChange, Pins, Plan, SpaceChange, Step, Summary, q};
+use crate::desired::Desired;
+use crate::digest;
+use crate::error::Error;
+use crate::jwt::{AccountLimits, UNLIMITED};
+use crate::model::{SpaceName, SpaceSpec, SpaceState, human_bytes};
+use crate::observed::{
+    BrokerProcess, BrokerRecordState, BrokerTrust, GenerationState, Inventory, JournalState,
+    Observed,
+};
+use crate::render::{self, Node, Preload, Token};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The broker's nodes, rendered from the same inventory. Today: one.
+pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
+    vec![Node {
+        name: "local".into(),
+        host: desired.broker.host.clone(),
+        port: desired.broker.port,
+        store_dir: observed.store_dir.clone(),
+    }]
+}
+
+/// A removal the plan performs.
+struct Removal {
+    account: String,
+    committed: bool,
+    journaled: bool,
+}
+
+/// Compute the plan, or refuse.
+pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
+    let broker = guard_trust(observed)?;
+    let inv = &observed.inventory;
+    let running = matches!(observed.process, BrokerProcess::Running { .. });
+    let node = nodes(desired, observed).remove(0);
+
+    // Removals: journaled ones first (always finished), then spaces gone from the file.
+    let mut removals: BTreeMap<SpaceName, Removal> = BTreeMap::new();
+    let mut steps = Vec::new();
+    if let JournalState::Open(j) = &observed.journal {
+        for r in &j.removals {
+            removals.insert(
+                r.space.clone(),
+                Removal {
+                    account: r.account.clone(),
+                    committed: r.committed,
+                    journaled: true,
+                },
+            );
+        }
+        steps.push(Step::FinishJournal {
+            started_at: j.started_at.clone(),
+            plan_digest: j.plan_digest.clone(),
+            removals: j.removals.iter().map(|r| r.space.clone()).collect(),
+        });
+    }
+    for (name, space) in &inv.spaces {
+        if !desired.spaces.contains_key(name) && !removals.contains_key(name) {
+            removals.insert(
+                name.clone(),
+                Removal {
+                    account: space.account_pub.clone(),
+                    committed: false,
+                    journaled: false,
+                },
+            );
+        }
+    }
+    // A space leaves the projected inventory when its record holds the removed account.
+    let leaving = |name: &SpaceName| {
+        removals.get(name).is_some_and(|r| {
+            inv.spaces
+                .get(name)
+                .is_some_and(|s| s.account_pub == r.account)
+        })
+    };
+
+    guard_removals(desired, inv, &removals)?;
+
+    // Adds and changes.
+    let mut adds: BTreeMap<&SpaceName, &SpaceSpec> = BTreeMap::new();
+    let mut reissues: BTreeMap<&SpaceName, Vec<FieldChange>> = BTreeMap::new();
+    let mut protections: BTreeMap<&SpaceName, bool> = BTreeMap::new();
+    for (name, spec) in &desired.spaces {
+        match inv.spaces.get(name) {
+            Some(space) if !leaving(name) => {
+                let expected = AccountLimits::for_space(spec);
+                if expected != space.limits {
+                    reissues.insert(name, field_changes(&space.limits, &expected));
+                }
+                if spec.protect != space.protect_recorded {
+                    protections.insert(name, spec.protect);
+                }
+            }
+            _ => {
+                adds.insert(name, spec);
+            }
+        }
+    }
+    if !adds.is_empty() && !observed.sys_seed_retained {
+        return Err(Error::Refused(format!(
+            "cannot add {}: this root keeps no system signing seed (.cotal/auth/sys.seed), so a new space could not get its $SYS credentials.\n\
+             blast radius: none, nothing was changed.\n\
+             next: on a root with no spaces yet, move .cotal/auth/broker.json aside and run `cotal init --multi-space`; \
+             on a root with spaces, the system account must be rotated offline (not supported by this version)",
+            list(adds.keys().copied())
+        )));
+    }
+
+    let mut changes = Vec::new();
+    for (name, r) in &removals {
+        let usage = inv.spaces.get(name).map(|s| &s.usage);
+        let blast = blast::removal(
+            name,
+            usage.map(|u| u.streams.as_slice()).unwrap_or(&[]),
+            usage.and_then(|u| u.connections),
+        );
+        let mut details = vec![format!("account {}", r.account)];
+        if r.journaled {
+            details.push(if r.committed {
+                "finishing a removal interrupted after its commit point".into()
+            } else {
+                "finishing a removal journaled by an interrupted apply".into()
+            });
+        }
+        changes.push(SpaceChange {
+            action: Action::Remove,
+            space: name.clone(),
+            account: Some(r.account.clone()),
+            details,
+            blast: blast.clone(),
+        });
+        steps.push(Step::DeleteStreams {
+            space: name.clone(),
+            account: r.account.clone(),
+            committed: r.committed,
+            blast,
+        });
+    }
+    for (name, spec) in &adds {
+        changes.push(SpaceChange {
+            action: Action::Add,
+            space: (*name).clone(),
+            account: None,
+            details: spec_details(spec),
+            blast: Blast {
+                touched: vec![(*name).clone()],
+                ..Blast::default()
+            },
+        });
+        steps.push(Step::AddAccount {
+            space: (*name).clone(),
+            spec: **spec,
+        });
+    }
+    let changed: BTreeSet<&SpaceName> =
+        reissues.keys().chain(protections.keys()).copied().collect();
+    for name in changed {
+        let space = &inv.spaces[name];
+        let spec = &desired.spaces[name];
+        let mut details = Vec::new();
+        let mut blast = Blast {
+            touched: vec![name.clone()],
+            ..Blast::default()
+        };
+        if let Some(fields) = reissues.get(name) {
+            details.extend(
+                fields
+                    .iter()
+                    .map(|f| format!("{}: {} -> {}", f.field, f.from, f.to)),
+            );
+            let live = space.usage.connections;
+            if spec.state == SpaceState::Suspended && space.limits.conn != 0 {
+                blast.connections_dropped = Some(live.unwrap_or(0));
+                blast.data_kept = true;
+                if live.is_none() {
+                    blast.connections_dropped = None;
+                }
+                details.push("suspension closes every live connection of the space and refuses new ones; streams and buckets are kept".into());
+            } else if let (Some(max), Some(live)) = (spec.limits.max_connections, live)
+                && spec.state == SpaceState::Active
+                && live > max
+            {
+                blast.connections_dropped = Some(live - max);
+                details.push(format!(
+                    "{live} live connections > new max {max}: the newest {} are closed",
+                    live - max
+                ));
+            }
+            steps.push(Step::ReissueAccount {
+                space: name.clone(),
+                account: space.account_pub.clone(),
+                spec: *spec,
+                changes: fields.clone(),
+                blast: blast.clone(),
+            });
+        }
+        if let Some(protect) = protections.get(name) {
+            details.push(format!("protect: {} -> {protect}", space.protect_recorded));
+            steps.push(Step::RecordProtection {
+                space: name.clone(),
+                protect: *protect,
+            });
+        }
+        changes.push(SpaceChange {
+            action: Action::Change,
+            space: name.clone(),
+            account: Some(space.account_pub.clone()),
+            details,
+            blast,
+        });
+    }
+    changes.sort_by(|a, b| (a.space.cmp(&b.space)).then((a.action as u8).cmp(&(b.action as u8))));
+
+    // One render and promotion for the whole plan.
+    let inventory_digest = digest::inventory(
+        inv.spaces
+            .iter()
+            .map(|(n, s)| (n, s.account_pub.as_str(), s.jwt.as_str())),
+    );
+    let current = if inv.spaces.is_empty() {
+        None
+    } else {
+        let preloads: Vec<Preload> = inv
+            .spaces
+            .iter()
+            .map(|(n, s)| Preload {
+                space: n,
+                account: &s.account_pub,
+                token: Token::Signed(&s.jwt),
+            })
+            .collect();
+        Some(render::server_conf(&broker, &preloads, &node).map_err(Error::Refused)?)
+    };
+    let mut reasons = Vec::new();
+    if !adds.is_empty() {
+        reasons.push(format!("adds {}", list(adds.keys().copied())));
+    }
+    let removed_now: Vec<&SpaceName> = removals.keys().filter(|n| leaving(n)).collect();
+    if !removed_now.is_empty() {
+        reasons.push(format!("removes {}", list(removed_now.iter().copied())));
+    }
+    if !reissues.is_empty() {
+        reasons.push(format!("re-issues {}", list(reissues.keys().copied())));
+    }
+    if let Some(current) = &current {
+        match &observed.server_conf {
+            None => reasons.push("server.conf does not exist yet".into()),
+            Some(conf) if conf != current => reasons.push(
+                "server.conf differs from the rendering of the inventory (edited by hand, or left by an interrupted apply)".into(),
+            ),
+            Some(_) => {}
+        }
+        match &observed.generation {
+            GenerationState::Valid(g) if g.inventory_digest == inventory_digest => {}
+            GenerationState::Valid(_) => reasons.push(
+                "the generation record does not match the inventory (records changed since the last promotion)".into(),
+            ),
+            _ => reasons.push("no generation record yet".into()),
+        }
+    }
+
+    let projected = projected_preloads(inv, &adds, &reissues, &leaving);
+    let from_generation = observed.generation.generation();
+    let mut config = None;
+    if !reasons.is_empty() && !projected.is_empty() {
+        let after = render::server_conf(&broker, &projected, &node).map_err(Error::Refused)?;
+        config = Some(ConfigChange {
+            before: observed.server_conf.as_deref().map(render::shorten_tokens),
+            after: render::shorten_tokens(&after),
+        });
+        let others = projected.len() - adds.len().min(projected.len());
+        let siblings = if running {
+            format!(
+                "rewrites the config every space shares; hot reload: no other space's connections or data are touched ({others} spaces kept)"
+            )
+        } else {
+            "the broker is stopped: the new config takes effect at the next `cotal up`".into()
+        };
+        steps.push(Step::PromoteConfig {
+            from_generation,
+            to_generation: from_generation + 1,
+            reasons,
+            blast: Blast {
+                siblings: Some(siblings),
+                ..Blast::default()
+            },
+        });
+    }
+    for (name, r) in &removals {
+        steps.push(Step::Reap {
+            space: name.clone(),
+            account: r.account.clone(),
+        });
+    }
+
+    let warnings = warnings(desired, observed, &node);
+    let summary = Summary {
+        add: changes.iter().filter(|c| c.action == Action::Add).count(),
+        change: changes
+            .iter()
+            .filter(|c| c.action == Action::Change)
+            .count(),
+        remove: changes
+            .iter()
+            .filter(|c| c.action == Action::Remove)
+            .count(),
+    };
+    Ok(Plan {
+        format_version: super::FORMAT_VERSION,
+        pins: Pins {
+            generation: from_generation,
+            desired_digest: observed.desired_digest.clone(),
+            inventory_digest,
+            config_digest: observed
+                .server_conf
+                .as_deref()
+                .map(|c| digest::sha256(c.as_bytes()))
+                .unwrap_or_else(|| "absent".into()),
+        },
+        broker_running: running,
+        summary,
+        changes,
+        steps,
+        warnings,
+        config,
+    })
+}
+
+/// The inventory as it will be after the plan, with placeholders for tokens minted at apply.
+fn projected_preloads<'a>(
+    inv: &'a Inventory,
+    adds: &BTreeMap<&'a SpaceName, &SpaceSpec>,
+    reissues: &BTreeMap<&'a SpaceName, Vec<FieldChange>>,
+    leaving: &dyn Fn(&SpaceName) -> bool,
+) -> Vec<Preload<'a>> {
+    const NEW_ACCOUNT: &str = "<new account>";
+    let mut out: BTreeMap<&SpaceName, Preload<'a>> = BTreeMap::new();
+    for (name, space) in &inv.spaces {
+        if leaving(name) {
+            continue;
+        }
+        let token = if reissues.contains_key(name) {
+            Token::Pending("(re-issued at apply)")
+        } else {
+            Token::Signed(&space.jwt)
+        };
+        out.insert(
+            name,
+            Preload {
+                space: name,
+                account: &space.account_pub,
+                token,
+            },
+        );
+    }
+    for name in adds.keys() {
+        out.insert(
+            name,
+            Preload {
+                space: name,
+                account: NEW_ACCOUNT,
+                token: Token::Pending("(minted at apply)"),
+            },
+        );
+    }
+    // Several new accounts share the placeholder key; the duplicate check is for real keys.
+    let mut v: Vec<Preload<'a>> = out.into_values().collect();
+    let mut n = 0;
+    for p in v.iter_mut() {
+        if p.account == NEW_ACCOUNT {
+            n += 1;
+            p.account = NEW_ACCOUNT_KEYS[(n - 1) % NEW_ACCOUNT_KEYS.len()];
+        }
+    }
+    v
+}
+
+/// Distinct display keys for planned new accounts (the render refuses repeated keys).
+static NEW_ACCOUNT_KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    (1..=4096)
+        .map(|i| &*Box::leak(format!("<new account {i}>").into_boxed_str()))
+        .collect()
+});
+
+/// Refuse on anything that makes the tenant set or the trust uncertain.
+fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Error> {
+    let broker = match &observed.broker {
+        BrokerRecordState::Absent => {
+            return Err(Error::Refused(
+                "this root has no broker record (.cotal/auth/broker.json): a space is signed by an existing broker, never by a fresh operator.\n\
+                 blast radius: none, nothing was changed.\n\
+                 next: run `cotal init` to create the broker trust"
+                    .into(),
+            ));
+        }
+        BrokerRecordState::Corrupt { file, reason } => {
+            return Err(Error::Refused(format!(
+                "the broker record {} is corrupt: {reason}.\n\
+                 blast radius: every space of this broker; nothing was changed.\n\
+                 next: restore the file from a backup; do not run `cotal init` over it (that would orphan every space)",
+                file.display()
+            )));
+        }
+        BrokerRecordState::Valid(b) => b.clone(),
+    };
+    let inv = &observed.inventory;
+    if !inv.corrupt.is_empty() {
+        let mut msg = String::from(
+            "the account inventory holds records that are not valid records of this broker; an unreadable record may be a real tenant, so the blast radius is unknown:\n",
+        );
+        for c in &inv.corrupt {
+            msg.push_str(&format!("  {}: {}\n", c.file.display(), c.reason));
+        }
+        let foreign = inv.corrupt.iter().any(|c| c.foreign_issuer.is_some());
+        msg.push_str("blast radius: unknown; nothing was changed.\n");
+        msg.push_str(if foreign {
+            "next: a record signed by another operator belongs to another broker: move it out of .cotal/auth/ (and re-add that space here if it belongs here), or restore the right broker.json"
+        } else {
+            "next: restore each file from a backup, or move it out of .cotal/auth/ if it is not a tenant of this broker"
+        });
+        return Err(Error::Refused(msg));
+    }
+    if let GenerationState::Corrupt { file, reason } = &observed.generation {
+        return Err(Error::Refused(format!(
+            "the generation record {} is corrupt: {reason}.\n\
+             blast radius: none yet; nothing was changed (promotion compares against it).\n\
+             next: restore it, or delete it to let the next apply start the generation again from 0",
+            file.display()
+        )));
+    }
+    if let JournalState::Corrupt { file, reason } = &observed.journal {
+        return Err(Error::Refused(format!(
+            "the apply journal {} is corrupt: {reason}; an interrupted apply cannot be identified.\n\
+             blast radius: unknown; nothing was changed.\n\
+             next: inspect it; when the spaces it names are known, remove it and run `cotal plan`",
+            file.display()
+        )));
+    }
+    Ok(broker)
+}
+
+/// Removal guards for removals the operator asks for now (journaled ones are finished).
+fn guard_removals(
+    desired: &Desired,
+    inv: &Inventory,
+    removals: &BTreeMap<SpaceName, Removal>,
+) -> Result<(), Error> {
+    let fresh: Vec<&SpaceName> = removals
+        .iter()
+        .filter(|(_, r)| !r.journaled)
+        .map(|(n, _)| n)
+        .collect();
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    let mut refusals = Vec::new();
+    if desired.spaces.is_empty() {
+        refusals.push(format!(
+            "removing {} would leave the broker with no space: that is the broker-wide teardown, not a space removal.\n\
+             next: keep at least one space in cotal.toml, or stop the broker (`cotal down`) and delete the root",
+            list(fresh.iter().copied())
+        ));
+    }
+    for name in &fresh {
+        let Some(space) = inv.spaces.get(*name) else {
+            continue;
+        };
+        if space.protect_recorded {
+            refusals.push(format!(
+                "{} is protected (protect = true was applied and is recorded in .cotal/space.{}/lifecycle.json); removing it would {}.\n\
+                 next: first set `protect = false` in its [spaces.{}] table and run `cotal apply`, then delete the table and apply again",
+                q(name),
+                name.hex(),
+                blast::removal(name, &space.usage.streams, space.usage.connections).describe(),
+                toml_key(name)
+            ));
+        }
+        if !space.live_processes.is_empty() {
+            refusals.push(format!(
+                "{} has live local processes (pids {}); removing it would pull the account from under them.\n\
+                 next: stop them, then apply again",
+                q(name),
+                space
+                    .live_processes
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    if refusals.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::Refused(format!(
+            "{}\nblast radius of this refusal: none, nothing was changed.",
+            refusals.join("\n")
+        )))
+    }
+}
+
+fn toml_key(name: &SpaceName) -> String {
+    let bare = name
+        .as_str()
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare { name.to_string() } else { q(name) }
+}
+
+/// `"a", "b" and "c"`.
+fn list<'a>(names: impl IntoIterator<Item = &'a SpaceName>) -> String {
+    let v: Vec<String> = names.into_iter().map(q).collect();
+    match v.len() {
+        0 => String::new(),
+        1 => v[0].clone(),
+        n => format!("{} and {}", v[..n - 1].join(", "), v[n - 1]),
+    }
+}
+
+fn spec_details(spec: &SpaceSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    if spec.state != SpaceState::Active {
+        out.push(format!("state: {}", spec.state));
+    }
+    if spec.protect {
+        out.push("protect: true".into());
+    }
+    let limits: Vec<String> = spec
+        .limits
+        .entries()
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k} = {v}")))
+        .collect();
+    out.push(if limits.is_empty() {
+        "limits: unlimited".into()
+    } else {
+        format!("limits: {}", limits.join(", "))
+    });
+    out
+}
+
+fn count(v: i64) -> String {
+    if v < 0 {
+        "unlimited".into()
+    } else {
+        v.to_string()
+    }
+}
+fn bytes(v: i64) -> String {
+    if v < 0 {
+        "unlimited".into()
+    } else {
+        human_bytes(v as u64)
+    }
+}
+
+/// The fields that differ between the observed account limits and the expected ones.
+fn field_changes(observed: &AccountLimits, expected: &AccountLimits) -> Vec<FieldChange> {
+    let state = |l: &AccountLimits| {
+        if l.conn == 0 && l.leaf == 0 {
+            "suspended"
+        } else {
+            "active"
+        }
+    };
+    let mut out = Vec::new();
+    let mut push = |field: &str, from: String, to: String| {
+        if from != to {
+            out.push(FieldChange {
+                field: field.into(),
+                from,
+                to,
+            });
+        }
+    };
+    push("state", state(observed).into(), state(expected).into());
+    if state(observed) == "active" && state(expected) == "active" {
+        push(
+            "max_connections",
+            count(observed.conn),
+            count(expected.conn),
+        );
+    }
+    push(
+        "max_storage",
+        bytes(observed.disk_storage),
+        bytes(expected.disk_storage),
+    );
+    push(
+        "max_memory",
+        bytes(observed.mem_storage),
+        bytes(expected.mem_storage),
+    );
+    push(
+        "max_streams",
+        count(observed.streams),
+        count(expected.streams),
+    );
+    push(
+        "max_consumers",
+        count(observed.consumer),
+        count(expected.consumer),
+    );
+    push(
+        "max_payload",
+        bytes(observed.payload),
+        bytes(expected.payload),
+    );
+    if out.is_empty() {
+        // Something cotal.toml does not expose differs (a hand-made JWT): re-issue as the file says.
+        out.push(FieldChange {
+            field: "account limits".into(),
+            from: "differ from what cotal issues".into(),
+            to: "as cotal.toml says".into(),
+        });
+    }
+    let _ = UNLIMITED;
+    out
+}
+
+fn warnings(desired: &Desired, observed: &Observed, node: &Node) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut by_token: BTreeMap<String, Vec<&SpaceName>> = BTreeMap::new();
+    for name in desired.spaces.keys() {
+        by_token.entry(name.token()).or_default().push(name);
+    }
+    for (token, names) in by_token {
+        if names.len() > 1 {
+            out.push(format!(
+                "{} share the wire token {token:?}: they are different accounts and stay isolated, but their stream names look alike",
+                list(names)
+            ));
+        }
+    }
+    if let Some(conf) = &observed.server_conf {
+        let line = |key: &str| {
+            conf.lines().find_map(|l| {
+                l.strip_prefix(key)
+                    .map(|v| v.trim().trim_matches('"').to_string())
+            })
+        };
+        let (host, port) = (line("host: "), line("port: "));
+        if let (Some(h), Some(p)) = (host, port)
+            && (h != node.host || p != node.port.to_string())
+        {
+            out.push(format!(
+                "the listener changes from {h}:{p} to {}:{}: nats-server cannot move its listener on reload; restart the broker (`cotal down` then `cotal up`) for it to take effect",
+                node.host, node.port
+            ));
+        }
+    }
+    out
+}

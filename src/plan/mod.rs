@@ -1,0 +1,222 @@
+//! The plan: a closed set of steps, ordered as DESIGN.md section 6 says, each with its reason
+//! and blast radius, computed by a pure function of (desired, observed).
+//!
+//! Invariants: [`compute`] does no IO, reads no clock and draws no randomness; equal inputs give
+//! equal plans; the plan never holds a seed (it holds account public keys and shortened JWTs).
+
+mod blast;
+mod compute;
+
+pub use blast::Blast;
+pub use compute::{compute, nodes};
+
+use crate::model::{SpaceName, SpaceSpec};
+use crate::observed::StreamUsage;
+use serde::{Deserialize, Serialize};
+
+/// Bumped when the JSON shape of a plan changes incompatibly.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// What a saved plan pins: if any of these moved, the plan is stale.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pins {
+    pub generation: u64,
+    pub desired_digest: String,
+    pub inventory_digest: String,
+    pub config_digest: String,
+}
+
+/// The per-space verdict shown first, Terraform style.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    Add,
+    Change,
+    Remove,
+}
+
+impl Action {
+    pub fn symbol(self) -> char {
+        match self {
+            Action::Add => '+',
+            Action::Change => '~',
+            Action::Remove => '-',
+        }
+    }
+}
+
+/// One space's change, for people: what and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SpaceChange {
+    pub action: Action,
+    pub space: SpaceName,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
+    pub details: Vec<String>,
+    pub blast: Blast,
+}
+
+/// One field of a space that changes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldChange {
+    pub field: String,
+    pub from: String,
+    pub to: String,
+}
+
+/// The steps apply executes, in order. Closed: the executor matches every variant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Step {
+    /// An earlier apply was interrupted; its journaled removals are finished by this plan.
+    FinishJournal {
+        started_at: String,
+        plan_digest: String,
+        removals: Vec<SpaceName>,
+    },
+    /// Delete a removed space's streams and buckets: the commit point of its removal.
+    DeleteStreams {
+        space: SpaceName,
+        account: String,
+        /// The commit point already passed in an interrupted apply.
+        committed: bool,
+        blast: Blast,
+    },
+    /// Mint a new account for a space and write its record.
+    AddAccount { space: SpaceName, spec: SpaceSpec },
+    /// Re-issue a space's account JWT (same key) with new limits or state.
+    ReissueAccount {
+        space: SpaceName,
+        account: String,
+        spec: SpaceSpec,
+        changes: Vec<FieldChange>,
+        blast: Blast,
+    },
+    /// Record the space's protection on disk beside its material.
+    RecordProtection { space: SpaceName, protect: bool },
+    /// Render `server.conf` from the inventory, promote it by compare-and-set, reload a running
+    /// broker and confirm, then advance the generation.
+    PromoteConfig {
+        from_generation: u64,
+        to_generation: u64,
+        reasons: Vec<String>,
+        blast: Blast,
+    },
+    /// Delete a removed space's local material (account record, space folder).
+    Reap { space: SpaceName, account: String },
+}
+
+impl Step {
+    /// A one-line description for step lists and the journal.
+    pub fn title(&self) -> String {
+        match self {
+            Step::FinishJournal { started_at, .. } => {
+                format!("finish the apply interrupted at {started_at}")
+            }
+            Step::DeleteStreams {
+                space, committed, ..
+            } => {
+                if *committed {
+                    format!(
+                        "finish deleting the streams of {} (already past its commit point)",
+                        q(space)
+                    )
+                } else {
+                    format!(
+                        "delete the streams and buckets of {} (commit point)",
+                        q(space)
+                    )
+                }
+            }
+            Step::AddAccount { space, .. } => {
+                format!("mint the account of {} and write its record", q(space))
+            }
+            Step::ReissueAccount { space, .. } => {
+                format!("re-issue the account JWT of {}", q(space))
+            }
+            Step::RecordProtection { space, protect } => {
+                format!("record protect = {protect} for {}", q(space))
+            }
+            Step::PromoteConfig {
+                from_generation,
+                to_generation,
+                ..
+            } => format!(
+                "render server.conf from the inventory and promote it (generation {from_generation} -> {to_generation})"
+            ),
+            Step::Reap { space, .. } => format!("reap the local material of {}", q(space)),
+        }
+    }
+}
+
+/// A quoted space name for messages.
+pub fn q(space: &SpaceName) -> String {
+    serde_json::to_string(space.as_str()).expect("string")
+}
+
+/// Counts for the summary line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Summary {
+    pub add: usize,
+    pub change: usize,
+    pub remove: usize,
+}
+
+/// The config before and after, with JWTs shortened: what the diff shows.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ConfigChange {
+    pub before: Option<String>,
+    pub after: String,
+}
+
+/// The whole plan.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Plan {
+    pub format_version: u32,
+    pub pins: Pins,
+    pub broker_running: bool,
+    pub summary: Summary,
+    pub changes: Vec<SpaceChange>,
+    pub steps: Vec<Step>,
+    pub warnings: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigChange>,
+}
+
+impl Plan {
+    pub fn is_empty(&self) -> bool {
+        self.steps.is_empty()
+    }
+
+    /// True when executing the plan destroys data that still exists.
+    pub fn destroys_data(&self) -> bool {
+        self.steps.iter().any(|s| {
+            matches!(
+                s,
+                Step::DeleteStreams {
+                    committed: false,
+                    ..
+                }
+            )
+        })
+    }
+
+    /// Digest of the steps: what a saved plan promises to execute.
+    pub fn steps_digest(&self) -> String {
+        crate::digest::sha256(&serde_json::to_vec(&self.steps).expect("steps serialize"))
+    }
+
+    /// Spaces whose removal the plan performs.
+    pub fn removed_spaces(&self) -> Vec<&SpaceName> {
+        self.steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::DeleteStreams { space, .. } => Some(space),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+/// Streams of a removal, in the blast radius.
+pub type Streams = Vec<StreamUsage>;

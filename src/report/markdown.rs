@@ -1,0 +1,82 @@
+//! The markdown plan, for a pull-request comment: a table of spaces, the steps, warnings and the
+//! config diff folded in a `<details>` block.
+
+use super::{config_diff, summary_line};
+use crate::plan::{Plan, Step};
+use std::fmt::Write as _;
+
+/// Escape text for a table cell.
+fn cell(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('|', "\\|")
+        .replace('`', "\\`")
+        .replace('<', "&lt;")
+        .replace(['\n', '\r'], " ")
+}
+
+pub fn markdown(plan: &Plan) -> String {
+    let mut out = String::new();
+    if plan.is_empty() {
+        out.push_str("### cotal plan: no changes\n\nThe broker matches `cotal.toml`.\n");
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "### cotal plan: {}\n",
+        summary_line(plan)
+            .trim_start_matches("Plan: ")
+            .trim_end_matches('.')
+    );
+    let _ = writeln!(
+        out,
+        "Generation {} -> {}, broker {}.\n",
+        plan.pins.generation,
+        plan.steps
+            .iter()
+            .find_map(|s| match s {
+                Step::PromoteConfig { to_generation, .. } => Some(to_generation.to_string()),
+                _ => None,
+            })
+            .unwrap_or_else(|| plan.pins.generation.to_string()),
+        if plan.broker_running {
+            "running"
+        } else {
+            "stopped"
+        }
+    );
+    out.push_str("| | space | details | blast radius |\n|---|---|---|---|\n");
+    for c in &plan.changes {
+        let _ = writeln!(
+            out,
+            "| `{}` | {} | {} | {} |",
+            c.action.symbol(),
+            cell(&serde_json::to_string(c.space.as_str()).expect("string")),
+            cell(&c.details.join("; ")),
+            cell(&c.blast.describe())
+        );
+    }
+    out.push_str("\n**Steps**\n\n");
+    for (i, step) in plan.steps.iter().enumerate() {
+        let _ = writeln!(out, "{}. {}", i + 1, cell(&step.title()));
+    }
+    if !plan.warnings.is_empty() {
+        out.push_str("\n**Warnings**\n\n");
+        for w in &plan.warnings {
+            let _ = writeln!(out, "- {}", cell(w));
+        }
+    }
+    if plan.destroys_data() {
+        out.push_str("\n> [!WARNING]\n> This plan destroys data.\n");
+    }
+    if let Some(diff) = config_diff(plan) {
+        out.push_str(
+            "\n<details><summary>server.conf diff (JWTs shortened)</summary>\n\n```diff\n",
+        );
+        out.push_str(&diff.replace("```", "``\u{200b}`"));
+        if !diff.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str("```\n\n</details>\n");
+    }
+    out
+}

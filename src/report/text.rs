@@ -1,0 +1,138 @@
+//! The text plan: `+`/`-`/`~` per space, the ordered steps, warnings, the summary line, the
+//! blast radius and a unified diff of `server.conf`.
+
+use super::{config_diff, name, summary_line};
+use crate::plan::{Action, Plan, Step};
+use console::Style;
+use std::fmt::Write as _;
+
+/// Colours, or none.
+#[derive(Debug, Clone)]
+pub struct Palette {
+    pub add: Style,
+    pub change: Style,
+    pub remove: Style,
+    pub dim: Style,
+    pub bold: Style,
+    pub warn: Style,
+}
+
+impl Palette {
+    pub fn new(colour: bool) -> Self {
+        let s = |style: Style| style.force_styling(colour);
+        Palette {
+            add: s(Style::new().green()),
+            change: s(Style::new().yellow()),
+            remove: s(Style::new().red()),
+            dim: s(Style::new().dim()),
+            bold: s(Style::new().bold()),
+            warn: s(Style::new().yellow().bold()),
+        }
+    }
+}
+
+pub fn text(plan: &Plan, p: &Palette) -> String {
+    let mut out = String::new();
+    if plan.is_empty() {
+        out.push_str("No changes. The broker matches cotal.toml.\n");
+        for w in &plan.warnings {
+            let _ = writeln!(out, "{} {w}", p.warn.apply_to("warning:"));
+        }
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "cotal will perform the following actions (generation {}, broker {}):\n",
+        plan.pins.generation,
+        if plan.broker_running {
+            "running"
+        } else {
+            "stopped"
+        }
+    );
+    for c in &plan.changes {
+        let style = match c.action {
+            Action::Add => &p.add,
+            Action::Change => &p.change,
+            Action::Remove => &p.remove,
+        };
+        let verb = match c.action {
+            Action::Add => "add",
+            Action::Change => "change",
+            Action::Remove => "remove",
+        };
+        let account = c
+            .account
+            .as_deref()
+            .map(|a| format!(" (account {})", &a[..a.len().min(12)]))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {} {} {verb}{}",
+            style.apply_to(c.action.symbol()),
+            style.apply_to(name(&c.space)).bold(),
+            p.dim.apply_to(account)
+        );
+        for d in &c.details {
+            let _ = writeln!(out, "      {d}");
+        }
+        let blast = c.blast.describe();
+        if !blast.is_empty() {
+            let _ = writeln!(out, "      {} {blast}", p.bold.apply_to("blast radius:"));
+        }
+    }
+    out.push('\n');
+    let _ = writeln!(out, "{}", p.bold.apply_to("Steps:"));
+    for (i, step) in plan.steps.iter().enumerate() {
+        let _ = writeln!(out, "  {}. {}", i + 1, step.title());
+        if let Step::PromoteConfig { reasons, blast, .. } = step {
+            let _ = writeln!(
+                out,
+                "     {}",
+                p.dim.apply_to(format!("because: {}", reasons.join("; ")))
+            );
+            let _ = writeln!(
+                out,
+                "     {}",
+                p.dim
+                    .apply_to(format!("blast radius: {}", blast.describe()))
+            );
+        }
+    }
+    if !plan.warnings.is_empty() {
+        out.push('\n');
+        for w in &plan.warnings {
+            let _ = writeln!(out, "{} {w}", p.warn.apply_to("warning:"));
+        }
+    }
+    out.push('\n');
+    let _ = writeln!(out, "{}", p.bold.apply_to(summary_line(plan)));
+    if plan.destroys_data() {
+        let _ = writeln!(
+            out,
+            "{}",
+            p.remove.apply_to(
+                "This plan destroys data: it needs an interactive `yes` or --allow-destroy."
+            )
+        );
+    }
+    if let Some(diff) = config_diff(plan) {
+        out.push('\n');
+        let _ = writeln!(out, "{}", p.bold.apply_to("server.conf (JWTs shortened):"));
+        for line in diff.lines() {
+            let styled = if line.starts_with("+++") || line.starts_with("---") {
+                p.bold.apply_to(line).to_string()
+            } else if line.starts_with('+') {
+                p.add.apply_to(line).to_string()
+            } else if line.starts_with('-') {
+                p.remove.apply_to(line).to_string()
+            } else if line.starts_with("@@") {
+                p.dim.apply_to(line).to_string()
+            } else {
+                line.to_string()
+            };
+            let _ = writeln!(out, "{styled}");
+        }
+    }
+    out
+}

@@ -1,0 +1,83 @@
+//! `.cotal/auth/account.<hex>.json`: one space's account keys and JWT.
+//!
+//! Invariants: records are written 0600 and atomically; a record is read back only through
+//! [`load`], which refuses links and names the file in every error; [`remove_if_account`]
+//! deletes a record only when it still holds the account it was asked to remove, so a reap can
+//! never delete a re-added space's new account.
+
+use crate::error::{Error, IoContext, Result};
+use crate::model::SpaceName;
+use crate::secret::Seed;
+use crate::store::{Root, atomic};
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountKeys {
+    #[serde(rename = "pub")]
+    pub public: String,
+    pub seed: Seed,
+    pub jwt: String,
+    #[serde(rename = "signingSeed")]
+    pub signing_seed: Seed,
+    #[serde(rename = "signingPub")]
+    pub signing_pub: String,
+}
+
+/// An account record as stored.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountRecord {
+    pub space: String,
+    pub account: AccountKeys,
+}
+
+/// Parse a record's bytes.
+pub fn parse(bytes: &[u8]) -> Result<AccountRecord, String> {
+    serde_json::from_slice(bytes).map_err(|e| format!("does not parse: {e}"))
+}
+
+/// Read one space's record (regular file only).
+pub fn load(root: &Root, space: &SpaceName) -> Result<AccountRecord> {
+    let path = root.account_record(space);
+    let meta = std::fs::symlink_metadata(&path).at(&path)?;
+    if !meta.is_file() {
+        return Err(Error::Refused(format!(
+            "{} is not a regular file (links are not followed)",
+            path.display()
+        )));
+    }
+    let bytes = std::fs::read(&path).at(&path)?;
+    let record = parse(&bytes).map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+    if record.space != space.as_str() {
+        return Err(Error::Other(format!(
+            "{}: names space {:?}, not {:?}",
+            path.display(),
+            record.space,
+            space.as_str()
+        )));
+    }
+    Ok(record)
+}
+
+/// Atomically write a space's record (0600).
+pub fn save(root: &Root, record: &AccountRecord) -> Result<()> {
+    let space = SpaceName::parse(&record.space).map_err(Error::Input)?;
+    atomic::ensure_dir(&root.auth_dir(), atomic::PRIVATE_DIR)?;
+    let mut json = serde_json::to_vec_pretty(record).expect("account record serializes");
+    json.push(b'\n');
+    atomic::write(&root.account_record(&space), &json, atomic::SECRET)
+}
+
+/// Delete a space's record if it still holds `account`. Returns true when it was removed.
+pub fn remove_if_account(root: &Root, space: &SpaceName, account: &str) -> Result<bool> {
+    let path = root.account_record(space);
+    match atomic::read_optional(&path)? {
+        None => Ok(false),
+        Some(bytes) => match parse(&bytes) {
+            Ok(r) if r.account.public == account => atomic::remove_file(&path),
+            Ok(_) => Ok(false),
+            Err(e) => Err(Error::Other(format!("{}: {e}", path.display()))),
+        },
+    }
+}

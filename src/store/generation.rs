@@ -1,0 +1,45 @@
+//! `.cotal/auth/broker-config.json`: the generation counter and the inventory digest of the
+//! promoted config (non-secret, 0644).
+//!
+//! Invariant: the record is written only after a promoted config was confirmed (or, with no
+//! broker running, after the rename), and always as exactly `gen + 1` of the one it replaced.
+
+use crate::error::{IoContext, Result};
+use crate::observed::{GenerationRecord, GenerationState};
+use crate::store::{Root, atomic};
+
+pub fn load(root: &Root) -> Result<GenerationState> {
+    let path = root.generation_record();
+    let meta = match std::fs::symlink_metadata(&path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(GenerationState::Absent),
+        other => other.at(&path)?,
+    };
+    if !meta.is_file() {
+        return Ok(GenerationState::Corrupt {
+            file: path,
+            reason: "not a regular file (links are not followed)".into(),
+        });
+    }
+    let bytes = std::fs::read(&path).at(&path)?;
+    Ok(match parse(&bytes) {
+        Ok(r) => GenerationState::Valid(r),
+        Err(reason) => GenerationState::Corrupt { file: path, reason },
+    })
+}
+
+/// Parse and validate a generation record.
+pub fn parse(bytes: &[u8]) -> Result<GenerationRecord, String> {
+    let r: GenerationRecord =
+        serde_json::from_slice(bytes).map_err(|e| format!("does not parse: {e}"))?;
+    let hex = r.inventory_digest.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err("inventoryDigest is not a sha256 digest".into());
+    }
+    Ok(r)
+}
+
+pub fn save(root: &Root, record: &GenerationRecord) -> Result<()> {
+    let mut json = serde_json::to_vec(record).expect("generation record serializes");
+    json.push(b'\n');
+    atomic::write(&root.generation_record(), &json, atomic::PUBLIC)
+}

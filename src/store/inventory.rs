@@ -1,0 +1,166 @@
+//! The inventory: every entry of the `account.*.json` namespace in `.cotal/auth/`, each either a
+//! valid record of this broker or a corrupt one.
+//!
+//! A record is valid only when its file name decodes to a space name and re-encodes to the same
+//! key, it is a regular file, it parses, its `space` equals the decoded name, and its account JWT
+//! verifies and is issued by this broker's operator for the recorded account key. Anything else
+//! is corrupt, and a corrupt record makes every verb refuse: it may be a real tenant.
+
+use crate::error::{IoContext, Result};
+use crate::jwt::{self, AccountNats};
+use crate::model::SpaceName;
+use crate::observed::{CorruptRecord, Inventory, ObservedSpace, Usage};
+use crate::store::Root;
+use crate::store::account_record;
+use crate::store::paths::{ACCOUNT_PREFIX, ACCOUNT_SUFFIX};
+use std::path::Path;
+
+/// A valid record's public parts.
+pub struct ValidRecord {
+    pub space: SpaceName,
+    pub account_pub: String,
+    pub signing_pub: String,
+    pub jwt: String,
+    pub limits: jwt::AccountLimits,
+}
+
+/// Validate one namespace entry. Pure apart from its inputs.
+pub fn validate(
+    path: &Path,
+    file_name: &str,
+    is_regular_file: bool,
+    bytes: Option<&[u8]>,
+    operator_pub: &str,
+) -> Result<ValidRecord, CorruptRecord> {
+    let corrupt = |reason: String, foreign_issuer: Option<String>| CorruptRecord {
+        file: path.to_path_buf(),
+        reason,
+        foreign_issuer,
+    };
+    let key = &file_name[ACCOUNT_PREFIX.len()..file_name.len() - ACCOUNT_SUFFIX.len()];
+    let Some(space) = SpaceName::from_hex(key) else {
+        return Err(corrupt(
+            "file name does not decode to a space name (expected account.<lowercase hex of the name>.json)".into(),
+            None,
+        ));
+    };
+    if !is_regular_file {
+        return Err(corrupt(
+            "not a regular file (links are not followed)".into(),
+            None,
+        ));
+    }
+    let Some(bytes) = bytes else {
+        return Err(corrupt("unreadable".into(), None));
+    };
+    let record = account_record::parse(bytes).map_err(|e| corrupt(e, None))?;
+    if record.space != space.as_str() {
+        return Err(corrupt(
+            format!(
+                "its space field {:?} does not match the name its file is keyed by ({:?})",
+                record.space,
+                space.as_str()
+            ),
+            None,
+        ));
+    }
+    let claims: jwt::Claims<AccountNats> = jwt::decode_verified(&record.account.jwt)
+        .map_err(|e| corrupt(format!("account JWT: {e}"), None))?;
+    if claims.iss != operator_pub {
+        return Err(corrupt(
+            format!(
+                "account JWT is signed by another operator ({}), not this broker's ({operator_pub})",
+                claims.iss
+            ),
+            Some(claims.iss),
+        ));
+    }
+    if claims.sub != record.account.public {
+        return Err(corrupt(
+            "account JWT is for a different account key than the record holds".into(),
+            None,
+        ));
+    }
+    if !claims
+        .nats
+        .signing_keys
+        .contains(&record.account.signing_pub)
+    {
+        return Err(corrupt(
+            "account JWT does not list the record's signing key".into(),
+            None,
+        ));
+    }
+    Ok(ValidRecord {
+        space,
+        account_pub: record.account.public,
+        signing_pub: record.account.signing_pub,
+        jwt: record.account.jwt,
+        limits: claims.nats.limits,
+    })
+}
+
+/// Read every entry of the namespace. IO errors on the directory itself are errors; anything
+/// wrong with one entry makes that entry corrupt. Usage and process fields are left empty for
+/// the observer to fill.
+pub fn read(root: &Root, operator_pub: &str) -> Result<Inventory> {
+    let dir = root.auth_dir();
+    let mut inventory = Inventory::default();
+    let entries = match std::fs::read_dir(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(inventory),
+        other => other.at(&dir)?,
+    };
+    for entry in entries {
+        let entry = entry.at(&dir)?;
+        let path = entry.path();
+        let name = entry.file_name();
+        let Some(file_name) = name.to_str() else {
+            let lossy = name.to_string_lossy();
+            if lossy.starts_with(ACCOUNT_PREFIX) {
+                inventory.corrupt.push(CorruptRecord {
+                    file: path,
+                    reason: "file name is not UTF-8".into(),
+                    foreign_issuer: None,
+                });
+            }
+            continue;
+        };
+        if !(file_name.starts_with(ACCOUNT_PREFIX)
+            && file_name.ends_with(ACCOUNT_SUFFIX)
+            && file_name.len() >= ACCOUNT_PREFIX.len() + ACCOUNT_SUFFIX.len())
+        {
+            continue;
+        }
+        let meta = std::fs::symlink_metadata(&path).at(&path)?;
+        let bytes = if meta.is_file() {
+            std::fs::read(&path).ok()
+        } else {
+            None
+        };
+        match validate(
+            &path,
+            file_name,
+            meta.is_file(),
+            bytes.as_deref(),
+            operator_pub,
+        ) {
+            Ok(v) => {
+                inventory.spaces.insert(
+                    v.space,
+                    ObservedSpace {
+                        account_pub: v.account_pub,
+                        signing_pub: v.signing_pub,
+                        jwt: v.jwt,
+                        limits: v.limits,
+                        protect_recorded: false,
+                        usage: Usage::default(),
+                        live_processes: Vec::new(),
+                    },
+                );
+            }
+            Err(c) => inventory.corrupt.push(c),
+        }
+    }
+    inventory.corrupt.sort_by(|a, b| a.file.cmp(&b.file));
+    Ok(inventory)
+}

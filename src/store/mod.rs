@@ -1,0 +1,34 @@
+//! Everything cotal keeps on disk (DESIGN.md section 3), one module per artifact.
+//!
+//! Invariants: every write goes through [`atomic`] (temp file, fsync, rename, fsync the
+//! directory); secret files are created 0600 and never pass through a wider mode; no module
+//! here follows a symlink where a record is expected.
+
+pub mod account_record;
+pub mod atomic;
+pub mod broker_record;
+pub mod generation;
+pub mod inventory;
+pub mod jetstream_dir;
+pub mod journal;
+pub mod lock;
+pub mod paths;
+pub mod server_conf;
+pub mod space_dir;
+
+pub use paths::Root;
+
+/// Whether a pid names a live process (signal 0).
+pub fn process_alive(pid: u32) -> bool {
+    let Ok(raw) = i32::try_from(pid) else {
+        return false;
+    };
+    if raw <= 0 {
+        return false;
+    }
+    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
+        Ok(()) => true,
+        Err(nix::errno::Errno::EPERM) => true,
+        Err(_) => false,
+    }
+}

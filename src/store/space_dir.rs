@@ -1,0 +1,79 @@
+//! `.cotal/space.<hex>/`: a space's local material: `lifecycle.json` (the protection last
+//! applied, bound to the account it was applied to), later its $SYS creds and `membership.json`,
+//! and the pidfiles of its local processes.
+//!
+//! Invariant: a space folder is reaped only when it belongs to the account being removed (its
+//! `lifecycle.json` names that account), so a removal never deletes a re-added space's material.
+
+use crate::error::{IoContext, Result};
+use crate::model::SpaceName;
+use crate::store::{Root, atomic};
+use serde::{Deserialize, Serialize};
+
+/// What the last apply recorded about a space.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Lifecycle {
+    pub account: String,
+    pub protect: bool,
+}
+
+const LIFECYCLE: &str = "lifecycle.json";
+
+pub fn load_lifecycle(root: &Root, space: &SpaceName) -> Result<Option<Lifecycle>> {
+    let path = root.space_dir(space).join(LIFECYCLE);
+    match atomic::read_optional(&path)? {
+        None => Ok(None),
+        Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
+            crate::error::Error::Other(format!("{}: does not parse: {e}", path.display()))
+        }),
+    }
+}
+
+pub fn save_lifecycle(root: &Root, space: &SpaceName, lifecycle: &Lifecycle) -> Result<()> {
+    let dir = root.space_dir(space);
+    atomic::ensure_dir(&dir, atomic::PRIVATE_DIR)?;
+    let mut json = serde_json::to_vec(lifecycle).expect("lifecycle serializes");
+    json.push(b'\n');
+    atomic::write(&dir.join(LIFECYCLE), &json, atomic::SECRET)
+}
+
+/// Pids recorded in `*.pid` files of the space's folder that are alive.
+pub fn live_pids(root: &Root, space: &SpaceName) -> Result<Vec<u32>> {
+    let dir = root.space_dir(space);
+    let entries = match std::fs::read_dir(&dir) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        other => other.at(&dir)?,
+    };
+    let mut pids = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("pid") {
+            continue;
+        }
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            continue;
+        };
+        if let Ok(pid) = text.trim().parse::<u32>()
+            && crate::store::process_alive(pid)
+        {
+            pids.push(pid);
+        }
+    }
+    pids.sort_unstable();
+    Ok(pids)
+}
+
+/// Remove the space's folder if it belongs to `account` (or records no account). Returns true
+/// when it was removed.
+pub fn reap(root: &Root, space: &SpaceName, account: &str) -> Result<bool> {
+    let dir = root.space_dir(space);
+    let owner = load_lifecycle(root, space)
+        .ok()
+        .flatten()
+        .map(|l| l.account);
+    match owner {
+        Some(a) if a != account => Ok(false),
+        _ => atomic::remove_tree(&dir),
+    }
+}
