@@ -186,7 +186,7 @@ fn run_step(
         Step::PromoteConfig {
             from_generation, ..
         } => {
-            let (from, to) = promote(ctx, record, *from_generation, broker)?;
+            let (from, to) = promote(ctx, record, *from_generation, &journal.removals, broker)?;
             outcome.generation = Some((from, to));
             Ok(())
         }
@@ -198,18 +198,25 @@ fn run_step(
     }
 }
 
-/// Render from the inventory as it is on disk now, promote by compare-and-set, reload and
+/// Render from the inventory as it is on disk now (minus the journaled removals), promote by compare-and-set, reload and
 /// confirm a running broker (restoring `.prev` when it does not confirm), then advance the
 /// generation. Returns (from, to).
 fn promote(
     ctx: &Context,
     record: &BrokerRecord,
     expected: u64,
+    removals: &[JournaledRemoval],
     broker: &mut dyn Broker,
 ) -> Result<(u64, u64)> {
     let root = ctx.root;
     let trust = record.validate().map_err(Error::Other)?;
-    let inv = inventory::read(root, &trust.operator_pub)?;
+    let mut inv = inventory::read(root, &trust.operator_pub)?;
+    // Spaces being removed keep their records until the reap, but leave the config now.
+    inv.spaces.retain(|name, space| {
+        !removals
+            .iter()
+            .any(|r| &r.space == name && r.account == space.account_pub)
+    });
     if !inv.corrupt.is_empty() {
         return Err(Error::Refused(format!(
             "the inventory became uncertain during apply ({}: {}); an uncertain tenant list is not rendered",

@@ -221,49 +221,61 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
     }
     changes.sort_by(|a, b| (a.space.cmp(&b.space)).then((a.action as u8).cmp(&(b.action as u8))));
 
-    // One render and promotion for the whole plan.
+    // One render and promotion for the whole plan. `base` is the inventory without the spaces
+    // this plan removes: what the promoted config must hold when nothing is added or re-issued.
+    let base: Vec<Preload> = inv
+        .spaces
+        .iter()
+        .filter(|(n, _)| !leaving(n))
+        .map(|(n, s)| Preload {
+            space: n,
+            account: &s.account_pub,
+            token: Token::Signed(&s.jwt),
+        })
+        .collect();
     let inventory_digest = digest::inventory(
         inv.spaces
             .iter()
             .map(|(n, s)| (n, s.account_pub.as_str(), s.jwt.as_str())),
     );
-    let current = if inv.spaces.is_empty() {
+    let base_digest = digest::inventory(base.iter().map(|p| match p.token {
+        Token::Signed(t) | Token::Pending(t) => (p.space, p.account, t),
+    }));
+    let base_render = if base.is_empty() {
         None
     } else {
-        let preloads: Vec<Preload> = inv
-            .spaces
-            .iter()
-            .map(|(n, s)| Preload {
-                space: n,
-                account: &s.account_pub,
-                token: Token::Signed(&s.jwt),
-            })
-            .collect();
-        Some(render::server_conf(&broker, &preloads, &node).map_err(Error::Refused)?)
+        Some(render::server_conf(&broker, &base, &node).map_err(Error::Refused)?)
     };
     let mut reasons = Vec::new();
     if !adds.is_empty() {
         reasons.push(format!("adds {}", list(adds.keys().copied())));
     }
-    let removed_now: Vec<&SpaceName> = removals.keys().filter(|n| leaving(n)).collect();
-    if !removed_now.is_empty() {
-        reasons.push(format!("removes {}", list(removed_now.iter().copied())));
+    let conf = observed.server_conf.as_deref().unwrap_or("");
+    let still_loaded: Vec<&SpaceName> = removals
+        .iter()
+        .filter(|(_, r)| conf.contains(&format!("  {}: ", r.account)))
+        .map(|(n, _)| n)
+        .collect();
+    if !still_loaded.is_empty() {
+        reasons.push(format!("removes {}", list(still_loaded.iter().copied())));
     }
     if !reissues.is_empty() {
         reasons.push(format!("re-issues {}", list(reissues.keys().copied())));
     }
-    if let Some(current) = &current {
+    if let Some(base_render) = &base_render {
+        let explained = !reasons.is_empty();
         match &observed.server_conf {
             None => reasons.push("server.conf does not exist yet".into()),
-            Some(conf) if conf != current => reasons.push(
+            Some(conf) if conf != base_render && !explained => reasons.push(
                 "server.conf differs from the rendering of the inventory (edited by hand, or left by an interrupted apply)".into(),
             ),
-            Some(_) => {}
+            _ => {}
         }
         match &observed.generation {
-            GenerationState::Valid(g) if g.inventory_digest == inventory_digest => {}
+            GenerationState::Valid(g) if g.inventory_digest == base_digest => {}
+            _ if !reasons.is_empty() => {}
             GenerationState::Valid(_) => reasons.push(
-                "the generation record does not match the inventory (records changed since the last promotion)".into(),
+                "the generation record does not match the promoted inventory (an apply was interrupted before it advanced the generation)".into(),
             ),
             _ => reasons.push("no generation record yet".into()),
         }

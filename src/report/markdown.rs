@@ -50,7 +50,7 @@ pub fn markdown(plan: &Plan) -> String {
             out,
             "| `{}` | {} | {} | {} |",
             c.action.symbol(),
-            cell(&serde_json::to_string(c.space.as_str()).expect("string")),
+            cell(&super::name(&c.space)),
             cell(&c.details.join("; ")),
             cell(&c.blast.describe())
         );

@@ -1,0 +1,664 @@
+//! CLI tests through the built binary on temp roots (broker stopped): the walkthrough of a new
+//! user, every guard and every bad-input class, each asserting its exit code and that nothing on
+//! disk changed.
+
+mod common;
+
+use common::{TestRoot, stderr, stdout};
+use std::os::unix::fs::PermissionsExt;
+
+const TWO_SPACES: &str = "[spaces.design]\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n\n[spaces.release]\n";
+
+fn mode(path: &std::path::Path) -> u32 {
+    std::fs::symlink_metadata(path)
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777
+}
+
+fn nats_server() -> std::path::PathBuf {
+    cotal::broker::preflight::binary()
+        .expect("the tests need nats-server (COTAL_NATS_SERVER or PATH); .ci/run installs it")
+}
+
+/// Every seed in a root's records (to prove none is printed).
+fn seeds(root: &TestRoot) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root.file(".cotal/auth"))
+        .unwrap()
+        .flatten()
+    {
+        let text = std::fs::read_to_string(entry.path()).unwrap_or_default();
+        for word in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+            if word.len() == 58 && word.starts_with('S') {
+                out.push(word.to_string());
+            }
+        }
+    }
+    assert!(
+        out.len() >= 2,
+        "found the operator and system seeds at least"
+    );
+    out
+}
+
+#[test]
+fn init_creates_the_broker_trust_with_the_documented_modes() {
+    let root = TestRoot::new();
+    let out = root.cotal(&["init"]).assert().success();
+    assert!(stdout(&out).contains("operator        O"));
+    assert_eq!(mode(&root.file(".cotal")), 0o700);
+    assert_eq!(mode(&root.file(".cotal/auth")), 0o700);
+    assert_eq!(mode(&root.file(".cotal/auth/broker.json")), 0o600);
+    assert_eq!(mode(&root.file(".cotal/auth/sys.seed")), 0o600);
+    let broker: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.file(".cotal/auth/broker.json")).unwrap())
+            .unwrap();
+    assert!(
+        broker["operator"]["seed"]
+            .as_str()
+            .unwrap()
+            .starts_with("SO")
+    );
+    assert!(
+        broker["operator"]["jwt"]
+            .as_str()
+            .unwrap()
+            .starts_with("eyJ")
+    );
+    assert!(broker["sys"]["pub"].as_str().unwrap().starts_with('A'));
+    assert_eq!(broker["gen"], 0);
+    let toml = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
+    assert!(toml.contains("multi_space = true"));
+    // Nothing to render yet: zero spaces is refused, so no config exists.
+    assert!(!root.file(".cotal/auth/server.conf").exists());
+    root.cotal(&["plan"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("No changes."));
+}
+
+#[test]
+fn init_refuses_a_root_that_already_has_a_broker_record() {
+    let root = TestRoot::init();
+    let before = root.snapshot();
+    let out = root.cotal(&["init"]).assert().code(3);
+    assert!(stderr(&out).contains("already holds the broker trust"));
+    assert_eq!(root.snapshot(), before);
+}
+
+#[test]
+fn a_new_user_adds_two_spaces_then_removes_one() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+
+    let text = root.cotal(&["plan"]).assert().success();
+    let text = stdout(&text);
+    assert!(text.contains("+ design add"), "{text}");
+    assert!(text.contains("+ release add"));
+    assert!(text.contains("Plan: 2 to add, 0 to change, 0 to remove."));
+    assert!(text.contains("+++ server.conf (planned)"));
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(2);
+    let json = root.cotal(&["plan", "--format", "json"]).assert().success();
+    let plan: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
+    assert_eq!(plan["format_version"], 1);
+    assert_eq!(plan["summary"]["add"], 2);
+    let md = root
+        .cotal(&["plan", "--format", "markdown"])
+        .assert()
+        .success();
+    assert!(stdout(&md).contains("| `+` | design |"));
+
+    root.apply()
+        .success()
+        .stdout(predicates::str::contains("Generation 0 -> 1."));
+    assert_eq!(root.generation(), 1);
+    for space in ["design", "release"] {
+        let record = root.account_record(space);
+        assert_eq!(mode(&record), 0o600);
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&record).unwrap()).unwrap();
+        assert_eq!(v["space"], space);
+        for key in ["pub", "seed", "jwt", "signingSeed", "signingPub"] {
+            assert!(v["account"][key].is_string(), "{key}");
+        }
+        assert_eq!(
+            mode(&root.file(&format!(".cotal/space.{}", hex::encode(space)))),
+            0o700
+        );
+    }
+    assert_eq!(mode(&root.file(".cotal/auth/server.conf")), 0o600);
+    assert_eq!(mode(&root.file(".cotal/auth/broker-config.json")), 0o644);
+    let checked = std::process::Command::new(nats_server())
+        .args(["-t", "-c"])
+        .arg(root.file(".cotal/auth/server.conf"))
+        .output()
+        .unwrap();
+    assert!(
+        checked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&checked.stderr)
+    );
+
+    // Converged: the plan is empty and a second apply writes nothing.
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0)
+        .stdout(predicates::str::contains("No changes."));
+    let before = root.snapshot();
+    root.apply()
+        .success()
+        .stdout(predicates::str::contains("No changes."));
+    assert_eq!(root.snapshot(), before);
+    assert_eq!(root.generation(), 1);
+
+    // Removing one: refused without --allow-destroy, and without a terminal.
+    let release = root.account_pub("release");
+    root.desire(
+        "[spaces.design]\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n",
+    );
+    let before = root.snapshot();
+    let out = root.cotal(&["apply", "--auto-approve"]).assert().code(3);
+    assert!(stderr(&out).contains("destroys data (\"release\")"));
+    assert_eq!(root.snapshot(), before);
+    let out = root.cotal(&["apply"]).assert().code(3);
+    assert!(stderr(&out).contains("not a terminal"));
+    assert_eq!(root.snapshot(), before);
+
+    root.apply()
+        .success()
+        .stdout(predicates::str::contains("1 removed"));
+    assert!(!root.account_record("release").exists());
+    assert!(
+        !root
+            .file(&format!(".cotal/space.{}", hex::encode("release")))
+            .exists()
+    );
+    let conf = std::fs::read_to_string(root.file(".cotal/auth/server.conf")).unwrap();
+    assert!(!conf.contains(&release));
+    assert!(conf.contains(&root.account_pub("design")));
+    assert_eq!(root.generation(), 2);
+    assert!(!root.file(".cotal/maintenance/journal.json").exists());
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn removal_with_the_broker_stopped_deletes_the_accounts_store_folder_only() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let (design, release) = (root.account_pub("design"), root.account_pub("release"));
+    for (account, stream) in [(&design, "CHAT_design"), (&release, "CHAT_release")] {
+        let dir = root.file(&format!(
+            ".cotal/nats/jetstream/{account}/streams/{stream}/msgs"
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("1.blk"), vec![7u8; 3000]).unwrap();
+    }
+    root.desire(
+        "[spaces.design]\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n",
+    );
+    let plan = root.cotal(&["plan"]).assert().success();
+    assert!(
+        stdout(&plan).contains("destroys 1 stream, messages uncounted (broker stopped), 2.9 KiB"),
+        "{}",
+        stdout(&plan)
+    );
+    root.apply().success();
+    assert!(
+        !root
+            .file(&format!(".cotal/nats/jetstream/{release}"))
+            .exists()
+    );
+    assert!(
+        root.file(&format!(
+            ".cotal/nats/jetstream/{design}/streams/CHAT_design/msgs/1.blk"
+        ))
+        .exists()
+    );
+}
+
+#[test]
+fn removing_the_last_space_is_refused() {
+    let root = TestRoot::init();
+    root.desire("[spaces.only]\n");
+    root.apply().success();
+    root.desire("");
+    let before = root.snapshot();
+    let out = root.apply().code(3);
+    assert!(
+        stderr(&out).contains("broker-wide teardown"),
+        "{}",
+        stderr(&out)
+    );
+    root.cotal(&["plan"]).assert().code(3);
+    assert_eq!(root.snapshot(), before);
+}
+
+#[test]
+fn protection_survives_deleting_the_table_from_the_file() {
+    let root = TestRoot::init();
+    root.desire("[spaces.keep]\nprotect = true\n\n[spaces.other]\n");
+    root.apply().success();
+    let lifecycle = root.file(&format!(
+        ".cotal/space.{}/lifecycle.json",
+        hex::encode("keep")
+    ));
+    assert!(
+        std::fs::read_to_string(&lifecycle)
+            .unwrap()
+            .contains("\"protect\":true")
+    );
+
+    root.desire("[spaces.other]\n");
+    let before = root.snapshot();
+    let out = root.apply().code(3);
+    let err = stderr(&out);
+    assert!(err.contains("\"keep\" is protected"), "{err}");
+    assert!(err.contains("set `protect = false`"), "{err}");
+    assert_eq!(root.snapshot(), before);
+
+    root.desire("[spaces.keep]\nprotect = false\n\n[spaces.other]\n");
+    root.apply()
+        .success()
+        .stdout(predicates::str::contains("1 changed"));
+    root.desire("[spaces.other]\n");
+    root.apply()
+        .success()
+        .stdout(predicates::str::contains("1 removed"));
+}
+
+#[test]
+fn a_root_without_the_system_seed_refuses_to_add_naming_the_recovery() {
+    let root = TestRoot::new();
+    root.cotal(&["init", "--single-space"]).assert().success();
+    assert!(!root.file(".cotal/auth/sys.seed").exists());
+    root.desire("[spaces.a]\n");
+    let before = root.snapshot();
+    let out = root.apply().code(3);
+    let err = stderr(&out);
+    assert!(err.contains("no system signing seed"), "{err}");
+    assert!(err.contains("next:"), "{err}");
+    assert_eq!(root.snapshot(), before);
+}
+
+#[test]
+fn a_missing_broker_record_refuses() {
+    let root = TestRoot::new();
+    root.desire("[spaces.a]\n");
+    let before = root.snapshot();
+    let out = root.cotal(&["plan"]).assert().code(3);
+    assert!(stderr(&out).contains("run `cotal init`"));
+    root.apply().code(3);
+    let mut after = root.snapshot();
+    // Taking the lock may create the maintenance folder; nothing else may appear.
+    after.0.retain(|k, _| !k.starts_with(".cotal"));
+    let mut before = before;
+    before.0.retain(|k, _| !k.starts_with(".cotal"));
+    assert_eq!(after, before);
+    assert!(!root.file(".cotal/auth").exists());
+}
+
+/// Each way a record can be corrupt makes plan and apply refuse, naming the file.
+#[test]
+fn corrupt_records_refuse_every_verb_naming_the_file() {
+    let other = TestRoot::init();
+    other.desire("[spaces.x]\n");
+    other.apply().success();
+    let foreign = std::fs::read(other.account_record("x")).unwrap();
+
+    type Corrupt = Box<dyn Fn(&TestRoot) -> (String, &'static str)>;
+    let cases: Vec<(&str, Corrupt)> = vec![
+        (
+            "bad json",
+            Box::new(|r: &TestRoot| {
+                let p = r.account_record("a");
+                std::fs::write(&p, b"{ not json").unwrap();
+                (p.display().to_string(), "does not parse")
+            }),
+        ),
+        (
+            "wrong file name",
+            Box::new(|r: &TestRoot| {
+                let p = r.file(".cotal/auth/account.NOT-HEX.json");
+                std::fs::copy(r.account_record("a"), &p).unwrap();
+                (p.display().to_string(), "does not decode")
+            }),
+        ),
+        (
+            "space field mismatch",
+            Box::new(|r: &TestRoot| {
+                let p = r.file(&format!(".cotal/auth/account.{}.json", hex::encode("b")));
+                std::fs::copy(r.account_record("a"), &p).unwrap();
+                (p.display().to_string(), "does not match")
+            }),
+        ),
+        (
+            "symlink",
+            Box::new(|r: &TestRoot| {
+                let p = r.file(&format!(".cotal/auth/account.{}.json", hex::encode("c")));
+                let target = r.file("elsewhere.json");
+                let mut v: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(r.account_record("a")).unwrap()).unwrap();
+                v["space"] = "c".into();
+                std::fs::write(&target, serde_json::to_vec(&v).unwrap()).unwrap();
+                std::os::unix::fs::symlink(&target, &p).unwrap();
+                (p.display().to_string(), "not a regular file")
+            }),
+        ),
+        (
+            "foreign signature",
+            Box::new(move |r: &TestRoot| {
+                let p = r.file(&format!(".cotal/auth/account.{}.json", hex::encode("x")));
+                std::fs::write(&p, &foreign).unwrap();
+                (p.display().to_string(), "signed by another operator")
+            }),
+        ),
+    ];
+    for (what, corrupt) in cases {
+        let root = TestRoot::init();
+        root.desire("[spaces.a]\n\n[spaces.b]\n");
+        root.apply().success();
+        let (file, reason) = corrupt(&root);
+        let before = root.snapshot();
+        for args in [
+            &["plan"][..],
+            &["apply", "--auto-approve", "--allow-destroy"][..],
+        ] {
+            let out = root.cotal(args).assert().code(3);
+            let err = stderr(&out);
+            assert!(err.contains(&file), "{what}: {err}");
+            assert!(err.contains(reason), "{what}: {err}");
+            assert!(err.contains("next:"), "{what}: {err}");
+        }
+        assert_eq!(root.snapshot(), before, "{what}");
+    }
+}
+
+#[test]
+fn a_tampered_generation_record_refuses_or_shows_as_drift() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let record = root.file(".cotal/auth/broker-config.json");
+
+    std::fs::write(&record, b"{\"gen\": \"three\"}").unwrap();
+    let before = root.snapshot();
+    let out = root.cotal(&["plan"]).assert().code(3);
+    assert!(stderr(&out).contains("broker-config.json is corrupt"));
+    root.apply().code(3);
+    assert_eq!(root.snapshot(), before);
+
+    let digest = format!("sha256:{}", "0".repeat(64));
+    std::fs::write(
+        &record,
+        format!("{{\"gen\":1,\"inventoryDigest\":\"{digest}\"}}\n"),
+    )
+    .unwrap();
+    let out = root.cotal(&["plan"]).assert().success();
+    assert!(
+        stdout(&out).contains("the generation record does not match"),
+        "{}",
+        stdout(&out)
+    );
+    root.apply()
+        .success()
+        .stdout(predicates::str::contains("Generation 1 -> 2."));
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn a_hand_edited_server_conf_is_drift_and_apply_restores_it() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let conf = root.file(".cotal/auth/server.conf");
+    let original = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(
+        &conf,
+        original.replace("max_control_line: 65536", "max_control_line: 1024"),
+    )
+    .unwrap();
+    let out = root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(2);
+    let text = stdout(&out);
+    assert!(text.contains("server.conf differs"), "{text}");
+    assert!(text.contains("-max_control_line: 1024"), "{text}");
+    root.apply().success();
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), original);
+    assert_eq!(root.generation(), 2);
+}
+
+#[test]
+fn a_stale_saved_plan_is_refused_naming_what_moved() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    let plan_file = root.file("plan.json");
+    root.cotal(&["plan", "--out", plan_file.to_str().unwrap()])
+        .assert()
+        .success();
+    root.desire("[spaces.design]\n");
+    let before = root.snapshot();
+    let out = root
+        .cotal(&["apply", "--auto-approve", plan_file.to_str().unwrap()])
+        .assert()
+        .code(5);
+    assert!(
+        stderr(&out).contains("cotal.toml changed"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(root.snapshot(), before);
+
+    root.desire(TWO_SPACES);
+    root.cotal(&["apply", "--auto-approve", plan_file.to_str().unwrap()])
+        .assert()
+        .success();
+    // After it ran, the generation moved: the same file is now stale.
+    let out = root
+        .cotal(&["apply", "--auto-approve", plan_file.to_str().unwrap()])
+        .assert()
+        .code(5);
+    assert!(
+        stderr(&out).contains("the generation moved from 0 to 1"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn bad_cotal_toml_is_an_error_naming_line_and_column_and_changes_nothing() {
+    let cases = [
+        ("malformed", "version = 1\n[spaces.a\n", "cotal.toml:2:"),
+        (
+            "unknown key",
+            "version = 1\n[spaces.a]\ncolour = \"red\"\n",
+            "cotal.toml:3:1: unknown field `colour`",
+        ),
+        (
+            "invalid name",
+            "version = 1\n[spaces.\"..\"]\n",
+            "cotal.toml:2:9: \"..\" is not a valid space name",
+        ),
+        (
+            "duplicate name",
+            "version = 1\n[spaces.a]\n[spaces.a]\n",
+            "cotal.toml:3:",
+        ),
+        (
+            "unknown version",
+            "version = 7\n",
+            "cotal.toml:1:11: unsupported version 7",
+        ),
+        (
+            "bad limit",
+            "version = 1\n[spaces.a.limits]\nmax_storage = \"lots\"\n",
+            "cotal.toml:3:15:",
+        ),
+    ];
+    let root = TestRoot::init();
+    root.desire("[spaces.a]\n");
+    root.apply().success();
+    for (what, text, expected) in cases {
+        std::fs::write(root.file("cotal.toml"), text).unwrap();
+        let before = root.snapshot();
+        for args in [&["plan"][..], &["apply", "--auto-approve"][..]] {
+            let out = root.cotal(args).assert().code(1);
+            assert!(stderr(&out).contains(expected), "{what}: {}", stderr(&out));
+        }
+        assert_eq!(root.snapshot(), before, "{what}");
+    }
+}
+
+#[test]
+fn an_open_journal_blocks_other_verbs_and_apply_finishes_it() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let release = root.account_pub("release");
+    // An apply that crashed after journaling the removal of "release".
+    let journal = serde_json::json!({
+        "op": "apply", "planDigest": "sha256:x", "startedAt": "2026-01-01T00:00:00Z",
+        "pid": 999999, "host": "elsewhere",
+        "removals": [{"space": "release", "account": release, "committed": true}],
+        "steps": []
+    });
+    std::fs::write(
+        root.file(".cotal/maintenance/journal.json"),
+        serde_json::to_vec(&journal).unwrap(),
+    )
+    .unwrap();
+
+    let before = root.snapshot();
+    let out = root.cotal(&["init"]).assert().code(6);
+    assert!(
+        stderr(&out).contains("run `cotal apply` to finish it"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(root.snapshot(), before);
+
+    // The file still lists release, yet the journaled removal is finished, then release is re-added.
+    let plan = root.cotal(&["plan"]).assert().success();
+    let text = stdout(&plan);
+    assert!(
+        text.contains("finish the apply interrupted at 2026-01-01T00:00:00Z"),
+        "{text}"
+    );
+    assert!(text.contains("- release remove"), "{text}");
+    assert!(text.contains("+ release add"), "{text}");
+    root.cotal(&["apply", "--auto-approve"]).assert().success();
+    assert!(!root.file(".cotal/maintenance/journal.json").exists());
+    assert_ne!(
+        root.account_pub("release"),
+        release,
+        "release is a new account"
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn a_held_lock_fails_at_once_naming_the_holder() {
+    use fs2::FileExt;
+    let root = TestRoot::init();
+    root.desire("[spaces.a]\n");
+    let lock = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(root.file(".cotal/maintenance/lock"))
+        .unwrap();
+    lock.lock_exclusive().unwrap();
+    std::fs::write(
+        root.file(".cotal/maintenance/lock.json"),
+        br#"{"pid":4242,"host":"ops-1","command":"cotal apply","since":"2026-11-30T10:00:00Z"}"#,
+    )
+    .unwrap();
+    let before = root.snapshot();
+    let out = root.apply().code(4);
+    assert!(
+        stderr(&out).contains("pid 4242 on ops-1 running `cotal apply`"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(root.snapshot(), before);
+    let out = root
+        .cotal(&["apply", "--auto-approve", "--lock-timeout", "150ms"])
+        .assert()
+        .code(4);
+    assert!(stderr(&out).contains("--lock-timeout"));
+    FileExt::unlock(&lock).unwrap();
+    root.apply().success();
+}
+
+#[test]
+fn no_output_format_ever_prints_a_seed() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    root.desire("[spaces.design]\nstate = \"suspended\"\n\n[spaces.ops]\n");
+    let seeds = seeds(&root);
+    let mut printed = String::new();
+    for args in [
+        &["plan"][..],
+        &["plan", "--format", "json"][..],
+        &["plan", "--format", "markdown"][..],
+        &["-vvv", "plan"][..],
+        &["-vvv", "apply", "--auto-approve", "--allow-destroy"][..],
+        &["init"][..],
+    ] {
+        let out = root.cotal(args).output().unwrap();
+        printed.push_str(&String::from_utf8_lossy(&out.stdout));
+        printed.push_str(&String::from_utf8_lossy(&out.stderr));
+    }
+    for seed in seeds.iter().chain(crate::seeds(&root).iter()) {
+        assert!(!printed.contains(seed.as_str()), "a seed was printed");
+    }
+    assert!(!printed.contains("SUA"), "no user seed prefix");
+}
+
+#[test]
+fn suspension_and_limits_reissue_the_same_account() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let design = root.account_pub("design");
+    root.desire("[spaces.design]\nstate = \"suspended\"\n[spaces.design.limits]\nmax_connections = 5\nmax_storage = \"10GiB\"\n\n[spaces.release]\n");
+    let plan = root.cotal(&["plan"]).assert().success();
+    let text = stdout(&plan);
+    assert!(text.contains("~ design change"), "{text}");
+    assert!(text.contains("state: active -> suspended"), "{text}");
+    assert!(text.contains("data kept"), "{text}");
+    root.apply().success();
+    assert_eq!(root.account_pub("design"), design, "same account key");
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    root.desire("[spaces.design]\n[spaces.design.limits]\nmax_connections = 5\nmax_storage = \"10GiB\"\n\n[spaces.release]\n");
+    let text = stdout(&root.cotal(&["plan"]).assert().success());
+    assert!(text.contains("state: suspended -> active"), "{text}");
+    root.apply().success();
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn completions_are_generated_for_each_shell() {
+    let root = TestRoot::new();
+    for shell in ["bash", "zsh", "fish"] {
+        let out = root.cotal(&["completions", shell]).assert().success();
+        assert!(stdout(&out).contains("cotal"), "{shell}");
+    }
+}

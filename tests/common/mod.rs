@@ -1,0 +1,137 @@
+//! Helpers shared by the CLI tests: temp roots, running the built binary, and snapshots of a
+//! root's files so a test can assert that nothing on disk changed.
+#![allow(dead_code)]
+
+use assert_cmd::Command;
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+/// A temp root that is removed at the end of the test.
+pub struct TestRoot {
+    pub dir: tempfile::TempDir,
+}
+
+impl TestRoot {
+    pub fn new() -> Self {
+        TestRoot {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    /// A root after `cotal init` (multi-space).
+    pub fn init() -> Self {
+        let root = TestRoot::new();
+        root.cotal(&["init"]).assert().success();
+        root
+    }
+
+    pub fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    pub fn file(&self, rel: &str) -> PathBuf {
+        self.dir.path().join(rel)
+    }
+
+    /// `cotal --root <root> ARGS` with no colour and no stdin.
+    pub fn cotal(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::cargo_bin("cotal").expect("binary");
+        cmd.arg("--root").arg(self.path()).args(args);
+        cmd.env_remove("COTAL_ROOT")
+            .env("NO_COLOR", "1")
+            .write_stdin("");
+        cmd
+    }
+
+    /// Write cotal.toml with the broker defaults and the given space tables.
+    pub fn desire(&self, spaces: &str) {
+        let text = format!("version = 1\n\n[broker]\nport = 4222\n\n{spaces}");
+        std::fs::write(self.file("cotal.toml"), text).unwrap();
+    }
+
+    /// Apply without questions.
+    pub fn apply(&self) -> assert_cmd::assert::Assert {
+        self.cotal(&["apply", "--auto-approve", "--allow-destroy"])
+            .assert()
+    }
+
+    pub fn snapshot(&self) -> Tree {
+        Tree::of(self.path())
+    }
+
+    pub fn generation(&self) -> u64 {
+        let text = std::fs::read_to_string(self.file(".cotal/auth/broker-config.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        v["gen"].as_u64().unwrap()
+    }
+
+    pub fn account_record(&self, space: &str) -> PathBuf {
+        self.file(&format!(".cotal/auth/account.{}.json", hex::encode(space)))
+    }
+
+    pub fn account_pub(&self, space: &str) -> String {
+        let v: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(self.account_record(space)).unwrap()).unwrap();
+        v["account"]["pub"].as_str().unwrap().to_string()
+    }
+}
+
+/// Every file under a root: path -> (kind, mode, content digest). The lock file itself is
+/// infrastructure (taking the lock creates it) and is left out.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Tree(pub BTreeMap<String, (char, u32, String)>);
+
+impl Tree {
+    pub fn of(dir: &Path) -> Tree {
+        let mut out = BTreeMap::new();
+        walk(dir, dir, &mut out);
+        out.remove(".cotal/maintenance/lock");
+        Tree(out)
+    }
+}
+
+fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, (char, u32, String)>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let rel = path
+            .strip_prefix(base)
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let mode = meta.mode() & 0o7777;
+        if meta.file_type().is_symlink() {
+            out.insert(
+                rel,
+                (
+                    'l',
+                    mode,
+                    std::fs::read_link(&path)
+                        .unwrap()
+                        .to_string_lossy()
+                        .into_owned(),
+                ),
+            );
+        } else if meta.is_dir() {
+            out.insert(rel, ('d', mode, String::new()));
+            walk(base, &path, out);
+        } else {
+            let digest = hex::encode(Sha256::digest(std::fs::read(&path).unwrap()));
+            out.insert(rel, ('f', mode, digest));
+        }
+    }
+}
+
+/// stdout of a finished command as text.
+pub fn stdout(a: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&a.get_output().stdout).into_owned()
+}
+
+pub fn stderr(a: &assert_cmd::assert::Assert) -> String {
+    String::from_utf8_lossy(&a.get_output().stderr).into_owned()
+}
