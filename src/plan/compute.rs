@@ -124,7 +124,7 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
             usage.map(|u| u.streams.as_slice()).unwrap_or(&[]),
             usage.and_then(|u| u.connections),
         );
-        let mut details = vec![format!("account {}", r.account)];
+        let mut details = Vec::new();
         if r.journaled {
             details.push(if r.committed {
                 "finishing a removal interrupted after its commit point".into()
@@ -290,10 +290,12 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
             before: observed.server_conf.as_deref().map(render::shorten_tokens),
             after: render::shorten_tokens(&after),
         });
-        let others = projected.len() - adds.len().min(projected.len());
+        let kept = projected.len() - adds.len().min(projected.len());
         let siblings = if running {
             format!(
-                "rewrites the config every space shares; hot reload: no other space's connections or data are touched ({others} spaces kept)"
+                "rewrites the config every space shares; hot reload: the {kept} space{} kept see{} no dropped connection and no data change",
+                if kept == 1 { "" } else { "s" },
+                if kept == 1 { "s" } else { "" }
             )
         } else {
             "the broker is stopped: the new config takes effect at the next `cotal up`".into()
@@ -489,7 +491,7 @@ fn guard_removals(
         };
         if space.protect_recorded {
             refusals.push(format!(
-                "{} is protected (protect = true was applied and is recorded in .cotal/space.{}/lifecycle.json); removing it would {}.\n\
+                "{} is protected (protect = true was applied and is recorded in .cotal/space.{}/lifecycle.json); its removal would have this blast radius: {}.\n\
                  next: first set `protect = false` in its [spaces.{}] table and run `cotal apply`, then delete the table and apply again",
                 q(name),
                 name.hex(),

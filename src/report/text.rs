@@ -81,7 +81,9 @@ pub fn text(plan: &Plan, p: &Palette) -> String {
             let _ = writeln!(out, "      {} {blast}", p.bold.apply_to("blast radius:"));
         }
     }
-    out.push('\n');
+    if !plan.changes.is_empty() {
+        out.push('\n');
+    }
     let _ = writeln!(out, "{}", p.bold.apply_to("Steps:"));
     for (i, step) in plan.steps.iter().enumerate() {
         let _ = writeln!(out, "  {}. {}", i + 1, step.title());
@@ -107,6 +109,12 @@ pub fn text(plan: &Plan, p: &Palette) -> String {
     }
     out.push('\n');
     let _ = writeln!(out, "{}", p.bold.apply_to(summary_line(plan)));
+    if plan.changes.is_empty() {
+        let _ = writeln!(
+            out,
+            "No space changes: the config is promoted again to repair drift."
+        );
+    }
     if plan.destroys_data() {
         let _ = writeln!(
             out,

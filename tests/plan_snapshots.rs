@@ -1,0 +1,420 @@
+//! Pure table tests of planning and rendering: fixed keys and clock, so every plan, config and
+//! refusal is byte-stable and kept as a snapshot under tests/snapshots/.
+
+use cotal::desired::{self, Desired};
+use cotal::jwt::{self, AccountLimits};
+use cotal::model::{SpaceName, SpaceSpec};
+use cotal::observed::*;
+use cotal::plan::{self, Plan};
+use cotal::render::{self, Preload, Token};
+use cotal::report::{self, Palette};
+use nkeys::{KeyPair, KeyPairType};
+use std::collections::BTreeMap;
+
+const IAT: i64 = 1_700_000_000;
+
+fn key(kind: KeyPairType, n: u8) -> KeyPair {
+    KeyPair::new_from_raw(kind, [n; 32]).unwrap()
+}
+
+fn operator() -> KeyPair {
+    key(KeyPairType::Operator, 1)
+}
+
+fn trust() -> BrokerTrust {
+    let op = operator();
+    let sys = key(KeyPairType::Account, 2);
+    let sys_signing = key(KeyPairType::Account, 3);
+    BrokerTrust {
+        operator_pub: op.public_key(),
+        operator_jwt: jwt::encode(
+            &mut jwt::operator_claims(&op.public_key(), &sys.public_key(), IAT),
+            &op,
+        )
+        .unwrap(),
+        sys_pub: sys.public_key(),
+        sys_jwt: jwt::encode(
+            &mut jwt::account_claims(
+                "SYS",
+                &sys.public_key(),
+                &sys_signing.public_key(),
+                AccountLimits::system(),
+                IAT,
+            ),
+            &op,
+        )
+        .unwrap(),
+        trust_gen: 0,
+    }
+}
+
+/// An observed space with a deterministic account, signed as `spec` asks.
+fn space(n: u8, name: &str, spec: &SpaceSpec) -> (SpaceName, ObservedSpace) {
+    let account = key(KeyPairType::Account, 10 + n);
+    let signing = key(KeyPairType::Account, 40 + n);
+    let name = SpaceName::parse(name).unwrap();
+    let token = jwt::encode(
+        &mut jwt::account_claims(
+            &name.token(),
+            &account.public_key(),
+            &signing.public_key(),
+            AccountLimits::for_space(spec),
+            IAT,
+        ),
+        &operator(),
+    )
+    .unwrap();
+    (
+        name,
+        ObservedSpace {
+            account_pub: account.public_key(),
+            signing_pub: signing.public_key(),
+            jwt: token,
+            limits: AccountLimits::for_space(spec),
+            protect_recorded: spec.protect,
+            usage: Usage::default(),
+            live_processes: Vec::new(),
+        },
+    )
+}
+
+fn desired(text: &str) -> Desired {
+    desired::parse(&format!("version = 1\n{text}"), "cotal.toml").unwrap()
+}
+
+/// A converged root holding `spaces`: config rendered and generation recorded.
+fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
+    let spaces: BTreeMap<_, _> = spaces.into_iter().collect();
+    let mut o = Observed {
+        broker: BrokerRecordState::Valid(trust()),
+        sys_seed_retained: true,
+        inventory: Inventory {
+            spaces,
+            corrupt: Vec::new(),
+        },
+        server_conf: None,
+        generation: GenerationState::Absent,
+        journal: JournalState::Closed,
+        process: BrokerProcess::Stopped,
+        store_dir: "/srv/cotal/.cotal/nats".into(),
+        desired_digest: "sha256:desired".into(),
+    };
+    if !o.inventory.spaces.is_empty() {
+        let preloads: Vec<Preload> = o
+            .inventory
+            .spaces
+            .iter()
+            .map(|(n, s)| Preload {
+                space: n,
+                account: &s.account_pub,
+                token: Token::Signed(&s.jwt),
+            })
+            .collect();
+        let node = plan::nodes(&desired(""), &o).remove(0);
+        o.server_conf = Some(render::server_conf(&trust(), &preloads, &node).unwrap());
+        o.generation = GenerationState::Valid(GenerationRecord {
+            generation: 4,
+            inventory_digest: cotal::digest::inventory(
+                o.inventory
+                    .spaces
+                    .iter()
+                    .map(|(n, s)| (n, s.account_pub.as_str(), s.jwt.as_str())),
+            ),
+        });
+    }
+    o
+}
+
+fn text(plan: &Plan) -> String {
+    report::text(plan, &Palette::new(false))
+}
+
+fn refusal(d: &Desired, o: &Observed) -> String {
+    match plan::compute(d, o) {
+        Err(e) => format!("exit {}: {e}", e.exit_code()),
+        Ok(p) => panic!("expected a refusal, got {}", text(&p)),
+    }
+}
+
+#[test]
+fn render_is_deterministic_and_ordered() {
+    let o = observed(vec![
+        space(2, "release", &SpaceSpec::default()),
+        space(1, "design", &SpaceSpec::default()),
+        space(3, "weird \"name\"\n# injected", &SpaceSpec::default()),
+    ]);
+    let conf = o.server_conf.clone().unwrap();
+    insta::assert_snapshot!("server_conf", render::shorten_tokens(&conf));
+    let again = observed(vec![
+        space(1, "design", &SpaceSpec::default()),
+        space(2, "release", &SpaceSpec::default()),
+        space(3, "weird \"name\"\n# injected", &SpaceSpec::default()),
+    ]);
+    assert_eq!(again.server_conf.unwrap(), conf, "same inputs, same bytes");
+    assert_eq!(
+        conf.lines().filter(|l| l.starts_with("  # ")).count(),
+        4,
+        "a name cannot inject a line"
+    );
+}
+
+#[test]
+fn render_refuses_zero_spaces_duplicates_and_foreign_accounts() {
+    let t = trust();
+    let node = plan::nodes(&desired(""), &observed(vec![])).remove(0);
+    assert!(
+        render::server_conf(&t, &[], &node)
+            .unwrap_err()
+            .contains("zero spaces")
+    );
+    let (a, sa) = space(1, "a", &SpaceSpec::default());
+    let b = SpaceName::parse("b").unwrap();
+    let dup = [
+        Preload {
+            space: &a,
+            account: &sa.account_pub,
+            token: Token::Signed(&sa.jwt),
+        },
+        Preload {
+            space: &b,
+            account: &sa.account_pub,
+            token: Token::Signed(&sa.jwt),
+        },
+    ];
+    assert!(
+        render::server_conf(&t, &dup, &node)
+            .unwrap_err()
+            .contains("preloaded twice")
+    );
+    let stranger = key(KeyPairType::Operator, 99);
+    let foreign = jwt::encode(
+        &mut jwt::account_claims(
+            "a",
+            &sa.account_pub,
+            &sa.signing_pub,
+            AccountLimits::for_space(&SpaceSpec::default()),
+            IAT,
+        ),
+        &stranger,
+    )
+    .unwrap();
+    let err = render::server_conf(
+        &t,
+        &[Preload {
+            space: &a,
+            account: &sa.account_pub,
+            token: Token::Signed(&foreign),
+        }],
+        &node,
+    )
+    .unwrap_err();
+    assert!(err.contains("signed by another operator"), "{err}");
+}
+
+#[test]
+fn adding_two_spaces_to_a_fresh_root() {
+    let d = desired(
+        "[spaces.design]\nprotect = true\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n[spaces.release]\n",
+    );
+    let p = plan::compute(&d, &observed(vec![])).unwrap();
+    insta::assert_snapshot!("add_two_text", text(&p));
+    insta::assert_snapshot!("add_two_json", report::json(&p));
+    insta::assert_snapshot!("add_two_markdown", report::markdown(&p));
+}
+
+#[test]
+fn a_converged_root_plans_nothing() {
+    let o = observed(vec![
+        space(1, "design", &SpaceSpec::default()),
+        space(2, "release", &SpaceSpec::default()),
+    ]);
+    let p = plan::compute(&desired("[spaces.design]\n[spaces.release]\n"), &o).unwrap();
+    assert!(p.is_empty(), "{}", text(&p));
+    assert_eq!(text(&p), "No changes. The broker matches cotal.toml.\n");
+    assert_eq!(p.pins.generation, 4);
+}
+
+#[test]
+fn removing_a_space_with_live_figures() {
+    let mut o = observed(vec![
+        space(1, "design", &SpaceSpec::default()),
+        space(2, "release", &SpaceSpec::default()),
+    ]);
+    o.process = BrokerProcess::Running { pid: 42 };
+    let release = o
+        .inventory
+        .spaces
+        .get_mut(&SpaceName::parse("release").unwrap())
+        .unwrap();
+    release.usage = Usage {
+        source: UsageSource::Live,
+        streams: vec![
+            StreamUsage {
+                name: "CHAT_release".into(),
+                messages: Some(12_000),
+                bytes: 4_000_000,
+            },
+            StreamUsage {
+                name: "DM_release".into(),
+                messages: Some(400),
+                bytes: 400_000,
+            },
+            StreamUsage {
+                name: "TASK_release".into(),
+                messages: Some(8),
+                bytes: 4_019,
+            },
+        ],
+        connections: Some(7),
+    };
+    let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
+    assert!(p.destroys_data());
+    insta::assert_snapshot!("remove_live_text", text(&p));
+    insta::assert_snapshot!("remove_live_markdown", report::markdown(&p));
+}
+
+#[test]
+fn suspending_changing_limits_and_protecting() {
+    let o = observed(vec![
+        space(1, "design", &SpaceSpec::default()),
+        space(2, "release", &SpaceSpec::default()),
+    ]);
+    let mut o = o;
+    o.inventory
+        .spaces
+        .get_mut(&SpaceName::parse("design").unwrap())
+        .unwrap()
+        .usage
+        .connections = Some(3);
+    o.inventory
+        .spaces
+        .get_mut(&SpaceName::parse("release").unwrap())
+        .unwrap()
+        .usage
+        .connections = Some(7);
+    let d = desired(
+        "[spaces.design]\nstate = \"suspended\"\n[spaces.release]\nprotect = true\n[spaces.release.limits]\nmax_connections = 5\nmax_storage = \"1GiB\"\n",
+    );
+    let p = plan::compute(&d, &o).unwrap();
+    assert_eq!(
+        (p.summary.add, p.summary.change, p.summary.remove),
+        (0, 2, 0)
+    );
+    assert!(!p.destroys_data());
+    insta::assert_snapshot!("change_text", text(&p));
+}
+
+#[test]
+fn drift_in_the_config_or_the_generation_is_a_plan() {
+    let mut o = observed(vec![space(1, "design", &SpaceSpec::default())]);
+    let conf = o.server_conf.clone().unwrap();
+    o.server_conf = Some(conf.replace("port: 4222", "port: 4999"));
+    let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
+    insta::assert_snapshot!("drift_text", text(&p));
+
+    let mut o = observed(vec![space(1, "design", &SpaceSpec::default())]);
+    o.generation = GenerationState::Valid(GenerationRecord {
+        generation: 4,
+        inventory_digest: format!("sha256:{}", "0".repeat(64)),
+    });
+    let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
+    assert_eq!(p.steps.len(), 1);
+    assert!(
+        matches!(&p.steps[0], plan::Step::PromoteConfig { reasons, .. } if reasons[0].contains("generation record does not match"))
+    );
+
+    // A record whose JWT no longer matches the desired limits.
+    let o = observed(vec![space(1, "design", &SpaceSpec::default())]);
+    let p = plan::compute(&desired("[spaces.design.limits]\nmax_streams = 20\n"), &o).unwrap();
+    assert!(
+        text(&p).contains("max_streams: unlimited -> 20"),
+        "{}",
+        text(&p)
+    );
+}
+
+#[test]
+fn an_interrupted_removal_is_finished_first() {
+    let mut o = observed(vec![
+        space(1, "design", &SpaceSpec::default()),
+        space(2, "release", &SpaceSpec::default()),
+    ]);
+    let release = o.inventory.spaces[&SpaceName::parse("release").unwrap()]
+        .account_pub
+        .clone();
+    o.journal = JournalState::Open(Journal {
+        op: "apply".into(),
+        plan_digest: "sha256:before".into(),
+        started_at: "2026-11-30T10:00:00Z".into(),
+        pid: 77,
+        host: "ops-1".into(),
+        removals: vec![JournaledRemoval {
+            space: SpaceName::parse("release").unwrap(),
+            account: release,
+            committed: true,
+        }],
+        steps: Vec::new(),
+    });
+    let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
+    assert!(!p.destroys_data(), "the data is already gone");
+    insta::assert_snapshot!("journal_text", text(&p));
+}
+
+#[test]
+fn guards_refuse_naming_tenants_blast_radius_and_next_step() {
+    let d1 = desired("[spaces.design]\n");
+    let one = observed(vec![space(1, "design", &SpaceSpec::default())]);
+    insta::assert_snapshot!("refuse_last_space", refusal(&desired(""), &one));
+
+    let protected = SpaceSpec {
+        protect: true,
+        ..SpaceSpec::default()
+    };
+    let o = observed(vec![
+        space(1, "design", &SpaceSpec::default()),
+        space(2, "release", &protected),
+    ]);
+    insta::assert_snapshot!("refuse_protected", refusal(&d1, &o));
+
+    let mut o = observed(vec![
+        space(1, "design", &SpaceSpec::default()),
+        space(2, "release", &SpaceSpec::default()),
+    ]);
+    o.inventory
+        .spaces
+        .get_mut(&SpaceName::parse("release").unwrap())
+        .unwrap()
+        .live_processes = vec![4242];
+    insta::assert_snapshot!("refuse_live_processes", refusal(&d1, &o));
+
+    let mut o = observed(vec![space(1, "design", &SpaceSpec::default())]);
+    o.sys_seed_retained = false;
+    insta::assert_snapshot!(
+        "refuse_no_sys_seed",
+        refusal(&desired("[spaces.design]\n[spaces.new]\n"), &o)
+    );
+
+    let mut o = observed(vec![space(1, "design", &SpaceSpec::default())]);
+    o.inventory.corrupt.push(CorruptRecord {
+        file: "/r/.cotal/auth/account.zz.json".into(),
+        reason: "file name does not decode".into(),
+        foreign_issuer: None,
+    });
+    insta::assert_snapshot!("refuse_corrupt", refusal(&d1, &o));
+
+    let mut o = observed(vec![]);
+    o.broker = BrokerRecordState::Absent;
+    insta::assert_snapshot!("refuse_no_broker", refusal(&d1, &o));
+}
+
+#[test]
+fn names_sharing_a_token_are_warned_about() {
+    let o = observed(vec![]);
+    let p = plan::compute(&desired("[spaces.\"a.b\"]\n[spaces.a_b]\n"), &o).unwrap();
+    assert_eq!(p.warnings.len(), 1);
+    assert!(
+        p.warnings[0].contains("share the wire token \"a_b\""),
+        "{:?}",
+        p.warnings
+    );
+}

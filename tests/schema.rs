@@ -1,0 +1,73 @@
+//! Keeps `schemas/cotal.schema.json` in step with the parser: every example under `examples/`
+//! is valid for both, and a corpus of bad files is refused by both.
+
+fn validator() -> jsonschema::Validator {
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string("schemas/cotal.schema.json").unwrap())
+            .unwrap();
+    jsonschema::validator_for(&schema).expect("the schema compiles")
+}
+
+fn as_json(text: &str) -> Option<serde_json::Value> {
+    let value: toml::Value = toml::from_str(text).ok()?;
+    Some(serde_json::to_value(value).unwrap())
+}
+
+#[test]
+fn every_example_is_valid_for_the_schema_and_the_parser() {
+    let v = validator();
+    let mut seen = 0;
+    for entry in std::fs::read_dir("examples").unwrap().flatten() {
+        let path = entry.path();
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        seen += 1;
+        let text = std::fs::read_to_string(&path).unwrap();
+        let json = as_json(&text).expect("example is TOML");
+        let errors: Vec<String> = v.iter_errors(&json).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{}: {errors:?}", path.display());
+        cotal::desired::parse(&text, &path.display().to_string()).unwrap_or_else(|e| panic!("{e}"));
+    }
+    assert!(seen >= 3);
+    let starter = cotal::desired::STARTER;
+    assert!(v.is_valid(&as_json(starter).unwrap()));
+    cotal::desired::parse(starter, "starter").unwrap();
+}
+
+#[test]
+fn bad_files_are_refused_by_both() {
+    let v = validator();
+    let bad = [
+        "[spaces.a]\n",
+        "version = 2\n",
+        "version = 1\nextra = true\n",
+        "version = 1\n[broker]\nport = 0\n",
+        "version = 1\n[broker]\nport = 70000\n",
+        "version = 1\n[broker]\nhost = \"\"\n",
+        "version = 1\n[broker]\nstore_dir = \"a\\\"b\"\n",
+        "version = 1\n[broker]\nlisten = \"x\"\n",
+        "version = 1\n[spaces.\"\"]\n",
+        "version = 1\n[spaces.\".\"]\n",
+        "version = 1\n[spaces.\"..\"]\n",
+        "version = 1\n[spaces.a]\nstate = \"archived\"\n",
+        "version = 1\n[spaces.a]\nprotect = \"yes\"\n",
+        "version = 1\n[spaces.a]\nlimit = {}\n",
+        "version = 1\n[spaces.a.limits]\nmax_connections = 0\n",
+        "version = 1\n[spaces.a.limits]\nmax_connections = -5\n",
+        "version = 1\n[spaces.a.limits]\nmax_storage = \"10GB\"\n",
+        "version = 1\n[spaces.a.limits]\nmax_storage = 0\n",
+        "version = 1\n[spaces.a.limits]\nmax_storage = \"0MiB\"\n",
+        "version = 1\n[spaces.a.limits]\nmax_storage = 1.5\n",
+        "version = 1\n[spaces.a.limits]\nmax_streams = 11\n",
+        "version = 1\n[spaces.a.limits]\nmax_subs = 10\n",
+    ];
+    for text in bad {
+        assert!(
+            cotal::desired::parse(text, "t").is_err(),
+            "parser accepted {text:?}"
+        );
+        let json = as_json(text).expect("still TOML");
+        assert!(!v.is_valid(&json), "schema accepted {text:?}");
+    }
+}
