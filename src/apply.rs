@@ -75,6 +75,7 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
         steps: Vec::new(),
     };
     journal::save(ctx.root, &journal)?;
+    tracing::info!(steps = plan.steps.len(), digest = %journal.plan_digest, "journal opened");
     fault::point("after-journal-open");
 
     let mut outcome = Outcome::default();
@@ -86,6 +87,7 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
             ended_at: None,
         });
         journal::save(ctx.root, &journal)?;
+        tracing::info!(step = %step.title(), "step started");
         let result = run_step(ctx, &record, step, broker, &mut journal, &mut outcome);
         if let Err(e) = result {
             committed |= journal.removals.iter().any(|r| r.committed);
@@ -100,6 +102,7 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
     }
     fault::point("before-journal-close");
     journal::close(ctx.root)?;
+    tracing::info!("journal closed");
     Ok(outcome)
 }
 
@@ -272,6 +275,11 @@ fn promote(
         )));
     }
     server_conf::promote_next(root)?;
+    tracing::info!(
+        generation = current,
+        spaces = inv.spaces.len(),
+        "config promoted"
+    );
     fault::point("after-config-promoted");
     if broker.running()
         && let Err(e) = broker.reload(&nodes)

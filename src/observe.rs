@@ -59,6 +59,12 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
             space.usage.streams = jetstream_dir::streams(&store_dir, &space.account_pub)?;
         }
     }
+    tracing::debug!(
+        spaces = inventory.spaces.len(),
+        corrupt = inventory.corrupt.len(),
+        running = ?process,
+        "observed"
+    );
     Ok(Observed {
         broker,
         sys_seed_retained: broker_record::sys_seed_retained(root),

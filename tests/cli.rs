@@ -662,3 +662,27 @@ fn completions_are_generated_for_each_shell() {
         assert!(stdout(&out).contains("cotal"), "{shell}");
     }
 }
+
+#[test]
+fn a_lock_left_by_a_dead_process_blocks_nobody() {
+    let root = TestRoot::init();
+    root.desire("[spaces.a]\n");
+    // A process takes the lock (flock, as fs2 does), records itself, and dies holding it.
+    let status = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import fcntl,os,json; f=open({lock:?},'a'); fcntl.flock(f, fcntl.LOCK_EX); \
+             open({info:?},'w').write(json.dumps(dict(pid=os.getpid(),host='gone',command='cotal apply',since='then'))); os._exit(9)",
+            lock = root.file(".cotal/maintenance/lock").display().to_string(),
+            info = root.file(".cotal/maintenance/lock.json").display().to_string()
+        ))
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(9));
+    assert!(
+        root.file(".cotal/maintenance/lock.json").exists(),
+        "it left its note behind"
+    );
+    root.apply().success();
+    assert!(!root.file(".cotal/maintenance/lock.json").exists());
+}
