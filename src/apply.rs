@@ -11,7 +11,7 @@
 //!   re-read from disk, never from a remembered list.
 //! - Reap failures are reported, never thrown: they come after a commit point.
 
-use crate::broker::{Broker, preflight};
+use crate::broker::{Broker, Expectation, preflight};
 use crate::desired::Desired;
 use crate::digest;
 use crate::error::{Error, Result};
@@ -22,11 +22,13 @@ use crate::observed::{
     BrokerRecordState, GenerationRecord, GenerationState, Journal, JournalState, JournaledRemoval,
     JournaledStep, Observed,
 };
+use crate::permissions;
 use crate::plan::{self, Plan, Step};
 use crate::render::{self, Preload, Token};
 use crate::store::broker_record::BrokerRecord;
 use crate::store::{
-    Root, account_record, broker_record, generation, inventory, journal, server_conf, space_dir,
+    Root, account_record, broker_record, generation, inventory, jetstream_dir, journal,
+    server_conf, space_dir,
 };
 
 /// What an apply did.
@@ -88,7 +90,7 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
         });
         journal::save(ctx.root, &journal)?;
         tracing::info!(step = %step.title(), "step started");
-        let result = run_step(ctx, &record, step, broker, &mut journal, &mut outcome);
+        let result = run_step(ctx, &record, step, broker, &mut journal, &mut outcome, plan);
         if let Err(e) = result {
             committed |= journal.removals.iter().any(|r| r.committed);
             return Err(fail(ctx.root, e, committed, step));
@@ -127,12 +129,24 @@ fn run_step(
     broker: &mut dyn Broker,
     journal: &mut Journal,
     outcome: &mut Outcome,
+    plan: &Plan,
 ) -> Result<()> {
     let root = ctx.root;
     match step {
         Step::FinishJournal { .. } => Ok(()),
         Step::DeleteStreams { space, account, .. } => {
-            broker.delete_streams(space, account, &ctx.observed.store_dir)?;
+            let teardown = if broker.running() {
+                space_user(
+                    root,
+                    space,
+                    account,
+                    "cotal-teardown",
+                    permissions::teardown(),
+                )?
+            } else {
+                None
+            };
+            broker.delete_streams(space, account, &ctx.observed.store_dir, teardown.as_deref())?;
             fault::point("after-streams-deleted");
             if let Some(r) = journal
                 .removals
@@ -154,7 +168,8 @@ fn run_step(
                     account: account.account.public.clone(),
                     protect: spec.protect,
                 },
-            )
+            )?;
+            write_sys_creds(root, record, space, &account.account.public)
         }
         Step::ReissueAccount {
             space,
@@ -175,6 +190,10 @@ fn run_step(
             fault::point("after-record-written");
             Ok(())
         }
+        Step::WriteSysCreds { space } => {
+            let current = account_record::load(root, space)?;
+            write_sys_creds(root, record, space, &current.account.public)
+        }
         Step::RecordProtection { space, protect } => {
             let current = account_record::load(root, space)?;
             space_dir::save_lifecycle(
@@ -189,16 +208,153 @@ fn run_step(
         Step::PromoteConfig {
             from_generation, ..
         } => {
-            let (from, to) = promote(ctx, record, *from_generation, &journal.removals, broker)?;
+            let (from, to) = promote(
+                ctx,
+                record,
+                *from_generation,
+                &journal.removals,
+                plan,
+                broker,
+            )?;
             outcome.generation = Some((from, to));
             Ok(())
         }
+        Step::Provision { space, .. } => {
+            let current = account_record::load(root, space)?;
+            let creds = space_user(
+                root,
+                space,
+                &current.account.public,
+                "cotal-provisioner",
+                permissions::provisioner(),
+            )?
+            .ok_or_else(|| Error::Other(format!("the record of {} disappeared", plan::q(space))))?;
+            let done = broker.provision(space, &creds)?;
+            tracing::info!(space = %space, work = ?done, "provisioned");
+            Ok(())
+        }
         Step::Reap { space, account } => {
-            reap(root, space, account, outcome);
+            reap(
+                root,
+                space,
+                account,
+                &ctx.observed.store_dir,
+                broker.running(),
+                outcome,
+            );
             fault::point("after-reap");
             Ok(())
         }
     }
+}
+
+/// An ephemeral user of a space (in memory, short expiry), signed by its signing key. `None`
+/// when the space's record no longer holds `account`.
+fn space_user(
+    root: &Root,
+    space: &SpaceName,
+    account: &str,
+    name: &str,
+    permissions: crate::jwt::Permissions,
+) -> Result<Option<String>> {
+    let record = match account_record::load(root, space) {
+        Ok(r) if r.account.public == account => r,
+        Ok(_) => return Ok(None),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            return Ok(None);
+        }
+        Err(e) => return Err(e),
+    };
+    let (creds, _) = mint::user(
+        account,
+        &record.account.signing_seed,
+        name,
+        permissions,
+        Some(permissions::EPHEMERAL),
+    )
+    .map_err(Error::Other)?;
+    Ok(Some(creds))
+}
+
+/// Mint and write the space's $SYS pair (needs the retained system signing seed).
+fn write_sys_creds(
+    root: &Root,
+    record: &BrokerRecord,
+    space: &SpaceName,
+    account: &str,
+) -> Result<()> {
+    let Some(sys_seed) = broker_record::load_sys_seed(root)? else {
+        return Ok(());
+    };
+    let sys = &record.sys.public;
+    let (observer, _) = mint::user(
+        sys,
+        &sys_seed,
+        "membership-observer",
+        permissions::membership_observer(account),
+        None,
+    )
+    .map_err(Error::Other)?;
+    let (evictor, _) = mint::user(
+        sys,
+        &sys_seed,
+        "connection-evictor",
+        permissions::connection_evictor(),
+        None,
+    )
+    .map_err(Error::Other)?;
+    space_dir::save_sys_creds(root, space, account, &observer, &evictor)
+}
+
+/// What the data plane must show after the reload: added and resumed spaces accept a fresh
+/// user; removed and suspended ones refuse it.
+fn expectations(
+    root: &Root,
+    plan: &Plan,
+    removals: &[JournaledRemoval],
+) -> Result<Vec<Expectation>> {
+    let mut wanted: Vec<(&SpaceName, bool)> = Vec::new();
+    for step in &plan.steps {
+        match step {
+            Step::AddAccount { space, spec } | Step::ReissueAccount { space, spec, .. } => {
+                wanted.push((space, spec.state == crate::model::SpaceState::Active));
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    for (space, accept) in wanted {
+        let record = account_record::load(root, space)?;
+        if let Some(creds) = space_user(
+            root,
+            space,
+            &record.account.public,
+            "cotal-verifier",
+            permissions::verifier(),
+        )? {
+            out.push(Expectation {
+                space: space.clone(),
+                accept,
+                creds,
+            });
+        }
+    }
+    for r in removals {
+        if let Some(creds) = space_user(
+            root,
+            &r.space,
+            &r.account,
+            "cotal-verifier",
+            permissions::verifier(),
+        )? {
+            out.push(Expectation {
+                space: r.space.clone(),
+                accept: false,
+                creds,
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Render from the inventory as it is on disk now (minus the journaled removals), promote by compare-and-set, reload and
@@ -209,6 +365,7 @@ fn promote(
     record: &BrokerRecord,
     expected: u64,
     removals: &[JournaledRemoval],
+    plan: &Plan,
     broker: &mut dyn Broker,
 ) -> Result<(u64, u64)> {
     let root = ctx.root;
@@ -281,19 +438,26 @@ fn promote(
         "config promoted"
     );
     fault::point("after-config-promoted");
-    if broker.running()
-        && let Err(e) = broker.reload(&nodes)
-    {
-        server_conf::restore_prev(root)?;
-        let restored = broker.reload(&nodes);
-        let tail = match restored {
-            Ok(()) => "the previous config was restored and reloaded; the generation is unchanged"
-                .to_string(),
-            Err(again) => {
-                format!("the previous config was restored, but reloading it failed too: {again}")
-            }
-        };
-        return Err(Error::RolledBack(format!("{e}\n{tail}")));
+    fault::break_config(&root.server_conf());
+    if broker.running() {
+        let expectations = expectations(root, plan, removals)?;
+        fault::point("before-reload");
+        let confirmed = broker
+            .reload(&nodes)
+            .and_then(|_| broker.verify(&expectations));
+        if let Err(e) = confirmed {
+            server_conf::restore_prev(root)?;
+            let tail = match broker.reload(&nodes) {
+                Ok(_) => {
+                    "the previous config was restored and reloaded; the generation is unchanged"
+                        .to_string()
+                }
+                Err(again) => format!(
+                    "the previous config was restored, but reloading it failed too: {again}"
+                ),
+            };
+            return Err(Error::RolledBack(format!("{e}\n{tail}")));
+        }
     }
     fault::point("after-reload");
     generation::save(
@@ -306,7 +470,21 @@ fn promote(
     Ok((current, current + 1))
 }
 
-fn reap(root: &Root, space: &SpaceName, account: &str, outcome: &mut Outcome) {
+fn reap(
+    root: &Root,
+    space: &SpaceName,
+    account: &str,
+    store_dir: &std::path::Path,
+    running: bool,
+    outcome: &mut Outcome,
+) {
+    // The account's (now empty) folder in the store: its streams were deleted through the API
+    // (broker running) or with the folder itself (broker stopped).
+    if running && let Err(e) = jetstream_dir::remove(store_dir, account) {
+        outcome
+            .reap_failures
+            .push(format!("store folder of {}: {e}", plan::q(space)));
+    }
     if let Err(e) = account_record::remove_if_account(root, space, account) {
         outcome
             .reap_failures

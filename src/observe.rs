@@ -3,14 +3,18 @@
 //!
 //! Invariant: observation never writes.
 
+use crate::broker::live;
 use crate::desired::{self, Desired};
 use crate::digest;
 use crate::error::{Error, Result};
-use crate::observed::{BrokerProcess, BrokerRecordState, Inventory, Observed, UsageSource};
-use crate::store::{
-    self, Root, broker_record, generation, inventory, jetstream_dir, journal, server_conf,
-    space_dir,
+use crate::observed::{
+    BrokerProcess, BrokerRecordState, BrokerTrust, Inventory, Observed, StreamUsage, Usage,
+    UsageSource,
 };
+use crate::store::{
+    Root, broker_record, generation, inventory, jetstream_dir, journal, server_conf, space_dir,
+};
+use crate::{mint, permissions, streams};
 
 /// Read and parse `cotal.toml`; returns the desired state and the sha256 of its bytes.
 pub fn desired(root: &Root) -> Result<(Desired, String)> {
@@ -47,7 +51,15 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         _ => Inventory::default(),
     };
     let process = broker_process(root);
+    let mut live_error = None;
+    if let (BrokerProcess::Running { .. }, BrokerRecordState::Valid(trust)) = (&process, &broker) {
+        match live_figures(root, desired, trust) {
+            Ok(figures) => apply_figures(&mut inventory, &figures),
+            Err(e) => live_error = Some(e.to_string()),
+        }
+    }
     for (name, space) in inventory.spaces.iter_mut() {
+        space.sys_creds_present = space_dir::sys_creds_present(root, name, &space.account_pub);
         if let Ok(Some(l)) = space_dir::load_lifecycle(root, name)
             && l.account == space.account_pub
         {
@@ -75,31 +87,75 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         process,
         store_dir,
         desired_digest,
+        live_error,
     })
+}
+
+/// Ask the running broker for every account's streams and connections, through an ephemeral
+/// system-account user (one connection, three requests, whatever the number of spaces).
+pub fn live_figures(root: &Root, desired: &Desired, trust: &BrokerTrust) -> Result<live::Figures> {
+    let seed = broker_record::load_sys_seed(root)?.ok_or_else(|| {
+        Error::Other(
+            "no retained system signing seed, so no system user can be minted to read live figures"
+                .into(),
+        )
+    })?;
+    let (creds, _) = mint::user(
+        &trust.sys_pub,
+        &seed,
+        "cotal-monitor",
+        permissions::monitor(),
+        Some(permissions::EPHEMERAL),
+    )
+    .map_err(Error::Other)?;
+    live::Nats::new(&desired.broker.host, desired.broker.port)?.figures(&creds)
+}
+
+/// Fill each space's usage and stream drift from live figures.
+fn apply_figures(inventory: &mut Inventory, figures: &live::Figures) {
+    for (name, space) in inventory.spaces.iter_mut() {
+        let account = figures.accounts.get(&space.account_pub);
+        space.usage = Usage {
+            source: UsageSource::Live,
+            streams: account
+                .map(|a| {
+                    a.streams
+                        .iter()
+                        .map(|s| StreamUsage {
+                            name: s.name.clone(),
+                            messages: Some(s.messages),
+                            bytes: s.bytes,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
+            connections: Some(account.map(|a| a.connections).unwrap_or(0)),
+        };
+        let Some(account) = account else { continue };
+        for want in streams::expected(&name.token()) {
+            let stream_name = want.stream_name();
+            if let Some(shape) = account
+                .streams
+                .iter()
+                .find(|s| s.name == stream_name)
+                .and_then(|s| s.shape.as_ref())
+            {
+                let fields = streams::drift(&want.shape(), shape);
+                if !fields.is_empty() {
+                    space
+                        .stream_drift
+                        .push((stream_name, fields.iter().map(|f| f.to_string()).collect()));
+                }
+            }
+        }
+    }
 }
 
 /// The broker process from its pidfile: running only when the pid is alive and is a
 /// nats-server (a stale or foreign pid is never reported as the broker).
 pub fn broker_process(root: &Root) -> BrokerProcess {
-    let Ok(text) = std::fs::read_to_string(root.pid_file()) else {
-        return BrokerProcess::Stopped;
-    };
-    match text.trim().parse::<u32>() {
-        Ok(pid) if store::process_alive(pid) && is_nats_server(pid) => {
-            BrokerProcess::Running { pid }
-        }
+    match crate::broker::process::pidfile(root) {
+        crate::broker::process::Pidfile::Running(pid) => BrokerProcess::Running { pid },
         _ => BrokerProcess::Stopped,
     }
-}
-
-/// Whether `pid` runs a nats-server binary (from /proc).
-pub fn is_nats_server(pid: u32) -> bool {
-    std::fs::read(format!("/proc/{pid}/cmdline"))
-        .ok()
-        .and_then(|c| {
-            c.split(|b| *b == 0)
-                .next()
-                .map(|argv0| String::from_utf8_lossy(argv0).contains("nats-server"))
-        })
-        .unwrap_or(false)
 }

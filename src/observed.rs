@@ -41,6 +41,10 @@ pub struct ObservedSpace {
     pub usage: Usage,
     /// Pids of live local processes recorded for this space.
     pub live_processes: Vec<u32>,
+    /// Whether `.cotal/space.<hex>/` holds this account's $SYS creds.
+    pub sys_creds_present: bool,
+    /// Streams whose live config differs from the table, with the differing fields.
+    pub stream_drift: Vec<(String, Vec<String>)>,
 }
 
 /// Where usage figures came from.
@@ -191,4 +195,6 @@ pub struct Observed {
     pub store_dir: PathBuf,
     /// sha256 of `cotal.toml` as read.
     pub desired_digest: String,
+    /// Why live figures are missing although the broker runs.
+    pub live_error: Option<String>,
 }

@@ -74,6 +74,8 @@ fn space(n: u8, name: &str, spec: &SpaceSpec) -> (SpaceName, ObservedSpace) {
             protect_recorded: spec.protect,
             usage: Usage::default(),
             live_processes: Vec::new(),
+            sys_creds_present: true,
+            stream_drift: Vec::new(),
         },
     )
 }
@@ -98,6 +100,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
         process: BrokerProcess::Stopped,
         store_dir: "/srv/cotal/.cotal/nats".into(),
         desired_digest: "sha256:desired".into(),
+        live_error: None,
     };
     if !o.inventory.spaces.is_empty() {
         let preloads: Vec<Preload> = o

@@ -2,9 +2,10 @@
 
 use super::Global;
 use crate::apply::{self, Context};
-use crate::broker::Stopped;
+use crate::broker::{Running, Stopped};
 use crate::error::{Error, Result};
 use crate::observe;
+use crate::observed::BrokerProcess;
 use crate::plan::{self, Plan};
 use crate::report::{Format, Palette};
 use crate::store::lock;
@@ -56,8 +57,20 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         observed: &observed,
         host: super::host(),
     };
-    let mut broker = Stopped;
-    let outcome = apply::execute(&ctx, &plan, &mut broker)?;
+    let outcome = match observed.process {
+        BrokerProcess::Running { .. } => {
+            let mut broker = Running::new(&root, &desired.broker.host, desired.broker.port)?;
+            let outcome = apply::execute(&ctx, &plan, &mut broker)?;
+            for took in &broker.reloads {
+                println!(
+                    "Reload confirmed by nats-server in {} ms; the data plane verified.",
+                    took.as_millis()
+                );
+            }
+            outcome
+        }
+        BrokerProcess::Stopped => apply::execute(&ctx, &plan, &mut Stopped)?,
+    };
     let p = Palette::new(global.colour);
     println!();
     println!(

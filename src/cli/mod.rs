@@ -2,9 +2,12 @@
 //! in the pure core or the executor.
 
 mod apply_cmd;
+mod broker_cmd;
+mod creds_cmd;
 mod init;
 mod output;
 mod plan_cmd;
+mod status_cmd;
 
 use crate::error::{Error, Result};
 use crate::report::Format;
@@ -46,6 +49,14 @@ pub enum Command {
     Plan(plan_cmd::Args),
     /// Make the broker match cotal.toml (or execute a saved plan).
     Apply(apply_cmd::Args),
+    /// Render server.conf from the inventory and start nats-server; provision what is missing.
+    Up(broker_cmd::UpArgs),
+    /// Stop the broker (SIGTERM, grace, SIGKILL).
+    Down(broker_cmd::DownArgs),
+    /// Show the broker, the generation and every space's state and figures.
+    Status(status_cmd::Args),
+    /// Mint a user creds file for a space.
+    Creds(creds_cmd::Args),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -76,6 +87,10 @@ fn run(cli: Cli, colour: bool) -> Result<i32> {
         Command::Init(args) => init::run(&global, args),
         Command::Plan(args) => plan_cmd::run(&global, args),
         Command::Apply(args) => apply_cmd::run(&global, args),
+        Command::Up(args) => broker_cmd::up(&global, args),
+        Command::Down(args) => broker_cmd::down(&global, args),
+        Command::Status(args) => status_cmd::run(&global, args),
+        Command::Creds(args) => creds_cmd::run(&global, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "cotal", &mut std::io::stdout());

@@ -17,10 +17,12 @@ pub fn colour_enabled(choice: ColorChoice) -> bool {
 
 pub fn init_logging(verbose: u8) {
     use tracing_subscriber::EnvFilter;
+    // async-nats logs an expected refusal (the data-plane check of a removed space) as an
+    // error; it is only shown when asked for.
     let default = match verbose {
-        0 => "warn",
+        0 => "warn,async_nats=off",
         1 => "cotal=info",
-        2 => "cotal=debug",
+        2 => "cotal=debug,async_nats=info",
         _ => "trace",
     };
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));

@@ -46,7 +46,11 @@ impl Blast {
             let n = self.streams_destroyed.len();
             let mut d = format!("destroys {n} stream{}", if n == 1 { "" } else { "s" });
             match self.messages_destroyed {
-                Some(m) => d.push_str(&format!(", {} messages", human_count(m))),
+                Some(m) => d.push_str(&format!(
+                    ", {} message{}",
+                    human_count(m),
+                    if m == 1 { "" } else { "s" }
+                )),
                 None => d.push_str(", messages uncounted (broker stopped)"),
             }
             d.push_str(&format!(", {}", human_bytes(self.bytes_destroyed)));

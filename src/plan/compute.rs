@@ -85,6 +85,14 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
     };
 
     guard_removals(desired, inv, &removals)?;
+    if running && let Some((h, p)) = listener_change(observed, &node) {
+        return Err(Error::Refused(format!(
+            "the listener changes from {h}:{p} to {}:{} while the broker runs; nats-server cannot move its listener on reload, so the reload would be refused.\n\
+             blast radius: none, nothing was changed.\n\
+             next: `cotal down`, `cotal apply`, then `cotal up` (a restart drops every tenant's connections briefly)",
+            node.host, node.port
+        )));
+    }
 
     // Adds and changes.
     let mut adds: BTreeMap<&SpaceName, &SpaceSpec> = BTreeMap::new();
@@ -162,8 +170,43 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
             spec: **spec,
         });
     }
-    let changed: BTreeSet<&SpaceName> =
-        reissues.keys().chain(protections.keys()).copied().collect();
+    // Healing of existing spaces: missing $SYS creds, and (broker running) missing or drifted
+    // streams. Provisioning runs after the reload, so a space resumed by this plan is loaded.
+    let mut sys_heal: BTreeSet<&SpaceName> = BTreeSet::new();
+    let mut provisions: BTreeMap<&SpaceName, Vec<String>> = BTreeMap::new();
+    for (name, spec) in &desired.spaces {
+        let Some(space) = inv.spaces.get(name).filter(|_| !leaving(name)) else {
+            continue;
+        };
+        if observed.sys_seed_retained && !space.sys_creds_present {
+            sys_heal.insert(name);
+        }
+        if running && spec.state == SpaceState::Active {
+            let work = provisioning_work(name, space);
+            if !work.is_empty() {
+                provisions.insert(name, work);
+            }
+        }
+    }
+    let mut late_steps = Vec::new();
+    for (name, spec) in &adds {
+        if running && spec.state == SpaceState::Active {
+            late_steps.push(Step::Provision {
+                space: (*name).clone(),
+                work: vec![format!(
+                    "create its {} streams and buckets, seed the default delivery class",
+                    crate::streams::expected(&name.token()).len()
+                )],
+            });
+        }
+    }
+    let changed: BTreeSet<&SpaceName> = reissues
+        .keys()
+        .chain(protections.keys())
+        .chain(sys_heal.iter())
+        .chain(provisions.keys())
+        .copied()
+        .collect();
     for name in changed {
         let space = &inv.spaces[name];
         let spec = &desired.spaces[name];
@@ -209,6 +252,19 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
             steps.push(Step::RecordProtection {
                 space: name.clone(),
                 protect: *protect,
+            });
+        }
+        if sys_heal.contains(name) {
+            details.push("$SYS credentials: missing -> written".into());
+            steps.push(Step::WriteSysCreds {
+                space: name.clone(),
+            });
+        }
+        if let Some(work) = provisions.get(name) {
+            details.push(format!("streams: {}", work.join(", ")));
+            late_steps.push(Step::Provision {
+                space: name.clone(),
+                work: work.clone(),
             });
         }
         changes.push(SpaceChange {
@@ -310,6 +366,7 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
             },
         });
     }
+    steps.extend(late_steps);
     for (name, r) in &removals {
         steps.push(Step::Reap {
             space: name.clone(),
@@ -348,6 +405,38 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
         warnings,
         config,
     })
+}
+
+/// What provisioning must do for an existing space, from live figures: missing streams and
+/// drifted configs. Empty when nothing is known (usage not live).
+fn provisioning_work(name: &SpaceName, space: &crate::observed::ObservedSpace) -> Vec<String> {
+    if space.usage.source != crate::observed::UsageSource::Live {
+        return Vec::new();
+    }
+    let present: BTreeSet<&str> = space
+        .usage
+        .streams
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    let missing: Vec<String> = crate::streams::expected(&name.token())
+        .iter()
+        .map(|e| e.stream_name())
+        .filter(|n| !present.contains(n.as_str()))
+        .collect();
+    let mut work = Vec::new();
+    if missing.len() == crate::streams::expected(&name.token()).len() {
+        work.push(format!(
+            "create all {} streams and buckets, seed the default delivery class",
+            missing.len()
+        ));
+    } else if !missing.is_empty() {
+        work.push(format!("create missing {}", missing.join(", ")));
+    }
+    for (stream, fields) in &space.stream_drift {
+        work.push(format!("update {stream} (drifted: {})", fields.join(", ")));
+    }
+    work
 }
 
 /// The inventory as it will be after the plan, with placeholders for tokens minted at apply.
@@ -407,7 +496,7 @@ static NEW_ACCOUNT_KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::Laz
 });
 
 /// Refuse on anything that makes the tenant set or the trust uncertain.
-fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Error> {
+pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Error> {
     let broker = match &observed.broker {
         BrokerRecordState::Absent => {
             return Err(Error::Refused(
@@ -642,8 +731,26 @@ fn field_changes(observed: &AccountLimits, expected: &AccountLimits) -> Vec<Fiel
     out
 }
 
+/// The listener of the promoted config, when it differs from the node's.
+fn listener_change(observed: &Observed, node: &Node) -> Option<(String, String)> {
+    let conf = observed.server_conf.as_ref()?;
+    let line = |key: &str| {
+        conf.lines().find_map(|l| {
+            l.strip_prefix(key)
+                .map(|v| v.trim().trim_matches('"').to_string())
+        })
+    };
+    let (h, p) = (line("host: ")?, line("port: ")?);
+    (h != node.host || p != node.port.to_string()).then_some((h, p))
+}
+
 fn warnings(desired: &Desired, observed: &Observed, node: &Node) -> Vec<String> {
     let mut out = Vec::new();
+    if let Some(e) = &observed.live_error {
+        out.push(format!(
+            "the broker runs but its live figures could not be read ({e}); blast radii show no message or connection counts"
+        ));
+    }
     let mut by_token: BTreeMap<String, Vec<&SpaceName>> = BTreeMap::new();
     for name in desired.spaces.keys() {
         by_token.entry(name.token()).or_default().push(name);
@@ -656,22 +763,11 @@ fn warnings(desired: &Desired, observed: &Observed, node: &Node) -> Vec<String> 
             ));
         }
     }
-    if let Some(conf) = &observed.server_conf {
-        let line = |key: &str| {
-            conf.lines().find_map(|l| {
-                l.strip_prefix(key)
-                    .map(|v| v.trim().trim_matches('"').to_string())
-            })
-        };
-        let (host, port) = (line("host: "), line("port: "));
-        if let (Some(h), Some(p)) = (host, port)
-            && (h != node.host || p != node.port.to_string())
-        {
-            out.push(format!(
-                "the listener changes from {h}:{p} to {}:{}: nats-server cannot move its listener on reload; restart the broker (`cotal down` then `cotal up`) for it to take effect",
-                node.host, node.port
-            ));
-        }
+    if let Some((h, p)) = listener_change(observed, node) {
+        out.push(format!(
+            "the listener changes from {h}:{p} to {}:{}: nats-server cannot move its listener on reload; restart the broker (`cotal down` then `cotal up`) for it to take effect",
+            node.host, node.port
+        ));
     }
     out
 }

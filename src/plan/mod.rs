@@ -8,7 +8,7 @@ mod blast;
 mod compute;
 
 pub use blast::Blast;
-pub use compute::{compute, nodes};
+pub use compute::{compute, guard_trust, nodes};
 
 use crate::model::{SpaceName, SpaceSpec};
 use crate::observed::StreamUsage;
@@ -92,6 +92,8 @@ pub enum Step {
         changes: Vec<FieldChange>,
         blast: Blast,
     },
+    /// Mint and write the space's $SYS creds (membership observer, connection evictor).
+    WriteSysCreds { space: SpaceName },
     /// Record the space's protection on disk beside its material.
     RecordProtection { space: SpaceName, protect: bool },
     /// Render `server.conf` from the inventory, promote it by compare-and-set, reload a running
@@ -102,6 +104,9 @@ pub enum Step {
         reasons: Vec<String>,
         blast: Blast,
     },
+    /// Create a space's missing streams and buckets and update drifted ones, under an
+    /// ephemeral provisioner (running broker only).
+    Provision { space: SpaceName, work: Vec<String> },
     /// Delete a removed space's local material (account record, space folder).
     Reap { space: SpaceName, account: String },
 }
@@ -136,6 +141,10 @@ impl Step {
             }
             Step::RecordProtection { space, protect } => {
                 format!("record protect = {protect} for {}", q(space))
+            }
+            Step::WriteSysCreds { space } => format!("write the $SYS credentials of {}", q(space)),
+            Step::Provision { space, work } => {
+                format!("provision {}: {}", q(space), work.join(", "))
             }
             Step::PromoteConfig {
                 from_generation,

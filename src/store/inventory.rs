@@ -155,6 +155,8 @@ pub fn read(root: &Root, operator_pub: &str) -> Result<Inventory> {
                         protect_recorded: false,
                         usage: Usage::default(),
                         live_processes: Vec::new(),
+                        sys_creds_present: false,
+                        stream_drift: Vec::new(),
                     },
                 );
             }

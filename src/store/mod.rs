@@ -26,9 +26,15 @@ pub fn process_alive(pid: u32) -> bool {
     if raw <= 0 {
         return false;
     }
-    match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
+    let exists = match nix::sys::signal::kill(nix::unistd::Pid::from_raw(raw), None) {
         Ok(()) => true,
         Err(nix::errno::Errno::EPERM) => true,
         Err(_) => false,
-    }
+    };
+    // A zombie (exited, not yet reaped) is not alive.
+    exists
+        && !std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+            .unwrap_or(false)
 }

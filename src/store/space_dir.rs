@@ -19,6 +19,56 @@ pub struct Lifecycle {
 }
 
 const LIFECYCLE: &str = "lifecycle.json";
+/// The space's $SYS creds and the account they observe.
+pub const OBSERVER_CREDS: &str = "membership-observer.creds";
+pub const EVICTOR_CREDS: &str = "connection-evictor.creds";
+const MEMBERSHIP: &str = "membership.json";
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Membership {
+    #[serde(rename = "accountId")]
+    account_id: String,
+}
+
+/// Write the space's $SYS creds (0600) and `membership.json`, the latter last: its presence
+/// says the pair is complete.
+pub fn save_sys_creds(
+    root: &Root,
+    space: &SpaceName,
+    account: &str,
+    observer: &str,
+    evictor: &str,
+) -> Result<()> {
+    let dir = root.space_dir(space);
+    atomic::ensure_dir(&dir, atomic::PRIVATE_DIR)?;
+    atomic::write(
+        &dir.join(OBSERVER_CREDS),
+        observer.as_bytes(),
+        atomic::SECRET,
+    )?;
+    atomic::write(&dir.join(EVICTOR_CREDS), evictor.as_bytes(), atomic::SECRET)?;
+    let mut json = serde_json::to_vec(&Membership {
+        account_id: account.to_string(),
+    })
+    .expect("membership serializes");
+    json.push(b'\n');
+    atomic::write(&dir.join(MEMBERSHIP), &json, atomic::SECRET)
+}
+
+/// Whether the space's $SYS creds exist for `account`.
+pub fn sys_creds_present(root: &Root, space: &SpaceName, account: &str) -> bool {
+    let dir = root.space_dir(space);
+    let bound = std::fs::read(dir.join(MEMBERSHIP))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Membership>(&b).ok())
+        .is_some_and(|m| m.account_id == account);
+    bound && dir.join(OBSERVER_CREDS).is_file() && dir.join(EVICTOR_CREDS).is_file()
+}
+
+/// The space's membership-observer creds, if written (secret).
+pub fn observer_creds(root: &Root, space: &SpaceName) -> Option<String> {
+    std::fs::read_to_string(root.space_dir(space).join(OBSERVER_CREDS)).ok()
+}
 
 pub fn load_lifecycle(root: &Root, space: &SpaceName) -> Result<Option<Lifecycle>> {
     let path = root.space_dir(space).join(LIFECYCLE);

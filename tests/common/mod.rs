@@ -51,6 +51,12 @@ impl TestRoot {
         std::fs::write(self.file("cotal.toml"), text).unwrap();
     }
 
+    /// Write cotal.toml with the broker on `port` and the given space tables.
+    pub fn desire_on(&self, port: u16, spaces: &str) {
+        let text = format!("version = 1\n\n[broker]\nport = {port}\n\n{spaces}");
+        std::fs::write(self.file("cotal.toml"), text).unwrap();
+    }
+
     /// Apply without questions.
     pub fn apply(&self) -> assert_cmd::assert::Assert {
         self.cotal(&["apply", "--auto-approve", "--allow-destroy"])

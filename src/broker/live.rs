@@ -1,0 +1,378 @@
+//! The running broker over NATS: provisioning and teardown of a space's streams under ephemeral
+//! users, the data-plane check after a reload, and live figures from the system account.
+//!
+//! Every call here is async inside a private current-thread runtime; callers stay synchronous.
+//! Every user is minted in memory by the caller with a short expiry and never written to disk.
+
+use crate::error::{Error, Result};
+use crate::streams::{self, Expected, Retention, Shape};
+use async_nats::jetstream::{self, kv, stream};
+use futures::StreamExt;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Connect and request timeout.
+const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A connection target with its own runtime.
+pub struct Nats {
+    rt: tokio::runtime::Runtime,
+    url: String,
+}
+
+fn other(context: &str) -> impl FnOnce(String) -> Error + '_ {
+    move |e| Error::Other(format!("{context}: {e}"))
+}
+
+impl Nats {
+    /// `host` `0.0.0.0` / `::` is reached on loopback.
+    pub fn new(host: &str, port: u16) -> Result<Self> {
+        let host = match host {
+            "0.0.0.0" | "" => "127.0.0.1",
+            "::" => "[::1]",
+            h => h,
+        };
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Other(format!("tokio runtime: {e}")))?;
+        Ok(Nats {
+            rt,
+            url: format!("nats://{host}:{port}"),
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Whether a user can connect (the data-plane check). `Err` carries the server's reason.
+    pub fn try_connect(&self, creds: &str) -> Result<(), String> {
+        self.rt.block_on(async {
+            let client = connect(&self.url, creds).await?;
+            client.flush().await.map_err(|e| e.to_string())?;
+            Ok(())
+        })
+    }
+
+    /// Delete every stream (and so every bucket) of the user's account. Returns their names.
+    pub fn delete_all_streams(&self, creds: &str) -> Result<Vec<String>> {
+        self.rt.block_on(async {
+            let client = connect(&self.url, creds)
+                .await
+                .map_err(other("teardown connect"))?;
+            let js = jetstream::new(client);
+            let names: Vec<String> = js
+                .stream_names()
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect::<std::result::Result<_, _>>()
+                .map_err(|e| Error::Other(format!("listing streams: {e}")))?;
+            for name in &names {
+                js.delete_stream(name)
+                    .await
+                    .map_err(|e| Error::Other(format!("deleting stream {name}: {e}")))?;
+            }
+            Ok(names)
+        })
+    }
+
+    /// Create what is missing and update what drifted, then seed the registry's default delivery
+    /// class if unset. Returns what it created or updated.
+    pub fn provision(&self, creds: &str, token: &str) -> Result<Vec<String>> {
+        self.rt.block_on(async {
+            let client = connect(&self.url, creds)
+                .await
+                .map_err(other("provisioner connect"))?;
+            let js = jetstream::new(client);
+            let mut done = Vec::new();
+            for want in streams::expected(token) {
+                let name = want.stream_name();
+                let existing = match js.get_stream(&name).await {
+                    Ok(mut s) => Some(shape_of(
+                        &s.info()
+                            .await
+                            .map_err(|e| Error::Other(format!("{name}: {e}")))?
+                            .config,
+                    )),
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            jetstream::context::GetStreamErrorKind::JetStream(ref j)
+                                if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+                        ) =>
+                    {
+                        None
+                    }
+                    Err(e) => return Err(Error::Other(format!("reading stream {name}: {e}"))),
+                };
+                match (&want, existing) {
+                    (_, Some(shape)) if streams::drift(&want.shape(), &shape).is_empty() => {
+                        continue;
+                    }
+                    (Expected::Stream { .. }, Some(_)) => {
+                        js.update_stream(stream_config(&name, &want.shape()))
+                            .await
+                            .map_err(|e| Error::Other(format!("updating stream {name}: {e}")))?;
+                        done.push(format!("updated {name}"));
+                    }
+                    (Expected::Stream { .. }, None) => {
+                        js.create_stream(stream_config(&name, &want.shape()))
+                            .await
+                            .map_err(|e| Error::Other(format!("creating stream {name}: {e}")))?;
+                        done.push(format!("created {name}"));
+                    }
+                    (Expected::Bucket { .. }, Some(_)) => {
+                        js.update_key_value(kv_config(&want))
+                            .await
+                            .map_err(|e| Error::Other(format!("updating bucket {name}: {e}")))?;
+                        done.push(format!("updated {name}"));
+                    }
+                    (Expected::Bucket { .. }, None) => {
+                        js.create_key_value(kv_config(&want))
+                            .await
+                            .map_err(|e| Error::Other(format!("creating bucket {name}: {e}")))?;
+                        done.push(format!("created {name}"));
+                    }
+                }
+                crate::fault::point("mid-provision");
+            }
+            let registry = js
+                .get_key_value(streams::registry_bucket(token))
+                .await
+                .map_err(|e| Error::Other(format!("channel registry: {e}")))?;
+            match registry
+                .create(streams::DEFAULTS_KEY, streams::DEFAULTS_VALUE.into())
+                .await
+            {
+                Ok(_) => done.push("set the default delivery class to durable".into()),
+                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
+                Err(e) => return Err(Error::Other(format!("seeding the channel registry: {e}"))),
+            }
+            Ok(done)
+        })
+    }
+
+    /// Live figures for every account, through an ephemeral system-account user.
+    pub fn figures(&self, sys_creds: &str) -> Result<Figures> {
+        self.rt.block_on(async {
+            let client = connect(&self.url, sys_creds)
+                .await
+                .map_err(other("system connect"))?;
+            let jsz: Reply<Jsz> = request(
+                &client,
+                "$SYS.REQ.SERVER.PING.JSZ",
+                r#"{"accounts":true,"streams":true,"config":true}"#,
+            )
+            .await?;
+            let statz: Reply<AccStatz> = request(
+                &client,
+                "$SYS.REQ.ACCOUNT.PING.STATZ",
+                r#"{"include_unused":true}"#,
+            )
+            .await?;
+            let varz: Reply<Varz> = request(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}").await?;
+            let mut accounts: BTreeMap<String, AccountFigures> = BTreeMap::new();
+            for a in jsz.data.account_details {
+                let entry = accounts.entry(a.id.clone()).or_default();
+                for s in a.stream_detail {
+                    entry.streams.push(StreamFigures {
+                        name: s.name.clone(),
+                        messages: s.state.messages,
+                        bytes: s.state.bytes,
+                        shape: s.config.as_ref().map(shape_of),
+                    });
+                }
+                entry.streams.sort_by(|x, y| x.name.cmp(&y.name));
+            }
+            for a in statz.data.account_statz {
+                accounts.entry(a.acc).or_default().connections = a.conns;
+            }
+            Ok(Figures {
+                version: varz.data.version,
+                start: varz.data.start,
+                now: varz.data.now,
+                accounts,
+            })
+        })
+    }
+
+    /// `$SYS.REQ.ACCOUNT.<pub>.CONNZ` with a space's membership-observer creds: its live
+    /// connection count.
+    pub fn connections(&self, observer_creds: &str, account: &str) -> Result<u64> {
+        self.rt.block_on(async {
+            let client = connect(&self.url, observer_creds)
+                .await
+                .map_err(other("observer connect"))?;
+            let connz: Reply<Connz> =
+                request(&client, &format!("$SYS.REQ.ACCOUNT.{account}.CONNZ"), "{}").await?;
+            Ok(connz.data.num_connections)
+        })
+    }
+}
+
+async fn connect(url: &str, creds: &str) -> std::result::Result<async_nats::Client, String> {
+    let options = async_nats::ConnectOptions::with_credentials(creds)
+        .map_err(|e| format!("bad creds: {e}"))?
+        .connection_timeout(TIMEOUT)
+        .request_timeout(Some(TIMEOUT))
+        .max_reconnects(Some(0))
+        .name("cotal");
+    options.connect(url).await.map_err(|e| e.to_string())
+}
+
+async fn request<T: for<'de> Deserialize<'de>>(
+    client: &async_nats::Client,
+    subject: &str,
+    body: &str,
+) -> Result<T> {
+    let reply = client
+        .request(subject.to_string(), body.to_string().into())
+        .await
+        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+    serde_json::from_slice(&reply.payload)
+        .map_err(|e| Error::Other(format!("{subject}: unexpected reply: {e}")))
+}
+
+fn shape_of(c: &stream::Config) -> Shape {
+    Shape {
+        subjects: c.subjects.clone(),
+        retention: match c.retention {
+            stream::RetentionPolicy::WorkQueue => Retention::WorkQueue,
+            _ => Retention::Limits,
+        },
+        max_msgs_per_subject: c.max_messages_per_subject,
+        discard_new: c.discard == stream::DiscardPolicy::New,
+        allow_direct: c.allow_direct,
+        max_age: c.max_age,
+        max_bytes: c.max_bytes,
+    }
+}
+
+fn stream_config(name: &str, shape: &Shape) -> stream::Config {
+    stream::Config {
+        name: name.to_string(),
+        subjects: shape.subjects.clone(),
+        retention: match shape.retention {
+            Retention::Limits => stream::RetentionPolicy::Limits,
+            Retention::WorkQueue => stream::RetentionPolicy::WorkQueue,
+        },
+        max_messages_per_subject: shape.max_msgs_per_subject,
+        discard: if shape.discard_new {
+            stream::DiscardPolicy::New
+        } else {
+            stream::DiscardPolicy::Old
+        },
+        allow_direct: shape.allow_direct,
+        max_age: shape.max_age,
+        max_bytes: shape.max_bytes,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    }
+}
+
+fn kv_config(want: &Expected) -> kv::Config {
+    match want {
+        Expected::Bucket {
+            bucket,
+            history,
+            ttl,
+            max_bytes,
+            ..
+        } => kv::Config {
+            bucket: bucket.clone(),
+            history: *history,
+            max_age: *ttl,
+            max_bytes: *max_bytes,
+            storage: stream::StorageType::File,
+            ..Default::default()
+        },
+        Expected::Stream { name, .. } => unreachable!("{name} is a stream, not a bucket"),
+    }
+}
+
+/// Live figures of the whole broker.
+#[derive(Debug, Clone, Default)]
+pub struct Figures {
+    pub version: String,
+    pub start: String,
+    pub now: String,
+    pub accounts: BTreeMap<String, AccountFigures>,
+}
+
+#[derive(Debug, Clone, Default)]
+pub struct AccountFigures {
+    pub streams: Vec<StreamFigures>,
+    pub connections: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct StreamFigures {
+    pub name: String,
+    pub messages: u64,
+    pub bytes: u64,
+    pub shape: Option<Shape>,
+}
+
+#[derive(Deserialize)]
+struct Reply<T> {
+    data: T,
+}
+
+#[derive(Deserialize)]
+struct Jsz {
+    #[serde(default)]
+    account_details: Vec<JszAccount>,
+}
+
+#[derive(Deserialize)]
+struct JszAccount {
+    id: String,
+    #[serde(default)]
+    stream_detail: Vec<JszStream>,
+}
+
+#[derive(Deserialize)]
+struct JszStream {
+    name: String,
+    #[serde(default)]
+    config: Option<stream::Config>,
+    state: JszState,
+}
+
+#[derive(Deserialize)]
+struct JszState {
+    messages: u64,
+    bytes: u64,
+}
+
+#[derive(Deserialize)]
+struct AccStatz {
+    #[serde(default)]
+    account_statz: Vec<AccStat>,
+}
+
+#[derive(Deserialize)]
+struct AccStat {
+    acc: String,
+    #[serde(default)]
+    conns: u64,
+}
+
+#[derive(Deserialize)]
+struct Varz {
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    start: String,
+    #[serde(default)]
+    now: String,
+}
+
+#[derive(Deserialize)]
+struct Connz {
+    #[serde(default)]
+    num_connections: u64,
+}

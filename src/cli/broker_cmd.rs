@@ -1,0 +1,168 @@
+//! `cotal up` and `cotal down`: the broker process of the root.
+
+use super::Global;
+use crate::apply::{self, Context};
+use crate::broker::{Broker, Running, Stopped, process};
+use crate::error::{Error, Result};
+use crate::observe;
+use crate::observed::{BrokerProcess, GenerationState};
+use crate::plan::{self, Blast, Plan, Step};
+use crate::store::lock;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct UpArgs {
+    /// How long to wait for the broker to accept connections.
+    #[arg(long, value_parser = super::parse_duration, default_value = "20s")]
+    pub timeout: Duration,
+    /// How long to wait for the root's lock.
+    #[arg(long, value_parser = super::parse_duration, default_value = "0")]
+    pub lock_timeout: Duration,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct DownArgs {
+    /// How long nats-server gets to stop after SIGTERM before SIGKILL.
+    #[arg(long, value_parser = super::parse_duration, default_value = "10s")]
+    pub grace: Duration,
+    /// How long to wait for the root's lock.
+    #[arg(long, value_parser = super::parse_duration, default_value = "0")]
+    pub lock_timeout: Duration,
+}
+
+/// Render from the inventory, start nats-server, provision what is missing.
+pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
+    let root = global.root()?;
+    let (desired, digest) = observe::desired(&root)?;
+    let _lock = lock::acquire(&root, &super::holder(), args.lock_timeout)?;
+    let observed = observe::observe(&root, &desired, digest.clone())?;
+    apply::refuse_if_journal_open(&observed.journal, "up")?;
+    plan::guard_trust(&observed)?;
+    if let BrokerProcess::Running { pid } = observed.process {
+        println!("The broker is already running (pid {pid}).");
+        return Ok(0);
+    }
+    if observed.inventory.spaces.is_empty() {
+        return Err(Error::Refused(
+            "this root holds no space yet, and a broker needs at least one.\nnext: add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`".into(),
+        ));
+    }
+    // The config on disk must be the rendering of the inventory: promote it when it is not.
+    let boot = boot_plan(&desired, &observed)?;
+    if !boot.is_empty() {
+        let ctx = Context {
+            root: &root,
+            desired: &desired,
+            observed: &observed,
+            host: super::host(),
+        };
+        apply::execute(&ctx, &boot, &mut Stopped)?;
+    }
+    let pid = process::start(
+        &root,
+        &desired.broker.host,
+        desired.broker.port,
+        args.timeout,
+    )?;
+    println!(
+        "nats-server started (pid {pid}) on nats://{}:{}",
+        desired.broker.host, desired.broker.port
+    );
+
+    // Booting completes provisioning (seed 000 section 2.1).
+    let observed = observe::observe(&root, &desired, digest)?;
+    let mut broker = Running::new(&root, &desired.broker.host, desired.broker.port)?;
+    let steps: Vec<Step> = plan::compute(&desired, &observed)?
+        .steps
+        .into_iter()
+        .filter(|s| matches!(s, Step::Provision { .. }))
+        .collect();
+    for step in &steps {
+        if let Step::Provision { space, .. } = step {
+            let record = crate::store::account_record::load(&root, space)?;
+            let (creds, _) = crate::mint::user(
+                &record.account.public,
+                &record.account.signing_seed,
+                "cotal-provisioner",
+                crate::permissions::provisioner(),
+                Some(crate::permissions::EPHEMERAL),
+            )
+            .map_err(Error::Other)?;
+            let done = broker.provision(space, &creds)?;
+            println!(
+                "  provisioned {}: {}",
+                crate::report::name(space),
+                done.join(", ")
+            );
+        }
+    }
+    println!(
+        "{} space{} served; generation {}.",
+        observed.inventory.spaces.len(),
+        if observed.inventory.spaces.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
+        observed.generation.generation()
+    );
+    Ok(0)
+}
+
+/// A plan holding only the promotion, when the promoted config is not the inventory's rendering.
+fn boot_plan(
+    desired: &crate::desired::Desired,
+    observed: &crate::observed::Observed,
+) -> Result<Plan> {
+    let full = plan::compute(desired, observed);
+    // Reuse the planner's verdict on drift, without applying desired changes.
+    let needs = match &full {
+        Ok(p) => p.steps.iter().any(|s| matches!(s, Step::PromoteConfig { reasons, .. } if reasons.iter().any(|r| r.contains("server.conf") || r.contains("generation record")))),
+        Err(_) => false,
+    } || !matches!(observed.generation, GenerationState::Valid(_));
+    let g = observed.generation.generation();
+    let mut boot = Plan {
+        format_version: plan::FORMAT_VERSION,
+        pins: match &full {
+            Ok(p) => p.pins.clone(),
+            Err(_) => plan::Pins {
+                generation: g,
+                desired_digest: observed.desired_digest.clone(),
+                inventory_digest: String::new(),
+                config_digest: String::new(),
+            },
+        },
+        broker_running: false,
+        summary: Default::default(),
+        changes: Vec::new(),
+        steps: Vec::new(),
+        warnings: Vec::new(),
+        config: None,
+    };
+    if needs {
+        boot.steps.push(Step::PromoteConfig {
+            from_generation: g,
+            to_generation: g + 1,
+            reasons: vec!["cotal up renders the config from the inventory".into()],
+            blast: Blast::default(),
+        });
+    }
+    Ok(boot)
+}
+
+/// Stop the broker.
+pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
+    let root = global.root()?;
+    let _lock = lock::acquire(&root, &super::holder(), args.lock_timeout)?;
+    apply::refuse_if_journal_open(&crate::store::journal::load(&root)?, "down")?;
+    if let process::Pidfile::Stale(pid) = process::pidfile(&root) {
+        println!(
+            "The pidfile named pid {pid}, which is not this root's nats-server (dead or reused); it was removed, nothing was signalled."
+        );
+    }
+    match process::stop(&root, args.grace)? {
+        Some(pid) => println!("nats-server stopped (pid {pid})."),
+        None => println!("The broker was not running."),
+    }
+    Ok(0)
+}

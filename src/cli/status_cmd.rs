@@ -1,0 +1,171 @@
+//! `cotal status`: the root, the broker, the generation, and every space's derived state and
+//! figures. Read-only; takes no lock.
+
+use super::Global;
+use crate::error::Result;
+use crate::lifecycle;
+use crate::model::{human_bytes, human_count};
+use crate::observe;
+use crate::observed::{BrokerProcess, BrokerRecordState, JournalState};
+use crate::report::name;
+use serde::Serialize;
+use std::fmt::Write as _;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+#[derive(Serialize)]
+struct Status {
+    root: String,
+    broker: BrokerStatus,
+    generation: u64,
+    journal_open: bool,
+    spaces: Vec<SpaceStatus>,
+}
+
+#[derive(Serialize)]
+struct BrokerStatus {
+    state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<u32>,
+    url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    started: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    operator: Option<String>,
+}
+
+#[derive(Serialize)]
+struct SpaceStatus {
+    name: String,
+    account: String,
+    #[serde(flatten)]
+    view: lifecycle::View,
+    streams: usize,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    messages: Option<u64>,
+    bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    connections: Option<u64>,
+}
+
+pub fn run(global: &Global, args: Args) -> Result<i32> {
+    let root = global.root()?;
+    let (desired, digest) = observe::desired(&root)?;
+    let observed = observe::observe(&root, &desired, digest)?;
+    let figures = match (&observed.process, &observed.broker) {
+        (BrokerProcess::Running { .. }, BrokerRecordState::Valid(trust)) => {
+            observe::live_figures(&root, &desired, trust).ok()
+        }
+        _ => None,
+    };
+    let status = Status {
+        root: root.dir().display().to_string(),
+        broker: BrokerStatus {
+            state: match observed.process {
+                BrokerProcess::Running { .. } => "running",
+                BrokerProcess::Stopped => "stopped",
+            },
+            pid: match observed.process {
+                BrokerProcess::Running { pid } => Some(pid),
+                BrokerProcess::Stopped => None,
+            },
+            url: format!("nats://{}:{}", desired.broker.host, desired.broker.port),
+            version: figures.as_ref().map(|f| f.version.clone()),
+            started: figures.as_ref().map(|f| f.start.clone()),
+            operator: match &observed.broker {
+                BrokerRecordState::Valid(t) => Some(t.operator_pub.clone()),
+                _ => None,
+            },
+        },
+        generation: observed.generation.generation(),
+        journal_open: matches!(observed.journal, JournalState::Open(_)),
+        spaces: observed
+            .inventory
+            .spaces
+            .iter()
+            .map(|(n, s)| SpaceStatus {
+                name: n.to_string(),
+                account: s.account_pub.clone(),
+                view: lifecycle::view(n, s, &observed),
+                streams: s.usage.streams.len(),
+                messages: s.usage.total_messages(),
+                bytes: s.usage.total_bytes(),
+                connections: s.usage.connections,
+            })
+            .collect(),
+    };
+    match args.format {
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&status).expect("status serializes")
+        ),
+        Format::Text => print!("{}", text(&status, &observed)),
+    }
+    Ok(0)
+}
+
+fn text(s: &Status, observed: &crate::observed::Observed) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "root        {}", s.root);
+    let _ = write!(out, "broker      {} {}", s.broker.state, s.broker.url);
+    if let Some(pid) = s.broker.pid {
+        let _ = write!(out, " (pid {pid}");
+        if let Some(v) = &s.broker.version {
+            let _ = write!(out, ", nats-server {v}");
+        }
+        if let Some(start) = &s.broker.started {
+            let _ = write!(out, ", up since {start}");
+        }
+        out.push(')');
+    }
+    out.push('\n');
+    let _ = writeln!(out, "generation  {}", s.generation);
+    if let JournalState::Open(j) = &observed.journal {
+        let _ = writeln!(
+            out,
+            "journal     OPEN since {} (pid {} on {}): run `cotal apply` to finish it",
+            j.started_at, j.pid, j.host
+        );
+    }
+    let _ = writeln!(
+        out,
+        "\n{:<20} {:<13} {:<9} {:>7} {:>10} {:>10} {:>6}  account",
+        "space", "state", "servable", "streams", "messages", "bytes", "conns"
+    );
+    for sp in &s.spaces {
+        let space = crate::model::SpaceName::parse(&sp.name).expect("inventory names are valid");
+        let _ = writeln!(
+            out,
+            "{:<20} {:<13} {:<9} {:>7} {:>10} {:>10} {:>6}  {}",
+            name(&space),
+            sp.view.state.to_string(),
+            if sp.view.servable { "yes" } else { "no" },
+            sp.streams,
+            sp.messages.map(human_count).unwrap_or_else(|| "-".into()),
+            human_bytes(sp.bytes),
+            sp.connections
+                .map(|c| c.to_string())
+                .unwrap_or_else(|| "-".into()),
+            sp.account
+        );
+        if !sp.view.why_not.is_empty() && !sp.view.servable {
+            let _ = writeln!(out, "{:<20} ({})", "", sp.view.why_not.join(", "));
+        }
+    }
+    if s.spaces.is_empty() {
+        out.push_str("(no spaces)\n");
+    }
+    out
+}

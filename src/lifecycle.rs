@@ -1,0 +1,114 @@
+//! A space's lifecycle state, derived from what is observed and never stored as a guess
+//! (seed 002 sections 1-3): `provisioning`, `active`, `suspended`, `removing`, and the single
+//! predicate "servable". Pure.
+
+use crate::model::SpaceName;
+use crate::observed::{BrokerProcess, JournalState, Observed, ObservedSpace, UsageSource};
+use crate::streams;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum State {
+    /// The record exists but the broker has not loaded it, or its streams are incomplete.
+    Provisioning,
+    Active,
+    /// Connections refused (`conn: 0`), data kept.
+    Suspended,
+    /// An open journal is removing it.
+    Removing,
+}
+
+impl std::fmt::Display for State {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            State::Provisioning => "provisioning",
+            State::Active => "active",
+            State::Suspended => "suspended",
+            State::Removing => "removing",
+        })
+    }
+}
+
+/// The derived view of one space.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct View {
+    pub state: State,
+    /// Active, loaded by a running broker, streams complete.
+    pub servable: bool,
+    /// Whether the promoted config preloads the account.
+    pub loaded: bool,
+    /// Expected streams present (None when unknown).
+    pub streams_complete: Option<bool>,
+    /// Why it is not servable, for people.
+    pub why_not: Vec<String>,
+}
+
+/// Derive a space's state from the observation.
+pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> View {
+    let removing = matches!(&observed.journal, JournalState::Open(j)
+        if j.removals.iter().any(|r| &r.space == name && r.account == space.account_pub));
+    let suspended = space.limits.conn == 0 && space.limits.leaf == 0;
+    let loaded = observed
+        .server_conf
+        .as_deref()
+        .is_some_and(|c| c.contains(&format!("  {}: ", space.account_pub)));
+    let streams_complete = match space.usage.source {
+        UsageSource::Unknown => None,
+        _ => {
+            let present: Vec<&str> = space
+                .usage
+                .streams
+                .iter()
+                .map(|s| s.name.as_str())
+                .collect();
+            Some(
+                streams::expected(&name.token())
+                    .iter()
+                    .all(|e| present.contains(&e.stream_name().as_str())),
+            )
+        }
+    };
+    let running = matches!(observed.process, BrokerProcess::Running { .. });
+    let state = if removing {
+        State::Removing
+    } else if suspended {
+        State::Suspended
+    } else if !loaded || streams_complete == Some(false) {
+        State::Provisioning
+    } else {
+        State::Active
+    };
+    let mut why_not = Vec::new();
+    match state {
+        State::Removing => why_not.push("an interrupted apply is removing it".to_string()),
+        State::Suspended => why_not.push("suspended".to_string()),
+        _ => {}
+    }
+    if !loaded {
+        why_not.push("not in the promoted config".into());
+    }
+    if !running {
+        why_not.push("broker stopped".into());
+    }
+    match streams_complete {
+        Some(false) => why_not.push("streams incomplete".into()),
+        None => why_not.push("streams unknown".into()),
+        Some(true) => {}
+    }
+    if !space.stream_drift.is_empty() {
+        why_not.push("stream config drifted".into());
+    }
+    let servable = state == State::Active
+        && running
+        && loaded
+        && streams_complete == Some(true)
+        && space.stream_drift.is_empty();
+    View {
+        state,
+        servable,
+        loaded,
+        streams_complete,
+        why_not: if servable { Vec::new() } else { why_not },
+    }
+}

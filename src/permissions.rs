@@ -1,0 +1,86 @@
+//! The permissions of every user cotal mints, in one place. Pure.
+//!
+//! Each ephemeral user gets what its one job needs and nothing more; the long-lived $SYS pair
+//! of a space is scoped to that space's account where NATS allows it (the evictor's KICK is
+//! broker-wide by NATS's design, seed 000 section 5).
+
+use crate::jwt::{Permission, Permissions};
+use std::time::Duration;
+
+/// How long an ephemeral user (provisioner, teardown, verifier, monitor) lives.
+pub const EPHEMERAL: Duration = Duration::from_secs(300);
+
+fn allow(publish: &[&str], subscribe: &[&str]) -> Permissions {
+    Permissions {
+        publish: Permission {
+            allow: publish.iter().map(|s| s.to_string()).collect(),
+            deny: Vec::new(),
+        },
+        subscribe: Permission {
+            allow: subscribe.iter().map(|s| s.to_string()).collect(),
+            deny: Vec::new(),
+        },
+    }
+}
+
+/// Creates and updates the space's streams and buckets, seeds the channel registry.
+pub fn provisioner() -> Permissions {
+    allow(&["$JS.API.>", "$KV.>"], &["_INBOX.>"])
+}
+
+/// Lists and deletes the account's streams; the sole holder of STREAM.DELETE.
+pub fn teardown() -> Permissions {
+    allow(
+        &[
+            "$JS.API.INFO",
+            "$JS.API.STREAM.NAMES",
+            "$JS.API.STREAM.LIST",
+            "$JS.API.STREAM.DELETE.>",
+        ],
+        &["_INBOX.>"],
+    )
+}
+
+/// Only connects: the data-plane check after a reload.
+pub fn verifier() -> Permissions {
+    Permissions {
+        publish: Permission {
+            allow: Vec::new(),
+            deny: vec![">".into()],
+        },
+        subscribe: Permission {
+            allow: Vec::new(),
+            deny: vec![">".into()],
+        },
+    }
+}
+
+/// System-account monitor: JSZ, VARZ and account STATZ for plan and status.
+pub fn monitor() -> Permissions {
+    allow(
+        &["$SYS.REQ.SERVER.PING.>", "$SYS.REQ.ACCOUNT.PING.STATZ"],
+        &["_INBOX.>"],
+    )
+}
+
+/// A space's membership observer: CONNZ and connect/disconnect events of that account only.
+pub fn membership_observer(account: &str) -> Permissions {
+    allow(
+        &[&format!("$SYS.REQ.ACCOUNT.{account}.CONNZ")],
+        &[
+            &format!("$SYS.ACCOUNT.{account}.CONNECT"),
+            &format!("$SYS.ACCOUNT.{account}.DISCONNECT"),
+            "_INBOX.>",
+        ],
+    )
+}
+
+/// The connection evictor: `$SYS.REQ.SERVER.*.KICK` (broker-wide in NATS).
+pub fn connection_evictor() -> Permissions {
+    allow(&["$SYS.REQ.SERVER.*.KICK"], &["_INBOX.>"])
+}
+
+/// A user an operator asks for with `cotal creds`: everything inside its own account.
+pub fn operator_user() -> Permissions {
+    Permissions::default()
+}

@@ -1,0 +1,405 @@
+//! Real-broker tests: every test starts nats-server through `cotal up` in a temp root on a free
+//! loopback port, talks to it with a NATS client, and always stops it.
+//!
+//! Waits are bounded waits for an event (a disconnect, a message), never sleeps.
+
+mod common;
+
+use common::{TestRoot, stdout};
+use futures::StreamExt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A running broker in a temp root; stopped on drop, whatever happened.
+struct Broker {
+    root: TestRoot,
+    port: u16,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Broker {
+    fn start(spaces: &str) -> Broker {
+        let root = TestRoot::init();
+        let port = free_port();
+        root.desire_on(port, spaces);
+        root.apply().success();
+        let up = root.cotal(&["up"]).assert().success();
+        assert!(
+            stdout(&up).contains("nats-server started"),
+            "{}",
+            stdout(&up)
+        );
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Broker { root, port, rt }
+    }
+
+    fn desire(&self, spaces: &str) {
+        self.root.desire_on(self.port, spaces);
+    }
+
+    fn creds(&self, space: &str) -> String {
+        let out = self
+            .root
+            .cotal(&["creds", space, "--user", "test-client"])
+            .assert()
+            .success();
+        stdout(&out)
+    }
+
+    fn pid(&self) -> u32 {
+        std::fs::read_to_string(self.root.file(".cotal/nats.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap()
+    }
+
+    fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Connect a client of `space`, recording its connection events.
+    fn client(&self, space: &str) -> Result<Client, String> {
+        let creds = self.creds(space);
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let log = events.clone();
+        let options = async_nats::ConnectOptions::with_credentials(&creds)
+            .unwrap()
+            .max_reconnects(Some(0))
+            .connection_timeout(Duration::from_secs(5))
+            .event_callback(move |event| {
+                let log = log.clone();
+                let tx = tx.clone();
+                async move {
+                    let text = event.to_string();
+                    log.lock().unwrap().push(text.clone());
+                    let _ = tx.send(text);
+                }
+            });
+        let client = self
+            .rt
+            .block_on(options.connect(self.url()))
+            .map_err(|e| e.to_string())?;
+        Ok(Client { client, events, rx })
+    }
+
+    fn status(&self) -> serde_json::Value {
+        let out = self
+            .root
+            .cotal(&["status", "--format", "json"])
+            .assert()
+            .success();
+        serde_json::from_str(&stdout(&out)).unwrap()
+    }
+
+    fn space_status(&self, space: &str) -> Option<serde_json::Value> {
+        self.status()["spaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == space)
+            .cloned()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let out = self.root.cotal(&["down"]).output();
+        if out.map(|o| !o.status.success()).unwrap_or(true)
+            && let Ok(pid) = std::fs::read_to_string(self.root.file(".cotal/nats.pid"))
+            && let Ok(pid) = pid.trim().parse::<i32>()
+        {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+struct Client {
+    client: async_nats::Client,
+    events: Arc<Mutex<Vec<String>>>,
+    rx: tokio::sync::mpsc::UnboundedReceiver<String>,
+}
+
+impl Client {
+    fn disconnects(&self) -> usize {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.contains("disconnected"))
+            .count()
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+const TWO: &str = "[spaces.design]\n\n[spaces.release]\n";
+
+#[test]
+fn a_space_added_hot_is_provisioned_while_a_sibling_stays_connected() {
+    let b = Broker::start("[spaces.design]\n");
+    let pid = b.pid();
+    let design = b.client("design").unwrap();
+    assert!(
+        b.space_status("design").unwrap()["servable"]
+            .as_bool()
+            .unwrap(),
+        "up provisions"
+    );
+
+    b.desire(TWO);
+    let out = b.root.apply().success();
+    assert!(
+        stdout(&out).contains("Reload confirmed"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(b.pid(), pid, "no restart");
+
+    let release = b.space_status("release").unwrap();
+    assert_eq!(release["state"], "active");
+    assert_eq!(release["servable"], true);
+    assert_eq!(release["streams"], 12);
+    b.client("release")
+        .expect("the new space accepts connections");
+
+    // The sibling never noticed: still connected, still publishing.
+    b.rt.block_on(async {
+        design
+            .client
+            .publish("cotal.design.chat.general", "still here".into())
+            .await
+            .unwrap();
+        design.client.flush().await.unwrap();
+    });
+    assert_eq!(
+        design.disconnects(),
+        0,
+        "{:?}",
+        design.events.lock().unwrap()
+    );
+
+    // Provisioning is idempotent: the plan is empty and nothing is created twice.
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn spaces_are_isolated_from_each_other() {
+    let b = Broker::start(TWO);
+    let mut design = b.client("design").unwrap();
+    let release = b.client("release").unwrap();
+    b.rt.block_on(async {
+        let mut everything = design.client.subscribe(">").await.unwrap();
+        design.client.flush().await.unwrap();
+        for subject in [
+            "cotal.release.chat.general",
+            "cotal.design.chat.general",
+            "secret",
+        ] {
+            release
+                .client
+                .publish(subject, "from release".into())
+                .await
+                .unwrap();
+        }
+        release.client.flush().await.unwrap();
+        design
+            .client
+            .publish("sentinel", "from design".into())
+            .await
+            .unwrap();
+        design.client.flush().await.unwrap();
+        let first = tokio::time::timeout(Duration::from_secs(5), everything.next())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            first.subject.as_str(),
+            "sentinel",
+            "a message from another space leaked in"
+        );
+    });
+    let _ = &mut design.rx;
+}
+
+#[test]
+fn removal_evicts_the_space_and_refuses_it_while_the_sibling_keeps_publishing() {
+    let b = Broker::start(TWO);
+    let release_pub = b.root.account_pub("release");
+    let design = b.client("design").unwrap();
+    let mut release = b.client("release").unwrap();
+    let release_creds = b.creds("release");
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(release.client.clone());
+        js.publish("cotal.release.chat.general", "hello".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+    let store = b.root.file(&format!(
+        ".cotal/nats/jetstream/{release_pub}/streams/CHAT_release"
+    ));
+    assert!(store.exists(), "the stream is in the store");
+
+    b.desire("[spaces.design]\n");
+    let plan = b.root.cotal(&["plan"]).assert().success();
+    let text = stdout(&plan);
+    assert!(text.contains("destroys 12 streams, 2 messages"), "{text}");
+    assert!(text.contains("evicts 1 live connection"), "{text}");
+
+    b.root.apply().success();
+    b.rt.block_on(async {
+        let evicted = tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(e) = release.rx.recv().await {
+                if e.contains("disconnected") {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        assert_eq!(evicted, Ok(true), "the removed space's client was evicted");
+        design
+            .client
+            .publish("cotal.design.chat.general", "after".into())
+            .await
+            .unwrap();
+        design.client.flush().await.unwrap();
+    });
+    assert_eq!(design.disconnects(), 0);
+    // Creds minted before the removal are still well-signed, but the account is gone.
+    let refused = b.rt.block_on(async {
+        async_nats::ConnectOptions::with_credentials(&release_creds)
+            .unwrap()
+            .connect(b.url())
+            .await
+    });
+    assert!(refused.is_err(), "a removed space refuses new connections");
+    assert!(!store.exists(), "the stream folder is gone");
+    assert!(
+        !b.root
+            .file(&format!(".cotal/nats/jetstream/{release_pub}"))
+            .exists()
+    );
+    assert!(b.space_status("release").is_none());
+    assert!(
+        !b.root
+            .file(&format!(".cotal/space.{}", hex::encode("release")))
+            .exists()
+    );
+    b.root
+        .cotal(&["creds", "release", "--user", "x"])
+        .assert()
+        .code(1);
+}
+
+#[test]
+fn a_removed_name_can_be_added_again_without_a_restart() {
+    let b = Broker::start(TWO);
+    let pid = b.pid();
+    let old = b.root.account_pub("release");
+    b.desire("[spaces.design]\n");
+    b.root.apply().success();
+    b.desire(TWO);
+    b.root.apply().success();
+    assert_ne!(b.root.account_pub("release"), old, "a new account");
+    assert_eq!(b.pid(), pid);
+    let release = b.client("release").unwrap();
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(release.client.clone());
+        let ack = js
+            .publish("cotal.release.chat.general", "again".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        assert_eq!(ack.stream, "CHAT_release");
+        assert_eq!(ack.sequence, 1, "a fresh stream");
+    });
+    assert_eq!(b.space_status("release").unwrap()["servable"], true);
+}
+
+#[test]
+fn the_membership_observer_creds_read_their_own_space_only() {
+    let b = Broker::start(TWO);
+    let _design = b.client("design").unwrap();
+    let design_pub = b.root.account_pub("design");
+    let release_pub = b.root.account_pub("release");
+    let creds = std::fs::read_to_string(b.root.file(&format!(
+        ".cotal/space.{}/membership-observer.creds",
+        hex::encode("design")
+    )))
+    .unwrap();
+    b.rt.block_on(async {
+        let sys = async_nats::ConnectOptions::with_credentials(&creds)
+            .unwrap()
+            .connect(b.url())
+            .await
+            .unwrap();
+        let reply = sys
+            .request(format!("$SYS.REQ.ACCOUNT.{design_pub}.CONNZ"), "{}".into())
+            .await
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&reply.payload).unwrap();
+        assert_eq!(v["data"]["num_connections"], 1, "{v}");
+        let other = sys
+            .request(format!("$SYS.REQ.ACCOUNT.{release_pub}.CONNZ"), "{}".into())
+            .await;
+        assert!(other.is_err(), "a sibling's connections are not visible");
+    });
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_reload_the_broker_refuses_is_rolled_back() {
+    let b = Broker::start("[spaces.design]\n");
+    let design = b.client("design").unwrap();
+    let generation = b.root.generation();
+    let conf_before = std::fs::read_to_string(b.root.file(".cotal/auth/server.conf")).unwrap();
+    b.desire(TWO);
+    let out = b
+        .root
+        .cotal(&["apply", "--auto-approve"])
+        .env("COTAL_FAULT", "break-config")
+        .assert()
+        .code(7);
+    let err = common::stderr(&out);
+    assert!(
+        err.contains("Failed to reload server configuration"),
+        "{err}"
+    );
+    assert!(err.contains("restored and reloaded"), "{err}");
+    assert_eq!(
+        b.root.generation(),
+        generation,
+        "the generation is unchanged"
+    );
+    assert_eq!(
+        std::fs::read_to_string(b.root.file(".cotal/auth/server.conf")).unwrap(),
+        conf_before
+    );
+    assert!(!b.root.file(".cotal/maintenance/journal.json").exists());
+    b.rt.block_on(async { design.client.flush().await.unwrap() });
+    assert_eq!(design.disconnects(), 0);
+    // The record was written before the failed promotion; the next apply finishes the add.
+    b.root.apply().success();
+    assert_eq!(b.root.generation(), generation + 1);
+    b.client("release").expect("added on the second try");
+}
