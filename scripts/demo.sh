@@ -1,26 +1,38 @@
 #!/usr/bin/env bash
-# The main job, end to end in a temp root: init, plan and apply two spaces, re-plan (no changes),
-# then remove one. Uses a real nats-server to check the rendered config.
+# The main job, end to end against a real broker in a temp root: init, plan and apply two
+# spaces, start the broker, mint creds and publish/read a message, add a third space hot (no
+# restart, no disconnect), remove one, stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COTAL_NATS_SERVER=$(scripts/nats-server.sh)
 export COTAL_NATS_SERVER
-cargo build --quiet --release
+cargo build --quiet --release --bin cotal --example pubsub
 cotal="$PWD/target/release/cotal"
+pubsub="$PWD/target/release/examples/pubsub"
 root=$(mktemp -d)
-trap 'rm -rf "$root"' EXIT
 export COTAL_ROOT="$root"
+trap '"$cotal" down >/dev/null 2>&1 || true; rm -rf "$root"' EXIT
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 step() { printf '\n\033[1m$ %s\033[0m\n' "$*"; "$@"; }
 
 step "$cotal" init
-cp examples/two-spaces.toml "$root/cotal.toml"
+sed "s/^port = 4222/port = $port/" examples/two-spaces.toml > "$root/cotal.toml"
 step "$cotal" plan
 step "$cotal" apply --auto-approve
-step "$cotal" plan --detailed-exitcode
-step "$COTAL_NATS_SERVER" -t -c "$root/.cotal/auth/server.conf"
+step "$cotal" up
+step "$cotal" status
+step "$cotal" creds design --user alice --out "$root/alice.creds"
+step "$pubsub" "nats://127.0.0.1:$port" "$root/alice.creds" design
+pid=$(cat "$root/.cotal/nats.pid")
+printf '\n[spaces.ops]\n' >> "$root/cotal.toml"
+step "$cotal" plan --format markdown
+step "$cotal" apply --auto-approve
+[ "$pid" = "$(cat "$root/.cotal/nats.pid")" ] && echo "same broker pid $pid: no restart"
+step "$cotal" status
 sed -i 's/^protect = true/protect = false/' "$root/cotal.toml"
 step "$cotal" apply --auto-approve
-printf 'version = 1\n\n[spaces.design]\n' > "$root/cotal.toml"
-step "$cotal" plan --format markdown
-step "$cotal" apply --auto-approve --allow-destroy
+sed -i '/^\[spaces.release\]/d' "$root/cotal.toml"
 step "$cotal" plan
+step "$cotal" apply --auto-approve --allow-destroy
+step "$cotal" plan --detailed-exitcode
+step "$cotal" down

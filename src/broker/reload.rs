@@ -50,7 +50,6 @@ pub fn reload(root: &Root, timeout: Duration) -> Result<Duration> {
     kill(Pid::from_raw(pid as i32), Signal::SIGHUP)
         .map_err(|e| Error::Other(format!("SIGHUP to pid {pid}: {e}")))?;
     let deadline = started + timeout;
-    let mut pause = Duration::from_millis(2);
     loop {
         match verdict(&process::log_since(root, offset)?) {
             Verdict::Confirmed => return Ok(started.elapsed()),
@@ -65,10 +64,9 @@ pub fn reload(root: &Root, timeout: Duration) -> Result<Duration> {
                     process::log_tail(root, offset)
                 )));
             }
-            Verdict::Pending => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
+            // The log is a local file: polling it every millisecond costs nothing measurable
+            // and adds at most a millisecond to the reload.
+            Verdict::Pending => std::thread::sleep(Duration::from_millis(1)),
         }
     }
 }

@@ -89,10 +89,11 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             )
             .map_err(Error::Other)?;
             let done = broker.provision(space, &creds)?;
+            let created = done.iter().filter(|d| d.starts_with("created")).count();
+            let updated = done.iter().filter(|d| d.starts_with("updated")).count();
             println!(
-                "  provisioned {}: {}",
-                crate::report::name(space),
-                done.join(", ")
+                "  provisioned {}: {created} created, {updated} updated",
+                crate::report::name(space)
             );
         }
     }
