@@ -11,6 +11,7 @@
 //!   re-read from disk, never from a remembered list.
 //! - Reap failures are reported, never thrown: they come after a commit point.
 
+use crate::audit::{Actor, Counts, Event, Generations, Record as AuditRecord};
 use crate::broker::{Broker, Expectation, preflight};
 use crate::desired::Desired;
 use crate::digest;
@@ -25,6 +26,7 @@ use crate::observed::{
 use crate::permissions;
 use crate::plan::{self, Plan, Step};
 use crate::render::{self, Preload, Token};
+use crate::store::audit as store_audit;
 use crate::store::broker_record::BrokerRecord;
 use crate::store::{
     Root, account_record, broker_record, generation, inventory, jetstream_dir, journal,
@@ -44,19 +46,51 @@ pub struct Context<'a> {
     pub root: &'a Root,
     pub desired: &'a Desired,
     pub observed: &'a Observed,
-    /// Who is applying, for the journal.
-    pub host: String,
+    /// Who is applying, for the journal and the audit.
+    pub actor: Actor,
 }
 
 /// Execute `plan`. The caller holds the lock and has confirmed.
 pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Outcome> {
     let record = load_broker(ctx.root)?;
+    let audit = Auditor {
+        root: ctx.root,
+        actor: ctx.actor.clone(),
+        plan_digest: plan.steps_digest(),
+        before: ctx.observed.generation.generation(),
+    };
+    // Fail closed: nothing is changed before the apply is on the record.
+    audit.write(Event::ApplyStarted, None, None, "started", None)?;
+    let mut outcome = Outcome::default();
+    match run(ctx, plan, broker, &record, &audit, &mut outcome) {
+        Ok(()) => Ok(outcome),
+        Err(e) => {
+            let event = if matches!(e, Error::RolledBack(_)) {
+                Event::ApplyRolledBack
+            } else {
+                Event::ApplyFailed
+            };
+            // Best effort: the failure itself may be the audit log.
+            let _ = audit.write(event, None, None, &first_line(&e.to_string()), None);
+            Err(e)
+        }
+    }
+}
+
+fn run(
+    ctx: &Context,
+    plan: &Plan,
+    broker: &mut dyn Broker,
+    record: &BrokerRecord,
+    audit: &Auditor,
+    outcome: &mut Outcome,
+) -> Result<()> {
     let mut journal = Journal {
         op: "apply".into(),
-        plan_digest: plan.steps_digest(),
+        plan_digest: audit.plan_digest.clone(),
         started_at: timestamp(),
         pid: std::process::id(),
-        host: ctx.host.clone(),
+        host: ctx.actor.host.clone(),
         removals: plan
             .steps
             .iter()
@@ -80,7 +114,6 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
     tracing::info!(steps = plan.steps.len(), digest = %journal.plan_digest, "journal opened");
     fault::point("after-journal-open");
 
-    let mut outcome = Outcome::default();
     let mut committed = journal.removals.iter().any(|r| r.committed);
     for step in &plan.steps {
         journal.steps.push(JournaledStep {
@@ -90,22 +123,208 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
         });
         journal::save(ctx.root, &journal)?;
         tracing::info!(step = %step.title(), "step started");
-        let result = run_step(ctx, &record, step, broker, &mut journal, &mut outcome, plan);
+        let result = audit
+            .before_step(step)
+            .and_then(|_| run_step(ctx, record, step, broker, &mut journal, outcome, plan))
+            .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
+        committed |= journal.removals.iter().any(|r| r.committed);
         if let Err(e) = result {
-            committed |= journal.removals.iter().any(|r| r.committed);
             return Err(fail(ctx.root, e, committed, step));
         }
-        committed |= journal.removals.iter().any(|r| r.committed);
         if let Some(last) = journal.steps.last_mut() {
             last.ended_at = Some(timestamp());
         }
         journal::save(ctx.root, &journal)?;
         outcome.steps_done += 1;
     }
+    let after = outcome.generation.map(|(_, to)| to);
+    audit
+        .write(Event::ApplyCompleted, None, after, "completed", None)
+        .map_err(|e| {
+            fail(
+                ctx.root,
+                e,
+                committed,
+                plan.steps.last().expect("a plan that ran has steps"),
+            )
+        })?;
     fault::point("before-journal-close");
     journal::close(ctx.root)?;
     tracing::info!("journal closed");
-    Ok(outcome)
+    Ok(())
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").to_string()
+}
+
+/// Writes the audit records of one apply.
+struct Auditor<'a> {
+    root: &'a Root,
+    actor: Actor,
+    plan_digest: String,
+    before: u64,
+}
+
+impl Auditor<'_> {
+    fn write(
+        &self,
+        event: Event,
+        space: Option<&SpaceName>,
+        after: Option<u64>,
+        outcome: &str,
+        counts: Option<Counts>,
+    ) -> Result<()> {
+        store_audit::append(
+            self.root,
+            &AuditRecord {
+                time: timestamp(),
+                event,
+                space: space.cloned(),
+                actor: self.actor.clone(),
+                generation: Generations {
+                    before: self.before,
+                    after,
+                },
+                plan_digest: self.plan_digest.clone(),
+                outcome: outcome.to_string(),
+                counts,
+            },
+        )
+    }
+
+    /// Mandatory events written before the step's work (a removal's before its commit point).
+    fn before_step(&self, step: &Step) -> Result<()> {
+        match step {
+            Step::DeleteStreams {
+                space,
+                committed: false,
+                blast,
+                ..
+            } => self.write(
+                Event::SpaceRemovalStarted,
+                Some(space),
+                None,
+                "deleting its streams and buckets",
+                Some(Counts::of(blast)),
+            ),
+            Step::AddAccount { space, .. } => self.write(
+                Event::SpaceProvisioning,
+                Some(space),
+                None,
+                "minting its account",
+                None,
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Events of transitions a step completed.
+    fn after_step(&self, step: &Step, plan: &Plan, running: bool, outcome: &Outcome) -> Result<()> {
+        let after = outcome.generation.map(|(_, to)| to);
+        match step {
+            Step::RecordProtection { space, protect } => self.write(
+                Event::SpaceProtected,
+                Some(space),
+                after,
+                &format!("protect = {protect}"),
+                None,
+            ),
+            // A re-issued account takes effect when the broker loads the promoted config.
+            Step::PromoteConfig { .. } => {
+                for s in &plan.steps {
+                    if let Step::ReissueAccount {
+                        space,
+                        changes,
+                        blast,
+                        ..
+                    } = s
+                    {
+                        let event = match changes
+                            .iter()
+                            .find(|c| c.field == "state")
+                            .map(|c| c.to.as_str())
+                        {
+                            Some("suspended") => Event::SpaceSuspended,
+                            Some("active") => Event::SpaceResumed,
+                            _ => Event::SpaceLimitsChanged,
+                        };
+                        let what: Vec<String> = changes
+                            .iter()
+                            .map(|c| format!("{}: {} -> {}", c.field, c.from, c.to))
+                            .collect();
+                        let counts = Counts {
+                            connections: blast.connections_dropped,
+                            ..Counts::default()
+                        };
+                        self.write(event, Some(space), after, &what.join("; "), Some(counts))?;
+                    }
+                }
+                if !running {
+                    for space in added(plan) {
+                        self.write(
+                            Event::SpaceAdded,
+                            Some(space),
+                            after,
+                            "added; its streams are provisioned at the next `cotal up`",
+                            None,
+                        )?;
+                    }
+                }
+                Ok(())
+            }
+            Step::Provision { space, .. } if added(plan).contains(&space) => self.write(
+                Event::SpaceAdded,
+                Some(space),
+                after,
+                "added, loaded and provisioned",
+                None,
+            ),
+            // A re-run finishing an interrupted provisioning completes the add.
+            Step::Provision { space, work } if work.iter().any(|w| w.starts_with("create all")) => {
+                self.write(
+                    Event::SpaceAdded,
+                    Some(space),
+                    after,
+                    "provisioning finished by a re-run",
+                    None,
+                )
+            }
+            Step::Reap { space, account } => {
+                let counts = plan.steps.iter().find_map(|s| match s {
+                    Step::DeleteStreams {
+                        space: sp,
+                        account: a,
+                        blast,
+                        ..
+                    } if sp == space && a == account => Some(Counts::of(blast)),
+                    _ => None,
+                });
+                let text = if outcome
+                    .reap_failures
+                    .iter()
+                    .any(|f| f.contains(&plan::q(space)))
+                {
+                    "removed; some local material could not be reaped"
+                } else {
+                    "removed"
+                };
+                self.write(Event::SpaceRemoved, Some(space), after, text, counts)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Spaces the plan adds.
+fn added(plan: &Plan) -> Vec<&SpaceName> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::AddAccount { space, .. } => Some(space),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Turn a step failure into what the operator must know: before any commit point the journal is

@@ -4,10 +4,12 @@
 //! Edges: [`store`] (every on-disk artifact), [`observe`], [`apply`], [`broker`], [`cli`].
 
 pub mod apply;
+pub mod audit;
 pub mod broker;
 pub mod cli;
 pub mod desired;
 pub mod digest;
+pub mod edit;
 pub mod error;
 pub mod fault;
 pub mod jwt;

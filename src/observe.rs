@@ -29,10 +29,32 @@ pub fn desired(root: &Root) -> Result<(Desired, String)> {
         }
         Err(e) => return Err(Error::io(&path, e)),
     };
-    let text = String::from_utf8(bytes.clone())
+    let text = String::from_utf8(bytes)
         .map_err(|_| Error::Input(format!("{}: not UTF-8", path.display())))?;
-    let desired = desired::parse(&text, &path.display().to_string()).map_err(Error::Input)?;
-    Ok((desired, digest::sha256(&bytes)))
+    desired_from_text(root, &text)
+}
+
+/// Parse a `cotal.toml` text (the file's, or an edit of it); returns the desired state and the
+/// sha256 of the text.
+pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
+    let path = root.desired_file();
+    let desired = desired::parse(text, &path.display().to_string()).map_err(Error::Input)?;
+    Ok((desired, digest::sha256(text.as_bytes())))
+}
+
+/// The text of `cotal.toml`.
+pub fn desired_text(root: &Root) -> Result<String> {
+    let path = root.desired_file();
+    match std::fs::read(&path) {
+        Ok(b) => {
+            String::from_utf8(b).map_err(|_| Error::Input(format!("{}: not UTF-8", path.display())))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Input(format!(
+            "{} does not exist: run `cotal init` to create a root, or pass --root DIR",
+            path.display()
+        ))),
+        Err(e) => Err(Error::io(&path, e)),
+    }
 }
 
 /// Observe the root.

@@ -403,3 +403,257 @@ fn a_reload_the_broker_refuses_is_rolled_back() {
     assert_eq!(b.root.generation(), generation + 1);
     b.client("release").expect("added on the second try");
 }
+
+/// Messages and a KV value in a space, to prove suspension keeps data.
+fn seed_data(b: &Broker, client: &Client, space: &str) {
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(client.client.clone());
+        for i in 0..3 {
+            js.publish(
+                format!("cotal.{space}.chat.general"),
+                format!("m{i}").into(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        }
+        let kv = js
+            .get_key_value(format!("cotal_channels_{space}"))
+            .await
+            .unwrap();
+        kv.put("general", "topic".into()).await.unwrap();
+    });
+}
+
+fn wait_for(b: &Broker, client: &mut Client, what: &str) -> bool {
+    b.rt.block_on(async {
+        tokio::time::timeout(Duration::from_secs(30), async {
+            while let Some(e) = client.rx.recv().await {
+                if e.contains(what) {
+                    return true;
+                }
+            }
+            false
+        })
+        .await
+        .unwrap_or(false)
+    })
+}
+
+#[test]
+fn suspension_closes_and_refuses_connections_keeps_data_and_resume_restores_service() {
+    let b = Broker::start(TWO);
+    let design = b.client("design").unwrap();
+    let release_creds = b.creds("release");
+    // A client that reconnects by itself.
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let log = events.clone();
+    let release =
+        b.rt.block_on(
+            async_nats::ConnectOptions::with_credentials(&release_creds)
+                .unwrap()
+                .reconnect_delay_callback(|_| Duration::from_millis(100))
+                .event_callback(move |e| {
+                    let (tx, log) = (tx.clone(), log.clone());
+                    async move {
+                        log.lock().unwrap().push(e.to_string());
+                        let _ = tx.send(e.to_string());
+                    }
+                })
+                .connect(b.url()),
+        )
+        .unwrap();
+    let mut release = Client {
+        client: release,
+        events,
+        rx,
+    };
+    seed_data(&b, &release, "release");
+
+    let plan = b
+        .root
+        .cotal(&["space", "suspend", "release", "--auto-approve"])
+        .assert()
+        .success();
+    let text = stdout(&plan);
+    assert!(text.contains("state: active -> suspended"), "{text}");
+    assert!(
+        text.contains("evicts 1 live connection; data kept"),
+        "{text}"
+    );
+    assert!(
+        wait_for(&b, &mut release, "disconnected"),
+        "the suspended space's client was closed"
+    );
+    let refused = b.rt.block_on(async {
+        async_nats::ConnectOptions::with_credentials(&release_creds)
+            .unwrap()
+            .connect(b.url())
+            .await
+    });
+    assert!(
+        refused.is_err(),
+        "a suspended space refuses new connections"
+    );
+    b.rt.block_on(async {
+        design
+            .client
+            .publish("cotal.design.chat.general", "sibling".into())
+            .await
+            .unwrap();
+        design.client.flush().await.unwrap();
+    });
+    assert_eq!(design.disconnects(), 0);
+    let status = b.space_status("release").unwrap();
+    assert_eq!(status["state"], "suspended");
+    assert_eq!(status["servable"], false);
+
+    b.root
+        .cotal(&["space", "resume", "release", "--auto-approve"])
+        .assert()
+        .success();
+    assert!(
+        wait_for(&b, &mut release, "connected"),
+        "the client reconnected by itself: {:?}",
+        release.events.lock().unwrap()
+    );
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(release.client.clone());
+        let mut chat = js.get_stream("CHAT_release").await.unwrap();
+        assert_eq!(
+            chat.info().await.unwrap().state.messages,
+            3,
+            "every message kept"
+        );
+        let kv = js.get_key_value("cotal_channels_release").await.unwrap();
+        assert_eq!(
+            kv.get("general").await.unwrap().unwrap(),
+            "topic".as_bytes()
+        );
+        assert!(kv.get("=defaults").await.unwrap().is_some());
+    });
+    assert_eq!(b.space_status("release").unwrap()["servable"], true);
+    let audit = b
+        .root
+        .cotal(&["audit", "--space", "release", "--format", "json"])
+        .assert()
+        .success();
+    let events: Vec<serde_json::Value> = stdout(&audit)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let kinds: Vec<&str> = events
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "space.provisioning",
+            "space.added",
+            "space.suspended",
+            "space.resumed"
+        ]
+    );
+    assert_eq!(events[2]["counts"]["connections"], 1);
+}
+
+#[test]
+fn a_limit_change_takes_effect_without_a_restart() {
+    let b = Broker::start(TWO);
+    let pid = b.pid();
+    b.desire("[spaces.design.limits]\nmax_connections = 1\n\n[spaces.release]\n");
+    let plan = b.root.cotal(&["plan"]).assert().success();
+    assert!(stdout(&plan).contains("max_connections: unlimited -> 1"));
+    b.root.apply().success();
+    let _first = b.client("design").expect("one connection is allowed");
+    match b.client("design") {
+        Ok(_) => panic!("the second connection must be refused"),
+        Err(e) => assert!(
+            e.contains("maximum account active connections exceeded"),
+            "{e}"
+        ),
+    }
+    assert_eq!(b.pid(), pid);
+    let audit = b
+        .root
+        .cotal(&["audit", "--space", "design", "--format", "json"])
+        .assert()
+        .success();
+    assert!(stdout(&audit).contains("\"space.limits_changed\""));
+}
+
+#[test]
+fn provisioning_three_times_leaves_one_account_and_one_set_of_streams() {
+    let b = Broker::start("[spaces.design]\n");
+    let account = b.root.account_pub("design");
+    for _ in 0..2 {
+        b.root
+            .apply()
+            .success()
+            .stdout(predicates::str::contains("No changes."));
+        b.root
+            .cotal(&["space", "add", "design", "--auto-approve"])
+            .assert()
+            .success();
+    }
+    assert_eq!(b.root.account_pub("design"), account);
+    let status = b.space_status("design").unwrap();
+    assert_eq!(status["streams"], 12);
+    assert_eq!(
+        status["messages"], 1,
+        "the default delivery class, set once"
+    );
+    let records = std::fs::read_dir(b.root.file(".cotal/auth"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("account.")
+        })
+        .count();
+    assert_eq!(records, 1);
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_failure_at_any_provisioning_step_never_yields_active_and_a_rerun_completes_it() {
+    for point in [
+        "after-record-written",
+        "after-config-promoted",
+        "before-reload",
+        "after-reload",
+        "mid-provision",
+    ] {
+        let b = Broker::start("[spaces.design]\n");
+        b.desire(TWO);
+        let crashed = b
+            .root
+            .cotal(&["apply", "--auto-approve"])
+            .env("COTAL_CRASH_AT", point)
+            .output()
+            .unwrap();
+        assert!(!crashed.status.success(), "{point}: the apply crashed");
+        if let Some(release) = b.space_status("release") {
+            assert_ne!(release["state"], "active", "{point}: {release}");
+            assert_eq!(release["servable"], false, "{point}");
+        }
+        b.root
+            .cotal(&["apply", "--auto-approve"])
+            .assert()
+            .success();
+        let release = b.space_status("release").unwrap();
+        assert_eq!(release["state"], "active", "{point}");
+        assert_eq!(release["servable"], true, "{point}");
+        assert_eq!(release["streams"], 12, "{point}");
+        b.root
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(0);
+        assert!(!b.root.file(".cotal/maintenance/journal.json").exists());
+    }
+}

@@ -625,7 +625,13 @@ fn no_output_format_ever_prints_a_seed() {
     for seed in seeds.iter().chain(crate::seeds(&root).iter()) {
         assert!(!printed.contains(seed.as_str()), "a seed was printed");
     }
-    assert!(!printed.contains("SUA"), "no user seed prefix");
+    // And nothing that decodes as any nkey seed at all (a user's, an ephemeral one's).
+    for word in printed.split(|c: char| !c.is_ascii_alphanumeric()) {
+        assert!(
+            nkeys::KeyPair::from_seed(word).is_err(),
+            "a seed was printed"
+        );
+    }
 }
 
 #[test]
@@ -685,4 +691,246 @@ fn a_lock_left_by_a_dead_process_blocks_nobody() {
     );
     root.apply().success();
     assert!(!root.file(".cotal/maintenance/lock.json").exists());
+}
+
+#[test]
+fn space_verbs_edit_the_file_keeping_comments_and_apply_only_their_change() {
+    let root = TestRoot::init();
+    let file = "# our broker\nversion = 1\n\n[broker]\nport = 4222 # the usual\n\n# pending, not applied by space verbs\n[spaces.other]\n";
+    std::fs::write(root.file("cotal.toml"), file).unwrap();
+
+    let out = root
+        .cotal(&[
+            "space",
+            "add",
+            "design",
+            "--limit",
+            "max_connections=200",
+            "--limit",
+            "max_storage=10GiB",
+            "--protect",
+            "--auto-approve",
+        ])
+        .assert()
+        .success();
+    let text = stdout(&out);
+    assert!(text.contains("+ design add"), "{text}");
+    assert!(!text.contains("+ other"), "only this change: {text}");
+    assert!(text.contains("other pending changes (\"other\")"), "{text}");
+    let edited = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
+    assert!(
+        edited.starts_with(file),
+        "comments and order kept: {edited}"
+    );
+    assert!(root.account_record("design").exists());
+    assert!(
+        !root.account_record("other").exists(),
+        "the other pending change is left for apply"
+    );
+
+    root.cotal(&["space", "suspend", "design", "--auto-approve"])
+        .assert()
+        .success()
+        .stdout(predicates::str::contains("state: active -> suspended"));
+    assert!(
+        std::fs::read_to_string(root.file("cotal.toml"))
+            .unwrap()
+            .contains("state = \"suspended\"")
+    );
+    let list = root.cotal(&["space", "list"]).assert().success();
+    assert!(stdout(&list).contains("design"), "{}", stdout(&list));
+    root.cotal(&["space", "resume", "design", "--auto-approve"])
+        .assert()
+        .success();
+    assert!(
+        !std::fs::read_to_string(root.file("cotal.toml"))
+            .unwrap()
+            .contains("suspended")
+    );
+
+    // Guards refuse and leave the file untouched.
+    let before = root.snapshot();
+    let out = root
+        .cotal(&["space", "rm", "design", "--auto-approve", "--allow-destroy"])
+        .assert()
+        .code(3);
+    assert!(stderr(&out).contains("is protected"));
+    assert_eq!(root.snapshot(), before);
+    let out = root
+        .cotal(&[
+            "space",
+            "add",
+            "x",
+            "--limit",
+            "max_storage=lots",
+            "--auto-approve",
+        ])
+        .assert()
+        .code(1);
+    assert!(stderr(&out).contains("max_storage"), "{}", stderr(&out));
+    assert_eq!(root.snapshot(), before);
+
+    root.apply().success();
+    root.cotal(&["space", "add", "gone", "--auto-approve"])
+        .assert()
+        .success();
+    root.cotal(&["space", "rm", "gone", "--auto-approve"])
+        .assert()
+        .code(3);
+    root.cotal(&["space", "rm", "gone", "--auto-approve", "--allow-destroy"])
+        .assert()
+        .success();
+    assert!(
+        !std::fs::read_to_string(root.file("cotal.toml"))
+            .unwrap()
+            .contains("gone")
+    );
+    assert!(!root.account_record("gone").exists());
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn space_rm_finishes_a_journaled_removal_and_other_verbs_refuse_meanwhile() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let release = root.account_pub("release");
+    let journal = serde_json::json!({
+        "op": "apply", "planDigest": "sha256:x", "startedAt": "2026-01-01T00:00:00Z",
+        "pid": 999999, "host": "elsewhere",
+        "removals": [{"space": "release", "account": release, "committed": true}],
+        "steps": []
+    });
+    std::fs::write(
+        root.file(".cotal/maintenance/journal.json"),
+        serde_json::to_vec(&journal).unwrap(),
+    )
+    .unwrap();
+    let before = root.snapshot();
+    root.cotal(&["space", "add", "x", "--auto-approve"])
+        .assert()
+        .code(6);
+    root.cotal(&["space", "rm", "design", "--auto-approve", "--allow-destroy"])
+        .assert()
+        .code(6);
+    assert_eq!(root.snapshot(), before);
+    root.cotal(&["space", "rm", "release", "--auto-approve"])
+        .assert()
+        .success();
+    assert!(!root.file(".cotal/maintenance/journal.json").exists());
+    assert!(!root.account_record("release").exists());
+    assert!(
+        !std::fs::read_to_string(root.file("cotal.toml"))
+            .unwrap()
+            .contains("[spaces.release]")
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn an_unwritable_audit_stops_the_apply_before_any_change() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let audit = root.file(".cotal/audit.jsonl");
+    let kept = std::fs::read(&audit).unwrap();
+    // A directory where the log should be: every append fails, even for root.
+    std::fs::remove_file(&audit).unwrap();
+    std::fs::create_dir(&audit).unwrap();
+    root.desire("[spaces.design]\n");
+    let before = root.snapshot();
+    let out = root.apply().code(1);
+    assert!(
+        stderr(&out).contains("cannot write the audit log"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        root.snapshot(),
+        before,
+        "nothing changed: the removal never reached its commit point"
+    );
+    std::fs::remove_dir(&audit).unwrap();
+    std::fs::write(&audit, kept).unwrap();
+    root.apply().success();
+    let out = root
+        .cotal(&["audit", "--space", "release", "--format", "json"])
+        .assert()
+        .success();
+    let kinds: Vec<String> = stdout(&out)
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["event"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "space.provisioning",
+            "space.added",
+            "space.removal_started",
+            "space.removed"
+        ]
+    );
+    let all = root
+        .cotal(&["audit", "--format", "json"])
+        .assert()
+        .success();
+    assert_eq!(
+        stdout(&all).matches("\"apply.started\"").count(),
+        2,
+        "the blocked apply left no trace"
+    );
+}
+
+#[test]
+fn two_applies_at_once_serialise_on_the_lock_and_the_second_is_a_no_op() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    let spawn = || {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("cotal"))
+            .args([
+                "--root",
+                root.path().to_str().unwrap(),
+                "apply",
+                "--auto-approve",
+                "--lock-timeout",
+                "60s",
+            ])
+            .env("NO_COLOR", "1")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    let outputs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+    assert!(outputs.iter().all(|o| o.status.success()), "{outputs:?}");
+    let texts: Vec<String> = outputs
+        .iter()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .collect();
+    assert_eq!(
+        texts
+            .iter()
+            .filter(|t| t.contains("Apply complete: 2 added"))
+            .count(),
+        1,
+        "{texts:?}"
+    );
+    assert_eq!(
+        texts.iter().filter(|t| t.contains("No changes.")).count(),
+        1,
+        "{texts:?}"
+    );
+    assert_eq!(root.generation(), 1);
+    assert!(!root.file(".cotal/maintenance/journal.json").exists());
 }

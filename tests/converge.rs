@@ -75,7 +75,10 @@ fn apply_once(root: &TestRoot) -> Result<(), i32> {
         root: &r,
         desired: &desired,
         observed: &observed,
-        host: "test".into(),
+        actor: cotal::audit::Actor {
+            user: "test".into(),
+            host: "test".into(),
+        },
     };
     apply::execute(&ctx, &plan, &mut Stopped)
         .map(|_| ())

@@ -1,14 +1,18 @@
-//! `cotal apply [FILE]`: lock, re-observe, re-plan, (check a saved plan), confirm, execute.
+//! `cotal apply [FILE]`: lock, re-observe, re-plan, (check a saved plan), confirm, execute. The
+//! same flow serves the imperative `cotal space` verbs, which edit `cotal.toml` first and apply
+//! only their own change.
 
 use super::Global;
 use crate::apply::{self, Context};
 use crate::broker::{Running, Stopped};
 use crate::error::{Error, Result};
+use crate::model::SpaceName;
 use crate::observe;
-use crate::observed::BrokerProcess;
+use crate::observed::{BrokerProcess, JournalState};
 use crate::plan::{self, Plan};
 use crate::report::{Format, Palette};
-use crate::store::lock;
+use crate::store::{Root, atomic, lock};
+use std::collections::BTreeSet;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -17,6 +21,13 @@ use std::time::Duration;
 pub struct Args {
     /// A plan saved by `cotal plan --out FILE`: apply exactly it, refusing when it is stale.
     pub plan_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub confirm: ConfirmArgs,
+}
+
+/// Confirmation and locking options shared by apply and the space verbs.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConfirmArgs {
     /// Do not ask for confirmation.
     #[arg(long)]
     pub auto_approve: bool,
@@ -34,32 +45,84 @@ pub struct Args {
 pub fn run(global: &Global, args: Args) -> Result<i32> {
     let root = global.root()?;
     let saved = args.plan_file.as_deref().map(load_saved).transpose()?;
-    if !root.desired_file().exists() {
-        observe::desired(&root)?;
+    flow(
+        global,
+        &root,
+        &args.confirm,
+        Request {
+            saved,
+            ..Request::default()
+        },
+    )
+}
+
+/// An edit of `cotal.toml`'s text.
+pub type Edit<'a> = &'a dyn Fn(&str) -> Result<String>;
+
+/// What a caller of the apply flow asks for beyond the confirmation options.
+#[derive(Default)]
+pub struct Request<'a> {
+    pub saved: Option<Plan>,
+    /// Edit `cotal.toml` (under the lock); the edit is written only when the plan executes.
+    pub edit: Option<Edit<'a>>,
+    /// Apply only these spaces' changes.
+    pub only: Option<BTreeSet<SpaceName>>,
+    /// The verb, for refusals; `None` for apply.
+    pub verb: Option<&'a str>,
+}
+
+/// Lock, observe, plan, confirm, execute.
+pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Request) -> Result<i32> {
+    observe::desired_text(root)?;
+    let _lock = lock::acquire(root, &super::holder(), confirm_args.lock_timeout)?;
+    let text = observe::desired_text(root)?;
+    let new_text = match req.edit {
+        Some(edit) => edit(&text)?,
+        None => text.clone(),
+    };
+    let (desired, digest) = observe::desired_from_text(root, &new_text)?;
+    let observed = observe::observe(root, &desired, digest)?;
+    if let (Some(verb), Some(only)) = (req.verb, &req.only) {
+        let finishing = matches!(&observed.journal, JournalState::Open(j)
+            if verb == "space rm" && j.removals.iter().any(|r| only.contains(&r.space)));
+        if !finishing {
+            apply::refuse_if_journal_open(&observed.journal, verb)?;
+        }
     }
-    let _lock = lock::acquire(&root, &super::holder(), args.lock_timeout)?;
-    let (desired, digest) = observe::desired(&root)?;
-    let observed = observe::observe(&root, &desired, digest)?;
-    let plan = plan::compute(&desired, &observed)?;
-    if let Some(saved) = &saved {
+    let mut plan = plan::compute(&desired, &observed)?;
+    if let Some(only) = &req.only {
+        plan = plan.only(only);
+    }
+    if let Some(saved) = &req.saved {
         check_stale(saved, &plan)?;
     }
+    let write_file = || -> Result<()> {
+        if new_text != text {
+            atomic::write(&root.desired_file(), new_text.as_bytes(), atomic::PUBLIC)?;
+        }
+        Ok(())
+    };
     if plan.is_empty() {
+        write_file()?;
         println!("No changes. The broker matches cotal.toml.");
         return Ok(0);
     }
-    print!("{}", super::format_plan(&plan, args.format, global.colour));
-    confirm(&plan, &args)?;
+    print!(
+        "{}",
+        super::format_plan(&plan, confirm_args.format, global.colour)
+    );
+    confirm(&plan, confirm_args)?;
+    write_file()?;
 
     let ctx = Context {
-        root: &root,
+        root,
         desired: &desired,
         observed: &observed,
-        host: super::host(),
+        actor: super::actor(),
     };
     let outcome = match observed.process {
         BrokerProcess::Running { .. } => {
-            let mut broker = Running::new(&root, &desired.broker.host, desired.broker.port)?;
+            let mut broker = Running::new(root, &desired.broker.host, desired.broker.port)?;
             let outcome = apply::execute(&ctx, &plan, &mut broker)?;
             for took in &broker.reloads {
                 println!(
@@ -135,7 +198,7 @@ fn check_stale(saved: &Plan, now: &Plan) -> Result<()> {
     }
 }
 
-fn confirm(plan: &Plan, args: &Args) -> Result<()> {
+fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
     if args.auto_approve {
         if plan.destroys_data() && !args.allow_destroy {
             return Err(Error::Refused(format!(

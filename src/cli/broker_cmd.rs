@@ -54,7 +54,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             root: &root,
             desired: &desired,
             observed: &observed,
-            host: super::host(),
+            actor: super::actor(),
         };
         apply::execute(&ctx, &boot, &mut Stopped)?;
     }

@@ -2,11 +2,13 @@
 //! in the pure core or the executor.
 
 mod apply_cmd;
+mod audit_cmd;
 mod broker_cmd;
 mod creds_cmd;
 mod init;
 mod output;
 mod plan_cmd;
+mod space_cmd;
 mod status_cmd;
 
 use crate::error::{Error, Result};
@@ -57,6 +59,11 @@ pub enum Command {
     Status(status_cmd::Args),
     /// Mint a user creds file for a space.
     Creds(creds_cmd::Args),
+    /// Add, remove, suspend, resume or list spaces (edits cotal.toml, applies only that change).
+    #[command(subcommand)]
+    Space(space_cmd::Command),
+    /// Read the lifecycle audit.
+    Audit(audit_cmd::Args),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -91,6 +98,8 @@ fn run(cli: Cli, colour: bool) -> Result<i32> {
         Command::Down(args) => broker_cmd::down(&global, args),
         Command::Status(args) => status_cmd::run(&global, args),
         Command::Creds(args) => creds_cmd::run(&global, args),
+        Command::Space(command) => space_cmd::run(&global, command),
+        Command::Audit(args) => audit_cmd::run(&global, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "cotal", &mut std::io::stdout());
@@ -135,6 +144,21 @@ pub fn host() -> String {
         .ok()
         .and_then(|h| h.into_string().ok())
         .unwrap_or_else(|| "unknown-host".into())
+}
+
+/// Who is acting: the login user and the host.
+pub fn actor() -> crate::audit::Actor {
+    let user = std::env::var("USER")
+        .ok()
+        .filter(|u| !u.is_empty())
+        .or_else(|| {
+            nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+        })
+        .unwrap_or_else(|| format!("uid {}", nix::unistd::getuid()));
+    crate::audit::Actor { user, host: host() }
 }
 
 /// The lock holder record for this process.

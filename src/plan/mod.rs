@@ -112,6 +112,28 @@ pub enum Step {
 }
 
 impl Step {
+    /// The space a step acts on (none for the journal and the promotion).
+    pub fn space(&self) -> Option<&SpaceName> {
+        match self {
+            Step::FinishJournal { .. } | Step::PromoteConfig { .. } => None,
+            Step::DeleteStreams { space, .. }
+            | Step::AddAccount { space, .. }
+            | Step::ReissueAccount { space, .. }
+            | Step::WriteSysCreds { space }
+            | Step::RecordProtection { space, .. }
+            | Step::Provision { space, .. }
+            | Step::Reap { space, .. } => Some(space),
+        }
+    }
+
+    /// Whether the step changes what the config renders.
+    fn changes_config(&self) -> bool {
+        matches!(
+            self,
+            Step::DeleteStreams { .. } | Step::AddAccount { .. } | Step::ReissueAccount { .. }
+        )
+    }
+
     /// A one-line description for step lists and the journal.
     pub fn title(&self) -> String {
         match self {
@@ -213,6 +235,99 @@ impl Plan {
     /// Digest of the steps: what a saved plan promises to execute.
     pub fn steps_digest(&self) -> String {
         crate::digest::sha256(&serde_json::to_vec(&self.steps).expect("steps serialize"))
+    }
+
+    /// The part of the plan about `keep` (the imperative `cotal space` verbs): their steps, the
+    /// open journal's (always finished whole), and the one promotion when a kept step changes
+    /// the config or the config has drifted. Other spaces' pending edits are left for a later
+    /// apply; the render reads the inventory, which only kept steps change.
+    pub fn only(&self, keep: &std::collections::BTreeSet<SpaceName>) -> Plan {
+        let mut keep = keep.clone();
+        for step in &self.steps {
+            if let Step::FinishJournal { removals, .. } = step {
+                keep.extend(removals.iter().cloned());
+            }
+        }
+        let kept = |s: &Step| s.space().is_some_and(|sp| keep.contains(sp));
+        let dropped_config_change = self.steps.iter().any(|s| s.changes_config() && !kept(s));
+        let kept_config_change = self.steps.iter().any(|s| s.changes_config() && kept(s));
+        let mut steps = Vec::new();
+        for step in &self.steps {
+            match step {
+                Step::FinishJournal { .. } => steps.push(step.clone()),
+                Step::PromoteConfig {
+                    from_generation,
+                    to_generation,
+                    reasons,
+                    blast,
+                } => {
+                    let own = |r: &String| {
+                        r.starts_with("adds ")
+                            || r.starts_with("removes ")
+                            || r.starts_with("re-issues ")
+                    };
+                    let mut reasons: Vec<String> =
+                        reasons.iter().filter(|r| !own(r)).cloned().collect();
+                    if kept_config_change {
+                        reasons.insert(
+                            0,
+                            format!(
+                                "changes {}",
+                                keep.iter().map(q).collect::<Vec<_>>().join(", ")
+                            ),
+                        );
+                    }
+                    if !reasons.is_empty() {
+                        steps.push(Step::PromoteConfig {
+                            from_generation: *from_generation,
+                            to_generation: *to_generation,
+                            reasons,
+                            blast: blast.clone(),
+                        });
+                    }
+                }
+                s if kept(s) => steps.push(s.clone()),
+                _ => {}
+            }
+        }
+        let changes: Vec<SpaceChange> = self
+            .changes
+            .iter()
+            .filter(|c| keep.contains(&c.space))
+            .cloned()
+            .collect();
+        let count = |a: Action| changes.iter().filter(|c| c.action == a).count();
+        let mut warnings = self.warnings.clone();
+        let others: Vec<String> = self
+            .changes
+            .iter()
+            .filter(|c| !keep.contains(&c.space))
+            .map(|c| q(&c.space))
+            .collect();
+        if !others.is_empty() {
+            warnings.push(format!(
+                "cotal.toml has other pending changes ({}); they are left for `cotal apply`",
+                others.join(", ")
+            ));
+        }
+        Plan {
+            format_version: self.format_version,
+            pins: self.pins.clone(),
+            broker_running: self.broker_running,
+            summary: Summary {
+                add: count(Action::Add),
+                change: count(Action::Change),
+                remove: count(Action::Remove),
+            },
+            changes,
+            steps,
+            warnings,
+            config: if dropped_config_change {
+                None
+            } else {
+                self.config.clone()
+            },
+        }
     }
 
     /// Spaces whose removal the plan performs.

@@ -6,6 +6,7 @@
 
 pub mod account_record;
 pub mod atomic;
+pub mod audit;
 pub mod broker_record;
 pub mod generation;
 pub mod inventory;

@@ -1,0 +1,91 @@
+//! The lifecycle audit: one JSON object per transition, appended to `.cotal/audit.jsonl`.
+//!
+//! The event types and their fields are here (pure); writing and reading are in
+//! [`crate::store::audit`]. Mandatory events are written before the work they announce, so an
+//! apply whose audit cannot be written stops before its commit point (fail closed, seed 002
+//! section 5).
+
+use crate::model::SpaceName;
+use serde::{Deserialize, Serialize};
+
+/// Every event kind, as written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    #[serde(rename = "apply.started")]
+    ApplyStarted,
+    #[serde(rename = "apply.completed")]
+    ApplyCompleted,
+    #[serde(rename = "apply.failed")]
+    ApplyFailed,
+    #[serde(rename = "apply.rolled_back")]
+    ApplyRolledBack,
+    #[serde(rename = "space.provisioning")]
+    SpaceProvisioning,
+    #[serde(rename = "space.added")]
+    SpaceAdded,
+    #[serde(rename = "space.suspended")]
+    SpaceSuspended,
+    #[serde(rename = "space.resumed")]
+    SpaceResumed,
+    #[serde(rename = "space.limits_changed")]
+    SpaceLimitsChanged,
+    #[serde(rename = "space.protected")]
+    SpaceProtected,
+    #[serde(rename = "space.removal_started")]
+    SpaceRemovalStarted,
+    #[serde(rename = "space.removed")]
+    SpaceRemoved,
+}
+
+/// Who did it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Actor {
+    pub user: String,
+    pub host: String,
+}
+
+/// Generation before and after (after is absent until known).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Generations {
+    pub before: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub after: Option<u64>,
+}
+
+/// Figures of the data a transition touched.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Counts {
+    pub streams: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub messages: Option<u64>,
+    pub bytes: u64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub connections: Option<u64>,
+}
+
+/// One line of the audit log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Record {
+    pub time: String,
+    pub event: Event,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub space: Option<SpaceName>,
+    pub actor: Actor,
+    pub generation: Generations,
+    pub plan_digest: String,
+    pub outcome: String,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub counts: Option<Counts>,
+}
+
+impl Counts {
+    /// Counts from a blast radius.
+    pub fn of(blast: &crate::plan::Blast) -> Counts {
+        Counts {
+            streams: blast.streams_destroyed.len() as u64,
+            messages: blast.messages_destroyed,
+            bytes: blast.bytes_destroyed,
+            connections: blast.connections_dropped,
+        }
+    }
+}

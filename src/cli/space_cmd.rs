@@ -1,0 +1,254 @@
+//! `cotal space add|rm|suspend|resume|list`: imperative verbs that keep `cotal.toml` true. Each
+//! edits the file (keeping its comments), then plans and applies only that space's change, with
+//! the same lock, journal, guards, audit and output as `apply`.
+
+use super::Global;
+use super::apply_cmd::{self, ConfirmArgs, Request};
+use crate::edit;
+use crate::error::{Error, Result};
+use crate::lifecycle;
+use crate::model::{SpaceName, SpaceState};
+use crate::observe;
+use std::collections::BTreeSet;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Add a space to cotal.toml and apply it.
+    Add {
+        name: String,
+        /// An account limit, KEY=VALUE (max_connections, max_storage, max_memory, max_streams,
+        /// max_consumers, max_payload); repeatable.
+        #[arg(long = "limit", value_name = "KEY=VALUE")]
+        limits: Vec<String>,
+        /// Refuse its removal until protect is set back to false.
+        #[arg(long)]
+        protect: bool,
+        /// Add it suspended (no connections, data kept).
+        #[arg(long)]
+        suspended: bool,
+        #[command(flatten)]
+        confirm: ConfirmArgs,
+    },
+    /// Remove a space from cotal.toml and apply it (destroys its data); finishes a journaled removal.
+    Rm {
+        name: String,
+        #[command(flatten)]
+        confirm: ConfirmArgs,
+    },
+    /// Suspend a space: its connections are closed and refused, its data kept.
+    Suspend {
+        name: String,
+        #[command(flatten)]
+        confirm: ConfirmArgs,
+    },
+    /// Resume a suspended space.
+    Resume {
+        name: String,
+        #[command(flatten)]
+        confirm: ConfirmArgs,
+    },
+    /// List the spaces of cotal.toml and the root, with their states.
+    List {
+        #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
+        format: super::status_cmd::Format,
+    },
+}
+
+fn space(raw: &str) -> Result<SpaceName> {
+    SpaceName::parse(raw).map_err(Error::Input)
+}
+
+fn only(name: &SpaceName) -> Option<BTreeSet<SpaceName>> {
+    Some(BTreeSet::from([name.clone()]))
+}
+
+pub fn run(global: &Global, command: Command) -> Result<i32> {
+    let root = global.root()?;
+    match command {
+        Command::Add {
+            name,
+            limits,
+            protect,
+            suspended,
+            confirm,
+        } => {
+            let name = space(&name)?;
+            let limits: Vec<(String, String)> = limits
+                .iter()
+                .map(|l| {
+                    l.split_once('=')
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                        .ok_or_else(|| {
+                            Error::Input(format!(
+                                "--limit {l:?}: write KEY=VALUE, e.g. max_connections=200"
+                            ))
+                        })
+                })
+                .collect::<Result<_>>()?;
+            let state = if suspended {
+                SpaceState::Suspended
+            } else {
+                SpaceState::Active
+            };
+            let edit_fn = |text: &str| -> Result<String> {
+                if edit::has_space(text, &name).map_err(Error::Input)? {
+                    if !limits.is_empty() || protect || suspended {
+                        return Err(Error::Input(format!(
+                            "cotal.toml already has a table for {}; change its settings there and run `cotal apply`",
+                            crate::plan::q(&name)
+                        )));
+                    }
+                    return Ok(text.to_string());
+                }
+                edit::add_space(text, &name, state, protect, &limits).map_err(Error::Input)
+            };
+            apply_cmd::flow(
+                global,
+                &root,
+                &confirm,
+                Request {
+                    edit: Some(&edit_fn),
+                    only: only(&name),
+                    verb: Some("space add"),
+                    ..Request::default()
+                },
+            )
+        }
+        Command::Rm { name, confirm } => {
+            let name = space(&name)?;
+            let edit_fn = |text: &str| -> Result<String> {
+                Ok(edit::remove_space(text, &name).map_err(Error::Input)?.0)
+            };
+            apply_cmd::flow(
+                global,
+                &root,
+                &confirm,
+                Request {
+                    edit: Some(&edit_fn),
+                    only: only(&name),
+                    verb: Some("space rm"),
+                    ..Request::default()
+                },
+            )
+        }
+        Command::Suspend { name, confirm } => set_state(
+            global,
+            &root,
+            &name,
+            SpaceState::Suspended,
+            &confirm,
+            "space suspend",
+        ),
+        Command::Resume { name, confirm } => set_state(
+            global,
+            &root,
+            &name,
+            SpaceState::Active,
+            &confirm,
+            "space resume",
+        ),
+        Command::List { format } => list(&root, format),
+    }
+}
+
+fn set_state(
+    global: &Global,
+    root: &crate::store::Root,
+    name: &str,
+    state: SpaceState,
+    confirm: &ConfirmArgs,
+    verb: &str,
+) -> Result<i32> {
+    let name = space(name)?;
+    let edit_fn = |text: &str| -> Result<String> {
+        edit::set_state(text, &name, state).map_err(Error::Input)
+    };
+    apply_cmd::flow(
+        global,
+        root,
+        confirm,
+        Request {
+            edit: Some(&edit_fn),
+            only: only(&name),
+            verb: Some(verb),
+            ..Request::default()
+        },
+    )
+}
+
+#[derive(serde::Serialize)]
+struct Row {
+    name: String,
+    in_file: bool,
+    desired_state: Option<SpaceState>,
+    protect: Option<bool>,
+    applied: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    state: Option<lifecycle::State>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    servable: Option<bool>,
+}
+
+fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<i32> {
+    let (desired, digest) = observe::desired(root)?;
+    let observed = observe::observe(root, &desired, digest)?;
+    let names: BTreeSet<&SpaceName> = desired
+        .spaces
+        .keys()
+        .chain(observed.inventory.spaces.keys())
+        .collect();
+    let rows: Vec<Row> = names
+        .into_iter()
+        .map(|n| {
+            let spec = desired.spaces.get(n);
+            let view = observed
+                .inventory
+                .spaces
+                .get(n)
+                .map(|s| lifecycle::view(n, s, &observed));
+            Row {
+                name: n.to_string(),
+                in_file: spec.is_some(),
+                desired_state: spec.map(|s| s.state),
+                protect: spec.map(|s| s.protect),
+                applied: observed.inventory.spaces.contains_key(n),
+                state: view.as_ref().map(|v| v.state),
+                servable: view.map(|v| v.servable),
+            }
+        })
+        .collect();
+    match format {
+        super::status_cmd::Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&rows).expect("rows serialize")
+        ),
+        super::status_cmd::Format::Text => {
+            println!(
+                "{:<24} {:<10} {:<8} {:<13} servable",
+                "space", "desired", "protect", "state"
+            );
+            for r in &rows {
+                let name = crate::report::name(&SpaceName::parse(&r.name).expect("valid"));
+                println!(
+                    "{:<24} {:<10} {:<8} {:<13} {}",
+                    name,
+                    r.desired_state
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "(removed)".into()),
+                    r.protect
+                        .map(|p| p.to_string())
+                        .unwrap_or_else(|| "-".into()),
+                    r.state
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "(not applied)".into()),
+                    match r.servable {
+                        Some(true) => "yes",
+                        Some(false) => "no",
+                        None => "-",
+                    }
+                );
+            }
+        }
+    }
+    Ok(0)
+}

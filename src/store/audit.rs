@@ -1,0 +1,61 @@
+//! `.cotal/audit.jsonl`: append-only, one JSON object per line, each append fsynced (0600).
+//!
+//! Invariant: a record is either wholly appended and durable when [`append`] returns `Ok`, or
+//! `append` fails; a link at the path is refused, not followed.
+
+use crate::audit::Record;
+use crate::error::{Error, Result};
+use crate::store::{Root, atomic};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+
+/// Append one record durably.
+pub fn append(root: &Root, record: &Record) -> Result<()> {
+    let path = root.audit_log();
+    atomic::ensure_dir(&root.state_dir(), atomic::PRIVATE_DIR)?;
+    let mut line = serde_json::to_vec(record).expect("audit record serializes");
+    line.push(b'\n');
+    let mut file = std::fs::OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(atomic::SECRET)
+        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .open(&path)
+        .map_err(|e| {
+            Error::Other(format!(
+                "cannot write the audit log {}: {e}",
+                path.display()
+            ))
+        })?;
+    file.write_all(&line)
+        .and_then(|_| file.sync_all())
+        .map_err(|e| {
+            Error::Other(format!(
+                "cannot write the audit log {}: {e}",
+                path.display()
+            ))
+        })
+}
+
+/// Every record, oldest first. A line that does not parse is an error naming its number.
+pub fn read(root: &Root) -> Result<Vec<Record>> {
+    let path = root.audit_log();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(&path, e)),
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| {
+            serde_json::from_str(l).map_err(|e| {
+                Error::Other(format!(
+                    "{}:{}: not an audit record: {e}",
+                    path.display(),
+                    i + 1
+                ))
+            })
+        })
+        .collect()
+}
