@@ -5,6 +5,7 @@
 
 pub mod apply;
 pub mod audit;
+pub mod backup;
 pub mod broker;
 pub mod cli;
 pub mod desired;

@@ -41,6 +41,18 @@ pub fn teardown() -> Permissions {
     )
 }
 
+/// Reads stream info: the backup and restore checks on an isolated broker.
+pub fn reader() -> Permissions {
+    allow(
+        &[
+            "$JS.API.INFO",
+            "$JS.API.STREAM.INFO.>",
+            "$JS.API.STREAM.NAMES",
+        ],
+        &["_INBOX.>"],
+    )
+}
+
 /// Only connects: the data-plane check after a reload.
 pub fn verifier() -> Permissions {
     Permissions {

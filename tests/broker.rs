@@ -657,3 +657,383 @@ fn a_failure_at_any_provisioning_step_never_yields_active_and_a_rerun_completes_
         assert!(!b.root.file(".cotal/maintenance/journal.json").exists());
     }
 }
+
+impl Broker {
+    /// Start a broker on a root prepared by the caller.
+    fn up(root: TestRoot, port: u16) -> Broker {
+        root.cotal(&["up"]).assert().success();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        Broker { root, port, rt }
+    }
+}
+
+/// One stored message: (stream, sequence, subject, headers, payload).
+type Stored = (String, u64, String, Vec<(String, String)>, Vec<u8>);
+
+/// Every message of every backed-up stream of `space`.
+fn dump(b: &Broker, space: &str) -> Vec<Stored> {
+    let client = b.client(space).unwrap();
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(client.client.clone());
+        let mut out = Vec::new();
+        for name in cotal::backup::backed_up(space) {
+            let mut stream = js.get_stream(&name).await.unwrap();
+            let state = stream.info().await.unwrap().state.clone();
+            for seq in state.first_sequence..=state.last_sequence {
+                if seq == 0 {
+                    continue;
+                }
+                let Ok(m) = stream.get_raw_message(seq).await else {
+                    continue;
+                };
+                let mut headers: Vec<(String, String)> = m
+                    .headers
+                    .iter()
+                    .flat_map(|(k, vs)| vs.iter().map(move |v| (k.to_string(), v.to_string())))
+                    .collect();
+                headers.sort();
+                out.push((
+                    name.clone(),
+                    m.sequence,
+                    m.subject.to_string(),
+                    headers,
+                    m.payload.to_vec(),
+                ));
+            }
+        }
+        out
+    })
+}
+
+fn store_tree(root: &TestRoot) -> common::Tree {
+    common::Tree::of(&root.file(".cotal/nats"))
+}
+
+#[test]
+fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
+    // Root A: design with data of every kind, beside a sibling.
+    let a = Broker::start(TWO);
+    let design = a.client("design").unwrap();
+    let sibling = a.client("release").unwrap();
+    a.rt.block_on(async {
+        let js = async_nats::jetstream::new(design.client.clone());
+        for (i, subject) in [
+            "cotal.design.chat.general",
+            "cotal.design.chat.team.backend",
+            "cotal.design.inst.alice",
+            "cotal.design.dinbox.bob",
+        ]
+        .iter()
+        .enumerate()
+        {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Cotal-Envelope", format!("v1-{i}").as_str());
+            js.publish_with_headers(subject.to_string(), headers, format!("payload {i}").into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+        for i in 0..3 {
+            js.publish("cotal.design.svc.build", format!("job {i}").into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+        for bucket in ["channels", "members", "acl"] {
+            let kv = js
+                .get_key_value(format!("cotal_{bucket}_design"))
+                .await
+                .unwrap();
+            kv.put("general", format!("{bucket} value").into())
+                .await
+                .unwrap();
+        }
+        let sjs = async_nats::jetstream::new(sibling.client.clone());
+        sjs.publish("cotal.release.chat.general", "sibling data".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
+    let before = dump(&a, "design");
+    assert!(before.len() >= 11, "{before:?}");
+    drop((design, sibling));
+
+    let artifact = tempfile::tempdir().unwrap();
+    let dir = artifact.path().join("design.backup");
+    let dir_s = dir.to_str().unwrap();
+    let out = a
+        .root
+        .cotal(&["space", "backup", "design", dir_s])
+        .assert()
+        .code(3);
+    assert!(common::stderr(&out).contains("needs a cut"));
+    a.root
+        .cotal(&["down", "--preserve-state"])
+        .assert()
+        .success();
+    a.root
+        .cotal(&["space", "backup", "design", dir_s])
+        .assert()
+        .success();
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["space"], "design");
+    assert_eq!(manifest["account"], a.root.account_pub("design"));
+    let text = std::fs::read_to_string(dir.join("manifest.json")).unwrap();
+    assert!(
+        !text.contains("release"),
+        "the sibling never appears in the artifact"
+    );
+    assert!(!text.contains("eyJ"), "no JWT in the artifact");
+    assert!(!text.contains("\"seed"), "no seed in the artifact");
+    assert_eq!(mode(&dir), 0o700);
+    assert_eq!(mode(&dir.join("manifest.json")), 0o600);
+    let task = manifest["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "TASK_design")
+        .unwrap();
+    assert_eq!(task["messages"], 3, "the work-queue backlog");
+    a.root.cotal(&["up"]).assert().success();
+
+    // Root B, another broker: the space is added while B is stopped, then restored, then served.
+    let b_root = TestRoot::init();
+    let b_port = free_port();
+    b_root.desire_on(b_port, "[spaces.design]\n");
+    b_root.apply().success();
+    b_root
+        .cotal(&["down", "--preserve-state"])
+        .assert()
+        .success();
+    let out = b_root
+        .cotal(&["space", "restore", "design", dir_s])
+        .assert()
+        .code(3);
+    assert!(common::stderr(&out).contains("--relocate"));
+    let restored = b_root
+        .cotal(&["space", "restore", "design", dir_s, "--relocate"])
+        .assert()
+        .success();
+    assert!(
+        stdout(&restored)
+            .contains("TASK_design                         3 messages  sequences 1..3  ok"),
+        "{}",
+        stdout(&restored)
+    );
+    let b = Broker::up(b_root, b_port);
+    assert_eq!(b.space_status("design").unwrap()["servable"], true);
+    let after = dump(&b, "design");
+    assert_eq!(
+        after, before,
+        "same subjects, payloads, headers and sequence numbers"
+    );
+    let client = b.client("design").unwrap();
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(client.client.clone());
+        for bucket in ["channels", "members", "acl"] {
+            let kv = js
+                .get_key_value(format!("cotal_{bucket}_design"))
+                .await
+                .unwrap();
+            assert_eq!(
+                kv.get("general").await.unwrap().unwrap(),
+                format!("{bucket} value").as_bytes()
+            );
+        }
+        let ack = js
+            .publish("cotal.design.chat.general", "new".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        assert!(
+            ack.sequence > 1,
+            "sequences continue after the restored ones"
+        );
+    });
+
+    // Only now, with B verified, the space leaves A.
+    a.root
+        .cotal(&["space", "rm", "design", "--auto-approve", "--allow-destroy"])
+        .assert()
+        .success();
+    assert!(a.space_status("design").is_none());
+    assert_eq!(a.space_status("release").unwrap()["servable"], true);
+}
+
+#[test]
+fn backup_and_restore_refuse_bad_input_and_change_nothing() {
+    let a = Broker::start(TWO);
+    a.root
+        .cotal(&["down", "--preserve-state"])
+        .assert()
+        .success();
+    let artifacts = tempfile::tempdir().unwrap();
+    let good = artifacts.path().join("good");
+    a.root
+        .cotal(&["space", "backup", "design", good.to_str().unwrap()])
+        .assert()
+        .success();
+
+    // Backup into an existing folder.
+    let out = a
+        .root
+        .cotal(&["space", "backup", "design", good.to_str().unwrap()])
+        .assert()
+        .code(3);
+    assert!(common::stderr(&out).contains("already exists"));
+
+    // A stream that belongs to no tenant.
+    let stray = a
+        .root
+        .file(".cotal/nats/jetstream/AXSTRAY/streams/CHAT_ghost");
+    std::fs::create_dir_all(&stray).unwrap();
+    let out = a
+        .root
+        .cotal(&[
+            "space",
+            "backup",
+            "design",
+            artifacts.path().join("x").to_str().unwrap(),
+        ])
+        .assert()
+        .code(3);
+    assert!(
+        common::stderr(&out).contains("belong to no tenant"),
+        "{}",
+        common::stderr(&out)
+    );
+    assert!(!artifacts.path().join("x").exists());
+    std::fs::remove_dir_all(a.root.file(".cotal/nats/jetstream/AXSTRAY")).unwrap();
+
+    let copy = |name: &str| {
+        let to = artifacts.path().join(name);
+        let status = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&good)
+            .arg(&to)
+            .status()
+            .unwrap();
+        assert!(status.success());
+        to
+    };
+    let tampered = copy("tampered");
+    let meta = tampered.join("streams/CHAT_design/meta.inf");
+    let mut bytes = std::fs::read(&meta).unwrap();
+    bytes[0] ^= 0x20;
+    std::fs::write(&meta, bytes).unwrap();
+    let truncated = copy("truncated");
+    std::fs::remove_file(truncated.join("manifest.json")).unwrap();
+    let missing = copy("missing");
+    std::fs::remove_dir_all(missing.join("streams/DM_design")).unwrap();
+    let extra = copy("extra");
+    std::fs::write(extra.join("streams/CHAT_design/smuggled"), b"x").unwrap();
+
+    // Restoring needs an empty namespace: design's streams exist, so free it first by restoring
+    // into a root whose design has no streams yet.
+    let b = TestRoot::init();
+    b.desire_on(free_port(), "[spaces.design]\n\n[spaces.release]\n");
+    b.apply().success();
+    b.cotal(&["down", "--preserve-state"]).assert().success();
+    let store_before = store_tree(&b);
+    let cases: Vec<(&str, Vec<&str>, &str)> = vec![
+        (
+            "tampered",
+            vec![
+                "space",
+                "restore",
+                "design",
+                tampered.to_str().unwrap(),
+                "--relocate",
+            ],
+            "does not match its checksum",
+        ),
+        (
+            "truncated",
+            vec![
+                "space",
+                "restore",
+                "design",
+                truncated.to_str().unwrap(),
+                "--relocate",
+            ],
+            "no readable manifest.json",
+        ),
+        (
+            "missing stream",
+            vec![
+                "space",
+                "restore",
+                "design",
+                missing.to_str().unwrap(),
+                "--relocate",
+            ],
+            "DM_design is missing",
+        ),
+        (
+            "extra file",
+            vec![
+                "space",
+                "restore",
+                "design",
+                extra.to_str().unwrap(),
+                "--relocate",
+            ],
+            "does not list",
+        ),
+        (
+            "another space",
+            vec![
+                "space",
+                "restore",
+                "release",
+                good.to_str().unwrap(),
+                "--relocate",
+            ],
+            "is a backup of space \"design\"",
+        ),
+        (
+            "other account",
+            vec!["space", "restore", "design", good.to_str().unwrap()],
+            "pass --relocate",
+        ),
+    ];
+    for (what, args, expected) in cases {
+        let out = b.cotal(&args).assert().code(3);
+        assert!(
+            common::stderr(&out).contains(expected),
+            "{what}: {}",
+            common::stderr(&out)
+        );
+        assert_eq!(
+            store_tree(&b),
+            store_before,
+            "{what}: the store is unchanged"
+        );
+    }
+    // Into a namespace that already has streams: A's own design.
+    let store_a = store_tree(&a.root);
+    let out = a
+        .root
+        .cotal(&["space", "restore", "design", good.to_str().unwrap()])
+        .assert()
+        .code(3);
+    assert!(
+        common::stderr(&out).contains("already has"),
+        "{}",
+        common::stderr(&out)
+    );
+    assert_eq!(store_tree(&a.root), store_a);
+}
+
+fn mode(path: &std::path::Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).unwrap().permissions().mode() & 0o777
+}

@@ -122,6 +122,50 @@ impl Nats {
         })
     }
 
+    /// Each named stream's state and config, `None` for a stream that does not exist.
+    pub fn stream_infos(
+        &self,
+        creds: &str,
+        names: &[String],
+    ) -> Result<Vec<(String, Option<StreamState>)>> {
+        self.rt.block_on(async {
+            let client = connect(&self.url, creds)
+                .await
+                .map_err(other("reader connect"))?;
+            let js = jetstream::new(client);
+            let mut out = Vec::new();
+            for name in names {
+                let state = match js.get_stream(name).await {
+                    Ok(mut s) => {
+                        let info = s
+                            .info()
+                            .await
+                            .map_err(|e| Error::Other(format!("{name}: {e}")))?;
+                        Some(StreamState {
+                            messages: info.state.messages,
+                            first_seq: info.state.first_sequence,
+                            last_seq: info.state.last_sequence,
+                            config: serde_json::to_value(&info.config)
+                                .map_err(|e| Error::Other(e.to_string()))?,
+                        })
+                    }
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            jetstream::context::GetStreamErrorKind::JetStream(ref j)
+                                if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+                        ) =>
+                    {
+                        None
+                    }
+                    Err(e) => return Err(Error::Other(format!("reading stream {name}: {e}"))),
+                };
+                out.push((name.clone(), state));
+            }
+            Ok(out)
+        })
+    }
+
     /// Live figures for every account, through an ephemeral system-account user.
     pub fn figures(&self, sys_creds: &str) -> Result<Figures> {
         self.rt.block_on(async {
@@ -309,6 +353,15 @@ fn kv_config(want: &Expected) -> kv::Config {
         },
         Expected::Stream { name, .. } => unreachable!("{name} is a stream, not a bucket"),
     }
+}
+
+/// A stream's state and config as the broker reports them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StreamState {
+    pub messages: u64,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub config: serde_json::Value,
 }
 
 /// Live figures of the whole broker.

@@ -4,6 +4,7 @@
 //! running (data is deleted from the store folder, there is nothing to reload or provision);
 //! [`Running`] serves a live one over NATS and signals.
 
+pub mod isolated;
 pub mod live;
 pub mod preflight;
 pub mod process;

@@ -28,6 +28,10 @@ pub struct DownArgs {
     /// How long to wait for the root's lock.
     #[arg(long, value_parser = super::parse_duration, default_value = "0")]
     pub lock_timeout: Duration,
+    /// Record a cut (broker stopped, listener unreachable) for `space backup` and `space restore`;
+    /// `cotal up` clears it.
+    #[arg(long)]
+    pub preserve_state: bool,
 }
 
 /// Render from the inventory, start nats-server, provision what is missing.
@@ -64,6 +68,9 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         desired.broker.port,
         args.timeout,
     )?;
+    if crate::store::cut::clear(&root)? {
+        println!("The cut taken by `cotal down --preserve-state` is cleared.");
+    }
     println!(
         "nats-server started (pid {pid}) on nats://{}:{}",
         desired.broker.host, desired.broker.port
@@ -161,9 +168,35 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
             "The pidfile named pid {pid}, which is not this root's nats-server (dead or reused); it was removed, nothing was signalled."
         );
     }
-    match process::stop(&root, args.grace)? {
+    let stopped = process::stop(&root, args.grace)?;
+    match stopped {
         Some(pid) => println!("nats-server stopped (pid {pid})."),
         None => println!("The broker was not running."),
+    }
+    if args.preserve_state {
+        let (desired, _) = observe::desired(&root)?;
+        let (host, port) = (&desired.broker.host, desired.broker.port);
+        if process::accepts_connections(host, port) {
+            return Err(Error::Refused(format!(
+                "the broker is stopped but {host}:{port} still accepts connections (another process?); no cut without that evidence.\nnext: find what listens there"
+            )));
+        }
+        let cut = crate::store::cut::Cut {
+            op: "cut".into(),
+            at: crate::apply::timestamp(),
+            generation: crate::store::generation::load(&root)?.generation(),
+            evidence: crate::store::cut::Evidence {
+                broker_stopped: true,
+                listener_unreachable: true,
+                stopped_pid: stopped,
+                listener: format!("{host}:{port}"),
+            },
+        };
+        crate::store::cut::save(&root, &cut)?;
+        println!(
+            "Cut recorded at {} (generation {}): the store is preserved for `cotal space backup` and `cotal space restore`; `cotal up` clears it.",
+            cut.at, cut.generation
+        );
     }
     Ok(0)
 }

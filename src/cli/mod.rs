@@ -3,6 +3,7 @@
 
 mod apply_cmd;
 mod audit_cmd;
+mod backup_cmd;
 mod broker_cmd;
 mod creds_cmd;
 mod init;

@@ -47,6 +47,19 @@ pub enum Command {
         #[command(flatten)]
         confirm: ConfirmArgs,
     },
+    /// Back up a space's streams from the preserved store (after `cotal down --preserve-state`).
+    Backup {
+        name: String,
+        dir: std::path::PathBuf,
+    },
+    /// Restore a space's streams into its empty namespace (after `cotal down --preserve-state`).
+    Restore {
+        name: String,
+        dir: std::path::PathBuf,
+        /// The artifact comes from another account (another broker): move the space here.
+        #[arg(long)]
+        relocate: bool,
+    },
     /// List the spaces of cotal.toml and the root, with their states.
     List {
         #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
@@ -148,6 +161,12 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             "space resume",
         ),
         Command::List { format } => list(&root, format),
+        Command::Backup { name, dir } => super::backup_cmd::backup(global, &name, &dir),
+        Command::Restore {
+            name,
+            dir,
+            relocate,
+        } => super::backup_cmd::restore(global, &name, &dir, relocate),
     }
 }
 

@@ -29,6 +29,8 @@ struct Status {
     broker: BrokerStatus,
     generation: u64,
     journal_open: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cut: Option<String>,
     spaces: Vec<SpaceStatus>,
 }
 
@@ -91,6 +93,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         },
         generation: observed.generation.generation(),
         journal_open: matches!(observed.journal, JournalState::Open(_)),
+        cut: crate::store::cut::load(&root)?.map(|c| c.at),
         spaces: observed
             .inventory
             .spaces
@@ -132,6 +135,13 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
     }
     out.push('\n');
     let _ = writeln!(out, "generation  {}", s.generation);
+    if let Some(cut) = &s.cut {
+        let _ = writeln!(
+            out,
+            "cut         taken at {} (backup and restore allowed; `cotal up` clears it)",
+            cut
+        );
+    }
     if let JournalState::Open(j) = &observed.journal {
         let _ = writeln!(
             out,

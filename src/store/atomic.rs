@@ -17,9 +17,17 @@ pub const PUBLIC: u32 = 0o644;
 /// Mode of private directories.
 pub const PRIVATE_DIR: u32 = 0o700;
 
+/// The directory holding `path` (`.` for a bare file name).
+fn parent_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
 /// Atomically replace `path` with `bytes`, created with `mode`.
 pub fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
+    let dir = parent_of(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(".cotal-tmp.")
         .permissions(fs::Permissions::from_mode(mode))
@@ -58,14 +66,14 @@ pub fn ensure_dir(dir: &Path, mode: u32) -> Result<()> {
 /// Rename durably (both names in one directory, or the target's directory fsynced).
 pub fn rename(from: &Path, to: &Path) -> Result<()> {
     fs::rename(from, to).at(from)?;
-    sync_dir(to.parent().unwrap_or(Path::new(".")))
+    sync_dir(parent_of(to))
 }
 
 /// Remove a file if it exists; true when something was removed.
 pub fn remove_file(path: &Path) -> Result<bool> {
     match fs::remove_file(path) {
         Ok(()) => {
-            sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+            sync_dir(parent_of(path))?;
             Ok(true)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
@@ -85,7 +93,7 @@ pub fn remove_tree(path: &Path) -> Result<bool> {
             } else {
                 fs::remove_file(path).at(path)?;
             }
-            sync_dir(path.parent().unwrap_or(Path::new(".")))?;
+            sync_dir(parent_of(path))?;
             Ok(true)
         }
     }

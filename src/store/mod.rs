@@ -8,6 +8,7 @@ pub mod account_record;
 pub mod atomic;
 pub mod audit;
 pub mod broker_record;
+pub mod cut;
 pub mod generation;
 pub mod inventory;
 pub mod jetstream_dir;

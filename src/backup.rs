@@ -1,0 +1,579 @@
+//! Per-space backup and restore of a preserved store (seed 000 section 2.3, issue 5).
+//!
+//! The choice: a backup **copies the space's stream folders** out of the preserved JetStream
+//! store while the broker is stopped (after the cut), and a restore copies them into the store of
+//! the target account. Files are taken byte for byte, so messages, subjects, headers, timestamps
+//! and sequence numbers come back exactly, with no snapshot protocol to drive (async-nats does not
+//! wrap `$JS.API.STREAM.SNAPSHOT`/`RESTORE`). An isolated broker (loopback, free port, only that
+//! space's trust) reads each stream's config, count and sequence range for the manifest, and after
+//! a restore checks them again.
+//!
+//! Invariants: nothing is written to a store or an artifact before every check passed; an
+//! artifact appears under its final name only when complete (`manifest.json` written last, the
+//! folder renamed into place); a restore that fails its verification removes what it copied; an
+//! artifact holds no trust material (no seeds, no JWTs).
+
+use crate::broker::isolated::Isolated;
+use crate::error::{Error, IoContext, Result};
+use crate::mint;
+use crate::model::SpaceName;
+use crate::observed::BrokerTrust;
+use crate::permissions;
+use crate::secret::Seed;
+use crate::store::{Root, atomic};
+use crate::streams;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+pub const MANIFEST: &str = "manifest.json";
+pub const FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Manifest {
+    pub format: u32,
+    pub space: SpaceName,
+    /// The account public key the data came from.
+    pub account: String,
+    pub tool: String,
+    pub created_at: String,
+    pub streams: Vec<StreamEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StreamEntry {
+    pub name: String,
+    pub config: serde_json::Value,
+    pub messages: u64,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub files: Vec<FileEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileEntry {
+    /// Relative to the stream's folder.
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// What the space is on this root.
+pub struct Target<'a> {
+    pub trust: &'a BrokerTrust,
+    pub space: &'a SpaceName,
+    pub account: &'a str,
+    pub jwt: &'a str,
+    pub signing_seed: &'a Seed,
+    pub store_dir: &'a Path,
+}
+
+/// The streams a backup carries for a space with token `t`.
+pub fn backed_up(t: &str) -> Vec<String> {
+    streams::expected(t)
+        .into_iter()
+        .filter(|e| e.backed_up())
+        .map(|e| e.stream_name())
+        .collect()
+}
+
+/// Partition the store's streams (account folder -> stream folders) across the tenants
+/// (account -> space). Pure. Refuses any stream under an account that is no tenant.
+pub fn partition(
+    listing: &BTreeMap<String, Vec<String>>,
+    tenants: &BTreeMap<String, SpaceName>,
+) -> Result<BTreeMap<SpaceName, Vec<String>>, String> {
+    let mut out = BTreeMap::new();
+    let mut orphans = Vec::new();
+    for (account, names) in listing {
+        match tenants.get(account) {
+            Some(space) => {
+                out.insert(space.clone(), names.clone());
+            }
+            None if names.is_empty() => {}
+            None => orphans.push(format!("{} (under account {account})", names.join(", "))),
+        }
+    }
+    if orphans.is_empty() {
+        Ok(out)
+    } else {
+        Err(format!(
+            "the store holds streams that belong to no tenant of this root: {}; the store does not match the inventory, so no per-space artifact is consistent",
+            orphans.join("; ")
+        ))
+    }
+}
+
+/// `<store>/jetstream/<account>/streams/<name>` for every account folder.
+pub fn list_store(store_dir: &Path) -> Result<BTreeMap<String, Vec<String>>> {
+    let js = store_dir.join("jetstream");
+    let mut out = BTreeMap::new();
+    let entries = match std::fs::read_dir(&js) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        other => other.at(&js)?,
+    };
+    for entry in entries.flatten() {
+        if !entry.file_type().at(entry.path())?.is_dir() {
+            continue;
+        }
+        let account = entry.file_name().to_string_lossy().into_owned();
+        let streams_dir = entry.path().join("streams");
+        let mut names: Vec<String> = match std::fs::read_dir(&streams_dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            other => other
+                .at(&streams_dir)?
+                .flatten()
+                .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+        };
+        names.sort();
+        out.insert(account, names);
+    }
+    Ok(out)
+}
+
+fn stream_dir(store_dir: &Path, account: &str, stream: &str) -> PathBuf {
+    store_dir
+        .join("jetstream")
+        .join(account)
+        .join("streams")
+        .join(stream)
+}
+
+fn reader_creds(target: &Target) -> Result<String> {
+    mint::user(
+        target.account,
+        target.signing_seed,
+        "cotal-backup-reader",
+        permissions::reader(),
+        Some(permissions::EPHEMERAL),
+    )
+    .map(|(creds, _)| creds)
+    .map_err(Error::Other)
+}
+
+/// Ask an isolated broker for each stream's state.
+fn read_states(
+    root: &Root,
+    target: &Target,
+    names: &[String],
+) -> Result<BTreeMap<String, Option<crate::broker::live::StreamState>>> {
+    let isolated = Isolated::start(
+        root,
+        target.trust,
+        target.space,
+        target.account,
+        target.jwt,
+        target.store_dir,
+    )?;
+    let creds = reader_creds(target)?;
+    let states = isolated.nats.stream_infos(&creds, names)?;
+    drop(isolated);
+    Ok(states.into_iter().collect())
+}
+
+/// Back up a space's streams into `dir`, which must not exist.
+pub fn backup(
+    root: &Root,
+    target: &Target,
+    tenants: &BTreeMap<String, SpaceName>,
+    dir: &Path,
+) -> Result<Manifest> {
+    if dir.exists() {
+        return Err(Error::Refused(format!(
+            "{} already exists; a backup never writes into an existing folder.\nnext: choose a new folder, or move the old one aside",
+            dir.display()
+        )));
+    }
+    let listing = list_store(target.store_dir)?;
+    partition(&listing, tenants).map_err(|e| {
+        Error::Refused(format!(
+            "{e}.\nnext: find where those streams came from before taking a per-space backup"
+        ))
+    })?;
+    let present = listing.get(target.account).cloned().unwrap_or_default();
+    let wanted = backed_up(&target.space.token());
+    let missing: Vec<&String> = wanted
+        .iter()
+        .filter(|n| {
+            !present.contains(n)
+                || !stream_dir(target.store_dir, target.account, n)
+                    .join("meta.inf")
+                    .is_file()
+        })
+        .collect();
+    if !missing.is_empty() {
+        return Err(Error::Refused(format!(
+            "{} is not complete in the store: missing {}.\nnext: start the broker (`cotal up`) so provisioning completes it, then take the cut again",
+            crate::plan::q(target.space),
+            missing
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    let states = read_states(root, target, &wanted)?;
+
+    // Everything is checked: write the artifact under a temporary name, then rename it.
+    let partial = dir.with_file_name(format!(
+        ".{}.cotal-partial",
+        dir.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "backup".into())
+    ));
+    let _ = atomic::remove_tree(&partial);
+    let result = (|| -> Result<Manifest> {
+        atomic::ensure_dir(&partial.join("streams"), atomic::PRIVATE_DIR)?;
+        let mut entries = Vec::new();
+        for name in &wanted {
+            let state = states.get(name).cloned().flatten().ok_or_else(|| {
+                Error::Refused(format!(
+                    "the isolated broker does not load stream {name}; the store may be damaged"
+                ))
+            })?;
+            let files = copy_tree(
+                &stream_dir(target.store_dir, target.account, name),
+                &partial.join("streams").join(name),
+            )?;
+            entries.push(StreamEntry {
+                name: name.clone(),
+                config: state.config,
+                messages: state.messages,
+                first_seq: state.first_seq,
+                last_seq: state.last_seq,
+                files,
+            });
+        }
+        let manifest = Manifest {
+            format: FORMAT,
+            space: target.space.clone(),
+            account: target.account.to_string(),
+            tool: format!("cotal {}", env!("CARGO_PKG_VERSION")),
+            created_at: crate::apply::timestamp(),
+            streams: entries,
+        };
+        let mut json = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
+        json.push(b'\n');
+        atomic::write(&partial.join(MANIFEST), &json, atomic::SECRET)?;
+        Ok(manifest)
+    })();
+    match result {
+        Ok(manifest) => {
+            atomic::rename(&partial, dir)?;
+            Ok(manifest)
+        }
+        Err(e) => {
+            let _ = atomic::remove_tree(&partial);
+            Err(e)
+        }
+    }
+}
+
+/// Copy a folder's regular files (recursively), returning their checksums. Links are refused.
+fn copy_tree(from: &Path, to: &Path) -> Result<Vec<FileEntry>> {
+    let mut out = Vec::new();
+    copy_into(from, to, "", &mut out)?;
+    out.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
+}
+
+fn copy_into(from: &Path, to: &Path, rel: &str, out: &mut Vec<FileEntry>) -> Result<()> {
+    atomic::ensure_dir(to, atomic::PRIVATE_DIR)?;
+    for entry in std::fs::read_dir(from).at(from)? {
+        let entry = entry.at(from)?;
+        let kind = entry.file_type().at(entry.path())?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let child_rel = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        if kind.is_dir() {
+            copy_into(&entry.path(), &to.join(&name), &child_rel, out)?;
+        } else if kind.is_file() {
+            let bytes = std::fs::read(entry.path()).at(entry.path())?;
+            atomic::write(&to.join(&name), &bytes, atomic::SECRET)?;
+            out.push(FileEntry {
+                path: child_rel,
+                sha256: hex::encode(Sha256::digest(&bytes)),
+                bytes: bytes.len() as u64,
+            });
+        } else {
+            return Err(Error::Refused(format!(
+                "{} is not a regular file or folder",
+                entry.path().display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Read and verify an artifact: the manifest parses, names `space`, and every file is there with
+/// its checksum, and no stream folder is missing or extra.
+pub fn verify_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
+    let manifest_path = dir.join(MANIFEST);
+    let bytes = std::fs::read(&manifest_path).map_err(|_| {
+        Error::Refused(format!(
+            "{} has no readable manifest.json: it is not a complete cotal space backup (a truncated artifact?)",
+            dir.display()
+        ))
+    })?;
+    let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::Refused(format!(
+            "{}: not a cotal space manifest: {e}",
+            manifest_path.display()
+        ))
+    })?;
+    if manifest.format != FORMAT {
+        return Err(Error::Refused(format!(
+            "{}: artifact format {} is not {FORMAT}",
+            manifest_path.display(),
+            manifest.format
+        )));
+    }
+    if &manifest.space != space {
+        return Err(Error::Refused(format!(
+            "{} is a backup of space {}, not {}; a backup restores only into the space it was taken from",
+            dir.display(),
+            crate::plan::q(&manifest.space),
+            crate::plan::q(space)
+        )));
+    }
+    let expected = backed_up(&space.token());
+    let names: Vec<String> = manifest.streams.iter().map(|s| s.name.clone()).collect();
+    if names != expected {
+        return Err(Error::Refused(format!(
+            "{}: the manifest lists streams {names:?}, a backup of {} holds {expected:?}",
+            manifest_path.display(),
+            crate::plan::q(space)
+        )));
+    }
+    for stream in &manifest.streams {
+        let base = dir.join("streams").join(&stream.name);
+        if !base.is_dir() {
+            return Err(Error::Refused(format!(
+                "{}: stream {} is missing from the artifact",
+                dir.display(),
+                stream.name
+            )));
+        }
+        for f in &stream.files {
+            if f.path
+                .split('/')
+                .any(|c| c.is_empty() || c == "." || c == "..")
+            {
+                return Err(Error::Refused(format!(
+                    "{}: unsafe path {:?} in the manifest",
+                    manifest_path.display(),
+                    f.path
+                )));
+            }
+            let path = base.join(&f.path);
+            let meta = std::fs::symlink_metadata(&path).map_err(|_| {
+                Error::Refused(format!(
+                    "{} is missing from the artifact (truncated?)",
+                    path.display()
+                ))
+            })?;
+            if !meta.is_file() {
+                return Err(Error::Refused(format!(
+                    "{} is not a regular file",
+                    path.display()
+                )));
+            }
+            let data = std::fs::read(&path).at(&path)?;
+            if data.len() as u64 != f.bytes || hex::encode(Sha256::digest(&data)) != f.sha256 {
+                return Err(Error::Refused(format!(
+                    "{} does not match its checksum in the manifest: the artifact was truncated or tampered with",
+                    path.display()
+                )));
+            }
+        }
+        let mut listed: Vec<String> = stream.files.iter().map(|f| f.path.clone()).collect();
+        listed.sort();
+        let mut found = Vec::new();
+        list_files(&base, "", &mut found)?;
+        found.sort();
+        if listed != found {
+            return Err(Error::Refused(format!(
+                "{}: the stream folder {} holds files the manifest does not list (or lacks some): tampered",
+                dir.display(),
+                stream.name
+            )));
+        }
+    }
+    Ok(manifest)
+}
+
+fn list_files(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
+    for entry in std::fs::read_dir(dir).at(dir)?.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let child = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        if entry.file_type().at(entry.path())?.is_dir() {
+            list_files(&entry.path(), &child, out)?;
+        } else {
+            out.push(child);
+        }
+    }
+    Ok(())
+}
+
+/// How a restored stream compares with its manifest entry.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verified {
+    pub stream: String,
+    pub messages: u64,
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+/// Restore a verified artifact into the target's empty namespace, then check it on an isolated
+/// broker. `relocate` allows an artifact taken from another account.
+pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Result<Vec<Verified>> {
+    let manifest = verify_artifact(dir, target.space)?;
+    if manifest.account != target.account && !relocate {
+        return Err(Error::Refused(format!(
+            "{} was backed up from account {}, but {} is now account {} on this broker.\n\
+             next: if you are deliberately moving the space here, pass --relocate",
+            dir.display(),
+            manifest.account,
+            crate::plan::q(target.space),
+            target.account
+        )));
+    }
+    let existing: Vec<&str> = manifest
+        .streams
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| stream_dir(target.store_dir, target.account, n).exists())
+        .collect();
+    if !existing.is_empty() {
+        return Err(Error::Refused(format!(
+            "{} already has {} in the store; a restore fills an empty namespace and never merges.\n\
+             next: restore into a space added while the broker is stopped (before `cotal up` provisions it)",
+            crate::plan::q(target.space),
+            existing.join(", ")
+        )));
+    }
+    let staging = target
+        .store_dir
+        .join("jetstream")
+        .join(target.account)
+        .join(".cotal-restore");
+    let _ = atomic::remove_tree(&staging);
+    let mut placed: Vec<PathBuf> = Vec::new();
+    let result = (|| -> Result<Vec<Verified>> {
+        for stream in &manifest.streams {
+            copy_tree(
+                &dir.join("streams").join(&stream.name),
+                &staging.join(&stream.name),
+            )?;
+        }
+        atomic::ensure_dir(
+            &target
+                .store_dir
+                .join("jetstream")
+                .join(target.account)
+                .join("streams"),
+            atomic::PRIVATE_DIR,
+        )?;
+        for stream in &manifest.streams {
+            let dest = stream_dir(target.store_dir, target.account, &stream.name);
+            atomic::rename(&staging.join(&stream.name), &dest)?;
+            placed.push(dest);
+        }
+        let _ = atomic::remove_tree(&staging);
+        let names: Vec<String> = manifest.streams.iter().map(|s| s.name.clone()).collect();
+        let states = read_states(root, target, &names)?;
+        let mut report = Vec::new();
+        for stream in &manifest.streams {
+            let state = states.get(&stream.name).cloned().flatten().ok_or_else(|| {
+                Error::Other(format!(
+                    "stream {} did not load after the restore",
+                    stream.name
+                ))
+            })?;
+            if (state.messages, state.first_seq, state.last_seq)
+                != (stream.messages, stream.first_seq, stream.last_seq)
+            {
+                return Err(Error::Other(format!(
+                    "stream {} came back with {} messages, sequences {}..{}; the manifest says {}, {}..{}",
+                    stream.name,
+                    state.messages,
+                    state.first_seq,
+                    state.last_seq,
+                    stream.messages,
+                    stream.first_seq,
+                    stream.last_seq
+                )));
+            }
+            report.push(Verified {
+                stream: stream.name.clone(),
+                messages: state.messages,
+                first_seq: state.first_seq,
+                last_seq: state.last_seq,
+            });
+        }
+        Ok(report)
+    })();
+    if result.is_err() {
+        for p in &placed {
+            let _ = atomic::remove_tree(p);
+        }
+        let _ = atomic::remove_tree(&staging);
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn partition_refuses_streams_of_no_tenant() {
+        let design = SpaceName::parse("design").unwrap();
+        let tenants = BTreeMap::from([("AD".to_string(), design.clone())]);
+        let listing = BTreeMap::from([
+            ("AD".to_string(), vec!["CHAT_design".to_string()]),
+            ("AEMPTY".to_string(), vec![]),
+        ]);
+        assert_eq!(
+            partition(&listing, &tenants).unwrap()[&design],
+            vec!["CHAT_design"]
+        );
+        let mut bad = listing.clone();
+        bad.insert("AX".into(), vec!["CHAT_x".into()]);
+        assert!(
+            partition(&bad, &tenants)
+                .unwrap_err()
+                .contains("CHAT_x (under account AX)")
+        );
+    }
+
+    #[test]
+    fn a_backup_holds_the_five_streams_and_three_buckets() {
+        assert_eq!(
+            backed_up("d"),
+            [
+                "CHAT_d",
+                "DM_d",
+                "TASK_d",
+                "INBOX_d",
+                "DLV_d",
+                "KV_cotal_channels_d",
+                "KV_cotal_members_d",
+                "KV_cotal_acl_d"
+            ]
+        );
+    }
+}
