@@ -353,7 +353,18 @@ fn run_step(
     let root = ctx.root;
     match step {
         Step::FinishJournal { .. } => Ok(()),
-        Step::DeleteStreams { space, account, .. } => {
+        Step::DeleteStreams {
+            space,
+            account,
+            committed,
+            ..
+        } => {
+            // Past the commit point the streams are gone already, and after the reload the
+            // account may no longer be loaded, so a running broker is not asked again (the
+            // store folder is reaped later); a stopped broker's folder removal is idempotent.
+            if *committed && broker.running() {
+                return Ok(());
+            }
             let teardown = if broker.running() {
                 space_user(
                     root,
@@ -709,6 +720,7 @@ fn reap(
             .reap_failures
             .push(format!("account record of {}: {e}", plan::q(space)));
     }
+    fault::point("mid-reap");
     if let Err(e) = space_dir::reap(root, space, account) {
         outcome
             .reap_failures

@@ -4,6 +4,9 @@
 //! Waits are bounded waits for an event (a disconnect, a message), never sleeps.
 
 mod common;
+#[cfg(feature = "fault-injection")]
+#[path = "broker/crash.rs"]
+mod crash;
 
 use common::{TestRoot, stdout};
 use futures::StreamExt;

@@ -133,6 +133,24 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, (char, u32, String)>
     }
 }
 
+/// The space names of a `[spaces.X]` snippet, each with whether it says suspended.
+pub fn spaces_of(snippet: &str) -> BTreeMap<&str, bool> {
+    let mut out = BTreeMap::new();
+    let mut current = None;
+    for line in snippet.lines() {
+        if let Some(rest) = line.strip_prefix("[spaces.") {
+            let name = rest.trim_end_matches(']').split('.').next().unwrap();
+            out.entry(name).or_insert(false);
+            current = Some(name);
+        } else if line.contains("suspended")
+            && let Some(name) = current
+        {
+            out.insert(name, true);
+        }
+    }
+    out
+}
+
 /// stdout of a finished command as text.
 pub fn stdout(a: &assert_cmd::assert::Assert) -> String {
     String::from_utf8_lossy(&a.get_output().stdout).into_owned()

@@ -1,0 +1,350 @@
+//! The crash matrix (issue 6): every named crash point of apply, for every kind of plan, against
+//! a real broker: the process aborts at the point (as a power cut would), then a re-run of apply
+//! must leave a converged broker with every invariant intact. Plus seeded SIGKILLs at random
+//! moments of a large plan.
+
+use super::{Broker, Client};
+use crate::common::stdout;
+use std::collections::BTreeMap;
+
+/// Every crash point compiled into a fault-injection build, in the order apply meets them.
+pub const POINTS: [&str; 10] = [
+    "after-journal-open",
+    "after-streams-deleted",
+    "after-record-written",
+    "after-config-promoted",
+    "before-reload",
+    "after-reload",
+    "mid-provision",
+    "mid-reap",
+    "after-reap",
+    "before-journal-close",
+];
+
+/// A kind of plan: the spaces before, the spaces after.
+struct Kind {
+    name: &'static str,
+    before: &'static str,
+    after: &'static str,
+}
+
+const SIB: &str = "[spaces.sib]\n\n";
+
+fn kinds() -> Vec<Kind> {
+    vec![
+        Kind {
+            name: "add",
+            before: "[spaces.keep]\n",
+            after: "[spaces.keep]\n\n[spaces.new]\n",
+        },
+        Kind {
+            name: "remove",
+            before: "[spaces.keep]\n\n[spaces.gone]\n",
+            after: "[spaces.keep]\n",
+        },
+        Kind {
+            name: "mixed",
+            before: "[spaces.keep]\n\n[spaces.gone]\n",
+            after: "[spaces.keep]\n\n[spaces.new]\n",
+        },
+        Kind {
+            name: "suspend",
+            before: "[spaces.keep]\n",
+            after: "[spaces.keep]\nstate = \"suspended\"\n",
+        },
+        Kind {
+            name: "limits",
+            before: "[spaces.keep]\n",
+            after: "[spaces.keep.limits]\nmax_connections = 50\nmax_storage = \"1GiB\"\n",
+        },
+    ]
+}
+
+fn publish(b: &Broker, c: &Client, space: &str, n: usize) {
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(c.client.clone());
+        for i in 0..n {
+            js.publish(
+                format!("cotal.{space}.chat.general"),
+                format!("m{i}").into(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        }
+    });
+}
+
+fn messages(b: &Broker, space: &str) -> u64 {
+    b.space_status(space)
+        .and_then(|s| s["messages"].as_u64())
+        .unwrap_or(0)
+}
+
+/// The invariants after a crash and a re-run, for the spaces of `desired` (name -> suspended).
+fn assert_converged(
+    b: &Broker,
+    desired: &BTreeMap<&str, bool>,
+    removed: &BTreeMap<String, String>,
+    generation: u64,
+    sib: &Client,
+    sib_messages: u64,
+    keep_messages: u64,
+    what: &str,
+) {
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    assert!(
+        !b.root.file(".cotal/maintenance/journal.json").exists(),
+        "{what}: journal closed"
+    );
+    assert_eq!(
+        b.root.generation(),
+        generation + 1,
+        "{what}: exactly one promotion"
+    );
+    let status = b.status();
+    let names: Vec<&str> = status["spaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        desired.keys().copied().collect::<Vec<_>>(),
+        "{what}: the tenant set"
+    );
+    for (space, suspended) in desired {
+        let s = b.space_status(space).unwrap();
+        if *suspended {
+            assert_eq!(s["state"], "suspended", "{what}: {space}");
+        } else {
+            assert_eq!(s["servable"], true, "{what}: {space} {s}");
+            assert_eq!(s["streams"], 12, "{what}: {space}");
+        }
+    }
+    for (space, account) in removed {
+        assert!(
+            !b.root.account_record(space).exists(),
+            "{what}: {space} record reaped"
+        );
+        assert!(
+            !b.root
+                .file(&format!(".cotal/space.{}", hex::encode(space)))
+                .exists(),
+            "{what}: {space} folder reaped"
+        );
+        assert!(
+            !b.root
+                .file(&format!(".cotal/nats/jetstream/{account}"))
+                .exists(),
+            "{what}: {space} streams gone"
+        );
+    }
+    assert_eq!(
+        sib.disconnects(),
+        0,
+        "{what}: the sibling never saw a disconnect"
+    );
+    assert_eq!(
+        messages(b, "sib"),
+        sib_messages,
+        "{what}: the sibling kept its data"
+    );
+    if !desired["keep"] {
+        assert_eq!(
+            messages(b, "keep"),
+            keep_messages,
+            "{what}: keep kept its data"
+        );
+    }
+}
+
+fn run_kind(kind: &Kind) {
+    let b = Broker::start(&format!("{SIB}{}", kind.before));
+    let sib = b.client("sib").unwrap();
+    publish(&b, &sib, "sib", 3);
+    let keep = b.client("keep").unwrap();
+    publish(&b, &keep, "keep", 2);
+    drop(keep);
+    let sib_messages = messages(&b, "sib");
+    let keep_messages = messages(&b, "keep");
+    let after_text = format!("{SIB}{}", kind.after);
+    let after_desired: BTreeMap<&str, bool> = crate::common::spaces_of(&after_text);
+    for point in POINTS {
+        let what = format!("{} plan, crash {point}", kind.name);
+        b.desire(&format!("{SIB}{}", kind.before));
+        b.root.apply().success();
+        let generation = b.root.generation();
+        let removed: BTreeMap<String, String> =
+            crate::common::spaces_of(&format!("{SIB}{}", kind.before))
+                .keys()
+                .filter(|s| !after_desired.contains_key(*s))
+                .map(|s| (s.to_string(), b.root.account_pub(s)))
+                .collect();
+        b.desire(&format!("{SIB}{}", kind.after));
+        let crashed = b
+            .root
+            .cotal(&["apply", "--auto-approve", "--allow-destroy"])
+            .env("COTAL_CRASH_AT", point)
+            .output()
+            .unwrap();
+        let hit = String::from_utf8_lossy(&crashed.stderr).contains("crash injected");
+        assert_eq!(
+            hit,
+            !crashed.status.success(),
+            "{what}: {}",
+            String::from_utf8_lossy(&crashed.stderr)
+        );
+        if hit {
+            let rerun = b
+                .root
+                .cotal(&["apply", "--auto-approve", "--allow-destroy"])
+                .assert()
+                .success();
+            assert!(
+                stdout(&rerun).contains("Apply complete") || stdout(&rerun).contains("No changes"),
+                "{what}"
+            );
+        }
+        assert_converged(
+            &b,
+            &after_desired,
+            &removed,
+            generation,
+            &sib,
+            sib_messages,
+            keep_messages,
+            &what,
+        );
+    }
+}
+
+#[test]
+fn crash_matrix_add() {
+    run_kind(&kinds()[0]);
+}
+
+#[test]
+fn crash_matrix_remove() {
+    run_kind(&kinds()[1]);
+}
+
+#[test]
+fn crash_matrix_mixed() {
+    run_kind(&kinds()[2]);
+}
+
+#[test]
+fn crash_matrix_suspend() {
+    run_kind(&kinds()[3]);
+}
+
+#[test]
+fn crash_matrix_limits() {
+    run_kind(&kinds()[4]);
+}
+
+/// A tiny seeded generator, so the kill moments are the same on every run.
+struct XorShift(u64);
+
+impl XorShift {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+}
+
+#[test]
+fn sigkill_at_seeded_random_moments_of_a_large_plan() {
+    let set = |prefix: &str| {
+        (1..=6)
+            .map(|i| format!("[spaces.{prefix}{i}]\n"))
+            .collect::<String>()
+    };
+    let (x, y) = (set("x"), set("y"));
+    let b = Broker::start(&format!("{SIB}{x}"));
+    let sib = b.client("sib").unwrap();
+    publish(&b, &sib, "sib", 3);
+    let sib_messages = messages(&b, "sib");
+    let mut rng = XorShift(0x00C0_7A1C_2026_1130);
+    let trials = std::env::var("COTAL_KILL_TRIALS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30);
+    let mut killed = 0;
+    for trial in 0..trials {
+        let target = if trial % 2 == 0 { &y } else { &x };
+        let generation = b.root.generation();
+        b.desire(&format!("{SIB}{target}"));
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cotal"))
+            .args([
+                "--root",
+                b.root.path().to_str().unwrap(),
+                "apply",
+                "--auto-approve",
+                "--allow-destroy",
+            ])
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        // The kill moment is the fault being injected, not a synchronisation.
+        std::thread::sleep(std::time::Duration::from_millis(rng.next() % 700));
+        let _ = child.kill();
+        let status = child.wait().unwrap();
+        if !status.success() {
+            killed += 1;
+        }
+        b.root
+            .cotal(&["apply", "--auto-approve", "--allow-destroy"])
+            .assert()
+            .success();
+        b.root
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(0);
+        assert!(
+            !b.root.file(".cotal/maintenance/journal.json").exists(),
+            "trial {trial}"
+        );
+        let g = b.root.generation();
+        assert!(
+            g == generation + 1,
+            "trial {trial}: generation {generation} -> {g}"
+        );
+        let status = b.status();
+        let names: Vec<String> = status["spaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["name"].as_str().unwrap().to_string())
+            .collect();
+        let expected: Vec<String> = crate::common::spaces_of(&format!("{SIB}{target}"))
+            .keys()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(names, expected, "trial {trial}");
+        assert!(
+            status["spaces"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .all(|s| s["servable"] == true),
+            "trial {trial}: {status}"
+        );
+        assert_eq!(sib.disconnects(), 0, "trial {trial}");
+        assert_eq!(messages(&b, "sib"), sib_messages, "trial {trial}");
+    }
+    assert!(
+        killed >= trials / 3,
+        "most kills landed mid-apply ({killed} of {trials})"
+    );
+}
