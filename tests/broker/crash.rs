@@ -82,17 +82,26 @@ fn messages(b: &Broker, space: &str) -> u64 {
         .unwrap_or(0)
 }
 
-/// The invariants after a crash and a re-run, for the spaces of `desired` (name -> suspended).
-fn assert_converged(
-    b: &Broker,
-    desired: &BTreeMap<&str, bool>,
-    removed: &BTreeMap<String, String>,
+/// What must hold after a crash and a re-run.
+struct Expected<'a> {
+    /// Space name -> suspended.
+    desired: &'a BTreeMap<&'a str, bool>,
+    /// Removed space -> its old account.
+    removed: &'a BTreeMap<String, String>,
     generation: u64,
-    sib: &Client,
     sib_messages: u64,
     keep_messages: u64,
-    what: &str,
-) {
+}
+
+/// The invariants after a crash and a re-run.
+fn assert_converged(b: &Broker, sib: &Client, e: &Expected, what: &str) {
+    let Expected {
+        desired,
+        removed,
+        generation,
+        sib_messages,
+        keep_messages,
+    } = *e;
     b.root
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
@@ -211,16 +220,14 @@ fn run_kind(kind: &Kind) {
                 "{what}"
             );
         }
-        assert_converged(
-            &b,
-            &after_desired,
-            &removed,
+        let expected = Expected {
+            desired: &after_desired,
+            removed: &removed,
             generation,
-            &sib,
             sib_messages,
             keep_messages,
-            &what,
-        );
+        };
+        assert_converged(&b, &sib, &expected, &what);
     }
 }
 
