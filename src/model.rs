@@ -8,6 +8,9 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+/// The longest name whose hex still fits a file name: (255 - len("account..json")) / 2.
+pub const MAX_NAME_BYTES: usize = 121;
+
 /// A space (tenant) name. Case-sensitive, any UTF-8 except `""`, `.` and `..`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
@@ -15,10 +18,17 @@ pub struct SpaceName(String);
 
 impl SpaceName {
     /// Validate a raw name. The error says why, in words an operator understands.
+    ///
+    /// The only length limit is the filesystem's: the name's hex is a file name
+    /// (`account.<hex>.json`), which must fit in 255 bytes.
     pub fn parse(raw: &str) -> Result<Self, String> {
         match raw {
             "" => Err("a space name cannot be empty".into()),
             "." | ".." => Err(format!("{raw:?} is not a valid space name")),
+            _ if raw.len() > MAX_NAME_BYTES => Err(format!(
+                "a space name is at most {MAX_NAME_BYTES} bytes of UTF-8 (its on-disk key is the name in hex); this one is {}",
+                raw.len()
+            )),
             _ => Ok(SpaceName(raw.to_string())),
         }
     }
@@ -231,6 +241,14 @@ mod tests {
         ] {
             assert_eq!(SpaceName::parse(good).unwrap().as_str(), good);
         }
+        let longest = "x".repeat(MAX_NAME_BYTES);
+        let key = format!("account.{}.json", SpaceName::parse(&longest).unwrap().hex());
+        assert_eq!(key.len(), 255);
+        assert!(
+            SpaceName::parse(&format!("{longest}x"))
+                .unwrap_err()
+                .contains("at most 121 bytes")
+        );
     }
 
     #[test]

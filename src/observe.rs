@@ -82,11 +82,12 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
     }
     for (name, space) in inventory.spaces.iter_mut() {
         space.sys_creds_present = space_dir::sys_creds_present(root, name, &space.account_pub);
-        if let Ok(Some(l)) = space_dir::load_lifecycle(root, name)
-            && l.account == space.account_pub
-        {
-            space.protect_recorded = l.protect;
-        }
+        // Fail closed: an unreadable protection record counts as protected.
+        space.protect_recorded = match space_dir::load_lifecycle(root, name) {
+            Ok(Some(l)) => l.account == space.account_pub && l.protect,
+            Ok(None) => false,
+            Err(_) => true,
+        };
         space.live_processes = space_dir::live_pids(root, name)?;
         if process == BrokerProcess::Stopped {
             space.usage.source = UsageSource::Store;

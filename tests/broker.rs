@@ -1040,3 +1040,137 @@ fn mode(path: &std::path::Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).unwrap().permissions().mode() & 0o777
 }
+
+/// Every nkey seed held by a root's files.
+fn all_seeds(root: &TestRoot) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut stack = vec![root.file(".cotal")];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                if !p.ends_with("nats") {
+                    stack.push(p);
+                }
+                continue;
+            }
+            let text = String::from_utf8_lossy(&std::fs::read(&p).unwrap()).into_owned();
+            for word in text.split(|c: char| !c.is_ascii_alphanumeric()) {
+                if nkeys::KeyPair::from_seed(word).is_ok() {
+                    out.push(word.to_string());
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn secrets_never_leave_their_files_and_every_secret_file_has_its_mode() {
+    use std::os::unix::fs::PermissionsExt;
+    let b = Broker::start(TWO);
+    let creds_file = b.root.file("alice.creds");
+    let mut printed = String::new();
+    let mut run = |args: &[&str]| {
+        let out = b.root.cotal(args).output().unwrap();
+        printed.push_str(&String::from_utf8_lossy(&out.stdout));
+        printed.push_str(&String::from_utf8_lossy(&out.stderr));
+    };
+    b.desire("[spaces.design]\nstate = \"suspended\"\n\n[spaces.ops]\n");
+    for args in [
+        &["plan"][..],
+        &["plan", "--format", "json"][..],
+        &["plan", "--format", "markdown"][..],
+        &["-vvv", "plan"][..],
+        &["-vvv", "apply", "--auto-approve", "--allow-destroy"][..],
+        &["-vvv", "status"][..],
+        &["status", "--format", "json"][..],
+        &["space", "list", "--format", "json"][..],
+        &["-vvv", "space", "resume", "design", "--auto-approve"][..],
+        &[
+            "creds",
+            "ops",
+            "--user",
+            "alice",
+            "--out",
+            creds_file.to_str().unwrap(),
+        ][..],
+        &["audit"][..],
+        &["audit", "--format", "json"][..],
+        &["init"][..],
+        &["space", "add", "bad", "--limit", "max_storage=lots"][..],
+        &["-vvv", "down", "--preserve-state"][..],
+        &[
+            "-vvv",
+            "space",
+            "backup",
+            "ops",
+            b.root.file("ops.backup").to_str().unwrap(),
+        ][..],
+        &["-vvv", "up"][..],
+    ] {
+        run(args);
+    }
+    let seeds = all_seeds(&b.root);
+    assert!(
+        seeds.len() >= 10,
+        "operator, system, accounts, signing keys, $SYS users: {}",
+        seeds.len()
+    );
+    for word in printed.split(|c: char| !c.is_ascii_alphanumeric()) {
+        assert!(
+            nkeys::KeyPair::from_seed(word).is_err(),
+            "a seed was printed"
+        );
+    }
+    let audit = std::fs::read_to_string(b.root.file(".cotal/audit.jsonl")).unwrap();
+    let manifest = std::fs::read_to_string(b.root.file("ops.backup/manifest.json")).unwrap();
+    for seed in &seeds {
+        assert!(!audit.contains(seed.as_str()), "a seed reached the audit");
+        assert!(
+            !manifest.contains(seed.as_str()),
+            "a seed reached a backup manifest"
+        );
+    }
+
+    // Modes of DESIGN.md section 3.
+    let mode =
+        |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&creds_file), 0o600);
+    for dir in [".cotal", ".cotal/auth", ".cotal/maintenance"] {
+        assert_eq!(mode(&b.root.file(dir)), 0o700, "{dir}");
+    }
+    for entry in std::fs::read_dir(b.root.file(".cotal/auth"))
+        .unwrap()
+        .flatten()
+    {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let want = if name == "broker-config.json" {
+            0o644
+        } else {
+            0o600
+        };
+        assert_eq!(mode(&entry.path()), want, "{name}");
+    }
+    for entry in std::fs::read_dir(b.root.file(".cotal")).unwrap().flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.starts_with("space.") {
+            assert_eq!(mode(&entry.path()), 0o700, "{name}");
+            for f in std::fs::read_dir(entry.path()).unwrap().flatten() {
+                assert_eq!(
+                    mode(&f.path()),
+                    0o600,
+                    "{name}/{}",
+                    f.file_name().to_string_lossy()
+                );
+            }
+        }
+    }
+    for file in [
+        ".cotal/audit.jsonl",
+        ".cotal/nats.pid",
+        ".cotal/maintenance/lock",
+    ] {
+        assert_eq!(mode(&b.root.file(file)), 0o600, "{file}");
+    }
+}

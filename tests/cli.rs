@@ -934,3 +934,72 @@ fn two_applies_at_once_serialise_on_the_lock_and_the_second_is_a_no_op() {
     assert_eq!(root.generation(), 1);
     assert!(!root.file(".cotal/maintenance/journal.json").exists());
 }
+
+#[test]
+fn several_operators_at_once_serialise_and_no_tenant_is_lost_or_duplicated() {
+    let root = TestRoot::init();
+    root.desire("[spaces.base]\n");
+    root.apply().success();
+    let names = ["ops-a", "ops-b", "ops-c", "ops-d"];
+    let children: Vec<_> = names
+        .iter()
+        .map(|n| {
+            std::process::Command::new(assert_cmd::cargo::cargo_bin("cotal"))
+                .args([
+                    "--root",
+                    root.path().to_str().unwrap(),
+                    "space",
+                    "add",
+                    n,
+                    "--auto-approve",
+                    "--lock-timeout",
+                    "60s",
+                ])
+                .env("NO_COLOR", "1")
+                .stdin(std::process::Stdio::null())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for child in children {
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // One promotion per operator, each against the generation the previous one left.
+    assert_eq!(root.generation(), 1 + names.len() as u64);
+    let audit = root
+        .cotal(&["audit", "--format", "json"])
+        .assert()
+        .success();
+    let mut afters: Vec<u64> = stdout(&audit)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|r| r["event"] == "apply.completed")
+        .map(|r| r["generation"]["after"].as_u64().unwrap())
+        .collect();
+    afters.sort();
+    assert_eq!(
+        afters,
+        (1..=1 + names.len() as u64).collect::<Vec<_>>(),
+        "exactly one promotion per generation"
+    );
+    let text = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
+    for n in names {
+        assert_eq!(
+            text.matches(&format!("[spaces.{n}]")).count(),
+            1,
+            "{n} once in the file"
+        );
+        assert!(root.account_record(n).exists(), "{n} applied");
+    }
+    assert!(!root.file(".cotal/maintenance/journal.json").exists());
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}

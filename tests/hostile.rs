@@ -1,0 +1,275 @@
+//! A corpus of hostile inputs (issue 6): malformed and adversarial `cotal.toml`, huge and odd
+//! names, records with bad JSON, wrong names, links, foreign signatures, tampered generation
+//! records, truncated journals, a hand-edited `server.conf`. Each case names its expected exit
+//! code and message, and asserts that nothing on disk changed.
+
+mod common;
+
+use common::{TestRoot, stderr, stdout};
+
+const BASE: &str = "[spaces.design]\n\n[spaces.release]\n";
+
+/// A converged root with two spaces, and another root's record to play the foreigner.
+fn converged() -> TestRoot {
+    let root = TestRoot::init();
+    root.desire(BASE);
+    root.apply().success();
+    root
+}
+
+fn foreign_record() -> Vec<u8> {
+    let other = TestRoot::init();
+    other.desire("[spaces.x]\n");
+    other.apply().success();
+    std::fs::read(other.account_record("x")).unwrap()
+}
+
+type Mutate = Box<dyn Fn(&TestRoot)>;
+
+struct Case {
+    name: &'static str,
+    mutate: Mutate,
+    /// Expected exit code of `plan` and of `apply --auto-approve --allow-destroy`.
+    code: i32,
+    message: &'static str,
+}
+
+fn toml(name: &'static str, text: &'static str, message: &'static str) -> Case {
+    Case {
+        name,
+        mutate: Box::new(move |r: &TestRoot| std::fs::write(r.file("cotal.toml"), text).unwrap()),
+        code: 1,
+        message,
+    }
+}
+
+fn file(
+    name: &'static str,
+    path: &'static str,
+    bytes: &'static [u8],
+    code: i32,
+    message: &'static str,
+) -> Case {
+    Case {
+        name,
+        mutate: Box::new(move |r: &TestRoot| {
+            let p = if path.starts_with("account:") {
+                r.account_record(&path["account:".len()..])
+            } else {
+                r.file(path)
+            };
+            std::fs::write(p, bytes).unwrap()
+        }),
+        code,
+        message,
+    }
+}
+
+fn corpus() -> Vec<Case> {
+    let foreign = foreign_record();
+    let long_name: &'static str =
+        Box::leak(format!("version = 1\n[spaces.\"{}\"]\n", "n".repeat(200)).into_boxed_str());
+    vec![
+        toml("unterminated table", "version = 1\n[spaces.a\n", "cotal.toml:2:"),
+        toml("unknown top-level key", "version = 1\nmode = \"fast\"\n", "cotal.toml:2:1: unknown field `mode`"),
+        toml("unknown space key", "version = 1\n[spaces.a]\nowner = \"x\"\n", "cotal.toml:3:1: unknown field `owner`"),
+        toml("unknown limit", "version = 1\n[spaces.a.limits]\nmax_subs = 1\n", "unknown field `max_subs`"),
+        toml("bad state", "version = 1\n[spaces.a]\nstate = \"archived\"\n", "cotal.toml:3:9:"),
+        toml("no version", "[spaces.a]\n", "missing `version = 1`"),
+        toml("future version", "version = 2\n", "unsupported version 2"),
+        toml("version as a string", "version = \"1\"\n", "cotal.toml:1:11:"),
+        toml("empty name", "version = 1\n[spaces.\"\"]\n", "a space name cannot be empty"),
+        toml("dot name", "version = 1\n[spaces.\".\"]\n", "is not a valid space name"),
+        toml("dot-dot name", "version = 1\n[spaces.\"..\"]\n", "is not a valid space name"),
+        toml("huge name", long_name, "at most 121 bytes"),
+        toml("duplicate table", "version = 1\n[spaces.a]\n[spaces.a]\n", "cotal.toml:3:"),
+        toml("port zero", "version = 1\n[broker]\nport = 0\n", "port 0 must be between 1 and 65535"),
+        toml("port too large", "version = 1\n[broker]\nport = 99999\n", "port 99999"),
+        toml("host with a quote", "version = 1\n[broker]\nhost = 'a\"b'\n", "must be a non-empty hostname"),
+        toml("store_dir with a newline", "version = 1\n[broker]\nstore_dir = \"a\\nb\"\n", "store_dir"),
+        toml("zero connections", "version = 1\n[spaces.a.limits]\nmax_connections = 0\n", "set state = \"suspended\""),
+        toml("negative connections", "version = 1\n[spaces.a.limits]\nmax_connections = -3\n", "must be at least 1"),
+        toml("unknown size unit", "version = 1\n[spaces.a.limits]\nmax_storage = \"10GB\"\n", "unknown unit"),
+        toml("zero storage", "version = 1\n[spaces.a.limits]\nmax_storage = 0\n", "not a positive size"),
+        toml("too few streams", "version = 1\n[spaces.a.limits]\nmax_streams = 5\n", "at least 12"),
+        toml("not UTF-8", "version = 1\n[spaces.\u{0}]\n", "cotal.toml:2:"),
+        file("record: bad JSON", "account:design", b"{\"space\": \"design\", ", 3, "does not parse"),
+        file("record: empty", "account:design", b"", 3, "does not parse"),
+        file("record: wrong file name", ".cotal/auth/account.XYZ.json", b"{}", 3, "does not decode to a space name"),
+        file("record: uppercase hex", ".cotal/auth/account.6465.json", b"{}", 3, "does not parse"),
+        Case {
+            name: "record: name does not match",
+            mutate: Box::new(|r: &TestRoot| {
+                std::fs::copy(r.account_record("design"), r.account_record("evil")).unwrap();
+            }),
+            code: 3,
+            message: "does not match the name its file is keyed by",
+        },
+        Case {
+            name: "record: a symlink",
+            mutate: Box::new(|r: &TestRoot| {
+                let target = r.file("outside.json");
+                std::fs::rename(r.account_record("release"), &target).unwrap();
+                std::os::unix::fs::symlink(&target, r.account_record("release")).unwrap();
+            }),
+            code: 3,
+            message: "links are not followed",
+        },
+        Case {
+            name: "record: a directory",
+            mutate: Box::new(|r: &TestRoot| std::fs::create_dir(r.account_record("ghost")).unwrap()),
+            code: 3,
+            message: "not a regular file",
+        },
+        Case {
+            name: "record: foreign signature",
+            mutate: Box::new(move |r: &TestRoot| std::fs::write(r.account_record("x"), &foreign).unwrap()),
+            code: 3,
+            message: "signed by another operator",
+        },
+        Case {
+            name: "record: tampered JWT",
+            mutate: Box::new(|r: &TestRoot| {
+                let p = r.account_record("design");
+                let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+                let jwt = v["account"]["jwt"].as_str().unwrap().to_string();
+                let mut parts: Vec<String> = jwt.split('.').map(String::from).collect();
+                let mut sig: Vec<char> = parts[2].chars().collect();
+                sig[5] = if sig[5] == 'A' { 'B' } else { 'A' };
+                parts[2] = sig.into_iter().collect();
+                v["account"]["jwt"] = parts.join(".").into();
+                std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+            }),
+            code: 3,
+            message: "JWT signature does not verify",
+        },
+        file("broker record: bad JSON", ".cotal/auth/broker.json", b"{\"operator\":", 3, "broker record"),
+        Case {
+            name: "broker record: seed of another operator",
+            mutate: Box::new(|r: &TestRoot| {
+                let p = r.file(".cotal/auth/broker.json");
+                let mut v: serde_json::Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+                v["operator"]["seed"] = nkeys::KeyPair::new_operator().seed().unwrap().into();
+                std::fs::write(&p, serde_json::to_vec(&v).unwrap()).unwrap();
+            }),
+            code: 3,
+            message: "not self-signed by the recorded operator",
+        },
+        file("generation record: garbage", ".cotal/auth/broker-config.json", b"\x00\x01garbage", 3, "broker-config.json is corrupt"),
+        file("generation record: bad digest", ".cotal/auth/broker-config.json", b"{\"gen\":1,\"inventoryDigest\":\"md5:abc\"}", 3, "not a sha256 digest"),
+        file("generation record: unknown field", ".cotal/auth/broker-config.json", b"{\"gen\":1,\"inventoryDigest\":\"sha256:00\",\"by\":\"me\"}", 3, "broker-config.json is corrupt"),
+        file("journal: truncated", ".cotal/maintenance/journal.json", b"{\"op\":\"apply\",\"planDig", 3, "journal"),
+        file("journal: unknown field", ".cotal/maintenance/journal.json", b"{\"op\":\"apply\",\"planDigest\":\"x\",\"startedAt\":\"t\",\"pid\":1,\"host\":\"h\",\"evil\":1}", 3, "journal"),
+        file("protection record: garbage", ".cotal/space.72656c65617365/lifecycle.json", b"not json", 3, "is protected"),
+    ]
+}
+
+#[test]
+fn every_hostile_input_is_refused_with_its_code_and_message_and_changes_nothing() {
+    let cases = corpus();
+    assert!(cases.len() >= 30, "the corpus holds {} cases", cases.len());
+    for case in cases {
+        let root = converged();
+        if case.name == "protection record: garbage" {
+            // The protection guard only speaks when the space is being removed.
+            root.desire("[spaces.design]\n");
+        }
+        (case.mutate)(&root);
+        let before = root.snapshot();
+        for args in [
+            &["plan"][..],
+            &["apply", "--auto-approve", "--allow-destroy"][..],
+        ] {
+            let out = root.cotal(args).assert();
+            let out = out.code(case.code);
+            let err = stderr(&out);
+            assert!(err.contains(case.message), "{}: {args:?}: {err}", case.name);
+            assert!(!err.contains("panicked"), "{}", case.name);
+        }
+        assert_eq!(
+            root.snapshot(),
+            before,
+            "{}: nothing on disk changed",
+            case.name
+        );
+    }
+}
+
+#[test]
+fn odd_names_work_end_to_end_and_never_forge_output() {
+    let root = TestRoot::init();
+    let names = [
+        "a\nb",
+        "quote\"d",
+        "ü ñ",
+        "x".repeat(121).leak() as &str,
+        "--flag",
+        "[spaces.x]",
+        "#",
+    ];
+    let mut text = String::from("version = 1\n");
+    for n in names {
+        text.push_str(&format!("[spaces.{}]\n", serde_json::to_string(n).unwrap()));
+    }
+    std::fs::write(root.file("cotal.toml"), text).unwrap();
+    let plan = root.cotal(&["plan"]).assert().success();
+    let out = stdout(&plan);
+    assert!(
+        !out.lines().any(|l| l == "b add"),
+        "a newline in a name cannot start a line"
+    );
+    assert!(out.contains("\"a\\nb\""), "{out}");
+    root.apply().success();
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    let conf = std::fs::read_to_string(root.file(".cotal/auth/server.conf")).unwrap();
+    assert_eq!(
+        conf.lines().filter(|l| l.starts_with("  # space ")).count(),
+        names.len()
+    );
+    let checked = std::process::Command::new(cotal::broker::preflight::binary().unwrap())
+        .args(["-t", "-c"])
+        .arg(root.file(".cotal/auth/server.conf"))
+        .output()
+        .unwrap();
+    assert!(checked.status.success());
+}
+
+#[test]
+fn a_hand_edited_server_conf_is_a_plan_not_an_error() {
+    let root = converged();
+    let conf = root.file(".cotal/auth/server.conf");
+    let text = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(
+        &conf,
+        text.replace("resolver: MEMORY", "resolver: MEMORY\nmax_payload: 1"),
+    )
+    .unwrap();
+    let before = root.snapshot();
+    let out = root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(2);
+    assert!(stdout(&out).contains("server.conf differs"));
+    assert_eq!(root.snapshot(), before);
+    root.apply().success();
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), text);
+}
+
+#[test]
+fn a_garbage_saved_plan_is_bad_input() {
+    let root = converged();
+    std::fs::write(root.file("plan.json"), b"{\"format_version\": 1}").unwrap();
+    let before = root.snapshot();
+    let out = root
+        .cotal(&[
+            "apply",
+            "--auto-approve",
+            root.file("plan.json").to_str().unwrap(),
+        ])
+        .assert()
+        .code(1);
+    assert!(stderr(&out).contains("not a saved cotal plan"));
+    assert_eq!(root.snapshot(), before);
+}
