@@ -53,10 +53,9 @@ fn file(
     Case {
         name,
         mutate: Box::new(move |r: &TestRoot| {
-            let p = if path.starts_with("account:") {
-                r.account_record(&path["account:".len()..])
-            } else {
-                r.file(path)
+            let p = match path.strip_prefix("account:") {
+                Some(space) => r.account_record(space),
+                None => r.file(path),
             };
             std::fs::write(p, bytes).unwrap()
         }),
