@@ -20,8 +20,8 @@ use crate::fault;
 use crate::mint;
 use crate::model::SpaceName;
 use crate::observed::{
-    BrokerRecordState, GenerationRecord, GenerationState, Journal, JournalState, JournaledRemoval,
-    JournaledStep, Observed,
+    GenerationRecord, GenerationState, Journal, JournalState, JournaledRemoval, JournaledStep,
+    Observed,
 };
 use crate::permissions;
 use crate::plan::{self, Plan, Step};
@@ -773,13 +773,5 @@ pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Re
             "the apply journal {} is corrupt ({reason}); `{verb}` refuses.\nnext: inspect it and run `cotal plan`",
             file.display()
         ))),
-    }
-}
-
-/// Whether the broker record is usable, for verbs that need it.
-pub fn require_broker(observed: &Observed) -> Result<()> {
-    match &observed.broker {
-        BrokerRecordState::Valid(_) => Ok(()),
-        _ => plan::compute(&Desired::default(), observed).map(|_| ()),
     }
 }

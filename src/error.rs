@@ -81,6 +81,13 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Terminal I/O (prompts) without a path to name.
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Other(e.to_string())
+    }
+}
+
 /// Attach a path to an `io::Result`.
 pub trait IoContext<T> {
     fn at(self, path: impl Into<PathBuf>) -> Result<T>;

@@ -3,7 +3,6 @@
 use super::Global;
 use crate::desired;
 use crate::error::{Error, Result};
-use crate::observed::JournalState;
 use crate::store::{atomic, broker_record, journal, lock};
 
 #[derive(Debug, clap::Args)]
@@ -87,6 +86,5 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         println!("  wrote           cotal.toml (starter)");
     }
     println!("\nNext: add a [spaces.NAME] table to cotal.toml, then run `cotal plan`.");
-    let _ = JournalState::Closed;
     Ok(0)
 }

@@ -12,7 +12,7 @@ mod plan_cmd;
 mod space_cmd;
 mod status_cmd;
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::report::Format;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -172,11 +172,5 @@ pub fn holder() -> crate::store::lock::Holder {
             .collect::<Vec<_>>()
             .join(" "),
         since: crate::apply::timestamp(),
-    }
-}
-
-impl From<std::io::Error> for Error {
-    fn from(e: std::io::Error) -> Self {
-        Error::Other(e.to_string())
     }
 }

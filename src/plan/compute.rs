@@ -10,7 +10,7 @@ use super::{Action, ConfigChange, FieldChange, Pins, Plan, SpaceChange, Step, Su
 use crate::desired::Desired;
 use crate::digest;
 use crate::error::Error;
-use crate::jwt::{AccountLimits, UNLIMITED};
+use crate::jwt::AccountLimits;
 use crate::model::{SpaceName, SpaceSpec, SpaceState, human_bytes};
 use crate::observed::{
     BrokerProcess, BrokerRecordState, BrokerTrust, GenerationState, Inventory, JournalState,
@@ -727,7 +727,6 @@ fn field_changes(observed: &AccountLimits, expected: &AccountLimits) -> Vec<Fiel
             to: "as cotal.toml says".into(),
         });
     }
-    let _ = UNLIMITED;
     out
 }
 

@@ -11,7 +11,6 @@ pub use blast::Blast;
 pub use compute::{compute, guard_trust, nodes};
 
 use crate::model::{SpaceName, SpaceSpec};
-use crate::observed::StreamUsage;
 use serde::{Deserialize, Serialize};
 
 /// Bumped when the JSON shape of a plan changes incompatibly.
@@ -341,6 +340,3 @@ impl Plan {
             .collect()
     }
 }
-
-/// Streams of a removal, in the blast radius.
-pub type Streams = Vec<StreamUsage>;
