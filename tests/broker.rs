@@ -1174,3 +1174,22 @@ fn secrets_never_leave_their_files_and_every_secret_file_has_its_mode() {
         assert_eq!(mode(&b.root.file(file)), 0o600, "{file}");
     }
 }
+
+#[test]
+fn up_renders_from_the_inventory_when_the_config_drifted_and_leaves_pending_edits_alone() {
+    let root = TestRoot::init();
+    let port = free_port();
+    root.desire_on(port, "[spaces.design]\n");
+    root.apply().success();
+    let conf = root.file(".cotal/auth/server.conf");
+    let rendered = std::fs::read_to_string(&conf).unwrap();
+    std::fs::write(&conf, format!("{rendered}# edited by hand\n")).unwrap();
+    root.desire_on(port, "[spaces.design]\n\n[spaces.pending]\n");
+    let b = Broker::up(root, port);
+    assert_eq!(std::fs::read_to_string(&conf).unwrap(), rendered, "up promoted the inventory's rendering");
+    assert_eq!(b.root.generation(), 2);
+    assert!(b.space_status("pending").is_none(), "up does not apply cotal.toml");
+    let plan = b.root.cotal(&["plan"]).assert().success();
+    let text = stdout(&plan);
+    assert!(text.contains("+ pending add") && !text.contains("differs"), "{text}");
+}

@@ -5,7 +5,7 @@ use crate::apply::{self, Context};
 use crate::broker::{Broker, Running, Stopped, process};
 use crate::error::{Error, Result};
 use crate::observe;
-use crate::observed::{BrokerProcess, GenerationState};
+use crate::observed::BrokerProcess;
 use crate::plan::{self, Blast, Plan, Step};
 use crate::store::lock;
 use std::time::Duration;
@@ -122,40 +122,32 @@ fn boot_plan(
     desired: &crate::desired::Desired,
     observed: &crate::observed::Observed,
 ) -> Result<Plan> {
-    let full = plan::compute(desired, observed);
-    // Reuse the planner's verdict on drift, without applying desired changes.
-    let needs = match &full {
-        Ok(p) => p.steps.iter().any(|s| matches!(s, Step::PromoteConfig { reasons, .. } if reasons.iter().any(|r| r.contains("server.conf") || r.contains("generation record")))),
-        Err(_) => false,
-    } || !matches!(observed.generation, GenerationState::Valid(_));
+    let reasons = plan::boot_drift(desired, observed)?;
     let g = observed.generation.generation();
-    let mut boot = Plan {
+    Ok(Plan {
         format_version: plan::FORMAT_VERSION,
-        pins: match &full {
-            Ok(p) => p.pins.clone(),
-            Err(_) => plan::Pins {
-                generation: g,
-                desired_digest: observed.desired_digest.clone(),
-                inventory_digest: String::new(),
-                config_digest: String::new(),
-            },
+        pins: plan::Pins {
+            generation: g,
+            desired_digest: observed.desired_digest.clone(),
+            inventory_digest: String::new(),
+            config_digest: String::new(),
         },
         broker_running: false,
         summary: Default::default(),
         changes: Vec::new(),
-        steps: Vec::new(),
+        steps: if reasons.is_empty() {
+            Vec::new()
+        } else {
+            vec![Step::PromoteConfig {
+                from_generation: g,
+                to_generation: g + 1,
+                reasons,
+                blast: Blast::default(),
+            }]
+        },
         warnings: Vec::new(),
         config: None,
-    };
-    if needs {
-        boot.steps.push(Step::PromoteConfig {
-            from_generation: g,
-            to_generation: g + 1,
-            reasons: vec!["cotal up renders the config from the inventory".into()],
-            blast: Blast::default(),
-        });
-    }
-    Ok(boot)
+    })
 }
 
 /// Stop the broker.

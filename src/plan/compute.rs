@@ -407,6 +407,37 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
     })
 }
 
+/// Why `cotal up` must promote before it starts the broker: the config on disk is not the
+/// rendering of the inventory, or the generation record does not match it. Empty when it is.
+pub fn boot_drift(desired: &Desired, observed: &Observed) -> Result<Vec<String>, Error> {
+    let broker = guard_trust(observed)?;
+    let node = nodes(desired, observed).remove(0);
+    let inv = &observed.inventory;
+    let preloads: Vec<Preload> = inv
+        .spaces
+        .iter()
+        .map(|(n, s)| Preload {
+            space: n,
+            account: &s.account_pub,
+            token: Token::Signed(&s.jwt),
+        })
+        .collect();
+    let rendered = render::server_conf(&broker, &preloads, &node).map_err(Error::Refused)?;
+    let digest = digest::inventory(
+        inv.spaces
+            .iter()
+            .map(|(n, s)| (n, s.account_pub.as_str(), s.jwt.as_str())),
+    );
+    let mut reasons = Vec::new();
+    if observed.server_conf.as_deref() != Some(rendered.as_str()) {
+        reasons.push("server.conf is not the rendering of the inventory".to_string());
+    }
+    if !matches!(&observed.generation, GenerationState::Valid(g) if g.inventory_digest == digest) {
+        reasons.push("the generation record does not match the inventory".to_string());
+    }
+    Ok(reasons)
+}
+
 /// What provisioning must do for an existing space, from live figures: missing streams and
 /// drifted configs. Empty when nothing is known (usage not live).
 fn provisioning_work(name: &SpaceName, space: &crate::observed::ObservedSpace) -> Vec<String> {
