@@ -1186,10 +1186,20 @@ fn up_renders_from_the_inventory_when_the_config_drifted_and_leaves_pending_edit
     std::fs::write(&conf, format!("{rendered}# edited by hand\n")).unwrap();
     root.desire_on(port, "[spaces.design]\n\n[spaces.pending]\n");
     let b = Broker::up(root, port);
-    assert_eq!(std::fs::read_to_string(&conf).unwrap(), rendered, "up promoted the inventory's rendering");
+    assert_eq!(
+        std::fs::read_to_string(&conf).unwrap(),
+        rendered,
+        "up promoted the inventory's rendering"
+    );
     assert_eq!(b.root.generation(), 2);
-    assert!(b.space_status("pending").is_none(), "up does not apply cotal.toml");
+    assert!(
+        b.space_status("pending").is_none(),
+        "up does not apply cotal.toml"
+    );
     let plan = b.root.cotal(&["plan"]).assert().success();
     let text = stdout(&plan);
-    assert!(text.contains("+ pending add") && !text.contains("differs"), "{text}");
+    assert!(
+        text.contains("+ pending add") && !text.contains("differs"),
+        "{text}"
+    );
 }

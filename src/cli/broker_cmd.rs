@@ -82,7 +82,8 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     let steps: Vec<Step> = plan::compute(&desired, &observed)?
         .steps
         .into_iter()
-        .filter(|s| matches!(s, Step::Provision { .. }))
+        // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml.
+        .filter(|s| matches!(s, Step::Provision { space, .. } if observed.inventory.spaces.contains_key(space)))
         .collect();
     for step in &steps {
         if let Step::Provision { space, .. } = step {
