@@ -83,7 +83,11 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         .steps
         .into_iter()
         // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml.
-        .filter(|s| matches!(s, Step::Provision { space, .. } if observed.inventory.spaces.contains_key(space)))
+        // (and not suspended there: a suspended account accepts no provisioner).
+        .filter(|s| {
+            matches!(s, Step::Provision { space, .. }
+            if observed.inventory.spaces.get(space).is_some_and(|o| o.limits.conn != 0))
+        })
         .collect();
     for step in &steps {
         if let Step::Provision { space, .. } = step {
