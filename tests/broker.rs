@@ -1203,3 +1203,38 @@ fn up_renders_from_the_inventory_when_the_config_drifted_and_leaves_pending_edit
         "{text}"
     );
 }
+
+#[test]
+fn a_stream_whose_config_drifted_is_a_change_and_apply_repairs_it() {
+    let b = Broker::start("[spaces.design]\n");
+    let client = b.client("design").unwrap();
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(client.client.clone());
+        let mut chat = js.get_stream("CHAT_design").await.unwrap();
+        let mut config = chat.info().await.unwrap().config.clone();
+        config.max_messages_per_subject = 10;
+        js.update_stream(config).await.unwrap();
+    });
+    let plan = b
+        .root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(2);
+    let text = stdout(&plan);
+    assert!(text.contains("~ design change"), "{text}");
+    assert!(
+        text.contains("update CHAT_design (drifted: max_msgs_per_subject)"),
+        "{text}"
+    );
+    assert_eq!(
+        b.space_status("design").unwrap()["servable"],
+        false,
+        "a drifted space is not servable"
+    );
+    b.root.apply().success();
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    assert_eq!(b.space_status("design").unwrap()["servable"], true);
+}
