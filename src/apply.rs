@@ -25,7 +25,7 @@ use crate::observed::{
 };
 use crate::permissions;
 use crate::plan::{self, Plan, Step};
-use crate::render::{self, Preload, Token};
+use crate::render;
 use crate::store::audit as store_audit;
 use crate::store::broker_record::BrokerRecord;
 use crate::store::{
@@ -614,15 +614,7 @@ fn promote(
             inv.corrupt[0].reason
         )));
     }
-    let preloads: Vec<Preload> = inv
-        .spaces
-        .iter()
-        .map(|(n, s)| Preload {
-            space: n,
-            account: &s.account_pub,
-            token: Token::Signed(&s.jwt),
-        })
-        .collect();
+    let preloads = render::inventory_preloads(&inv.spaces);
     let nodes = plan::nodes(ctx.desired, ctx.observed);
     // One node today; each is rendered and pre-flighted before any is promoted.
     let mut rendered = Vec::with_capacity(nodes.len());
@@ -635,11 +627,7 @@ fn promote(
         }
         rendered.push(text);
     }
-    let digest = digest::inventory(
-        inv.spaces
-            .iter()
-            .map(|(n, s)| (n, s.account_pub.as_str(), s.jwt.as_str())),
-    );
+    let digest = digest::preloads(&preloads);
 
     // Compare-and-set: the generation must still be the one this plan was made against.
     let current = match generation::load(root)? {

@@ -149,15 +149,7 @@ impl Nats {
                                 .map_err(|e| Error::Other(e.to_string()))?,
                         })
                     }
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            jetstream::context::GetStreamErrorKind::JetStream(ref j)
-                                if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
-                        ) =>
-                    {
-                        None
-                    }
+                    Err(e) if not_found(&e) => None,
                     Err(e) => return Err(Error::Other(format!("reading stream {name}: {e}"))),
                 };
                 out.push((name.clone(), state));
@@ -234,15 +226,7 @@ async fn ensure(js: &jetstream::Context, want: &Expected) -> Result<Option<Strin
                 .map_err(|e| Error::Other(format!("{name}: {e}")))?
                 .config,
         )),
-        Err(e)
-            if matches!(
-                e.kind(),
-                jetstream::context::GetStreamErrorKind::JetStream(ref j)
-                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
-            ) =>
-        {
-            None
-        }
+        Err(e) if not_found(&e) => None,
         Err(e) => return Err(Error::Other(format!("reading stream {name}: {e}"))),
     };
     let fail = |verb: &str, e: String| Error::Other(format!("{verb} {name}: {e}"));
@@ -273,6 +257,15 @@ async fn ensure(js: &jetstream::Context, want: &Expected) -> Result<Option<Strin
             format!("created {name}")
         }
     }))
+}
+
+/// Whether a get-stream error says the stream does not exist.
+fn not_found(e: &jetstream::context::GetStreamError) -> bool {
+    matches!(
+        e.kind(),
+        jetstream::context::GetStreamErrorKind::JetStream(ref j)
+            if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+    )
 }
 
 async fn connect(url: &str, creds: &str) -> std::result::Result<async_nats::Client, String> {

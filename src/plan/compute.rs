@@ -289,14 +289,8 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
             token: Token::Signed(&s.jwt),
         })
         .collect();
-    let inventory_digest = digest::inventory(
-        inv.spaces
-            .iter()
-            .map(|(n, s)| (n, s.account_pub.as_str(), s.jwt.as_str())),
-    );
-    let base_digest = digest::inventory(base.iter().map(|p| match p.token {
-        Token::Signed(t) | Token::Pending(t) => (p.space, p.account, t),
-    }));
+    let inventory_digest = digest::preloads(&render::inventory_preloads(&inv.spaces));
+    let base_digest = digest::preloads(&base);
     let base_render = if base.is_empty() {
         None
     } else {
@@ -413,21 +407,9 @@ pub fn boot_drift(desired: &Desired, observed: &Observed) -> Result<Vec<String>,
     let broker = guard_trust(observed)?;
     let node = nodes(desired, observed).remove(0);
     let inv = &observed.inventory;
-    let preloads: Vec<Preload> = inv
-        .spaces
-        .iter()
-        .map(|(n, s)| Preload {
-            space: n,
-            account: &s.account_pub,
-            token: Token::Signed(&s.jwt),
-        })
-        .collect();
+    let preloads = render::inventory_preloads(&inv.spaces);
     let rendered = render::server_conf(&broker, &preloads, &node).map_err(Error::Refused)?;
-    let digest = digest::inventory(
-        inv.spaces
-            .iter()
-            .map(|(n, s)| (n, s.account_pub.as_str(), s.jwt.as_str())),
-    );
+    let digest = digest::preloads(&preloads);
     let mut reasons = Vec::new();
     if observed.server_conf.as_deref() != Some(rendered.as_str()) {
         reasons.push("server.conf is not the rendering of the inventory".to_string());
