@@ -110,6 +110,9 @@ pub fn read(root: &Root, operator_pub: &str) -> Result<Inventory> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(inventory),
         other => other.at(&dir)?,
     };
+    // Read every entry of the namespace first (IO), then validate them in parallel: verifying
+    // thousands of ed25519 signatures is most of a plan's time.
+    let mut candidates: Vec<(std::path::PathBuf, String, bool, Option<Vec<u8>>)> = Vec::new();
     for entry in entries {
         let entry = entry.at(&dir)?;
         let path = entry.path();
@@ -137,13 +140,33 @@ pub fn read(root: &Root, operator_pub: &str) -> Result<Inventory> {
         } else {
             None
         };
-        match validate(
-            &path,
-            file_name,
-            meta.is_file(),
-            bytes.as_deref(),
-            operator_pub,
-        ) {
+        candidates.push((path, file_name.to_string(), meta.is_file(), bytes));
+    }
+    let workers = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(8);
+    let chunk = candidates.len().div_ceil(workers).max(64);
+    let results: Vec<Result<ValidRecord, CorruptRecord>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = candidates
+            .chunks(chunk)
+            .map(|part| {
+                scope.spawn(move || {
+                    part.iter()
+                        .map(|(path, name, is_file, bytes)| {
+                            validate(path, name, *is_file, bytes.as_deref(), operator_pub)
+                        })
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a validation thread panicked"))
+            .collect()
+    });
+    for result in results {
+        match result {
             Ok(v) => {
                 inventory.spaces.insert(
                     v.space,
