@@ -525,18 +525,7 @@ fn an_open_journal_blocks_other_verbs_and_apply_finishes_it() {
     root.desire(TWO_SPACES);
     root.apply().success();
     let release = root.account_pub("release");
-    // An apply that crashed after journaling the removal of "release".
-    let journal = serde_json::json!({
-        "op": "apply", "planDigest": "sha256:x", "startedAt": "2026-01-01T00:00:00Z",
-        "pid": 999999, "host": "elsewhere",
-        "removals": [{"space": "release", "account": release, "committed": true}],
-        "steps": []
-    });
-    std::fs::write(
-        root.file(".cotal/maintenance/journal.json"),
-        serde_json::to_vec(&journal).unwrap(),
-    )
-    .unwrap();
+    root.crashed_removal("release");
 
     let before = root.snapshot();
     let out = root.cotal(&["init"]).assert().code(6);
@@ -796,18 +785,7 @@ fn space_rm_finishes_a_journaled_removal_and_other_verbs_refuse_meanwhile() {
     let root = TestRoot::init();
     root.desire(TWO_SPACES);
     root.apply().success();
-    let release = root.account_pub("release");
-    let journal = serde_json::json!({
-        "op": "apply", "planDigest": "sha256:x", "startedAt": "2026-01-01T00:00:00Z",
-        "pid": 999999, "host": "elsewhere",
-        "removals": [{"space": "release", "account": release, "committed": true}],
-        "steps": []
-    });
-    std::fs::write(
-        root.file(".cotal/maintenance/journal.json"),
-        serde_json::to_vec(&journal).unwrap(),
-    )
-    .unwrap();
+    root.crashed_removal("release");
     let before = root.snapshot();
     root.cotal(&["space", "add", "x", "--auto-approve"])
         .assert()

@@ -77,6 +77,21 @@ impl TestRoot {
         self.file(&format!(".cotal/auth/account.{}.json", hex::encode(space)))
     }
 
+    /// Leave the journal of an apply that crashed after the commit point of `space`'s removal.
+    pub fn crashed_removal(&self, space: &str) {
+        let journal = serde_json::json!({
+            "op": "apply", "planDigest": "sha256:x", "startedAt": "2026-01-01T00:00:00Z",
+            "pid": 999999, "host": "elsewhere",
+            "removals": [{"space": space, "account": self.account_pub(space), "committed": true}],
+            "steps": []
+        });
+        std::fs::write(
+            self.file(".cotal/maintenance/journal.json"),
+            serde_json::to_vec(&journal).unwrap(),
+        )
+        .unwrap();
+    }
+
     pub fn account_pub(&self, space: &str) -> String {
         let v: serde_json::Value =
             serde_json::from_slice(&std::fs::read(self.account_record(space)).unwrap()).unwrap();
