@@ -981,3 +981,58 @@ fn several_operators_at_once_serialise_and_no_tenant_is_lost_or_duplicated() {
         .assert()
         .code(0);
 }
+
+#[test]
+fn a_stale_pidfile_is_detected_and_never_signalled() {
+    let root = TestRoot::init();
+    root.desire("[spaces.a]\n");
+    root.apply().success();
+    // A live process that is not this root's nats-server.
+    let mut bystander = std::process::Command::new("sleep")
+        .arg("300")
+        .spawn()
+        .unwrap();
+    std::fs::write(
+        root.file(".cotal/nats.pid"),
+        format!("{}\n", bystander.id()),
+    )
+    .unwrap();
+    let status = root
+        .cotal(&["status", "--format", "json"])
+        .assert()
+        .success();
+    assert!(stdout(&status).contains("\"state\": \"stopped\""));
+    let out = root.cotal(&["down"]).assert().success();
+    assert!(
+        stdout(&out).contains("not this root's nats-server"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(
+        bystander.try_wait().unwrap().is_none(),
+        "the bystander was not signalled"
+    );
+    assert!(!root.file(".cotal/nats.pid").exists());
+    bystander.kill().unwrap();
+    bystander.wait().unwrap();
+}
+
+#[test]
+fn up_without_a_nats_server_says_where_it_looked() {
+    let root = TestRoot::init();
+    root.desire("[spaces.a]\n");
+    root.apply().success();
+    let out = root
+        .cotal(&["up"])
+        .env("COTAL_NATS_SERVER", "/nonexistent/nats-server")
+        .env("PATH", "/usr/bin:/bin")
+        .assert()
+        .code(1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("COTAL_NATS_SERVER=/nonexistent/nats-server is not a file"),
+        "{err}"
+    );
+    assert!(err.contains("no nats-server on PATH"), "{err}");
+    assert!(!root.file(".cotal/nats.pid").exists());
+}

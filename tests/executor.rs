@@ -1,0 +1,163 @@
+//! The executor against a fake broker (the real one is in tests/broker.rs): a reload the data
+//! plane does not confirm is rolled back, and a generation moved by another writer refuses the
+//! promotion naming it. Both leave the previous config and generation in place.
+
+mod common;
+
+use common::TestRoot;
+use cotal::apply::{self, Context};
+use cotal::audit::Actor;
+use cotal::broker::{Broker, Expectation};
+use cotal::error::{Error, Result};
+use cotal::model::SpaceName;
+use cotal::render::Node;
+use cotal::{observe, plan};
+use std::path::Path;
+use std::time::Duration;
+
+/// A running broker whose reloads confirm and whose data plane says what it is told to.
+#[derive(Default)]
+struct Fake {
+    verify_fails: bool,
+    reloads: usize,
+    verified: Vec<(String, bool)>,
+}
+
+impl Broker for Fake {
+    fn running(&self) -> bool {
+        true
+    }
+    fn delete_streams(
+        &mut self,
+        _: &SpaceName,
+        _: &str,
+        _: &Path,
+        teardown: Option<&str>,
+    ) -> Result<()> {
+        assert!(teardown.is_some(), "a running broker gets a teardown user");
+        Ok(())
+    }
+    fn reload(&mut self, _: &[Node]) -> Result<Duration> {
+        self.reloads += 1;
+        Ok(Duration::from_millis(1))
+    }
+    fn verify(&mut self, expectations: &[Expectation]) -> Result<()> {
+        self.verified
+            .extend(expectations.iter().map(|e| (e.space.to_string(), e.accept)));
+        if self.verify_fails {
+            Err(Error::Other("the data plane disagrees".into()))
+        } else {
+            Ok(())
+        }
+    }
+    fn provision(&mut self, _: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
+        assert!(provisioner.contains("BEGIN NATS USER JWT"));
+        Ok(vec!["created".into()])
+    }
+}
+
+fn apply_with(root: &TestRoot, broker: &mut Fake, before_execute: impl FnOnce()) -> Result<()> {
+    let r = cotal::store::Root::at(root.path()).unwrap();
+    let (desired, digest) = observe::desired(&r).unwrap();
+    let observed = observe::observe(&r, &desired, digest).unwrap();
+    let plan = plan::compute(&desired, &observed).unwrap();
+    before_execute();
+    let ctx = Context {
+        root: &r,
+        desired: &desired,
+        observed: &observed,
+        actor: Actor {
+            user: "t".into(),
+            host: "t".into(),
+        },
+    };
+    apply::execute(&ctx, &plan, broker).map(|_| ())
+}
+
+#[test]
+fn an_unverified_reload_is_rolled_back_and_a_verified_one_checks_every_change() {
+    let root = TestRoot::init();
+    root.desire("[spaces.keep]\n\n[spaces.gone]\n");
+    root.apply().success();
+    let conf = std::fs::read(root.file(".cotal/auth/server.conf")).unwrap();
+
+    root.desire("[spaces.keep]\nstate = \"suspended\"\n\n[spaces.new]\n");
+    let mut fake = Fake {
+        verify_fails: true,
+        ..Fake::default()
+    };
+    let err = apply_with(&root, &mut fake, || {}).unwrap_err();
+    assert!(
+        matches!(err, Error::Interrupted(_)),
+        "the removal passed its commit point: {err}"
+    );
+    assert!(err.to_string().contains("the data plane disagrees"));
+    assert_eq!(fake.reloads, 2, "the new config, then the restored one");
+    assert_eq!(
+        std::fs::read(root.file(".cotal/auth/server.conf")).unwrap(),
+        conf,
+        ".prev restored"
+    );
+    assert_eq!(root.generation(), 1, "the generation is unchanged");
+    let mut expected = vec![
+        ("gone".to_string(), false),
+        ("keep".to_string(), false),
+        ("new".to_string(), true),
+    ];
+    expected.sort();
+    let mut seen = fake.verified.clone();
+    seen.sort();
+    assert_eq!(seen, expected, "added accept, removed and suspended refuse");
+
+    // The journal is open (a commit point passed): the next apply finishes.
+    let mut fake = Fake::default();
+    apply_with(&root, &mut fake, || {}).unwrap();
+    assert_eq!(root.generation(), 2);
+    assert!(!root.file(".cotal/maintenance/journal.json").exists());
+}
+
+#[test]
+fn an_unverified_reload_before_any_commit_point_is_exit_7() {
+    let root = TestRoot::init();
+    root.desire("[spaces.keep]\n");
+    root.apply().success();
+    root.desire("[spaces.keep]\n\n[spaces.new]\n");
+    let mut fake = Fake {
+        verify_fails: true,
+        ..Fake::default()
+    };
+    let err = apply_with(&root, &mut fake, || {}).unwrap_err();
+    assert_eq!(err.exit_code(), cotal::error::exit::ROLLED_BACK, "{err}");
+    assert!(!root.file(".cotal/maintenance/journal.json").exists());
+    assert_eq!(root.generation(), 1);
+}
+
+#[test]
+fn a_generation_moved_by_another_writer_refuses_the_promotion() {
+    let root = TestRoot::init();
+    root.desire("[spaces.keep]\n");
+    root.apply().success();
+    root.desire("[spaces.keep]\n\n[spaces.new]\n");
+    let record = root.file(".cotal/auth/broker-config.json");
+    let conf = std::fs::read(root.file(".cotal/auth/server.conf")).unwrap();
+    let mut fake = Fake::default();
+    let err = apply_with(&root, &mut fake, || {
+        // Another writer, which bypassed the lock, promotes between the plan and the promotion.
+        let text = std::fs::read_to_string(&record)
+            .unwrap()
+            .replace("\"gen\":1", "\"gen\":7");
+        std::fs::write(&record, text).unwrap();
+    })
+    .unwrap_err();
+    assert_eq!(err.exit_code(), cotal::error::exit::REFUSED);
+    assert!(
+        err.to_string().contains("the generation moved from 1 to 7"),
+        "{err}"
+    );
+    assert_eq!(fake.reloads, 0, "nothing was reloaded");
+    assert_eq!(
+        std::fs::read(root.file(".cotal/auth/server.conf")).unwrap(),
+        conf
+    );
+    assert!(!root.file(".cotal/auth/server.conf.next").exists());
+}
