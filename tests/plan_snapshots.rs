@@ -421,3 +421,31 @@ fn names_sharing_a_token_are_warned_about() {
         p.warnings
     );
 }
+
+#[test]
+fn lowering_storage_below_use_says_so() {
+    let mut o = observed(vec![space(1, "design", &SpaceSpec::default())]);
+    o.inventory
+        .spaces
+        .get_mut(&SpaceName::parse("design").unwrap())
+        .unwrap()
+        .usage = Usage {
+        source: UsageSource::Store,
+        streams: vec![StreamUsage {
+            name: "CHAT_design".into(),
+            messages: None,
+            bytes: 3 << 20,
+        }],
+        connections: None,
+    };
+    let p = plan::compute(
+        &desired("[spaces.design.limits]\nmax_storage = \"1MiB\"\n"),
+        &o,
+    )
+    .unwrap();
+    assert!(
+        text(&p).contains("3 MiB stored > new max_storage 1 MiB"),
+        "{}",
+        text(&p)
+    );
+}

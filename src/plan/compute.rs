@@ -239,6 +239,15 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
                     live - max
                 ));
             }
+            let used = space.usage.total_bytes();
+            if let Some(max) = spec.limits.max_storage
+                && used > max.0
+            {
+                details.push(format!(
+                    "{} stored > new max_storage {max}: nothing is deleted, but JetStream refuses new writes until the space is under it",
+                    human_bytes(used)
+                ));
+            }
             steps.push(Step::ReissueAccount {
                 space: name.clone(),
                 account: space.account_pub.clone(),
