@@ -1036,3 +1036,18 @@ fn up_without_a_nats_server_says_where_it_looked() {
     assert!(err.contains("no nats-server on PATH"), "{err}");
     assert!(!root.file(".cotal/nats.pid").exists());
 }
+
+#[test]
+fn init_with_a_bad_cotal_toml_creates_nothing() {
+    let root = TestRoot::new();
+    std::fs::write(
+        root.file("cotal.toml"),
+        "version = 1\n[spaces.a]\nbogus = 1\n",
+    )
+    .unwrap();
+    let before = root.snapshot();
+    let out = root.cotal(&["init"]).assert().code(1);
+    assert!(stderr(&out).contains("cotal.toml:3:1: unknown field `bogus`"));
+    assert_eq!(root.snapshot(), before);
+    assert!(!root.file(".cotal").exists());
+}

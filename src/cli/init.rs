@@ -19,6 +19,15 @@ pub struct Args {
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
     let root = global.root()?;
+    // Bad input changes nothing: read cotal.toml before creating anything.
+    let desired_path = root.desired_file();
+    let existing = match std::fs::read_to_string(&desired_path) {
+        Ok(text) => {
+            Some(desired::parse(&text, &desired_path.display().to_string()).map_err(Error::Input)?)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(Error::io(&desired_path, e)),
+    };
     atomic::ensure_dir(&root.state_dir(), atomic::PRIVATE_DIR)?;
     let _lock = lock::acquire(&root, &super::holder(), std::time::Duration::ZERO)?;
     crate::apply::refuse_if_journal_open(&journal::load(&root)?, "init")?;
@@ -41,14 +50,6 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
             )));
         }
     }
-    let desired_path = root.desired_file();
-    let existing = match std::fs::read_to_string(&desired_path) {
-        Ok(text) => {
-            Some(desired::parse(&text, &desired_path.display().to_string()).map_err(Error::Input)?)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::io(&desired_path, e)),
-    };
     let multi_space = if args.multi_space {
         true
     } else if args.single_space {
