@@ -102,9 +102,24 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         }
         Ok(())
     };
+    // With a machine-readable plan on stdout, the progress report goes to stderr.
+    let report = |line: String| {
+        if confirm_args.format == Format::Text {
+            println!("{line}");
+        } else {
+            eprintln!("{line}");
+        }
+    };
     if plan.is_empty() {
         write_file()?;
-        println!("No changes. The broker matches cotal.toml.");
+        if confirm_args.format == Format::Text {
+            println!("No changes. The broker matches cotal.toml.");
+        } else {
+            print!(
+                "{}",
+                super::format_plan(&plan, confirm_args.format, global.colour)
+            );
+        }
         return Ok(0);
     }
     print!(
@@ -125,32 +140,33 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             let mut broker = Running::new(root, &desired.broker.host, desired.broker.port)?;
             let outcome = apply::execute(&ctx, &plan, &mut broker)?;
             for took in &broker.reloads {
-                println!(
+                report(format!(
                     "Reload confirmed by nats-server in {} ms; the data plane verified.",
                     took.as_millis()
-                );
+                ));
             }
             outcome
         }
         BrokerProcess::Stopped => apply::execute(&ctx, &plan, &mut Stopped)?,
     };
     let p = Palette::new(global.colour);
-    println!();
-    println!(
-        "{}",
-        p.bold.apply_to(format!(
-            "Apply complete: {} added, {} changed, {} removed.",
-            plan.summary.add, plan.summary.change, plan.summary.remove
-        ))
+    report(String::new());
+    report(
+        p.bold
+            .apply_to(format!(
+                "Apply complete: {} added, {} changed, {} removed.",
+                plan.summary.add, plan.summary.change, plan.summary.remove
+            ))
+            .to_string(),
     );
     if let Some((from, to)) = outcome.generation {
-        println!("Generation {from} -> {to}.");
+        report(format!("Generation {from} -> {to}."));
     }
     for f in &outcome.reap_failures {
-        println!(
+        report(format!(
             "{} could not reap {f} (the removal is complete; delete it by hand)",
             p.warn.apply_to("warning:")
-        );
+        ));
     }
     Ok(0)
 }
