@@ -1056,11 +1056,18 @@ fn init_with_a_bad_cotal_toml_creates_nothing() {
 fn apply_with_json_prints_only_json_on_stdout() {
     let root = TestRoot::init();
     root.desire(TWO_SPACES);
-    let out = root.cotal(&["apply", "--auto-approve", "--format", "json"]).assert().success();
-    let plan: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("stdout is one JSON document");
+    let out = root
+        .cotal(&["apply", "--auto-approve", "--format", "json"])
+        .assert()
+        .success();
+    let plan: serde_json::Value =
+        serde_json::from_str(&stdout(&out)).expect("stdout is one JSON document");
     assert_eq!(plan["summary"]["add"], 2);
     assert!(stderr(&out).contains("Apply complete: 2 added"));
-    let again = root.cotal(&["apply", "--auto-approve", "--format", "json"]).assert().success();
+    let again = root
+        .cotal(&["apply", "--auto-approve", "--format", "json"])
+        .assert()
+        .success();
     let empty: serde_json::Value = serde_json::from_str(&stdout(&again)).unwrap();
     assert_eq!(empty["steps"].as_array().unwrap().len(), 0);
 }
