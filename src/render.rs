@@ -69,7 +69,8 @@ pub fn server_conf(
     }
     let mut seen = BTreeSet::from([broker.sys_pub.as_str()]);
     for p in preloads {
-        if !seen.insert(p.account) {
+        // A pending token is a placeholder of the plan's display; only real keys must be unique.
+        if matches!(p.token, Token::Signed(_)) && !seen.insert(p.account) {
             return Err(format!(
                 "account {} is preloaded twice (space {:?} repeats it)",
                 p.account,

@@ -498,24 +498,10 @@ fn projected_preloads<'a>(
             },
         );
     }
-    // Several new accounts share the placeholder key; the duplicate check is for real keys.
-    let mut v: Vec<Preload<'a>> = out.into_values().collect();
-    let mut n = 0;
-    for p in v.iter_mut() {
-        if p.account == NEW_ACCOUNT {
-            n += 1;
-            p.account = NEW_ACCOUNT_KEYS[(n - 1) % NEW_ACCOUNT_KEYS.len()];
-        }
-    }
-    v
+    // Every new account shows the same placeholder key; the render's duplicate check is for
+    // signed tokens only.
+    out.into_values().collect()
 }
-
-/// Distinct display keys for planned new accounts (the render refuses repeated keys).
-static NEW_ACCOUNT_KEYS: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
-    (1..=4096)
-        .map(|i| &*Box::leak(format!("<new account {i}>").into_boxed_str()))
-        .collect()
-});
 
 /// Refuse on anything that makes the tenant set or the trust uncertain.
 pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Error> {
