@@ -193,6 +193,15 @@ impl Auditor<'_> {
         )
     }
 
+    /// Whether the last audit record of `space` is `space.provisioning` (an add never finished).
+    fn add_unfinished(&self, space: &SpaceName) -> Result<bool> {
+        Ok(store_audit::read(self.root)?
+            .iter()
+            .rev()
+            .find(|r| r.space.as_ref() == Some(space))
+            .is_some_and(|r| r.event == Event::SpaceProvisioning))
+    }
+
     /// Mandatory events written before the step's work (a removal's before its commit point).
     fn before_step(&self, step: &Step) -> Result<()> {
         match step {
@@ -280,16 +289,15 @@ impl Auditor<'_> {
                 "added, loaded and provisioned",
                 None,
             ),
-            // A re-run finishing an interrupted provisioning completes the add.
-            Step::Provision { space, work } if work.iter().any(|w| w.starts_with("create all")) => {
-                self.write(
-                    Event::SpaceAdded,
-                    Some(space),
-                    after,
-                    "provisioning finished by a re-run",
-                    None,
-                )
-            }
+            // A re-run finishing an interrupted add completes it: the audit's last word on the
+            // space is still `space.provisioning`.
+            Step::Provision { space, .. } if self.add_unfinished(space)? => self.write(
+                Event::SpaceAdded,
+                Some(space),
+                after,
+                "provisioning finished by a re-run",
+                None,
+            ),
             Step::Reap { space, account } => {
                 let counts = plan.steps.iter().find_map(|s| match s {
                     Step::DeleteStreams {
@@ -609,7 +617,7 @@ fn promote(
     });
     if !inv.corrupt.is_empty() {
         return Err(Error::Refused(format!(
-            "the inventory became uncertain during apply ({}: {}); an uncertain tenant list is not rendered",
+            "the inventory became uncertain during apply ({}: {}); an uncertain tenant list is not rendered.\nnext: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
             inv.corrupt[0].file.display(),
             inv.corrupt[0].reason
         )));
@@ -634,7 +642,7 @@ fn promote(
         GenerationState::Corrupt { file, reason } => {
             server_conf::discard_next(root)?;
             return Err(Error::Refused(format!(
-                "{} became corrupt during apply: {reason}",
+                "{} became corrupt during apply: {reason}.\nnext: find who changed it during the apply; restore or delete it, then run `cotal plan`",
                 file.display()
             )));
         }
@@ -720,10 +728,12 @@ fn load_broker(root: &Root) -> Result<BrokerRecord> {
     match broker_record::load(root)? {
         broker_record::Loaded::Valid(record, _) => Ok(*record),
         broker_record::Loaded::Absent => {
-            Err(Error::Refused("the broker record disappeared".into()))
+            Err(Error::Refused(
+            "the broker record disappeared during apply.\nnext: restore .cotal/auth/broker.json from a backup".into(),
+        ))
         }
         broker_record::Loaded::Corrupt(why) => Err(Error::Refused(format!(
-            "{} is corrupt: {why}",
+            "{} is corrupt: {why}.\nnext: restore it from a backup",
             root.broker_record().display()
         ))),
     }

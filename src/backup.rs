@@ -234,7 +234,7 @@ pub fn backup(
         for name in &wanted {
             let state = states.get(name).cloned().flatten().ok_or_else(|| {
                 Error::Refused(format!(
-                    "the isolated broker does not load stream {name}; the store may be damaged"
+                    "the isolated broker does not load stream {name}; the store may be damaged.\nnext: look at .cotal/maintenance/isolated.log"
                 ))
             })?;
             let files = copy_tree(
@@ -317,6 +317,15 @@ fn copy_into(from: &Path, to: &Path, rel: &str, out: &mut Vec<FileEntry>) -> Res
 /// Read and verify an artifact: the manifest parses, names `space`, and every file is there with
 /// its checksum, and no stream folder is missing or extra.
 pub fn verify_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
+    check_artifact(dir, space).map_err(|e| match e {
+        Error::Refused(why) => Error::Refused(format!(
+            "{why}.\nnothing was written to the store.\nnext: use an intact artifact, or take a new backup on the source root (`cotal down --preserve-state`, `cotal space backup`)"
+        )),
+        other => other,
+    })
+}
+
+fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     let manifest_path = dir.join(MANIFEST);
     let bytes = std::fs::read(&manifest_path).map_err(|_| {
         Error::Refused(format!(

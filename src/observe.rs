@@ -8,8 +8,8 @@ use crate::desired::{self, Desired};
 use crate::digest;
 use crate::error::{Error, Result};
 use crate::observed::{
-    BrokerProcess, BrokerRecordState, BrokerTrust, Inventory, Observed, StreamUsage, Usage,
-    UsageSource,
+    BrokerProcess, BrokerRecordState, BrokerTrust, Inventory, Observed, ServerInfo, StreamUsage,
+    Usage, UsageSource,
 };
 use crate::store::{
     Root, broker_record, generation, inventory, jetstream_dir, journal, server_conf, space_dir,
@@ -73,10 +73,16 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         _ => Inventory::default(),
     };
     let process = broker_process(root);
-    let mut live_error = None;
+    let (mut live_error, mut server) = (None, None);
     if let (BrokerProcess::Running { .. }, BrokerRecordState::Valid(trust)) = (&process, &broker) {
         match live_figures(root, desired, trust) {
-            Ok(figures) => apply_figures(&mut inventory, &figures),
+            Ok(figures) => {
+                apply_figures(&mut inventory, &figures);
+                server = Some(ServerInfo {
+                    version: figures.version,
+                    started: figures.start,
+                });
+            }
             Err(e) => live_error = Some(e.to_string()),
         }
     }
@@ -111,6 +117,7 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         store_dir,
         desired_digest,
         live_error,
+        server,
     })
 }
 

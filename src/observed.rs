@@ -180,6 +180,13 @@ pub enum BrokerProcess {
     Running { pid: u32 },
 }
 
+/// What the running nats-server says of itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerInfo {
+    pub version: String,
+    pub started: String,
+}
+
 /// Everything the planner may look at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
@@ -197,4 +204,6 @@ pub struct Observed {
     pub desired_digest: String,
     /// Why live figures are missing although the broker runs.
     pub live_error: Option<String>,
+    /// The running server's version and start time, read with the live figures.
+    pub server: Option<ServerInfo>,
 }

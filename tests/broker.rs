@@ -407,11 +407,11 @@ fn a_reload_the_broker_refuses_is_rolled_back() {
     b.client("release").expect("added on the second try");
 }
 
-/// Messages and a KV value in a space, to prove suspension keeps data.
-fn seed_data(b: &Broker, client: &Client, space: &str) {
+/// `n` messages on the space's general chat channel, each acknowledged by JetStream.
+pub(crate) fn publish(b: &Broker, c: &Client, space: &str, n: usize) {
     b.rt.block_on(async {
-        let js = async_nats::jetstream::new(client.client.clone());
-        for i in 0..3 {
+        let js = async_nats::jetstream::new(c.client.clone());
+        for i in 0..n {
             js.publish(
                 format!("cotal.{space}.chat.general"),
                 format!("m{i}").into(),
@@ -421,6 +421,14 @@ fn seed_data(b: &Broker, client: &Client, space: &str) {
             .await
             .unwrap();
         }
+    });
+}
+
+/// Messages and a KV value in a space, to prove suspension keeps data.
+fn seed_data(b: &Broker, client: &Client, space: &str) {
+    publish(b, client, space, 3);
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(client.client.clone());
         let kv = js
             .get_key_value(format!("cotal_channels_{space}"))
             .await

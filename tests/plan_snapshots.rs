@@ -101,6 +101,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
         store_dir: "/srv/cotal/.cotal/nats".into(),
         desired_digest: "sha256:desired".into(),
         live_error: None,
+        server: None,
     };
     if !o.inventory.spaces.is_empty() {
         let preloads: Vec<Preload> = o

@@ -2,7 +2,7 @@
 
 use super::Global;
 use crate::apply::{self, Context};
-use crate::broker::{Broker, Running, Stopped, process};
+use crate::broker::{Running, Stopped, process};
 use crate::error::{Error, Result};
 use crate::observe;
 use crate::observed::BrokerProcess;
@@ -78,35 +78,25 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
 
     // Booting completes provisioning (seed 000 section 2.1).
     let observed = observe::observe(&root, &desired, digest)?;
-    let mut broker = Running::new(&root, &desired.broker.host, desired.broker.port)?;
-    let steps: Vec<Step> = plan::compute(&desired, &observed)?
-        .steps
-        .into_iter()
-        // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml.
+    let mut provisioning = plan::compute(&desired, &observed)?;
+    provisioning.steps.retain(|s| {
+        // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml
         // (and not suspended there: a suspended account accepts no provisioner).
-        .filter(|s| {
-            matches!(s, Step::Provision { space, .. }
+        matches!(s, Step::Provision { space, .. }
             if observed.inventory.spaces.get(space).is_some_and(|o| o.limits.conn != 0))
-        })
-        .collect();
-    for step in &steps {
-        if let Step::Provision { space, .. } = step {
-            let record = crate::store::account_record::load(&root, space)?;
-            let (creds, _) = crate::mint::user(
-                &record.account.public,
-                &record.account.signing_seed,
-                "cotal-provisioner",
-                crate::permissions::provisioner(),
-                Some(crate::permissions::EPHEMERAL),
-            )
-            .map_err(Error::Other)?;
-            let done = broker.provision(space, &creds)?;
-            let created = done.iter().filter(|d| d.starts_with("created")).count();
-            let updated = done.iter().filter(|d| d.starts_with("updated")).count();
-            println!(
-                "  provisioned {}: {created} created, {updated} updated",
-                crate::report::name(space)
-            );
+    });
+    if !provisioning.is_empty() {
+        // The executor runs them, with its journal and audit, as apply would.
+        let ctx = Context {
+            root: &root,
+            desired: &desired,
+            observed: &observed,
+            actor: super::actor(),
+        };
+        let mut broker = Running::new(&root, &desired.broker.host, desired.broker.port)?;
+        apply::execute(&ctx, &provisioning, &mut broker)?;
+        for step in &provisioning.steps {
+            println!("  {}", step.title());
         }
     }
     println!(

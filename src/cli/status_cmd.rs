@@ -66,12 +66,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     let root = global.root()?;
     let (desired, digest) = observe::desired(&root)?;
     let observed = observe::observe(&root, &desired, digest)?;
-    let figures = match (&observed.process, &observed.broker) {
-        (BrokerProcess::Running { .. }, BrokerRecordState::Valid(trust)) => {
-            observe::live_figures(&root, &desired, trust).ok()
-        }
-        _ => None,
-    };
+    let server = observed.server.as_ref();
     let status = Status {
         root: root.dir().display().to_string(),
         broker: BrokerStatus {
@@ -84,8 +79,8 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 BrokerProcess::Stopped => None,
             },
             url: format!("nats://{}:{}", desired.broker.host, desired.broker.port),
-            version: figures.as_ref().map(|f| f.version.clone()),
-            started: figures.as_ref().map(|f| f.start.clone()),
+            version: server.map(|s| s.version.clone()),
+            started: server.map(|s| s.started.clone()),
             operator: match &observed.broker {
                 BrokerRecordState::Valid(t) => Some(t.operator_pub.clone()),
                 _ => None,

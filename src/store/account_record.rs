@@ -43,7 +43,7 @@ pub fn load(root: &Root, space: &SpaceName) -> Result<AccountRecord> {
     let meta = std::fs::symlink_metadata(&path).at(&path)?;
     if !meta.is_file() {
         return Err(Error::Refused(format!(
-            "{} is not a regular file (links are not followed)",
+            "{} is not a regular file (links are not followed).\nnext: put the real record back in its place, or move the link out of .cotal/auth/",
             path.display()
         )));
     }

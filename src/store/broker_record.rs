@@ -107,7 +107,7 @@ pub fn save(root: &Root, record: &BrokerRecord) -> Result<()> {
         Loaded::Valid(_, existing) if existing.operator_pub == new_trust.operator_pub => {}
         Loaded::Valid(_, existing) => {
             return Err(Error::Refused(format!(
-                "{} holds operator {}; replacing it with operator {} would orphan every space signed by it",
+                "{} holds operator {}; replacing it with operator {} would orphan every space signed by it.\nnext: keep the existing broker record; a new broker belongs in a new root",
                 root.broker_record().display(),
                 existing.operator_pub,
                 new_trust.operator_pub
@@ -115,7 +115,7 @@ pub fn save(root: &Root, record: &BrokerRecord) -> Result<()> {
         }
         Loaded::Corrupt(why) => {
             return Err(Error::Refused(format!(
-                "{} is corrupt ({why}); it may hold the trust of real tenants, so it is not overwritten",
+                "{} is corrupt ({why}); it may hold the trust of real tenants, so it is not overwritten.\nnext: restore it from a backup",
                 root.broker_record().display()
             )));
         }

@@ -3,7 +3,7 @@
 //! must leave a converged broker with every invariant intact. Plus seeded SIGKILLs at random
 //! moments of a large plan.
 
-use super::{Broker, Client};
+use super::{Broker, Client, publish};
 use crate::common::stdout;
 use std::collections::BTreeMap;
 
@@ -58,22 +58,6 @@ fn kinds() -> Vec<Kind> {
             after: "[spaces.keep.limits]\nmax_connections = 50\nmax_storage = \"1GiB\"\n",
         },
     ]
-}
-
-fn publish(b: &Broker, c: &Client, space: &str, n: usize) {
-    b.rt.block_on(async {
-        let js = async_nats::jetstream::new(c.client.clone());
-        for i in 0..n {
-            js.publish(
-                format!("cotal.{space}.chat.general"),
-                format!("m{i}").into(),
-            )
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-        }
-    });
 }
 
 fn messages(b: &Broker, space: &str) -> u64 {
