@@ -2,13 +2,19 @@
 //! `match` over [`Step`], journaling each step's start and end.
 //!
 //! Invariants:
-//! - Nothing before a removal's commit point (its `DeleteStreams`) destroys anything; every step
-//!   is idempotent, so re-running apply after a crash finishes the work.
+//! - Nothing before a removal's commit point destroys anything; every step is idempotent, so
+//!   re-running apply after a crash finishes the work.
+//! - A removal's commit point is the journal saying `committed` for it, written before its first
+//!   stream is deleted: a failure anywhere after that leaves the removal to be finished.
 //! - The journal is opened before the first step and closed after the last. A failure after a
 //!   commit point leaves it open and returns [`Error::Interrupted`] (exit 6); a failure before any
 //!   commit point closes it (the re-plan derives the remaining work) and returns the failure.
-//! - Promotion is compare-and-set on the generation record and renders from the inventory as
-//!   re-read from disk, never from a remembered list.
+//! - The root's lock is checked before every step and just before the promotion: once its file
+//!   was replaced, this apply stops and touches nothing more (not even the journal).
+//! - Promotion is compare-and-set twice: on the generation record, and on the inventory, which
+//!   must hold exactly what the plan saw plus this apply's own writes.
+//! - A reload is confirmed by the broker itself; one it does not confirm is rolled back with
+//!   everything the apply changed (config and records), so disk and broker agree again.
 //! - Reap failures are reported, never thrown: they come after a commit point.
 
 use crate::audit::{Actor, Counts, Event, Generations, Record as AuditRecord};
@@ -17,21 +23,25 @@ use crate::desired::Desired;
 use crate::digest;
 use crate::error::{Error, Result};
 use crate::fault;
+use crate::fault::Point;
 use crate::mint;
 use crate::model::SpaceName;
 use crate::observed::{
-    GenerationRecord, GenerationState, Journal, JournalState, JournaledRemoval, JournaledStep,
-    Observed,
+    GenerationRecord, GenerationState, Journal, JournalState, JournaledAdd, JournaledRemoval,
+    JournaledStep, Observed,
 };
 use crate::permissions;
 use crate::plan::{self, Plan, Step};
 use crate::render;
 use crate::store::audit as store_audit;
 use crate::store::broker_record::BrokerRecord;
+use crate::store::lock::Lock;
 use crate::store::{
     Root, account_record, broker_record, generation, inventory, jetstream_dir, journal,
     server_conf, space_dir,
 };
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 
 /// What an apply did.
 #[derive(Debug, Default)]
@@ -48,6 +58,26 @@ pub struct Context<'a> {
     pub observed: &'a Observed,
     /// Who is applying, for the journal and the audit.
     pub actor: Actor,
+    /// The root's lock, held by the caller.
+    pub lock: &'a Lock,
+}
+
+/// The inventory the promotion must find on disk: account key and JWT per space.
+type ExpectedInventory = BTreeMap<SpaceName, (String, String)>;
+
+/// How to put back one artifact this apply wrote, should its reload be rolled back.
+enum Undo {
+    /// Put these bytes back at the path.
+    Restore(PathBuf, Vec<u8>),
+    /// The path did not exist before: remove what this apply created there.
+    Remove(PathBuf),
+}
+
+/// What an apply carries from step to step.
+struct State {
+    journal: Journal,
+    expected: ExpectedInventory,
+    undo: Vec<Undo>,
 }
 
 /// Execute `plan`. The caller holds the lock and has confirmed.
@@ -59,6 +89,7 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
         plan_digest: plan.steps_digest(),
         before: ctx.observed.generation.generation(),
     };
+    ctx.lock.verify()?;
     // Fail closed: nothing is changed before the apply is on the record.
     audit.write(Event::ApplyStarted, None, None, "started", None)?;
     let mut outcome = Outcome::default();
@@ -85,7 +116,7 @@ fn run(
     audit: &Auditor,
     outcome: &mut Outcome,
 ) -> Result<()> {
-    let mut journal = Journal {
+    let journal = Journal {
         op: "apply".into(),
         plan_digest: audit.plan_digest.clone(),
         started_at: timestamp(),
@@ -108,50 +139,73 @@ fn run(
                 _ => None,
             })
             .collect(),
+        // Accounts an interrupted apply minted for names it was also removing stay known.
+        added: match &ctx.observed.journal {
+            JournalState::Open(j) => j.added.clone(),
+            _ => Vec::new(),
+        },
         steps: Vec::new(),
     };
-    journal::save(ctx.root, &journal)?;
-    tracing::info!(steps = plan.steps.len(), digest = %journal.plan_digest, "journal opened");
-    fault::point("after-journal-open");
+    let mut state = State {
+        journal,
+        expected: ctx
+            .observed
+            .inventory
+            .spaces
+            .iter()
+            .map(|(n, s)| (n.clone(), (s.account_pub.clone(), s.jwt.clone())))
+            .collect(),
+        undo: Vec::new(),
+    };
+    journal::save(ctx.root, &state.journal)?;
+    tracing::info!(steps = plan.steps.len(), digest = %state.journal.plan_digest, "journal opened");
+    fault::point(Point::AfterJournalOpen);
 
-    let mut committed = journal.removals.iter().any(|r| r.committed);
+    let mut committed = state.journal.removals.iter().any(|r| r.committed);
     for step in &plan.steps {
-        journal.steps.push(JournaledStep {
+        // A lost lock stops the apply where it is, journal untouched: another cotal may own it.
+        ctx.lock.verify().map_err(lock_lost)?;
+        state.journal.steps.push(JournaledStep {
             step: step.title(),
             started_at: timestamp(),
             ended_at: None,
         });
-        journal::save(ctx.root, &journal)?;
+        journal::save(ctx.root, &state.journal)?;
         tracing::info!(step = %step.title(), "step started");
         let result = audit
             .before_step(step)
-            .and_then(|_| run_step(ctx, record, step, broker, &mut journal, outcome, plan))
+            .and_then(|_| run_step(ctx, record, step, broker, &mut state, outcome, plan))
             .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
-        committed |= journal.removals.iter().any(|r| r.committed);
+        committed |= state.journal.removals.iter().any(|r| r.committed);
         if let Err(e) = result {
             return Err(fail(ctx.root, e, committed, step));
         }
-        if let Some(last) = journal.steps.last_mut() {
+        if let Some(last) = state.journal.steps.last_mut() {
             last.ended_at = Some(timestamp());
         }
-        journal::save(ctx.root, &journal)?;
+        journal::save(ctx.root, &state.journal)?;
         outcome.steps_done += 1;
     }
     let after = outcome.generation.map(|(_, to)| to);
-    audit
-        .write(Event::ApplyCompleted, None, after, "completed", None)
-        .map_err(|e| {
-            fail(
-                ctx.root,
-                e,
-                committed,
-                plan.steps.last().expect("a plan that ran has steps"),
-            )
-        })?;
-    fault::point("before-journal-close");
+    if let Err(e) = audit.write(Event::ApplyCompleted, None, after, "completed", None) {
+        return Err(match plan.steps.last() {
+            Some(last) => fail(ctx.root, e, committed, last),
+            None => e,
+        });
+    }
+    fault::point(Point::BeforeJournalClose);
     journal::close(ctx.root)?;
     tracing::info!("journal closed");
     Ok(())
+}
+
+/// A lost lock is reported as a refusal that the failure path must not treat as its own: the
+/// journal now may be another apply's.
+fn lock_lost(e: Error) -> Error {
+    match e {
+        Error::Refused(msg) => Error::LockLost(msg),
+        other => other,
+    }
 }
 
 fn first_line(s: &str) -> String {
@@ -338,9 +392,14 @@ fn added(plan: &Plan) -> Vec<&SpaceName> {
 /// Turn a step failure into what the operator must know: before any commit point the journal is
 /// closed and the failure returned as is; after one, the journal stays and apply must be re-run.
 fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
+    if matches!(e, Error::LockLost(_)) {
+        return e;
+    }
     if committed {
         Error::Interrupted(format!(
-            "apply stopped at `{}` after a commit point: {e}\nthe journal stays open; fix the cause and re-run `cotal apply` to finish",
+            "apply stopped at `{}` after a commit point: {e}\n\
+             the journal stays open: every removal it names is committed and will be finished.\n\
+             next: fix the cause and re-run `cotal apply`; if the broker is what blocks it, `cotal down` (which works while the journal is open) and `cotal apply` finish it with the broker stopped",
             step.title()
         ))
     } else {
@@ -354,51 +413,52 @@ fn run_step(
     record: &BrokerRecord,
     step: &Step,
     broker: &mut dyn Broker,
-    journal: &mut Journal,
+    state: &mut State,
     outcome: &mut Outcome,
     plan: &Plan,
 ) -> Result<()> {
     let root = ctx.root;
     match step {
         Step::FinishJournal { .. } => Ok(()),
-        Step::DeleteStreams {
-            space,
-            account,
-            committed,
-            ..
-        } => {
-            // Past the commit point the streams are gone already, and after the reload the
-            // account may no longer be loaded, so a running broker is not asked again (the
-            // store folder is reaped later); a stopped broker's folder removal is idempotent.
-            if *committed && broker.running() {
-                return Ok(());
-            }
-            let teardown = if broker.running() {
-                space_user(
-                    root,
-                    space,
-                    account,
-                    "cotal-teardown",
-                    permissions::teardown(),
-                )?
-            } else {
-                None
-            };
-            broker.delete_streams(space, account, &ctx.observed.store_dir, teardown.as_deref())?;
-            fault::point("after-streams-deleted");
-            if let Some(r) = journal
+        Step::DeleteStreams { space, account, .. } => {
+            // The commit point: the journal says the removal is committed before anything is
+            // deleted, so a failure from here on leaves it to be finished by the next apply.
+            if let Some(r) = state
+                .journal
                 .removals
                 .iter_mut()
                 .find(|r| &r.space == space && &r.account == account)
+                && !r.committed
             {
                 r.committed = true;
+                journal::save(root, &state.journal)?;
             }
-            journal::save(root, journal)
+            fault::point(Point::AfterRemovalCommitted);
+            broker.delete_streams(space, account, &ctx.observed.store_dir)?;
+            fault::point(Point::AfterStreamsDeleted);
+            Ok(())
         }
         Step::AddAccount { space, spec } => {
             let account = mint::account(record, space, spec).map_err(Error::Other)?;
+            // A name this apply also removes (under its old account) is re-added: the journal
+            // says which new account its record may hold before the record is written.
+            if state.journal.removals.iter().any(|r| &r.space == space) {
+                state.journal.added.push(JournaledAdd {
+                    space: space.clone(),
+                    account: account.account.public.clone(),
+                });
+                journal::save(root, &state.journal)?;
+            }
+            remember(&mut state.undo, &root.account_record(space))?;
+            if std::fs::symlink_metadata(root.space_dir(space)).is_err() {
+                state.undo.push(Undo::Remove(root.space_dir(space)));
+            }
             account_record::save(root, &account)?;
-            fault::point("after-record-written");
+            state.expected.insert(
+                space.clone(),
+                (account.account.public.clone(), account.account.jwt.clone()),
+            );
+            fault::point(Point::AfterRecordWritten);
             space_dir::save_lifecycle(
                 root,
                 space,
@@ -417,15 +477,21 @@ fn run_step(
         } => {
             let current = account_record::load(root, space)?;
             if &current.account.public != account {
-                return Err(Error::Other(format!(
-                    "the record of {} changed under the lock (now account {})",
+                return Err(Error::Refused(format!(
+                    "the record of {} changed under the lock (now account {}, the plan saw {account}).\n\
+                     next: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
                     plan::q(space),
                     current.account.public
                 )));
             }
             let updated = mint::reissue(record, &current, space, spec).map_err(Error::Other)?;
+            remember(&mut state.undo, &root.account_record(space))?;
             account_record::save(root, &updated)?;
-            fault::point("after-record-written");
+            state.expected.insert(
+                space.clone(),
+                (updated.account.public.clone(), updated.account.jwt.clone()),
+            );
+            fault::point(Point::AfterRecordWritten);
             Ok(())
         }
         Step::WriteSysCreds { space } => {
@@ -434,6 +500,7 @@ fn run_step(
         }
         Step::RecordProtection { space, protect } => {
             let current = account_record::load(root, space)?;
+            remember(&mut state.undo, &space_dir::lifecycle_path(root, space))?;
             space_dir::save_lifecycle(
                 root,
                 space,
@@ -446,14 +513,7 @@ fn run_step(
         Step::PromoteConfig {
             from_generation, ..
         } => {
-            let (from, to) = promote(
-                ctx,
-                record,
-                *from_generation,
-                &journal.removals,
-                plan,
-                broker,
-            )?;
+            let (from, to) = promote(ctx, record, *from_generation, state, plan, broker)?;
             outcome.generation = Some((from, to));
             Ok(())
         }
@@ -480,10 +540,41 @@ fn run_step(
                 broker.running(),
                 outcome,
             );
-            fault::point("after-reap");
+            fault::point(Point::AfterReap);
             Ok(())
         }
     }
+}
+
+/// Note how to put `path` back as it is now (its bytes, or its absence), once per apply.
+fn remember(undo: &mut Vec<Undo>, path: &std::path::Path) -> Result<()> {
+    let known = undo.iter().any(|u| match u {
+        Undo::Restore(p, _) | Undo::Remove(p) => p == path,
+    });
+    if !known {
+        undo.push(match crate::store::atomic::read_optional(path)? {
+            Some(bytes) => Undo::Restore(path.to_path_buf(), bytes),
+            None => Undo::Remove(path.to_path_buf()),
+        });
+    }
+    Ok(())
+}
+
+/// Put back everything this apply wrote, newest first. Returns what could not be put back.
+fn undo_writes(undo: &[Undo]) -> Vec<String> {
+    let mut failures = Vec::new();
+    for u in undo.iter().rev() {
+        let result = match u {
+            Undo::Restore(path, bytes) => {
+                crate::store::atomic::write(path, bytes, crate::store::atomic::SECRET)
+            }
+            Undo::Remove(path) => crate::store::atomic::remove_tree(path).map(|_| ()),
+        };
+        if let Err(e) = result {
+            failures.push(e.to_string());
+        }
+    }
+    failures
 }
 
 /// An ephemeral user of a space (in memory, short expiry), signed by its signing key. `None`
@@ -544,40 +635,58 @@ fn write_sys_creds(
     space_dir::save_sys_creds(root, space, account, &observer, &evictor)
 }
 
-/// What the data plane must show after the reload: added and resumed spaces accept a fresh
-/// user; removed and suspended ones refuse it.
+/// What the broker must show after the reload: added and re-issued spaces loaded with exactly
+/// their new JWT (asked through the system account, so a space at its connection limit is
+/// checked without a free slot); added active spaces accept a fresh user (all their slots are
+/// free); suspended ones refuse it; removed ones are unloaded and refuse it.
 fn expectations(
     root: &Root,
     plan: &Plan,
     removals: &[JournaledRemoval],
 ) -> Result<Vec<Expectation>> {
-    let mut wanted: Vec<(&SpaceName, bool)> = Vec::new();
-    for step in &plan.steps {
-        match step {
-            Step::AddAccount { space, spec } | Step::ReissueAccount { space, spec, .. } => {
-                wanted.push((space, spec.state == crate::model::SpaceState::Active));
-            }
-            _ => {}
-        }
-    }
     let mut out = Vec::new();
-    for (space, accept) in wanted {
+    for step in &plan.steps {
+        let (space, spec, added) = match step {
+            Step::AddAccount { space, spec } => (space, spec, true),
+            Step::ReissueAccount { space, spec, .. } => (space, spec, false),
+            _ => continue,
+        };
         let record = account_record::load(root, space)?;
+        let account = record.account.public.clone();
+        out.push(Expectation::Loaded {
+            space: space.clone(),
+            account: account.clone(),
+            jwt: record.account.jwt.clone(),
+        });
+        let active = spec.state == crate::model::SpaceState::Active;
+        if active && !added {
+            continue;
+        }
         if let Some(creds) = space_user(
             root,
             space,
-            &record.account.public,
+            &account,
             "cotal-verifier",
             permissions::verifier(),
         )? {
-            out.push(Expectation {
-                space: space.clone(),
-                accept,
-                creds,
+            out.push(if active {
+                Expectation::Accepts {
+                    space: space.clone(),
+                    creds,
+                }
+            } else {
+                Expectation::Refuses {
+                    space: space.clone(),
+                    creds,
+                }
             });
         }
     }
     for r in removals {
+        out.push(Expectation::Unloaded {
+            space: r.space.clone(),
+            account: r.account.clone(),
+        });
         if let Some(creds) = space_user(
             root,
             &r.space,
@@ -585,9 +694,8 @@ fn expectations(
             "cotal-verifier",
             permissions::verifier(),
         )? {
-            out.push(Expectation {
+            out.push(Expectation::Refuses {
                 space: r.space.clone(),
-                accept: false,
                 creds,
             });
         }
@@ -595,26 +703,60 @@ fn expectations(
     Ok(out)
 }
 
-/// Render from the inventory as it is on disk now (minus the journaled removals), promote by compare-and-set, reload and
-/// confirm a running broker (restoring `.prev` when it does not confirm), then advance the
-/// generation. Returns (from, to).
+/// Refuse when the inventory on disk is not what this apply expects (what the plan saw plus
+/// its own writes): a record that vanished, changed or appeared under the lock would otherwise
+/// be rendered (or silently dropped, evicting its tenant).
+fn check_inventory(
+    root: &Root,
+    inv: &crate::observed::Inventory,
+    expected: &ExpectedInventory,
+) -> Result<()> {
+    let mut moved = Vec::new();
+    for (name, (account, jwt)) in expected {
+        match inv.spaces.get(name) {
+            None => moved.push(format!("{} vanished", plan::q(name))),
+            Some(s) if &s.account_pub != account => moved.push(format!(
+                "{} now holds account {} (the plan saw {account})",
+                plan::q(name),
+                s.account_pub
+            )),
+            Some(s) if &s.jwt != jwt => {
+                moved.push(format!("{} holds another account JWT", plan::q(name)))
+            }
+            Some(_) => {}
+        }
+    }
+    for name in inv.spaces.keys().filter(|n| !expected.contains_key(*n)) {
+        moved.push(format!("{} appeared", plan::q(name)));
+    }
+    if moved.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "the account inventory in {} changed under the lock since the plan was made: {}.\n\
+         blast radius: none from the promotion; it was not done, so the broker still serves the config it had.\n\
+         next: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
+        root.auth_dir().display(),
+        moved.join("; ")
+    )))
+}
+
+/// Render from the inventory as it is on disk now (minus the journaled removals), promote by
+/// compare-and-set, reload and confirm a running broker (rolling back the config and every
+/// record this apply wrote when it does not confirm), then advance the generation. Returns
+/// (from, to).
 fn promote(
     ctx: &Context,
     record: &BrokerRecord,
     expected: u64,
-    removals: &[JournaledRemoval],
+    state: &mut State,
     plan: &Plan,
     broker: &mut dyn Broker,
 ) -> Result<(u64, u64)> {
     let root = ctx.root;
+    let removals = &state.journal.removals;
     let trust = record.validate().map_err(Error::Other)?;
     let mut inv = inventory::read(root, &trust.operator_pub)?;
-    // Spaces being removed keep their records until the reap, but leave the config now.
-    inv.spaces.retain(|name, space| {
-        !removals
-            .iter()
-            .any(|r| &r.space == name && r.account == space.account_pub)
-    });
     if !inv.corrupt.is_empty() {
         return Err(Error::Refused(format!(
             "the inventory became uncertain during apply ({}: {}); an uncertain tenant list is not rendered.\nnext: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
@@ -622,18 +764,25 @@ fn promote(
             inv.corrupt[0].reason
         )));
     }
+    check_inventory(root, &inv, &state.expected)?;
+    // Spaces being removed keep their records until the reap, but leave the config now.
+    inv.spaces.retain(|name, space| {
+        !removals
+            .iter()
+            .any(|r| &r.space == name && r.account == space.account_pub)
+    });
     let preloads = render::inventory_preloads(&inv.spaces);
     let nodes = plan::nodes(ctx.desired, ctx.observed);
     // One node today; each is rendered and pre-flighted before any is promoted.
-    let mut rendered = Vec::with_capacity(nodes.len());
+    let mut digests = Vec::with_capacity(nodes.len());
     for node in &nodes {
-        let text = render::server_conf(&trust, &preloads, node).map_err(Error::Refused)?;
-        let next = server_conf::write_next(root, &text)?;
+        let rendered = render::render(&trust, &preloads, node).map_err(Error::Refused)?;
+        let next = server_conf::write_next(root, &rendered.text)?;
         if let Err(e) = preflight::check(&next) {
             server_conf::discard_next(root)?;
             return Err(e);
         }
-        rendered.push(text);
+        digests.push(rendered.digest);
     }
     let digest = digest::preloads(&preloads);
 
@@ -657,35 +806,48 @@ fn promote(
             root.generation_record().display()
         )));
     }
+    ctx.lock.verify().map_err(lock_lost)?;
     server_conf::promote_next(root)?;
     tracing::info!(
         generation = current,
         spaces = inv.spaces.len(),
         "config promoted"
     );
-    fault::point("after-config-promoted");
+    fault::point(Point::AfterConfigPromoted);
     fault::break_config(&root.server_conf());
     if broker.running() {
         let expectations = expectations(root, plan, removals)?;
-        fault::point("before-reload");
+        fault::point(Point::BeforeReload);
         let confirmed = broker
-            .reload(&nodes)
+            .reload(&digests)
             .and_then(|_| broker.verify(&expectations));
         if let Err(e) = confirmed {
             server_conf::restore_prev(root)?;
-            let tail = match broker.reload(&nodes) {
-                Ok(_) => {
-                    "the previous config was restored and reloaded; the generation is unchanged"
-                        .to_string()
+            let reloaded = match broker.restore() {
+                Ok(()) => {
+                    "the previous config was restored and the broker confirmed it".to_string()
                 }
                 Err(again) => format!(
-                    "the previous config was restored, but reloading it failed too: {again}"
+                    "the previous config was restored, but the broker did not confirm it: {again}"
                 ),
             };
-            return Err(Error::RolledBack(format!("{e}\n{tail}")));
+            let not_undone = undo_writes(&state.undo);
+            state.undo.clear();
+            let records = if not_undone.is_empty() {
+                "every record this apply wrote was put back; the generation is unchanged"
+                    .to_string()
+            } else {
+                format!(
+                    "some records this apply wrote could not be put back ({}); the generation is unchanged",
+                    not_undone.join("; ")
+                )
+            };
+            return Err(Error::RolledBack(format!(
+                "{e}\n{reloaded}; {records}.\nnext: `cotal plan` shows the refused change again; fix its cause and apply again"
+            )));
         }
     }
-    fault::point("after-reload");
+    fault::point(Point::AfterReload);
     generation::save(
         root,
         &GenerationRecord {
@@ -716,7 +878,7 @@ fn reap(
             .reap_failures
             .push(format!("account record of {}: {e}", plan::q(space)));
     }
-    fault::point("mid-reap");
+    fault::point(Point::MidReap);
     if let Err(e) = space_dir::reap(root, space, account) {
         outcome
             .reap_failures

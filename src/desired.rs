@@ -224,7 +224,11 @@ fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {
                 }),
         }
     };
-    let size = |field: &str, v: Option<Spanned<toml::Value>>| -> Result<Option<ByteSize>, String> {
+    let size = |field: &str,
+                v: Option<Spanned<toml::Value>>,
+                min: u64,
+                why: &str|
+     -> Result<Option<ByteSize>, String> {
         let Some(s) = v else { return Ok(None) };
         let parsed = match s.get_ref() {
             toml::Value::Integer(n) if *n > 0 => Ok(ByteSize(*n as u64)),
@@ -241,20 +245,37 @@ fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {
                 other.type_str()
             )),
         };
-        parsed.map(Some).map_err(|e| {
-            loc.at(
-                s.span().start,
-                format!("{field}: {e}; omit it for unlimited"),
-            )
-        })
+        let at = s.span().start;
+        let parsed =
+            parsed.map_err(|e| loc.at(at, format!("{field}: {e}; omit it for unlimited")))?;
+        if parsed.0 < min {
+            return Err(loc.at(
+                at,
+                format!(
+                    "{field} = {parsed} must be at least {} ({why}); omit it for unlimited",
+                    ByteSize(min)
+                ),
+            ));
+        }
+        Ok(Some(parsed))
     };
     Ok(Limits {
         max_connections: count("max_connections", l.max_connections, 1)?,
-        max_storage: size("max_storage", l.max_storage)?,
-        max_memory: size("max_memory", l.max_memory)?,
+        max_storage: size(
+            "max_storage",
+            l.max_storage,
+            crate::streams::reserved_storage(),
+            "JetStream reserves each stream's max_bytes up front, and the space's provisioned buckets reserve this much",
+        )?,
+        max_memory: size("max_memory", l.max_memory, 1, "")?,
         max_streams: count("max_streams", l.max_streams, PROVISIONED_STREAMS)?,
         max_consumers: count("max_consumers", l.max_consumers, 1)?,
-        max_payload: size("max_payload", l.max_payload)?,
+        max_payload: size(
+            "max_payload",
+            l.max_payload,
+            crate::streams::MIN_PAYLOAD,
+            "cotal provisions the space's streams and buckets with JetStream API requests under this limit",
+        )?,
     })
 }
 

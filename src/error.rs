@@ -36,6 +36,11 @@ pub enum Error {
     #[error("refused: {0}")]
     Refused(String),
 
+    /// The lock file was replaced while this process held it: another cotal may hold the root
+    /// now, so nothing more is touched (not even the journal).
+    #[error("refused: {0}")]
+    LockLost(String),
+
     /// The root's maintenance lock is held by another process.
     #[error("the root is locked by another cotal: {0}")]
     LockHeld(String),
@@ -63,7 +68,7 @@ impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
             Error::Input(_) | Error::Io { .. } | Error::Other(_) => exit::ERROR,
-            Error::Refused(_) => exit::REFUSED,
+            Error::Refused(_) | Error::LockLost(_) => exit::REFUSED,
             Error::LockHeld(_) => exit::LOCK_HELD,
             Error::StalePlan(_) => exit::STALE_PLAN,
             Error::Interrupted(_) => exit::INTERRUPTED,

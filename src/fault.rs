@@ -1,8 +1,83 @@
-//! Named crash points for the reliability tests (issue: prove it survives).
+//! Named crash points for the reliability tests (issue: prove it survives), as a closed set.
 //!
-//! Compiled to nothing unless the `fault-injection` feature is on. With it, setting
-//! `COTAL_CRASH_AT=<name>` makes the process abort at that point, as a power cut would: no
-//! destructors, no flushing, no cleanup.
+//! Compiled to nothing unless the `fault-injection` feature is on. With it:
+//! - `COTAL_CRASH_AT=<name>` makes the process abort at that point, as a power cut would: no
+//!   destructors, no flushing, no cleanup. It first prints `cotal: crash injected at <name>` on
+//!   stderr, so a test can prove the point was reached.
+//! - `COTAL_PAUSE_AT=<name>` with `COTAL_PAUSE_FIFO=<path>` makes the process stop at that point
+//!   until a test has opened the FIFO for writing and closed it: a rendezvous without sleeps.
+//! - `COTAL_FAULT=break-config` corrupts a promoted config after the preflight.
+
+/// Every point where a fault-injection build can crash or pause, in the order apply meets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Point {
+    /// The root's lock is held; nothing has been read or written yet.
+    AfterLock,
+    /// The journal is open; nothing else was written.
+    AfterJournalOpen,
+    /// A removal is journaled as committed; its streams are not deleted yet.
+    AfterRemovalCommitted,
+    /// A removal's streams are deleted.
+    AfterStreamsDeleted,
+    /// A new or re-issued account record is on disk.
+    AfterRecordWritten,
+    /// The new `server.conf` replaced the old one; no reload yet.
+    AfterConfigPromoted,
+    /// Just before the reload request.
+    BeforeReload,
+    /// The broker confirmed the reload; the generation is not advanced yet.
+    AfterReload,
+    /// An added space's streams exist, its buckets not yet.
+    MidProvision,
+    /// A removed space's record is deleted, its folder not yet.
+    MidReap,
+    /// A removed space's local material is reaped.
+    AfterReap,
+    /// Everything is done but the journal is still open.
+    BeforeJournalClose,
+}
+
+impl Point {
+    /// Every point, in the order apply meets them.
+    pub const ALL: [Point; 12] = [
+        Point::AfterLock,
+        Point::AfterJournalOpen,
+        Point::AfterRemovalCommitted,
+        Point::AfterStreamsDeleted,
+        Point::AfterRecordWritten,
+        Point::AfterConfigPromoted,
+        Point::BeforeReload,
+        Point::AfterReload,
+        Point::MidProvision,
+        Point::MidReap,
+        Point::AfterReap,
+        Point::BeforeJournalClose,
+    ];
+
+    /// The name `COTAL_CRASH_AT` and `COTAL_PAUSE_AT` take.
+    pub fn name(self) -> &'static str {
+        match self {
+            Point::AfterLock => "after-lock",
+            Point::AfterJournalOpen => "after-journal-open",
+            Point::AfterRemovalCommitted => "after-removal-committed",
+            Point::AfterStreamsDeleted => "after-streams-deleted",
+            Point::AfterRecordWritten => "after-record-written",
+            Point::AfterConfigPromoted => "after-config-promoted",
+            Point::BeforeReload => "before-reload",
+            Point::AfterReload => "after-reload",
+            Point::MidProvision => "mid-provision",
+            Point::MidReap => "mid-reap",
+            Point::AfterReap => "after-reap",
+            Point::BeforeJournalClose => "before-journal-close",
+        }
+    }
+}
+
+impl std::fmt::Display for Point {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
 
 /// Corrupt a promoted config so the broker refuses its reload, when `COTAL_FAULT=break-config`
 /// (fault-injection builds only): the preflight has passed, so only the reload can catch it.
@@ -19,12 +94,38 @@ pub fn break_config(_path: &std::path::Path) {
     }
 }
 
-/// Abort here when `COTAL_CRASH_AT` names this point (fault-injection builds only).
+/// Abort (or pause) here when `COTAL_CRASH_AT` (or `COTAL_PAUSE_AT`) names this point
+/// (fault-injection builds only).
 #[inline(always)]
-pub fn point(_name: &str) {
+pub fn point(_point: Point) {
     #[cfg(feature = "fault-injection")]
-    if std::env::var("COTAL_CRASH_AT").as_deref() == Ok(_name) {
-        eprintln!("cotal: crash injected at {_name}");
-        std::process::abort();
+    {
+        let name = _point.name();
+        if std::env::var("COTAL_CRASH_AT").as_deref() == Ok(name) {
+            eprintln!("cotal: crash injected at {name}");
+            std::process::abort();
+        }
+        if std::env::var("COTAL_PAUSE_AT").as_deref() == Ok(name)
+            && let Ok(fifo) = std::env::var("COTAL_PAUSE_FIFO")
+        {
+            use std::io::Read;
+            eprintln!("cotal: paused at {name}");
+            // Opening blocks until the test opens the FIFO for writing; reading returns at EOF,
+            // once the test closes it.
+            let mut rest = Vec::new();
+            let _ = std::fs::File::open(&fifo).and_then(|mut f| f.read_to_end(&mut rest));
+            eprintln!("cotal: resumed at {name}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_point_has_a_distinct_name() {
+        let names: std::collections::BTreeSet<&str> = Point::ALL.iter().map(|p| p.name()).collect();
+        assert_eq!(names.len(), Point::ALL.len());
     }
 }

@@ -3,7 +3,7 @@
 //! predicate "servable". Pure.
 
 use crate::model::SpaceName;
-use crate::observed::{BrokerProcess, JournalState, Observed, ObservedSpace, UsageSource};
+use crate::observed::{JournalState, Observed, ObservedSpace, UsageSource};
 use crate::streams;
 use serde::Serialize;
 
@@ -49,10 +49,7 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
     let removing = matches!(&observed.journal, JournalState::Open(j)
         if j.removals.iter().any(|r| &r.space == name && r.account == space.account_pub));
     let suspended = space.limits.conn == 0 && space.limits.leaf == 0;
-    let loaded = observed
-        .server_conf
-        .as_deref()
-        .is_some_and(|c| c.contains(&format!("  {}: ", space.account_pub)));
+    let loaded = observed.loads(&space.account_pub);
     let streams_complete = match space.usage.source {
         UsageSource::Unknown => None,
         _ => {
@@ -69,7 +66,7 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
             )
         }
     };
-    let running = matches!(observed.process, BrokerProcess::Running { .. });
+    let running = observed.process.is_running();
     let state = if removing {
         State::Removing
     } else if suspended {

@@ -112,6 +112,42 @@ pub fn reissue(
     Ok(out)
 }
 
+/// An ephemeral user of the system account (in memory, short expiry), signed by the retained
+/// system signing seed. Reads the broker record and the seed; the creds returned are secret.
+pub fn system_user(
+    root: &crate::store::Root,
+    name: &str,
+    permissions: Permissions,
+) -> crate::error::Result<String> {
+    use crate::error::Error;
+    use crate::store::broker_record;
+    let sys_pub = match broker_record::load(root)? {
+        broker_record::Loaded::Valid(record, _) => record.sys.public,
+        _ => {
+            return Err(Error::Refused(format!(
+                "{} is missing or corrupt, so no system user can be minted.\nnext: restore it from a backup",
+                root.broker_record().display()
+            )));
+        }
+    };
+    let seed = broker_record::load_sys_seed(root)?.ok_or_else(|| {
+        Error::Refused(format!(
+            "this root keeps no system signing seed ({}), so cotal cannot mint the system user it reloads and checks the running broker with.\n\
+             next: restore the seed from a backup, or stop the broker (`cotal down`) and apply with it stopped",
+            root.sys_seed().display()
+        ))
+    })?;
+    let (creds, _) = user(
+        &sys_pub,
+        &seed,
+        name,
+        permissions,
+        Some(crate::permissions::EPHEMERAL),
+    )
+    .map_err(Error::Other)?;
+    Ok(creds)
+}
+
 /// A user of an account, signed by the account's signing key. Returns the creds file text
 /// (secret) and the user's public key.
 pub fn user(

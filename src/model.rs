@@ -299,3 +299,16 @@ mod tests {
         assert_eq!(human_count(1_000_000), "1,000,000");
     }
 }
+
+/// Where a broker listens (host and port of its client listener).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Listener {
+    pub host: String,
+    pub port: u16,
+}
+
+impl fmt::Display for Listener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}

@@ -3,12 +3,13 @@
 //!
 //! Invariant: observation never writes.
 
+use crate::broker::identity::{self, Listener, Liveness};
 use crate::broker::live;
 use crate::desired::{self, Desired};
 use crate::digest;
 use crate::error::{Error, Result};
 use crate::observed::{
-    BrokerProcess, BrokerRecordState, BrokerTrust, Inventory, Observed, ServerInfo, StreamUsage,
+    BrokerProcess, BrokerRecordState, Inventory, Observed, PromotedConfig, ServerInfo, StreamUsage,
     Usage, UsageSource,
 };
 use crate::store::{
@@ -72,10 +73,12 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         BrokerRecordState::Valid(trust) => inventory::read(root, &trust.operator_pub)?,
         _ => Inventory::default(),
     };
-    let process = broker_process(root);
+    let server_conf = server_conf::read(root)?.map(PromotedConfig::new);
+    let listener = listener(desired, server_conf.as_ref());
+    let process = broker_process(root, &listener)?;
     let (mut live_error, mut server) = (None, None);
-    if let (BrokerProcess::Running { .. }, BrokerRecordState::Valid(trust)) = (&process, &broker) {
-        match live_figures(root, desired, trust) {
+    if let (BrokerProcess::Running { .. }, BrokerRecordState::Valid(_)) = (&process, &broker) {
+        match live_figures(root, &listener) {
             Ok(figures) => {
                 apply_figures(&mut inventory, &figures);
                 server = Some(ServerInfo {
@@ -106,13 +109,29 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         running = ?process,
         "observed"
     );
+    let journal = journal::load(root)?;
+    let mut journal_protected = std::collections::BTreeSet::new();
+    if let crate::observed::JournalState::Open(j) = &journal {
+        for r in &j.removals {
+            let protected = match space_dir::load_lifecycle(root, &r.space) {
+                Ok(Some(l)) => l.account == r.account && l.protect,
+                Ok(None) => false,
+                Err(_) => true,
+            };
+            if protected {
+                journal_protected.insert(r.space.clone());
+            }
+        }
+    }
     Ok(Observed {
         broker,
         sys_seed_retained: broker_record::sys_seed_retained(root),
         inventory,
-        server_conf: server_conf::read(root)?,
+        server_conf,
+        listener,
         generation: generation::load(root)?,
-        journal: journal::load(root)?,
+        journal,
+        journal_protected,
         process,
         store_dir,
         desired_digest,
@@ -123,22 +142,9 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
 
 /// Ask the running broker for every account's streams and connections, through an ephemeral
 /// system-account user (one connection, three requests, whatever the number of spaces).
-pub fn live_figures(root: &Root, desired: &Desired, trust: &BrokerTrust) -> Result<live::Figures> {
-    let seed = broker_record::load_sys_seed(root)?.ok_or_else(|| {
-        Error::Other(
-            "no retained system signing seed, so no system user can be minted to read live figures"
-                .into(),
-        )
-    })?;
-    let (creds, _) = mint::user(
-        &trust.sys_pub,
-        &seed,
-        "cotal-monitor",
-        permissions::monitor(),
-        Some(permissions::EPHEMERAL),
-    )
-    .map_err(Error::Other)?;
-    live::Nats::new(&desired.broker.host, desired.broker.port)?.figures(&creds)
+pub fn live_figures(root: &Root, listener: &Listener) -> Result<live::Figures> {
+    let creds = mint::system_user(root, "cotal-monitor", permissions::monitor())?;
+    live::Nats::new(&listener.host, listener.port)?.figures(&creds)
 }
 
 /// Fill each space's usage and stream drift from live figures.
@@ -181,11 +187,24 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures) {
     }
 }
 
-/// The broker process from its pidfile: running only when the pid is alive and is a
-/// nats-server (a stale or foreign pid is never reported as the broker).
-pub fn broker_process(root: &Root) -> BrokerProcess {
-    match crate::broker::process::pidfile(root) {
-        crate::broker::process::Pidfile::Running(pid) => BrokerProcess::Running { pid },
-        _ => BrokerProcess::Stopped,
+/// Where the broker listens: the promoted config's listener (what a running broker loaded),
+/// else `cotal.toml`'s.
+pub fn listener(desired: &Desired, promoted: Option<&PromotedConfig>) -> Listener {
+    let view = promoted.map(|p| &p.view);
+    Listener {
+        host: view
+            .and_then(|v| v.host.clone())
+            .unwrap_or_else(|| desired.broker.host.clone()),
+        port: view.and_then(|v| v.port).unwrap_or(desired.broker.port),
     }
+}
+
+/// The root's broker, three-valued, from the kernel's view of the pidfile's process and the
+/// listener (see [`crate::broker::identity`]).
+pub fn broker_process(root: &Root, listener: &Listener) -> Result<BrokerProcess> {
+    Ok(match identity::probe(root, listener)? {
+        Liveness::Running { pid } => BrokerProcess::Running { pid },
+        Liveness::Stopped { .. } => BrokerProcess::Stopped,
+        Liveness::Unknown { seen } => BrokerProcess::Unknown { seen },
+    })
 }

@@ -140,6 +140,16 @@ pub struct JournaledRemoval {
     pub committed: bool,
 }
 
+/// An account minted by a journaled apply for a space whose old account that apply was also
+/// removing (a removed name listed again): the one account other than the pinned one that the
+/// space's record may hold while the removal is finished.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JournaledAdd {
+    pub space: SpaceName,
+    pub account: String,
+}
+
 /// Progress of one step in the journal.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -161,6 +171,8 @@ pub struct Journal {
     pub host: String,
     #[serde(default)]
     pub removals: Vec<JournaledRemoval>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub added: Vec<JournaledAdd>,
     #[serde(default)]
     pub steps: Vec<JournaledStep>,
 }
@@ -172,12 +184,37 @@ pub enum JournalState {
     Corrupt { file: PathBuf, reason: String },
 }
 
-/// The broker process as seen through its pidfile.
+/// Whether this root's broker runs, three-valued (DESIGN.md section 5): running only when the
+/// recorded pid is this root's nats-server and owns the listener, stopped only when no such
+/// process exists and nothing listens, unknown otherwise (every writing verb refuses).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum BrokerProcess {
     Stopped,
     Running { pid: u32 },
+    Unknown { seen: String },
+}
+
+impl BrokerProcess {
+    pub fn is_running(&self) -> bool {
+        matches!(self, BrokerProcess::Running { .. })
+    }
+}
+
+/// The promoted `server.conf`: its text and what cotal reads back from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PromotedConfig {
+    pub text: String,
+    pub view: crate::render::Promoted,
+}
+
+impl PromotedConfig {
+    pub fn new(text: String) -> Self {
+        PromotedConfig {
+            view: crate::render::read_promoted(&text),
+            text,
+        }
+    }
 }
 
 /// What the running nats-server says of itself.
@@ -194,7 +231,7 @@ pub struct Observed {
     pub sys_seed_retained: bool,
     pub inventory: Inventory,
     /// The promoted `server.conf`, if any.
-    pub server_conf: Option<String>,
+    pub server_conf: Option<PromotedConfig>,
     pub generation: GenerationState,
     pub journal: JournalState,
     pub process: BrokerProcess,
@@ -206,4 +243,23 @@ pub struct Observed {
     pub live_error: Option<String>,
     /// The running server's version and start time, read with the live figures.
     pub server: Option<ServerInfo>,
+    /// Where the broker listens: the promoted config's listener, else `cotal.toml`'s.
+    pub listener: crate::model::Listener,
+    /// Spaces an open journal removes whose folder records protection for the pinned account
+    /// (or whose protection record is unreadable: fail closed).
+    pub journal_protected: std::collections::BTreeSet<SpaceName>,
+}
+
+impl Observed {
+    /// The text of the promoted config, if any.
+    pub fn server_conf_text(&self) -> Option<&str> {
+        self.server_conf.as_ref().map(|c| c.text.as_str())
+    }
+
+    /// Whether the promoted config preloads `account`.
+    pub fn loads(&self, account: &str) -> bool {
+        self.server_conf
+            .as_ref()
+            .is_some_and(|c| c.view.loads(account))
+    }
 }

@@ -1,6 +1,8 @@
 //! The permissions of every user cotal mints, in one place. Pure.
 //!
-//! Each ephemeral user gets what its one job needs and nothing more; the long-lived $SYS pair
+//! Each ephemeral user gets what its one job needs and nothing more (a removal's streams are
+//! deleted by the system account's account purge, so no user of a tenant account holds a
+//! delete right cotal needs); the long-lived $SYS pair
 //! of a space is scoped to that space's account where NATS allows it (the evictor's KICK is
 //! broker-wide by NATS's design, seed 000 section 5).
 
@@ -26,19 +28,6 @@ fn allow(publish: &[&str], subscribe: &[&str]) -> Permissions {
 /// Creates and updates the space's streams and buckets, seeds the channel registry.
 pub fn provisioner() -> Permissions {
     allow(&["$JS.API.>", "$KV.>"], &["_INBOX.>"])
-}
-
-/// Lists and deletes the account's streams; the sole holder of STREAM.DELETE.
-pub fn teardown() -> Permissions {
-    allow(
-        &[
-            "$JS.API.INFO",
-            "$JS.API.STREAM.NAMES",
-            "$JS.API.STREAM.LIST",
-            "$JS.API.STREAM.DELETE.>",
-        ],
-        &["_INBOX.>"],
-    )
 }
 
 /// Reads stream info: the backup and restore checks on an isolated broker.
@@ -71,6 +60,22 @@ pub fn verifier() -> Permissions {
 pub fn monitor() -> Permissions {
     allow(
         &["$SYS.REQ.SERVER.PING.>", "$SYS.REQ.ACCOUNT.PING.STATZ"],
+        &["_INBOX.>"],
+    )
+}
+
+/// System-account controller of an apply: reload and confirm (`RELOAD`, `VARZ`), read which JWT
+/// an account is loaded with and its connections (`ACCOUNTZ`, `CONNZ`), and purge a removed
+/// account's JetStream.
+pub fn control() -> Permissions {
+    allow(
+        &[
+            "$SYS.REQ.SERVER.*.RELOAD",
+            "$SYS.REQ.SERVER.*.VARZ",
+            "$SYS.REQ.SERVER.*.ACCOUNTZ",
+            "$SYS.REQ.ACCOUNT.*.CONNZ",
+            "$JS.API.ACCOUNT.PURGE.*",
+        ],
         &["_INBOX.>"],
     )
 }

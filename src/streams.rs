@@ -140,6 +140,22 @@ pub fn expected(t: &str) -> Vec<Expected> {
     streams.chain(buckets).collect()
 }
 
+/// Bytes JetStream reserves up front for a space's provisioned streams: every stream with a
+/// `max_bytes` reserves it at creation. A `max_storage` below this can never provision.
+pub fn reserved_storage() -> u64 {
+    expected("t")
+        .iter()
+        .map(|e| e.shape().max_bytes)
+        .filter(|b| *b > 0)
+        .map(|b| b as u64)
+        .sum()
+}
+
+/// The smallest `max_payload` provisioning works under: the JetStream API requests the
+/// provisioner sends (stream and bucket configs, about 0.5-1 KiB of JSON each) are published
+/// under the space's own payload limit.
+pub const MIN_PAYLOAD: u64 = 4 << 10;
+
 /// The registry bucket of a space.
 pub fn registry_bucket(t: &str) -> String {
     format!("cotal_{REGISTRY}_{t}")

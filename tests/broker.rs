@@ -384,11 +384,20 @@ fn a_reload_the_broker_refuses_is_rolled_back() {
         .assert()
         .code(7);
     let err = common::stderr(&out);
+    // The verdict is the server's own reply to the reload request, quoted.
+    assert!(err.contains("nats-server refused the reload"), "{err}");
     assert!(
-        err.contains("Failed to reload server configuration"),
+        err.contains("server.conf:"),
+        "the server's reason, naming the line: {err}"
+    );
+    assert!(
+        err.contains("restored and the broker confirmed it"),
         "{err}"
     );
-    assert!(err.contains("restored and reloaded"), "{err}");
+    assert!(
+        !b.root.account_record("release").exists(),
+        "the record of the refused add was put back: {err}"
+    );
     assert_eq!(
         b.root.generation(),
         generation,
@@ -401,7 +410,13 @@ fn a_reload_the_broker_refuses_is_rolled_back() {
     assert!(!b.root.file(".cotal/maintenance/journal.json").exists());
     b.rt.block_on(async { design.client.flush().await.unwrap() });
     assert_eq!(design.disconnects(), 0);
-    // The record was written before the failed promotion; the next apply finishes the add.
+    // The plan shows the refused add again; the next apply makes it.
+    let plan = b.root.cotal(&["plan"]).assert().success();
+    assert!(
+        common::stdout(&plan).contains("+ release"),
+        "{}",
+        common::stdout(&plan)
+    );
     b.root.apply().success();
     assert_eq!(b.root.generation(), generation + 1);
     b.client("release").expect("added on the second try");

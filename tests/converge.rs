@@ -26,7 +26,7 @@ fn space() -> impl Strategy<Value = SpaceGen> {
         prop::bool::weighted(0.2),
         prop::bool::weighted(0.1),
         prop::option::of(1u32..500),
-        prop::option::of(1u32..4096),
+        prop::option::of(64u32..4096),
     )
         .prop_map(
             |(suspended, protect, max_connections, max_storage_mib)| SpaceGen {
@@ -62,9 +62,20 @@ fn toml(spaces: &[(usize, SpaceGen)]) -> String {
     out
 }
 
-/// One apply in-process, like `cotal apply --auto-approve --allow-destroy` minus the lock.
+/// One apply in-process, like `cotal apply --auto-approve --allow-destroy`.
 fn apply_once(root: &TestRoot) -> Result<(), i32> {
     let r = cotal::store::Root::at(root.path()).unwrap();
+    let lock = cotal::store::lock::acquire(
+        &r,
+        &cotal::store::lock::Holder {
+            pid: std::process::id(),
+            host: "test".into(),
+            command: "test".into(),
+            since: "now".into(),
+        },
+        std::time::Duration::ZERO,
+    )
+    .unwrap();
     let (desired, digest) = observe::desired(&r).unwrap();
     let observed = observe::observe(&r, &desired, digest).unwrap();
     let plan = plan::compute(&desired, &observed).map_err(|e| e.exit_code())?;
@@ -79,6 +90,7 @@ fn apply_once(root: &TestRoot) -> Result<(), i32> {
             user: "test".into(),
             host: "test".into(),
         },
+        lock: &lock,
     };
     apply::execute(&ctx, &plan, &mut Stopped)
         .map(|_| ())

@@ -10,7 +10,6 @@ use cotal::audit::Actor;
 use cotal::broker::{Broker, Expectation};
 use cotal::error::{Error, Result};
 use cotal::model::SpaceName;
-use cotal::render::Node;
 use cotal::{observe, plan};
 use std::path::Path;
 use std::time::Duration;
@@ -20,30 +19,43 @@ use std::time::Duration;
 struct Fake {
     verify_fails: bool,
     reloads: usize,
+    /// (space, accepts) of every connection probe.
     verified: Vec<(String, bool)>,
+    /// (space, loaded) of every check through the system account.
+    loaded: Vec<(String, bool)>,
 }
 
 impl Broker for Fake {
     fn running(&self) -> bool {
         true
     }
-    fn delete_streams(
-        &mut self,
-        _: &SpaceName,
-        _: &str,
-        _: &Path,
-        teardown: Option<&str>,
-    ) -> Result<()> {
-        assert!(teardown.is_some(), "a running broker gets a teardown user");
+    fn delete_streams(&mut self, _: &SpaceName, account: &str, _: &Path) -> Result<()> {
+        assert!(account.starts_with('A'), "an account key");
         Ok(())
     }
-    fn reload(&mut self, _: &[Node]) -> Result<Duration> {
+    fn reload(&mut self, digests: &[String]) -> Result<Duration> {
+        assert!(digests.iter().all(|d| d.starts_with("sha256:")));
         self.reloads += 1;
         Ok(Duration::from_millis(1))
     }
+    fn restore(&mut self) -> Result<()> {
+        self.reloads += 1;
+        Ok(())
+    }
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()> {
-        self.verified
-            .extend(expectations.iter().map(|e| (e.space.to_string(), e.accept)));
+        for e in expectations {
+            match e {
+                Expectation::Accepts { space, .. } => self.verified.push((space.to_string(), true)),
+                Expectation::Refuses { space, .. } => {
+                    self.verified.push((space.to_string(), false))
+                }
+                Expectation::Loaded { space, jwt, .. } => {
+                    assert!(jwt.starts_with("eyJ"));
+                    self.loaded.push((space.to_string(), true))
+                }
+                Expectation::Unloaded { space, .. } => self.loaded.push((space.to_string(), false)),
+            }
+        }
         if self.verify_fails {
             Err(Error::Other("the data plane disagrees".into()))
         } else {
@@ -62,6 +74,17 @@ fn apply_with(root: &TestRoot, broker: &mut Fake, before_execute: impl FnOnce())
     let observed = observe::observe(&r, &desired, digest).unwrap();
     let plan = plan::compute(&desired, &observed).unwrap();
     before_execute();
+    let lock = cotal::store::lock::acquire(
+        &r,
+        &cotal::store::lock::Holder {
+            pid: std::process::id(),
+            host: "t".into(),
+            command: "test".into(),
+            since: "now".into(),
+        },
+        Duration::ZERO,
+    )
+    .unwrap();
     let ctx = Context {
         root: &r,
         desired: &desired,
@@ -70,6 +93,7 @@ fn apply_with(root: &TestRoot, broker: &mut Fake, before_execute: impl FnOnce())
             user: "t".into(),
             host: "t".into(),
         },
+        lock: &lock,
     };
     apply::execute(&ctx, &plan, broker).map(|_| ())
 }
@@ -108,6 +132,21 @@ fn an_unverified_reload_is_rolled_back_and_a_verified_one_checks_every_change() 
     let mut seen = fake.verified.clone();
     seen.sort();
     assert_eq!(seen, expected, "added accept, removed and suspended refuse");
+    let mut loaded = fake.loaded.clone();
+    loaded.sort();
+    assert_eq!(
+        loaded,
+        vec![
+            ("gone".to_string(), false),
+            ("keep".to_string(), true),
+            ("new".to_string(), true),
+        ],
+        "changed accounts loaded with their new JWT, removed ones unloaded"
+    );
+    assert!(
+        !root.account_record("new").exists(),
+        "the rolled-back add's record was put back (removed)"
+    );
 
     // The journal is open (a commit point passed): the next apply finishes.
     let mut fake = Fake::default();
@@ -130,6 +169,7 @@ fn an_unverified_reload_before_any_commit_point_is_exit_7() {
     assert_eq!(err.exit_code(), cotal::error::exit::ROLLED_BACK, "{err}");
     assert!(!root.file(".cotal/maintenance/journal.json").exists());
     assert_eq!(root.generation(), 1);
+    assert!(!root.account_record("new").exists(), "{err}");
 }
 
 #[test]

@@ -102,6 +102,11 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
         desired_digest: "sha256:desired".into(),
         live_error: None,
         server: None,
+        listener: cotal::model::Listener {
+            host: "127.0.0.1".into(),
+            port: 4222,
+        },
+        journal_protected: Default::default(),
     };
     if !o.inventory.spaces.is_empty() {
         let preloads: Vec<Preload> = o
@@ -115,7 +120,9 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
             })
             .collect();
         let node = plan::nodes(&desired(""), &o).remove(0);
-        o.server_conf = Some(render::server_conf(&trust(), &preloads, &node).unwrap());
+        o.server_conf = Some(PromotedConfig::new(
+            render::server_conf(&trust(), &preloads, &node).unwrap(),
+        ));
         o.generation = GenerationState::Valid(GenerationRecord {
             generation: 4,
             inventory_digest: cotal::digest::inventory(
@@ -147,14 +154,18 @@ fn render_is_deterministic_and_ordered() {
         space(1, "design", &SpaceSpec::default()),
         space(3, "weird \"name\"\n# injected", &SpaceSpec::default()),
     ]);
-    let conf = o.server_conf.clone().unwrap();
+    let conf = o.server_conf.clone().unwrap().text;
     insta::assert_snapshot!("server_conf", render::shorten_tokens(&conf));
     let again = observed(vec![
         space(1, "design", &SpaceSpec::default()),
         space(2, "release", &SpaceSpec::default()),
         space(3, "weird \"name\"\n# injected", &SpaceSpec::default()),
     ]);
-    assert_eq!(again.server_conf.unwrap(), conf, "same inputs, same bytes");
+    assert_eq!(
+        again.server_conf.unwrap().text,
+        conf,
+        "same inputs, same bytes"
+    );
     assert_eq!(
         conf.lines().filter(|l| l.starts_with("  # ")).count(),
         4,
@@ -311,8 +322,10 @@ fn suspending_changing_limits_and_protecting() {
 #[test]
 fn drift_in_the_config_or_the_generation_is_a_plan() {
     let mut o = observed(vec![space(1, "design", &SpaceSpec::default())]);
-    let conf = o.server_conf.clone().unwrap();
-    o.server_conf = Some(conf.replace("port: 4222", "port: 4999"));
+    let conf = o.server_conf.clone().unwrap().text;
+    o.server_conf = Some(PromotedConfig::new(
+        conf.replace("port: 4222", "port: 4999"),
+    ));
     let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
     insta::assert_snapshot!("drift_text", text(&p));
 
@@ -357,6 +370,7 @@ fn an_interrupted_removal_is_finished_first() {
             account: release,
             committed: true,
         }],
+        added: Vec::new(),
         steps: Vec::new(),
     });
     let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
@@ -435,17 +449,17 @@ fn lowering_storage_below_use_says_so() {
         streams: vec![StreamUsage {
             name: "CHAT_design".into(),
             messages: None,
-            bytes: 3 << 20,
+            bytes: 3 << 30,
         }],
         connections: None,
     };
     let p = plan::compute(
-        &desired("[spaces.design.limits]\nmax_storage = \"1MiB\"\n"),
+        &desired("[spaces.design.limits]\nmax_storage = \"1GiB\"\n"),
         &o,
     )
     .unwrap();
     assert!(
-        text(&p).contains("3 MiB stored > new max_storage 1 MiB"),
+        text(&p).contains("3 GiB stored > new max_storage 1 GiB"),
         "{}",
         text(&p)
     );

@@ -2,6 +2,8 @@
 //! trust it needs (the operator, `SYS` and the one space), no other listener; stopped on drop,
 //! whatever happens.
 
+use crate::broker::identity::Listener;
+use crate::broker::process::Started;
 use crate::broker::{live, preflight, process};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
@@ -72,23 +74,19 @@ impl Isolated {
             conf,
             nats: live::Nats::new("127.0.0.1", port)?,
         };
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            if let Ok(Some(status)) = isolated.child.try_wait() {
-                return Err(Error::Other(format!(
-                    "the isolated broker exited at start ({status}); see {}",
-                    log.display()
-                )));
-            }
-            if process::accepts_connections("127.0.0.1", port) {
-                return Ok(isolated);
-            }
-            if Instant::now() >= deadline {
-                return Err(Error::Other(
-                    "the isolated broker did not start within 20s".into(),
-                ));
-            }
-            std::thread::sleep(Duration::from_millis(20));
+        let listener = Listener {
+            host: "127.0.0.1".into(),
+            port,
+        };
+        match process::wait_listening(&mut isolated.child, &listener, Duration::from_secs(20))? {
+            Started::Listening => Ok(isolated),
+            Started::Exited(status) => Err(Error::Other(format!(
+                "the isolated broker exited at start ({status}); see {}",
+                log.display()
+            ))),
+            Started::TimedOut => Err(Error::Other(format!(
+                "the isolated broker did not listen on {listener} within 20s"
+            ))),
         }
     }
 }

@@ -99,7 +99,7 @@ impl Nats {
                     .into_iter()
                     .flatten()
                     .collect();
-            crate::fault::point("mid-provision");
+            crate::fault::point(crate::fault::Point::MidProvision);
             done.extend(
                 futures::future::try_join_all(bucket_batch.iter().map(|w| ensure(&js, w)))
                     .await?

@@ -1,47 +1,60 @@
-//! The broker: the only async IO boundary (process, signals, the NATS connection).
+//! The broker: the only async IO boundary (process, the NATS connection, the system account's
+//! control plane).
 //!
 //! [`Broker`] is what the executor needs from it. [`Stopped`] serves a broker that is not
 //! running (data is deleted from the store folder, there is nothing to reload or provision);
-//! [`Running`] serves a live one over NATS and signals.
+//! [`Running`] serves a live one over NATS: reloads through `$SYS.REQ.SERVER.<id>.RELOAD`
+//! confirmed by VARZ, teardown through `$JS.API.ACCOUNT.PURGE`, and a data-plane check that
+//! never needs a free connection slot in a tenant's account.
 
+pub mod control;
+pub mod identity;
 pub mod isolated;
 pub mod live;
 pub mod preflight;
 pub mod process;
-pub mod reload;
 
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
-use crate::render::Node;
+use crate::plan::q;
 use crate::store::Root;
 use std::path::Path;
 use std::time::Duration;
 
-/// One data-plane expectation after a reload: a fresh user of `space` must be accepted (or
-/// refused).
-pub struct Expectation {
-    pub space: SpaceName,
-    pub accept: bool,
-    /// Creds of an ephemeral user of the space (secret, in memory only).
-    pub creds: String,
+/// One data-plane expectation after a reload.
+pub enum Expectation {
+    /// The broker holds no other JWT for the account than this one (asked through the system
+    /// account: needs no connection slot in the tenant's account). An account the broker has not
+    /// registered yet (no client since it started) holds no claims: it is read from the
+    /// preload, which the reload's config digest confirmed, on first use.
+    Loaded {
+        space: SpaceName,
+        account: String,
+        jwt: String,
+    },
+    /// The broker no longer knows the account.
+    Unloaded { space: SpaceName, account: String },
+    /// A fresh user of the space connects (only for added spaces, whose slots are all free).
+    Accepts { space: SpaceName, creds: String },
+    /// A fresh user of the space is refused (suspended or removed spaces; a refused connection
+    /// takes no slot).
+    Refuses { space: SpaceName, creds: String },
 }
 
 /// What apply asks of the broker.
 pub trait Broker {
     /// Whether a broker process is running (and so must be reloaded and verified).
     fn running(&self) -> bool;
-    /// Delete every stream and bucket of the account. Idempotent. `teardown` is an ephemeral
-    /// user of the account, needed when the broker runs.
-    fn delete_streams(
-        &mut self,
-        space: &SpaceName,
-        account: &str,
-        store_dir: &Path,
-        teardown: Option<&str>,
-    ) -> Result<()>;
-    /// Reload every node with its promoted config and confirm it took. `Err` means at least one
-    /// node did not confirm; the caller restores the previous config and reloads again.
-    fn reload(&mut self, nodes: &[Node]) -> Result<Duration>;
+    /// Delete every stream and bucket of the account, and its store folder. Idempotent, and
+    /// bounded by a deadline.
+    fn delete_streams(&mut self, space: &SpaceName, account: &str, store_dir: &Path) -> Result<()>;
+    /// Reload every node with its promoted config and confirm through the broker that it
+    /// loaded a config with `digests[i]`. `Err` means at least one node did not confirm; the
+    /// caller restores the previous config and reloads again.
+    fn reload(&mut self, digests: &[String]) -> Result<Duration>;
+    /// After a failed reload (or a failed check) and the previous config put back: reload it
+    /// and confirm the broker runs the config it ran before the failed attempt.
+    fn restore(&mut self) -> Result<()>;
     /// Check the data plane: every expectation holds.
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()>;
     /// Create the space's missing streams and buckets, update drifted ones.
@@ -61,12 +74,14 @@ impl Broker for Stopped {
         _space: &SpaceName,
         account: &str,
         store_dir: &Path,
-        _teardown: Option<&str>,
     ) -> Result<()> {
         crate::store::jetstream_dir::remove(store_dir, account).map(|_| ())
     }
-    fn reload(&mut self, _nodes: &[Node]) -> Result<Duration> {
+    fn reload(&mut self, _digests: &[String]) -> Result<Duration> {
         Ok(Duration::ZERO)
+    }
+    fn restore(&mut self) -> Result<()> {
+        Ok(())
     }
     fn verify(&mut self, _expectations: &[Expectation]) -> Result<()> {
         Ok(())
@@ -74,26 +89,40 @@ impl Broker for Stopped {
     fn provision(&mut self, space: &SpaceName, _provisioner: &str) -> Result<Vec<String>> {
         Err(Error::Other(format!(
             "cannot provision {}: the broker is not running (`cotal up` provisions it)",
-            crate::plan::q(space)
+            q(space)
         )))
     }
 }
 
-/// The root's running broker.
+/// The root's running broker, reached on the listener its pid owns.
 pub struct Running {
     root: Root,
     nats: live::Nats,
+    control: control::Control,
+    /// What the broker had loaded before the last reload, for [`Broker::restore`].
+    before: Option<control::Loaded>,
     /// Reload confirmation times, for the report.
     pub reloads: Vec<Duration>,
 }
 
 impl Running {
-    pub fn new(root: &Root, host: &str, port: u16) -> Result<Self> {
+    /// Connect to the root's running broker through an ephemeral system user minted from the
+    /// retained system signing seed.
+    pub fn connect(root: &Root, listener: &identity::Listener) -> Result<Self> {
+        let nats = live::Nats::new(&listener.host, listener.port)?;
+        let creds = crate::mint::system_user(root, "cotal-control", crate::permissions::control())?;
+        let control = control::Control::connect(nats.url(), &creds)?;
         Ok(Running {
             root: root.clone(),
-            nats: live::Nats::new(host, port)?,
+            nats,
+            control,
+            before: None,
             reloads: Vec::new(),
         })
+    }
+
+    pub fn control(&self) -> &control::Control {
+        &self.control
     }
 }
 
@@ -101,43 +130,87 @@ impl Broker for Running {
     fn running(&self) -> bool {
         true
     }
-    fn delete_streams(
-        &mut self,
-        space: &SpaceName,
-        _account: &str,
-        _store_dir: &Path,
-        teardown: Option<&str>,
-    ) -> Result<()> {
-        match teardown {
-            Some(creds) => self.nats.delete_all_streams(creds).map(|_| ()),
-            None => Err(Error::Other(format!(
-                "cannot delete the streams of {}: its account record is gone, so no teardown user can be minted",
-                crate::plan::q(space)
-            ))),
+    fn delete_streams(&mut self, space: &SpaceName, account: &str, store_dir: &Path) -> Result<()> {
+        // The purge goes through the broker while it still has the account: in its promoted
+        // config, or registered. An account it has dropped had its streams purged before the
+        // reload that dropped it (the purge precedes every promotion that removes an account),
+        // and a purge of an account the broker no longer knows would delete its folder but not
+        // streams held in memory; its folder is reaped later.
+        let registered = self
+            .control
+            .account_jwt(account)
+            .map_err(|e| {
+                Error::Other(format!(
+                    "cannot ask the broker whether it has the account of {}: {e}",
+                    q(space)
+                ))
+            })?
+            .is_some();
+        let configured = crate::store::server_conf::read(&self.root)?
+            .is_some_and(|text| crate::render::read_promoted(&text).loads(account));
+        if !registered && !configured {
+            return Ok(());
         }
+        self.control.purge_account(account)?;
+        // The purge removes the account's folder too; a leftover is removed with the broker's
+        // streams already gone.
+        crate::store::jetstream_dir::remove(store_dir, account).map(|_| ())
     }
-    fn reload(&mut self, nodes: &[Node]) -> Result<Duration> {
+    fn reload(&mut self, digests: &[String]) -> Result<Duration> {
         let mut total = Duration::ZERO;
-        for _node in nodes {
-            let took = reload::reload(&self.root, reload::TIMEOUT)?;
+        for digest in digests {
+            let before = self.control.varz()?;
+            let log_start = process::log_offset(&self.root);
+            self.before = Some(before.clone());
+            let took = self.control.reload(&before, digest).map_err(|e| {
+                // The log only quotes the server's own words in the message; it never decides.
+                Error::Other(format!("{e}{}", process::log_tail(&self.root, log_start)))
+            })?;
             self.reloads.push(took);
             total += took;
         }
         Ok(total)
     }
+    fn restore(&mut self) -> Result<()> {
+        let Some(before) = self.before.clone() else {
+            return Ok(());
+        };
+        let now = self.control.varz()?;
+        self.control
+            .reload(&now, &before.digest)
+            .map(|_| ())
+            .map_err(|e| Error::Other(e.to_string()))
+    }
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()> {
         let mut failures = Vec::new();
         for e in expectations {
-            match (self.nats.try_connect(&e.creds), e.accept) {
-                (Ok(()), true) | (Err(_), false) => {}
-                (Err(why), true) => failures.push(format!(
-                    "{} refused a fresh user: {why}",
-                    crate::plan::q(&e.space)
-                )),
-                (Ok(()), false) => failures.push(format!(
-                    "{} still accepts connections",
-                    crate::plan::q(&e.space)
-                )),
+            match e {
+                Expectation::Loaded {
+                    space,
+                    account,
+                    jwt,
+                } => match self.control.account_jwt(account)? {
+                    Some(loaded) if &loaded != jwt => failures.push(format!(
+                        "{} is still in force with another JWT than the promoted one",
+                        q(space)
+                    )),
+                    _ => {}
+                },
+                Expectation::Unloaded { space, account } => {
+                    if self.control.account_jwt(account)?.is_some() {
+                        failures.push(format!("{} is still loaded", q(space)));
+                    }
+                }
+                Expectation::Accepts { space, creds } => {
+                    if let Err(why) = self.nats.try_connect(creds) {
+                        failures.push(format!("{} refused a fresh user: {why}", q(space)));
+                    }
+                }
+                Expectation::Refuses { space, creds } => {
+                    if self.nats.try_connect(creds).is_ok() {
+                        failures.push(format!("{} still accepts connections", q(space)));
+                    }
+                }
             }
         }
         if failures.is_empty() {

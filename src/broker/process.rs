@@ -1,64 +1,33 @@
-//! The nats-server process of a root: start it detached with its pid and log recorded, find it
-//! again through the pidfile, and stop it (SIGTERM, grace, SIGKILL).
+//! The nats-server process of a root: start it detached with its pid and log recorded, and stop
+//! it (SIGTERM, grace, SIGKILL).
 //!
-//! Invariants: a pid is signalled only after checking that it is alive and is a nats-server
-//! started on this root's `server.conf` (a stale or foreign pid is reported, never signalled);
-//! `up` returns only once the listener accepts connections.
+//! Invariants: a pid is signalled only right after [`identity::is_root_broker`] confirmed it is
+//! this root's nats-server (a stale or foreign pid is never signalled); `start` refuses when
+//! anything listens where the broker would, and returns only once its own child owns the
+//! listening socket (a squatter answering on the port is never mistaken for it).
 
+use crate::broker::identity::{self, Listener};
 use crate::broker::preflight;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{Root, atomic};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::io::Read;
-use std::net::{TcpStream, ToSocketAddrs};
 use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// What the pidfile says.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Pidfile {
-    Absent,
-    /// The recorded pid is alive and is this root's nats-server.
-    Running(u32),
-    /// The recorded pid is dead, or is some other process.
-    Stale(u32),
-    Unreadable,
-}
-
-/// Read and check the pidfile.
-pub fn pidfile(root: &Root) -> Pidfile {
-    let text = match std::fs::read_to_string(root.pid_file()) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Pidfile::Absent,
-        Err(_) => return Pidfile::Unreadable,
-    };
-    match text.trim().parse::<u32>() {
-        Ok(pid) if is_our_broker(root, pid) => Pidfile::Running(pid),
-        Ok(pid) => Pidfile::Stale(pid),
-        Err(_) => Pidfile::Unreadable,
+/// Start nats-server on the promoted config and wait until its own child owns the listener.
+pub fn start(root: &Root, listener: &Listener, timeout: Duration) -> Result<u32> {
+    let sockets = identity::listening_sockets(listener)?;
+    if !sockets.is_empty() {
+        return Err(Error::Refused(format!(
+            "{}, so a broker started here could not bind it (and clients would reach that process instead).\n\
+             blast radius: none, nothing was started.\n\
+             next: stop that process, or change [broker] port in cotal.toml and run `cotal apply`, then `cotal up`",
+            identity::describe_holders(&sockets, listener)
+        )));
     }
-}
-
-/// Alive, a nats-server, and started on this root's config.
-pub fn is_our_broker(root: &Root, pid: u32) -> bool {
-    if !crate::store::process_alive(pid) {
-        return false;
-    }
-    let Ok(cmdline) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
-        return false;
-    };
-    let args: Vec<String> = cmdline
-        .split(|b| *b == 0)
-        .map(|a| String::from_utf8_lossy(a).into_owned())
-        .collect();
-    let conf = root.server_conf().to_string_lossy().into_owned();
-    args.first().is_some_and(|a| a.contains("nats-server")) && args.contains(&conf)
-}
-
-/// Start nats-server on the promoted config and wait until it accepts connections.
-pub fn start(root: &Root, host: &str, port: u16, timeout: Duration) -> Result<u32> {
     let bin = preflight::binary().ok_or_else(|| {
         let env = match std::env::var("COTAL_NATS_SERVER") {
             Ok(v) if !v.is_empty() => format!("COTAL_NATS_SERVER={v} is not a file"),
@@ -69,7 +38,16 @@ pub fn start(root: &Root, host: &str, port: u16, timeout: Duration) -> Result<u3
         ))
     })?;
     let log = root.log_file();
-    let log_start = std::fs::metadata(&log).map(|m| m.len()).unwrap_or(0);
+    // nats-server opens its log itself and would follow a link planted there.
+    if let Ok(meta) = std::fs::symlink_metadata(&log)
+        && !meta.is_file()
+    {
+        return Err(atomic::not_regular(
+            &log,
+            atomic::kind_of(&meta.file_type()),
+        ));
+    }
+    let log_start = log_offset(root);
     let mut child = Command::new(&bin)
         .arg("-c")
         .arg(root.server_conf())
@@ -88,81 +66,88 @@ pub fn start(root: &Root, host: &str, port: u16, timeout: Duration) -> Result<u3
         format!("{pid}\n").as_bytes(),
         atomic::SECRET,
     )?;
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(status) = child.try_wait().map_err(|e| Error::Other(e.to_string()))? {
+    match wait_listening(&mut child, listener, timeout)? {
+        Started::Listening => {
+            // The child is reaped by init once this process exits; it runs in its own group.
+            drop(child);
+            Ok(pid)
+        }
+        Started::Exited(status) => {
             let mut stderr = String::new();
             if let Some(mut s) = child.stderr.take() {
                 let _ = s.read_to_string(&mut stderr);
             }
             let _ = atomic::remove_file(&root.pid_file());
-            return Err(Error::Other(format!(
+            Err(Error::Other(format!(
                 "nats-server exited at start ({status}): {}{}",
                 stderr.trim(),
                 log_tail(root, log_start)
-            )));
+            )))
         }
-        if accepts_connections(host, port) {
-            // The child is reaped by init once this process exits; it runs in its own group.
-            drop(child);
-            return Ok(pid);
-        }
-        if Instant::now() >= deadline {
+        Started::TimedOut => {
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
             let _ = child.wait();
             let _ = atomic::remove_file(&root.pid_file());
-            return Err(Error::Other(format!(
-                "nats-server did not accept connections on {host}:{port} within {timeout:?}{}",
+            Err(Error::Other(format!(
+                "nats-server (pid {pid}) did not own a listening socket on {listener} within {timeout:?}: {}{}",
+                identity::describe_holders(&identity::listening_sockets(listener)?, listener),
                 log_tail(root, log_start)
-            )));
+            )))
         }
-        std::thread::sleep(Duration::from_millis(25));
     }
 }
 
-/// True when the listener answers with its INFO line.
-pub fn accepts_connections(host: &str, port: u16) -> bool {
-    let Ok(mut addrs) = (host, port).to_socket_addrs() else {
-        return false;
-    };
-    let Some(addr) = addrs.next() else {
-        return false;
-    };
-    let Ok(mut stream) = TcpStream::connect_timeout(&addr, Duration::from_millis(200)) else {
-        return false;
-    };
-    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
-    let mut buf = [0u8; 4];
-    stream.read_exact(&mut buf).is_ok() && &buf == b"INFO"
+/// How a started child ended its start.
+pub enum Started {
+    /// It owns a listening socket on the listener.
+    Listening,
+    Exited(std::process::ExitStatus),
+    TimedOut,
 }
 
-/// Stop the broker: SIGTERM, wait up to `grace`, then SIGKILL. Removes the pidfile.
-/// Returns the pid stopped, or `None` when nothing was running (a stale pidfile is removed).
-pub fn stop(root: &Root, grace: Duration) -> Result<Option<u32>> {
-    match pidfile(root) {
-        Pidfile::Absent => Ok(None),
-        Pidfile::Stale(_) | Pidfile::Unreadable => {
-            atomic::remove_file(&root.pid_file())?;
-            Ok(None)
+/// Wait until `child` itself owns a listening socket on `listener`, exits, or `timeout` passes.
+pub fn wait_listening(
+    child: &mut std::process::Child,
+    listener: &Listener,
+    timeout: Duration,
+) -> Result<Started> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(status) = child.try_wait().map_err(|e| Error::Other(e.to_string()))? {
+            return Ok(Started::Exited(status));
         }
-        Pidfile::Running(pid) => {
-            let target = Pid::from_raw(pid as i32);
-            kill(target, Signal::SIGTERM)
-                .map_err(|e| Error::Other(format!("SIGTERM to {pid}: {e}")))?;
-            let deadline = Instant::now() + grace;
-            while crate::store::process_alive(pid) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            if crate::store::process_alive(pid) {
-                let _ = kill(target, Signal::SIGKILL);
-                while crate::store::process_alive(pid) {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
-            }
-            atomic::remove_file(&root.pid_file())?;
-            Ok(Some(pid))
+        if identity::owns_any(child.id(), &identity::listening_sockets(listener)?) {
+            return Ok(Started::Listening);
+        }
+        if Instant::now() >= deadline {
+            return Ok(Started::TimedOut);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Stop the root's broker `pid` (which the caller found running): SIGTERM, wait up to `grace`,
+/// then SIGKILL; removes the pidfile. The pid is checked again right before it is signalled.
+pub fn stop(root: &Root, pid: u32, grace: Duration) -> Result<()> {
+    if !identity::is_root_broker(root, pid) {
+        return Err(Error::Refused(format!(
+            "pid {pid} is no longer this root's nats-server; nothing was signalled.\nnext: run `cotal status`"
+        )));
+    }
+    let target = Pid::from_raw(pid as i32);
+    kill(target, Signal::SIGTERM).map_err(|e| Error::Other(format!("SIGTERM to {pid}: {e}")))?;
+    let deadline = Instant::now() + grace;
+    while crate::store::process_alive(pid) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    if crate::store::process_alive(pid) {
+        let _ = kill(target, Signal::SIGKILL);
+        while crate::store::process_alive(pid) {
+            std::thread::sleep(Duration::from_millis(10));
         }
     }
+    atomic::remove_file(&root.pid_file())?;
+    Ok(())
 }
 
 /// The log written since `offset`, for error messages (last lines only).
@@ -184,12 +169,20 @@ pub fn log_tail(root: &Root, offset: u64) -> String {
 /// The log's text from `offset` on.
 pub fn log_since(root: &Root, offset: u64) -> Result<String> {
     use std::io::{Seek, SeekFrom};
+    use std::os::unix::fs::OpenOptionsExt;
     let path = root.log_file();
-    let mut f = match std::fs::File::open(&path) {
+    let mut f = match std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(&path)
+    {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
         Err(e) => return Err(Error::io(&path, e)),
     };
+    if !f.metadata().at(&path)?.is_file() {
+        return Ok(String::new());
+    }
     f.seek(SeekFrom::Start(offset)).at(&path)?;
     let mut buf = Vec::new();
     f.read_to_end(&mut buf).at(&path)?;
@@ -198,7 +191,7 @@ pub fn log_since(root: &Root, offset: u64) -> Result<String> {
 
 /// The log's current length: where the next lines will start.
 pub fn log_offset(root: &Root) -> u64 {
-    std::fs::metadata(root.log_file())
+    std::fs::symlink_metadata(root.log_file())
         .map(|m| m.len())
         .unwrap_or(0)
 }

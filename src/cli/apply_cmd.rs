@@ -74,7 +74,8 @@ pub struct Request<'a> {
 /// Lock, observe, plan, confirm, execute.
 pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Request) -> Result<i32> {
     observe::desired_text(root)?;
-    let _lock = lock::acquire(root, &super::holder(), confirm_args.lock_timeout)?;
+    let lock = lock::acquire(root, &super::holder(), confirm_args.lock_timeout)?;
+    crate::fault::point(crate::fault::Point::AfterLock);
     let text = observe::desired_text(root)?;
     let new_text = match req.edit {
         Some(edit) => edit(&text)?,
@@ -134,10 +135,11 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         desired: &desired,
         observed: &observed,
         actor: super::actor(),
+        lock: &lock,
     };
     let outcome = match observed.process {
         BrokerProcess::Running { .. } => {
-            let mut broker = Running::new(root, &desired.broker.host, desired.broker.port)?;
+            let mut broker = Running::connect(root, &observed.listener)?;
             let outcome = apply::execute(&ctx, &plan, &mut broker)?;
             for took in &broker.reloads {
                 report(format!(
@@ -148,6 +150,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             outcome
         }
         BrokerProcess::Stopped => apply::execute(&ctx, &plan, &mut Stopped)?,
+        BrokerProcess::Unknown { .. } => return Err(plan::guard_liveness(&observed).unwrap_err()),
     };
     let p = Palette::new(global.colour);
     report(String::new());

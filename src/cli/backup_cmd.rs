@@ -31,11 +31,15 @@ fn with_target<T>(
              next: `cotal down --preserve-state` (this stops the broker for every space), then `{verb}`, then `cotal up`"
         )));
     };
-    if let BrokerProcess::Running { pid } = observed.process {
-        return Err(Error::Refused(format!(
-            "the broker runs again (pid {pid}) since the cut of {}; the store is live.\nnext: `cotal down --preserve-state` again",
-            the_cut.at
-        )));
+    match &observed.process {
+        BrokerProcess::Stopped => {}
+        BrokerProcess::Running { pid } => {
+            return Err(Error::Refused(format!(
+                "the broker runs again (pid {pid}) since the cut of {}; the store is live.\nnext: `cotal down --preserve-state` again",
+                the_cut.at
+            )));
+        }
+        BrokerProcess::Unknown { .. } => plan::guard_liveness(&observed)?,
     }
     let Some(observed_space) = observed.inventory.spaces.get(&space) else {
         return Err(Error::Refused(format!(

@@ -2,10 +2,11 @@
 
 use super::Global;
 use crate::apply::{self, Context};
+use crate::broker::identity::{self, Listener, Liveness};
 use crate::broker::{Running, Stopped, process};
 use crate::error::{Error, Result};
 use crate::observe;
-use crate::observed::BrokerProcess;
+use crate::observed::{BrokerProcess, PromotedConfig};
 use crate::plan::{self, Blast, Plan, Step};
 use crate::store::lock;
 use std::time::Duration;
@@ -38,10 +39,11 @@ pub struct DownArgs {
 pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     let root = global.root()?;
     let (desired, digest) = observe::desired(&root)?;
-    let _lock = lock::acquire(&root, &super::holder(), args.lock_timeout)?;
+    let lock = lock::acquire(&root, &super::holder(), args.lock_timeout)?;
     let observed = observe::observe(&root, &desired, digest.clone())?;
     apply::refuse_if_journal_open(&observed.journal, "up")?;
     plan::guard_trust(&observed)?;
+    plan::guard_liveness(&observed)?;
     if let BrokerProcess::Running { pid } = observed.process {
         println!("The broker is already running (pid {pid}).");
         return Ok(0);
@@ -59,15 +61,24 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             desired: &desired,
             observed: &observed,
             actor: super::actor(),
+            lock: &lock,
         };
         apply::execute(&ctx, &boot, &mut Stopped)?;
     }
-    let pid = process::start(
-        &root,
-        &desired.broker.host,
-        desired.broker.port,
-        args.timeout,
-    )?;
+    // The config on disk now renders cotal.toml's listener: nothing of this root may run, and
+    // nothing may listen, there.
+    let listener = Listener {
+        host: desired.broker.host.clone(),
+        port: desired.broker.port,
+    };
+    if let Liveness::Unknown { seen } = identity::probe(&root, &listener)? {
+        return Err(Error::Refused(format!(
+            "cannot start the broker: {seen}.\n\
+             blast radius: none, nothing was started.\n\
+             next: stop that process, or change [broker] port in cotal.toml and run `cotal apply`, then `cotal up`"
+        )));
+    }
+    let pid = process::start(&root, &listener, args.timeout)?;
     if crate::store::cut::clear(&root)? {
         println!("The cut taken by `cotal down --preserve-state` is cleared.");
     }
@@ -92,8 +103,9 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             desired: &desired,
             observed: &observed,
             actor: super::actor(),
+            lock: &lock,
         };
-        let mut broker = Running::new(&root, &desired.broker.host, desired.broker.port)?;
+        let mut broker = Running::connect(&root, &observed.listener)?;
         apply::execute(&ctx, &provisioning, &mut broker)?;
         for step in &provisioning.steps {
             println!("  {}", step.title());
@@ -145,27 +157,46 @@ fn boot_plan(
     })
 }
 
-/// Stop the broker.
+/// Stop the broker. Works while a journal is open: the operator can always stop the broker,
+/// and the next `cotal apply` finishes the journal with the broker stopped.
 pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     let root = global.root()?;
     let _lock = lock::acquire(&root, &super::holder(), args.lock_timeout)?;
-    apply::refuse_if_journal_open(&crate::store::journal::load(&root)?, "down")?;
-    if let process::Pidfile::Stale(pid) = process::pidfile(&root) {
-        println!(
-            "The pidfile named pid {pid}, which is not this root's nats-server (dead or reused); it was removed, nothing was signalled."
-        );
-    }
-    let stopped = process::stop(&root, args.grace)?;
-    match stopped {
-        Some(pid) => println!("nats-server stopped (pid {pid})."),
-        None => println!("The broker was not running."),
-    }
-    if args.preserve_state {
-        let (desired, _) = observe::desired(&root)?;
-        let (host, port) = (&desired.broker.host, desired.broker.port);
-        if process::accepts_connections(host, port) {
+    // The listener the running broker loaded: the promoted config's, else cotal.toml's (which
+    // may be unparsable: stopping never needs it).
+    let desired = observe::desired(&root).map(|(d, _)| d).unwrap_or_default();
+    let promoted = crate::store::server_conf::read(&root)?.map(PromotedConfig::new);
+    let listener = observe::listener(&desired, promoted.as_ref());
+    let stopped = match identity::probe(&root, &listener)? {
+        Liveness::Running { pid } => {
+            process::stop(&root, pid, args.grace)?;
+            println!("nats-server stopped (pid {pid}).");
+            Some(pid)
+        }
+        Liveness::Stopped { stale_pid } => {
+            if let Some(pid) = stale_pid {
+                crate::store::atomic::remove_file(&root.pid_file())?;
+                println!(
+                    "The pidfile named pid {pid}, which is not this root's nats-server (dead or reused); it was removed, nothing was signalled."
+                );
+            }
+            println!("The broker was not running.");
+            None
+        }
+        Liveness::Unknown { seen } => {
             return Err(Error::Refused(format!(
-                "the broker is stopped but {host}:{port} still accepts connections (another process?); no cut without that evidence.\nnext: find what listens there"
+                "cannot tell whether this root's broker is running: {seen}; nothing was signalled.\n\
+                 next: if that process is this root's broker whose pidfile was lost, stop it with `kill PID`; otherwise stop whatever holds the port"
+            )));
+        }
+    };
+    if args.preserve_state {
+        let (host, port) = (&listener.host, listener.port);
+        let sockets = identity::listening_sockets(&listener)?;
+        if !sockets.is_empty() {
+            return Err(Error::Refused(format!(
+                "the broker is stopped but {}; no cut without the evidence that nothing serves the store.\nnext: stop that process, then `cotal down --preserve-state` again",
+                identity::describe_holders(&sockets, &listener)
             )));
         }
         let cut = crate::store::cut::Cut {

@@ -39,6 +39,9 @@ struct BrokerStatus {
     state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<u32>,
+    /// What was seen when the state is unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    seen: Option<String>,
     url: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     version: Option<String>,
@@ -73,10 +76,15 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
             state: match observed.process {
                 BrokerProcess::Running { .. } => "running",
                 BrokerProcess::Stopped => "stopped",
+                BrokerProcess::Unknown { .. } => "unknown",
             },
             pid: match observed.process {
                 BrokerProcess::Running { pid } => Some(pid),
-                BrokerProcess::Stopped => None,
+                _ => None,
+            },
+            seen: match &observed.process {
+                BrokerProcess::Unknown { seen } => Some(seen.clone()),
+                _ => None,
             },
             url: format!("nats://{}:{}", desired.broker.host, desired.broker.port),
             version: server.map(|s| s.version.clone()),
@@ -127,6 +135,12 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
             let _ = write!(out, ", up since {start}");
         }
         out.push(')');
+    }
+    if let Some(seen) = &s.broker.seen {
+        let _ = write!(
+            out,
+            "\n            ({seen}; every verb that writes refuses until this is resolved)"
+        );
     }
     out.push('\n');
     let _ = writeln!(out, "generation  {}", s.generation);

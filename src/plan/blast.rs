@@ -23,6 +23,10 @@ pub struct Blast {
     /// Spaces whose user credentials stop working.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub credentials_invalidated: Vec<SpaceName>,
+    /// The data destroyed could not be counted (live figures unavailable): it is all of what
+    /// the space stores.
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub data_uncounted: bool,
     /// Data is explicitly kept (suspension).
     #[serde(skip_serializing_if = "is_false", default)]
     pub data_kept: bool,
@@ -42,7 +46,12 @@ impl Blast {
     /// `destroys 3 streams, 12,408 messages, 4.2 MiB; evicts 7 connections; ...`
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        if !self.streams_destroyed.is_empty() || self.bytes_destroyed > 0 {
+        if self.data_uncounted {
+            parts.push(
+                "destroys every stream, message and byte the space stores (not counted: figures unavailable)"
+                    .into(),
+            );
+        } else if !self.streams_destroyed.is_empty() || self.bytes_destroyed > 0 {
             let n = self.streams_destroyed.len();
             let mut d = format!("destroys {n} stream{}", if n == 1 { "" } else { "s" });
             match self.messages_destroyed {
@@ -86,6 +95,7 @@ pub fn removal(space: &SpaceName, streams: &[StreamUsage], connections: Option<u
         bytes_destroyed: streams.iter().map(|s| s.bytes).sum(),
         connections_dropped: connections,
         credentials_invalidated: vec![space.clone()],
+        data_uncounted: false,
         data_kept: false,
         siblings: Some("no other space's streams are touched".into()),
     }

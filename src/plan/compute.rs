@@ -39,6 +39,8 @@ struct Removal {
 /// Compute the plan, or refuse.
 pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
     let broker = guard_trust(observed)?;
+    guard_liveness(observed)?;
+    guard_journal(observed)?;
     let inv = &observed.inventory;
     let running = matches!(observed.process, BrokerProcess::Running { .. });
     let node = nodes(desired, observed).remove(0);
@@ -127,11 +129,14 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
     let mut changes = Vec::new();
     for (name, r) in &removals {
         let usage = inv.spaces.get(name).map(|s| &s.usage);
-        let blast = blast::removal(
+        let mut blast = blast::removal(
             name,
             usage.map(|u| u.streams.as_slice()).unwrap_or(&[]),
             usage.and_then(|u| u.connections),
         );
+        // Without figures the removal still destroys whatever the space stores: say so.
+        blast.data_uncounted =
+            !r.committed && usage.is_none_or(|u| u.source == crate::observed::UsageSource::Unknown);
         let mut details = Vec::new();
         if r.journaled {
             details.push(if r.committed {
@@ -309,10 +314,9 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
     if !adds.is_empty() {
         reasons.push(format!("adds {}", list(adds.keys().copied())));
     }
-    let conf = observed.server_conf.as_deref().unwrap_or("");
     let still_loaded: Vec<&SpaceName> = removals
         .iter()
-        .filter(|(_, r)| conf.contains(&format!("  {}: ", r.account)))
+        .filter(|(_, r)| observed.loads(&r.account))
         .map(|(n, _)| n)
         .collect();
     if !still_loaded.is_empty() {
@@ -323,7 +327,7 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
     }
     if let Some(base_render) = &base_render {
         let explained = !reasons.is_empty();
-        match &observed.server_conf {
+        match observed.server_conf_text() {
             None => reasons.push("server.conf does not exist yet".into()),
             Some(conf) if conf != base_render && !explained => reasons.push(
                 "server.conf differs from the rendering of the inventory (edited by hand, or left by an interrupted apply)".into(),
@@ -346,7 +350,7 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
     if !reasons.is_empty() && !projected.is_empty() {
         let after = render::server_conf(&broker, &projected, &node).map_err(Error::Refused)?;
         config = Some(ConfigChange {
-            before: observed.server_conf.as_deref().map(render::shorten_tokens),
+            before: observed.server_conf_text().map(render::shorten_tokens),
             after: render::shorten_tokens(&after),
         });
         let kept = projected.len() - adds.len().min(projected.len());
@@ -396,8 +400,7 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
             desired_digest: observed.desired_digest.clone(),
             inventory_digest,
             config_digest: observed
-                .server_conf
-                .as_deref()
+                .server_conf_text()
                 .map(|c| digest::sha256(c.as_bytes()))
                 .unwrap_or_else(|| "absent".into()),
         },
@@ -420,7 +423,7 @@ pub fn boot_drift(desired: &Desired, observed: &Observed) -> Result<Vec<String>,
     let rendered = render::server_conf(&broker, &preloads, &node).map_err(Error::Refused)?;
     let digest = digest::preloads(&preloads);
     let mut reasons = Vec::new();
-    if observed.server_conf.as_deref() != Some(rendered.as_str()) {
+    if observed.server_conf_text() != Some(rendered.as_str()) {
         reasons.push("server.conf is not the rendering of the inventory".to_string());
     }
     if !matches!(&observed.generation, GenerationState::Valid(g) if g.inventory_digest == digest) {
@@ -558,6 +561,78 @@ pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Error> {
         )));
     }
     Ok(broker)
+}
+
+/// Refuse an open journal that local state contradicts: a journaled removal is finished only
+/// when its pinned account is not another space's, the record of its name holds the pinned
+/// account (or is gone, or holds the new account the journaled apply minted for that name),
+/// and its folder does not record it as protected.
+pub fn guard_journal(observed: &Observed) -> Result<(), Error> {
+    let JournalState::Open(j) = &observed.journal else {
+        return Ok(());
+    };
+    let inv = &observed.inventory;
+    let mut refusals = Vec::new();
+    for r in &j.removals {
+        for (name, s) in &inv.spaces {
+            if name != &r.space && s.account_pub == r.account {
+                refusals.push(format!(
+                    "it would remove account {} under the name {}, but that account is the one of {}",
+                    r.account,
+                    q(&r.space),
+                    q(name)
+                ));
+            }
+        }
+        if let Some(s) = inv.spaces.get(&r.space)
+            && s.account_pub != r.account
+            && !j
+                .added
+                .iter()
+                .any(|a| a.space == r.space && a.account == s.account_pub)
+        {
+            refusals.push(format!(
+                "it pins account {} for {}, but the record of {} holds account {}",
+                r.account,
+                q(&r.space),
+                q(&r.space),
+                s.account_pub
+            ));
+        }
+        if observed.journal_protected.contains(&r.space) {
+            refusals.push(format!(
+                "it would remove {}, which .cotal/space.{}/lifecycle.json records as protected",
+                q(&r.space),
+                r.space.hex()
+            ));
+        }
+    }
+    if refusals.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "the open journal .cotal/maintenance/journal.json (started {} by pid {} on {}) contradicts what is on disk, so it is not finished:\n  {}\n\
+         blast radius: none; nothing was changed.\n\
+         next: find out where this journal came from; if no interrupted apply of this root wrote it, move it out of .cotal/maintenance/ and run `cotal plan`",
+        j.started_at,
+        j.pid,
+        j.host,
+        refusals.join("\n  ")
+    )))
+}
+
+/// Refuse when it is unknown whether this root's broker runs: a plan could neither say how a
+/// removal deletes data (through the broker, or its folder) nor be sure a reload reaches it.
+pub fn guard_liveness(observed: &Observed) -> Result<(), Error> {
+    match &observed.process {
+        BrokerProcess::Unknown { seen } => Err(Error::Refused(format!(
+            "cannot tell whether this root's broker is running: {seen}.\n\
+             blast radius: unknown; nothing was changed.\n\
+             next: if that process is this root's broker whose pidfile was lost, stop it (`kill PID`) and run `cotal up`; \
+             if another program holds the port, stop it or change [broker] port in cotal.toml; then run `cotal plan`"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Removal guards for removals the operator asks for now (journaled ones are finished).
@@ -739,16 +814,10 @@ fn field_changes(observed: &AccountLimits, expected: &AccountLimits) -> Vec<Fiel
 }
 
 /// The listener of the promoted config, when it differs from the node's.
-fn listener_change(observed: &Observed, node: &Node) -> Option<(String, String)> {
-    let conf = observed.server_conf.as_ref()?;
-    let line = |key: &str| {
-        conf.lines().find_map(|l| {
-            l.strip_prefix(key)
-                .map(|v| v.trim().trim_matches('"').to_string())
-        })
-    };
-    let (h, p) = (line("host: ")?, line("port: ")?);
-    (h != node.host || p != node.port.to_string()).then_some((h, p))
+fn listener_change(observed: &Observed, node: &Node) -> Option<(String, u16)> {
+    let view = &observed.server_conf.as_ref()?.view;
+    let (h, p) = (view.host.clone()?, view.port?);
+    (h != node.host || p != node.port).then_some((h, p))
 }
 
 fn warnings(desired: &Desired, observed: &Observed, node: &Node) -> Vec<String> {

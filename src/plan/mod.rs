@@ -8,7 +8,7 @@ mod blast;
 mod compute;
 
 pub use blast::Blast;
-pub use compute::{boot_drift, compute, guard_trust, nodes};
+pub use compute::{boot_drift, compute, guard_liveness, guard_trust, nodes};
 
 use crate::model::{SpaceName, SpaceSpec};
 use serde::{Deserialize, Serialize};

@@ -5,7 +5,7 @@
 //! deletes a record only when it still holds the account it was asked to remove, so a reap can
 //! never delete a re-added space's new account.
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::secret::Seed;
 use crate::store::{Root, atomic};
@@ -40,14 +40,16 @@ pub fn parse(bytes: &[u8]) -> Result<AccountRecord, String> {
 /// Read one space's record (regular file only).
 pub fn load(root: &Root, space: &SpaceName) -> Result<AccountRecord> {
     let path = root.account_record(space);
-    let meta = std::fs::symlink_metadata(&path).at(&path)?;
-    if !meta.is_file() {
-        return Err(Error::Refused(format!(
-            "{} is not a regular file (links are not followed).\nnext: put the real record back in its place, or move the link out of .cotal/auth/",
-            path.display()
-        )));
-    }
-    let bytes = std::fs::read(&path).at(&path)?;
+    let bytes = match atomic::read_no_follow(&path)? {
+        atomic::Found::File(bytes) => bytes,
+        atomic::Found::NotRegular(what) => return Err(atomic::not_regular(&path, what)),
+        atomic::Found::Absent => {
+            return Err(Error::io(
+                &path,
+                std::io::Error::from(std::io::ErrorKind::NotFound),
+            ));
+        }
+    };
     let record = parse(&bytes).map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
     if record.space != space.as_str() {
         return Err(Error::Other(format!(

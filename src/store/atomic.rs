@@ -3,11 +3,17 @@
 //! A write creates a temp file in the target's directory with the final mode, writes, fsyncs,
 //! renames it over the target and fsyncs the directory: a reader sees the old file or the new
 //! one, never a torn one, and a power cut after return keeps the new one.
+//!
+//! Invariants: a temp file is created with `O_CREAT|O_EXCL|O_NOFOLLOW` (a planted link or file at
+//! its name fails the create instead of being written through) and its mode is set on the open
+//! file, never by path. Every read of cotal's own state goes through [`read_no_follow`]: a link
+//! is never followed, a FIFO never blocks, and anything but a regular file is reported as what
+//! it is.
 
-use crate::error::{IoContext, Result};
+use crate::error::{Error, IoContext, Result};
 use std::fs;
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::io::{Read as _, Write};
+use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 
 /// Mode of secret files.
@@ -30,11 +36,20 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     let dir = parent_of(path);
     let mut tmp = tempfile::Builder::new()
         .prefix(".cotal-tmp.")
-        .permissions(fs::Permissions::from_mode(mode))
-        .tempfile_in(dir)
+        .make_in(dir, |candidate| {
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+                .open(candidate)
+        })
         .at(dir)?;
-    // The umask may have narrowed the mode at creation; set it exactly.
-    fs::set_permissions(tmp.path(), fs::Permissions::from_mode(mode)).at(tmp.path())?;
+    // The umask may have narrowed the mode at creation; set it exactly, on the open file (a
+    // chmod by path could be redirected by a link swapped in after the create).
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode))
+        .at(tmp.path())?;
     tmp.write_all(bytes).at(path)?;
     tmp.as_file().sync_all().at(path)?;
     tmp.persist(path).map_err(|e| e.error).at(path)?;
@@ -99,12 +114,75 @@ pub fn remove_tree(path: &Path) -> Result<bool> {
     }
 }
 
-/// Read a file that may be absent.
+/// What is at a path of cotal's state, read without following a link.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Found {
+    Absent,
+    File(Vec<u8>),
+    /// Something other than a regular file: what it is ("a symbolic link", "a directory", ...).
+    NotRegular(&'static str),
+}
+
+/// Open `path` read-only without following a link at its last component and without blocking
+/// on a FIFO; report what is there.
+pub fn read_no_follow(path: &Path) -> Result<Found> {
+    use nix::fcntl::OFlag;
+    let file = match fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((OFlag::O_NOFOLLOW | OFlag::O_NONBLOCK).bits())
+        .open(path)
+    {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Found::Absent),
+        Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) => {
+            return Ok(Found::NotRegular("a symbolic link"));
+        }
+        Err(e) => return Err(Error::io(path, e)),
+    };
+    let meta = file.metadata().at(path)?;
+    if !meta.is_file() {
+        return Ok(Found::NotRegular(kind_of(&meta.file_type())));
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    (&file).read_to_end(&mut bytes).at(path)?;
+    Ok(Found::File(bytes))
+}
+
+/// What a non-regular file is, in words.
+pub fn kind_of(t: &fs::FileType) -> &'static str {
+    if t.is_symlink() {
+        "a symbolic link"
+    } else if t.is_dir() {
+        "a directory"
+    } else if t.is_fifo() {
+        "a FIFO"
+    } else if t.is_socket() {
+        "a socket"
+    } else if t.is_char_device() || t.is_block_device() {
+        "a device node"
+    } else if t.is_file() {
+        "a regular file"
+    } else {
+        "not a regular file"
+    }
+}
+
+/// The refusal for a state file that is not a regular file.
+pub fn not_regular(path: &Path, what: &str) -> Error {
+    Error::Refused(format!(
+        "{} is {what}, not a regular file; cotal never follows links or reads special files in its state folder.
+         blast radius: none, nothing was changed.
+         next: find out who put it there, move it aside, and restore the real file (or delete it if it is not needed)",
+        path.display()
+    ))
+}
+
+/// Read a state file that may be absent; a link or any other non-regular file is refused.
 pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
-    match fs::read(path) {
-        Ok(bytes) => Ok(Some(bytes)),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-        Err(e) => Err(crate::error::Error::io(path, e)),
+    match read_no_follow(path)? {
+        Found::Absent => Ok(None),
+        Found::File(bytes) => Ok(Some(bytes)),
+        Found::NotRegular(what) => Err(not_regular(path, what)),
     }
 }
 
@@ -125,6 +203,52 @@ mod tests {
         assert_eq!(fs::metadata(&path).unwrap().mode() & 0o777, 0o644);
         let leftovers: Vec<_> = fs::read_dir(dir.path()).unwrap().collect();
         assert_eq!(leftovers.len(), 1, "no temp file is left behind");
+    }
+
+    #[test]
+    fn writes_never_chmod_through_a_planted_link() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        fs::write(&victim, b"root only").unwrap();
+        fs::set_permissions(&victim, fs::Permissions::from_mode(0o600)).unwrap();
+        let path = dir.path().join("record.json");
+        std::os::unix::fs::symlink(&victim, &path).unwrap();
+        write(&path, b"new", PUBLIC).unwrap();
+        // The link itself was replaced; its target kept its bytes and its mode.
+        assert_eq!(fs::read(&victim).unwrap(), b"root only");
+        assert_eq!(fs::metadata(&victim).unwrap().mode() & 0o777, 0o600);
+        assert!(fs::symlink_metadata(&path).unwrap().is_file());
+    }
+
+    #[test]
+    fn reads_refuse_links_and_special_files_and_never_block() {
+        let dir = tempfile::tempdir().unwrap();
+        let target = dir.path().join("target");
+        fs::write(&target, b"secret").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert_eq!(
+            read_no_follow(&link).unwrap(),
+            Found::NotRegular("a symbolic link")
+        );
+        let err = read_optional(&link).unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::exit::REFUSED);
+        assert!(err.to_string().contains("a symbolic link"), "{err}");
+        let fifo = dir.path().join("fifo");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(read_no_follow(&fifo).unwrap(), Found::NotRegular("a FIFO"));
+        assert_eq!(
+            read_no_follow(dir.path()).unwrap(),
+            Found::NotRegular("a directory")
+        );
+        assert_eq!(
+            read_no_follow(&dir.path().join("none")).unwrap(),
+            Found::Absent
+        );
+        assert_eq!(
+            read_no_follow(&target).unwrap(),
+            Found::File(b"secret".to_vec())
+        );
     }
 
     #[test]

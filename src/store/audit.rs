@@ -19,7 +19,7 @@ pub fn append(root: &Root, record: &Record) -> Result<()> {
         .append(true)
         .create(true)
         .mode(atomic::SECRET)
-        .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
         .open(&path)
         .map_err(|e| {
             Error::Other(format!(
@@ -27,6 +27,13 @@ pub fn append(root: &Root, record: &Record) -> Result<()> {
                 path.display()
             ))
         })?;
+    let meta = file.metadata().map_err(|e| Error::io(&path, e))?;
+    if !meta.is_file() {
+        return Err(atomic::not_regular(
+            &path,
+            atomic::kind_of(&meta.file_type()),
+        ));
+    }
     file.write_all(&line)
         .and_then(|_| file.sync_all())
         .map_err(|e| {
@@ -40,11 +47,10 @@ pub fn append(root: &Root, record: &Record) -> Result<()> {
 /// Every record, oldest first. A line that does not parse is an error naming its number.
 pub fn read(root: &Root) -> Result<Vec<Record>> {
     let path = root.audit_log();
-    let text = match std::fs::read_to_string(&path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(Error::io(&path, e)),
+    let Some(bytes) = atomic::read_optional(&path)? else {
+        return Ok(Vec::new());
     };
+    let text = String::from_utf8_lossy(&bytes);
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())

@@ -5,7 +5,7 @@
 //! key its seed encodes and names the recorded system account; [`save`] refuses to replace a
 //! record whose operator differs (a second operator over existing tenants orphans them all).
 
-use crate::error::{Error, IoContext, Result};
+use crate::error::{Error, Result};
 use crate::jwt::{self, AccountNats, OperatorNats};
 use crate::observed::BrokerTrust;
 use crate::secret::Seed;
@@ -79,16 +79,15 @@ pub enum Loaded {
 /// Read and validate the broker record. Corruption is a value, not an error: guards decide.
 pub fn load(root: &Root) -> Result<Loaded> {
     let path = root.broker_record();
-    let meta = match std::fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Loaded::Absent),
-        other => other.at(&path)?,
+    let bytes = match atomic::read_no_follow(&path)? {
+        atomic::Found::Absent => return Ok(Loaded::Absent),
+        atomic::Found::NotRegular(what) => {
+            return Ok(Loaded::Corrupt(format!(
+                "{what}, not a regular file (links are not followed)"
+            )));
+        }
+        atomic::Found::File(bytes) => bytes,
     };
-    if !meta.is_file() {
-        return Ok(Loaded::Corrupt(
-            "not a regular file (links are not followed)".into(),
-        ));
-    }
-    let bytes = std::fs::read(&path).at(&path)?;
     let record: BrokerRecord = match serde_json::from_slice(&bytes) {
         Ok(r) => r,
         Err(e) => return Ok(Loaded::Corrupt(format!("does not parse: {e}"))),

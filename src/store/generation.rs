@@ -4,23 +4,23 @@
 //! Invariant: the record is written only after a promoted config was confirmed (or, with no
 //! broker running, after the rename), and always as exactly `gen + 1` of the one it replaced.
 
-use crate::error::{IoContext, Result};
+use crate::error::Result;
 use crate::observed::{GenerationRecord, GenerationState};
-use crate::store::{Root, atomic};
+use crate::store::Root;
+use crate::store::atomic::{self, Found};
 
 pub fn load(root: &Root) -> Result<GenerationState> {
     let path = root.generation_record();
-    let meta = match std::fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(GenerationState::Absent),
-        other => other.at(&path)?,
+    let bytes = match atomic::read_no_follow(&path)? {
+        Found::Absent => return Ok(GenerationState::Absent),
+        Found::NotRegular(what) => {
+            return Ok(GenerationState::Corrupt {
+                file: path,
+                reason: format!("{what}, not a regular file (links are not followed)"),
+            });
+        }
+        Found::File(bytes) => bytes,
     };
-    if !meta.is_file() {
-        return Ok(GenerationState::Corrupt {
-            file: path,
-            reason: "not a regular file (links are not followed)".into(),
-        });
-    }
-    let bytes = std::fs::read(&path).at(&path)?;
     Ok(match parse(&bytes) {
         Ok(r) => GenerationState::Valid(r),
         Err(reason) => GenerationState::Corrupt { file: path, reason },

@@ -134,13 +134,13 @@ pub fn read(root: &Root, operator_pub: &str) -> Result<Inventory> {
         {
             continue;
         }
-        let meta = std::fs::symlink_metadata(&path).at(&path)?;
-        let bytes = if meta.is_file() {
-            std::fs::read(&path).ok()
-        } else {
-            None
+        let (is_file, bytes) = match crate::store::atomic::read_no_follow(&path) {
+            Ok(crate::store::atomic::Found::Absent) => continue,
+            Ok(crate::store::atomic::Found::File(bytes)) => (true, Some(bytes)),
+            Ok(crate::store::atomic::Found::NotRegular(_)) => (false, None),
+            Err(_) => (true, None),
         };
-        candidates.push((path, file_name.to_string(), meta.is_file(), bytes));
+        candidates.push((path, file_name.to_string(), is_file, bytes));
     }
     let workers = std::thread::available_parallelism()
         .map(|n| n.get())

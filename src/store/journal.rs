@@ -3,23 +3,23 @@
 //! Invariants: the journal is written before the first step of an apply and removed only after
 //! its last; while it exists every verb but `apply` refuses. It holds no secrets.
 
-use crate::error::{IoContext, Result};
+use crate::error::Result;
 use crate::observed::{Journal, JournalState};
-use crate::store::{Root, atomic};
+use crate::store::Root;
+use crate::store::atomic::{self, Found};
 
 pub fn load(root: &Root) -> Result<JournalState> {
     let path = root.journal();
-    let meta = match std::fs::symlink_metadata(&path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(JournalState::Closed),
-        other => other.at(&path)?,
+    let bytes = match atomic::read_no_follow(&path)? {
+        Found::Absent => return Ok(JournalState::Closed),
+        Found::NotRegular(what) => {
+            return Ok(JournalState::Corrupt {
+                file: path,
+                reason: format!("{what}, not a regular file (links are not followed)"),
+            });
+        }
+        Found::File(bytes) => bytes,
     };
-    if !meta.is_file() {
-        return Ok(JournalState::Corrupt {
-            file: path,
-            reason: "not a regular file (links are not followed)".into(),
-        });
-    }
-    let bytes = std::fs::read(&path).at(&path)?;
     Ok(match parse(&bytes) {
         Ok(j) => JournalState::Open(j),
         Err(reason) => JournalState::Corrupt { file: path, reason },

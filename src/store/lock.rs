@@ -3,7 +3,10 @@
 //!
 //! Invariants: the kernel releases the lock when its holder dies, so a lock left by a dead
 //! process never blocks anyone (its `lock.json` is then only a stale note, overwritten by the next
-//! holder); `lock.json` is removed before the lock is released, never after.
+//! holder); `lock.json` is removed before the lock is released, never after. A lock is held
+//! only while the file it locked is still the one at the lock path (same device and inode):
+//! deleting or replacing `lock` lets a second cotal lock a new file, so the first one checks
+//! with [`Lock::verify`] before every step and refuses once its file was replaced.
 
 use crate::error::{Error, IoContext, Result};
 use crate::store::{Root, atomic};
@@ -41,8 +44,41 @@ pub struct Lock {
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        let _ = atomic::remove_file(&self.root.lock_info());
+        // Only the holder of the file at the path may remove the holder note.
+        if self.still_at_path() {
+            let _ = atomic::remove_file(&self.root.lock_info());
+        }
         let _ = FileExt::unlock(&self.file);
+    }
+}
+
+impl Lock {
+    fn still_at_path(&self) -> bool {
+        same_file(&self.file, &self.root.lock_file())
+    }
+
+    /// Refuse when the locked file is no longer the one at the lock path: someone deleted or
+    /// replaced it, so another cotal may now hold a lock on the new file.
+    pub fn verify(&self) -> Result<()> {
+        if self.still_at_path() {
+            return Ok(());
+        }
+        Err(Error::Refused(format!(
+            "the lock file {} was deleted or replaced while this cotal held it, so another cotal may hold the root now; this one stops here.\n\
+             blast radius: whatever this command reported as done so far; nothing more.\n\
+             next: never delete the lock file by hand (the kernel frees it when its holder dies); run `cotal plan` to see the state now",
+            self.root.lock_file().display()
+        )))
+    }
+}
+
+/// Whether the open `file` is the file at `path` (same device and inode; a link at the path
+/// never matches).
+fn same_file(file: &File, path: &std::path::Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::symlink_metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
     }
 }
 
@@ -50,19 +86,15 @@ impl Drop for Lock {
 pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
     atomic::ensure_dir(&root.maintenance_dir(), atomic::PRIVATE_DIR)?;
     let path = root.lock_file();
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(atomic::SECRET)
-        .open(&path)
-        .at(&path)?;
     let deadline = Instant::now() + timeout;
     let mut pause = Duration::from_millis(20);
-    loop {
+    let file = loop {
+        let file = open_lock_file(&path)?;
         match file.try_lock_exclusive() {
-            Ok(()) => break,
+            // The file may have been replaced between the open and the lock: hold it only if
+            // it is still the one at the path, else lock the new one.
+            Ok(()) if same_file(&file, &path) => break file,
+            Ok(()) => continue,
             Err(e) if e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => {
                 let now = Instant::now();
                 if now >= deadline {
@@ -76,7 +108,7 @@ pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> 
             }
             Err(e) => return Err(Error::io(&path, e)),
         }
-    }
+    };
     let mut json = serde_json::to_vec(holder).expect("holder serializes");
     json.push(b'\n');
     atomic::write(&root.lock_info(), &json, atomic::SECRET)?;
@@ -86,10 +118,39 @@ pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> 
     })
 }
 
+/// Open (or create) the lock file without following a link; anything but a regular file there
+/// is refused.
+fn open_lock_file(path: &std::path::Path) -> Result<File> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(atomic::SECRET)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .map_err(|e| {
+            if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) {
+                atomic::not_regular(path, "a symbolic link")
+            } else {
+                Error::io(path, e)
+            }
+        })?;
+    let meta = file.metadata().at(path)?;
+    if !meta.is_file() {
+        return Err(atomic::not_regular(
+            path,
+            atomic::kind_of(&meta.file_type()),
+        ));
+    }
+    Ok(file)
+}
+
 /// Who holds the lock, from `lock.json`, for messages.
 pub fn describe_holder(root: &Root) -> String {
-    match std::fs::read(root.lock_info())
+    match atomic::read_optional(&root.lock_info())
         .ok()
+        .flatten()
         .and_then(|b| serde_json::from_slice::<Holder>(&b).ok())
     {
         Some(h) => format!("held by {h}"),
@@ -121,5 +182,25 @@ mod tests {
         drop(first);
         assert!(!root.lock_info().exists());
         acquire(&root, &holder("cotal apply"), Duration::ZERO).unwrap();
+    }
+
+    #[test]
+    fn a_holder_whose_lock_file_was_replaced_stops() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::at(dir.path()).unwrap();
+        let first = acquire(&root, &holder("cotal apply"), Duration::ZERO).unwrap();
+        first.verify().unwrap();
+        std::fs::remove_file(root.lock_file()).unwrap();
+        // A second taker locks the new file: it is the holder now.
+        let second = acquire(&root, &holder("cotal apply"), Duration::ZERO).unwrap();
+        second.verify().unwrap();
+        let err = first.verify().unwrap_err();
+        assert_eq!(err.exit_code(), crate::error::exit::REFUSED);
+        assert!(err.to_string().contains("deleted or replaced"), "{err}");
+        drop(first);
+        assert!(
+            root.lock_info().exists(),
+            "the stale holder leaves the note alone"
+        );
     }
 }

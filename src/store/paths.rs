@@ -1,6 +1,10 @@
 //! Where every artifact of a root lives (DESIGN.md section 3), and how a root is found.
 //!
-//! Invariant: this module is the only place that spells a path under `.cotal/`.
+//! Invariants: this module is the only place that spells a path under `.cotal/`; a [`Root`] is
+//! canonical (absolute, every symlink resolved), so the same root reached through an alias is
+//! the same path everywhere, including in the `-c` argument of the broker it starts; a root
+//! whose `.cotal/` is a link, is owned by another user, or is writable by group or others is
+//! refused (like git's `safe.directory`): its records, journal and config could be planted.
 
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
@@ -16,7 +20,8 @@ pub struct Root {
 }
 
 impl Root {
-    /// A root at `dir` (made absolute so rendered paths and messages are unambiguous).
+    /// A root at `dir`, canonical: absolute with every symlink resolved (a part that does not
+    /// exist yet, for `init`, is appended to its deepest existing ancestor's canonical path).
     pub fn at(dir: impl AsRef<Path>) -> Result<Self> {
         let dir = dir.as_ref();
         let abs = if dir.is_absolute() {
@@ -27,26 +32,36 @@ impl Root {
                 .join(dir)
         };
         Ok(Root {
-            dir: normalize(&abs),
+            dir: normalize(&canonical(&abs)?),
         })
     }
 
     /// `--root`, else `COTAL_ROOT`, else the nearest ancestor of the working directory holding
-    /// `cotal.toml` or `.cotal/`, else the working directory itself (for `init`).
+    /// `cotal.toml` or `.cotal/`, else the working directory itself (for `init`). The root found
+    /// is refused when its `.cotal/` is not safe to trust (see [`check_safe`]); discovery never
+    /// walks past such a folder to a farther ancestor.
     pub fn discover(explicit: Option<&Path>) -> Result<Self> {
+        let root = Self::locate(explicit)?;
+        check_safe(&root.state_dir())?;
+        Ok(root)
+    }
+
+    fn locate(explicit: Option<&Path>) -> Result<Self> {
         if let Some(dir) = explicit {
             return Root::at(dir);
         }
         if let Some(dir) = std::env::var_os("COTAL_ROOT").filter(|v| !v.is_empty()) {
             return Root::at(PathBuf::from(dir));
         }
-        let cwd = std::env::current_dir().map_err(|e| Error::io(".", e))?;
+        let cwd = Root::at(std::env::current_dir().map_err(|e| Error::io(".", e))?)?.dir;
         for dir in cwd.ancestors() {
-            if dir.join(DESIRED_FILE).is_file() || dir.join(".cotal").is_dir() {
+            if dir.join(DESIRED_FILE).is_file()
+                || std::fs::symlink_metadata(dir.join(".cotal")).is_ok()
+            {
                 return Root::at(dir);
             }
         }
-        Root::at(cwd)
+        Ok(Root { dir: cwd })
     }
 
     pub fn dir(&self) -> &Path {
@@ -110,6 +125,94 @@ impl Root {
 /// File-name prefix and suffix of the account-record namespace.
 pub const ACCOUNT_PREFIX: &str = "account.";
 pub const ACCOUNT_SUFFIX: &str = ".json";
+
+/// The canonical form of an absolute path: its deepest existing ancestor resolved by the
+/// kernel (`realpath`), the parts that do not exist yet appended as written.
+fn canonical(abs: &Path) -> Result<PathBuf> {
+    let mut missing = Vec::new();
+    let mut existing = abs;
+    loop {
+        match std::fs::canonicalize(existing) {
+            Ok(resolved) => {
+                let mut out = resolved;
+                for part in missing.iter().rev() {
+                    out.push(part);
+                }
+                return Ok(out);
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let (Some(parent), Some(name)) = (existing.parent(), existing.file_name()) else {
+                    return Err(Error::io(abs, e));
+                };
+                missing.push(name.to_os_string());
+                existing = parent;
+            }
+            Err(e) => return Err(Error::io(existing, e)),
+        }
+    }
+}
+
+/// Refuse a state folder that another user could have written: `.cotal/` (and its `auth/` and
+/// `maintenance/`) must be real directories owned by the user running cotal and not writable
+/// by group or others. Absent folders are fine (`init` creates them 0700).
+pub fn check_safe(state_dir: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    for dir in [
+        state_dir.to_path_buf(),
+        state_dir.join("auth"),
+        state_dir.join("maintenance"),
+    ] {
+        let meta = match std::fs::symlink_metadata(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(Error::io(&dir, e)),
+            Ok(m) => m,
+        };
+        let shown = dir.display();
+        let why = if !meta.file_type().is_dir() {
+            Some((
+                format!(
+                    "{shown} is {}, not a directory",
+                    crate::store::atomic::kind_of(&meta.file_type())
+                ),
+                "replace it with the real folder (cotal never follows links in its state), or pass --root to the folder that holds it".to_string(),
+            ))
+        } else if meta.uid() != me {
+            Some((
+                format!(
+                    "{shown} is owned by uid {}, not by you (uid {me}): another user's root could feed cotal planted records, a journal and a config",
+                    meta.uid()
+                ),
+                format!(
+                    "run cotal as the user who owns this root; if this root is yours, `chown -R {me} {shown}`"
+                ),
+            ))
+        } else if meta.mode() & 0o022 != 0 {
+            Some((
+                format!(
+                    "{shown} is writable by {} (mode {:04o}): anyone who can write it could plant records, links or a journal",
+                    if meta.mode() & 0o002 != 0 {
+                        "everyone"
+                    } else {
+                        "its group"
+                    },
+                    meta.mode() & 0o7777
+                ),
+                format!("`chmod -R go-w {shown}` (cotal creates its folders 0700)"),
+            ))
+        } else {
+            None
+        };
+        if let Some((what, next)) = why {
+            return Err(Error::Refused(format!(
+                "this root's state folder is not safe to trust: {what}.\n\
+                 blast radius: none, nothing was read or changed.\n\
+                 next: {next}"
+            )));
+        }
+    }
+    Ok(())
+}
 
 /// Lexical normalization (no symlink resolution): drops `.` and folds `..`.
 fn normalize(path: &Path) -> PathBuf {

@@ -58,20 +58,32 @@ pub fn save_sys_creds(
 /// Whether the space's $SYS creds exist for `account`.
 pub fn sys_creds_present(root: &Root, space: &SpaceName, account: &str) -> bool {
     let dir = root.space_dir(space);
-    let bound = std::fs::read(dir.join(MEMBERSHIP))
+    let regular = |name: &str| {
+        std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.file_type().is_file())
+    };
+    let bound = atomic::read_optional(&dir.join(MEMBERSHIP))
         .ok()
+        .flatten()
         .and_then(|b| serde_json::from_slice::<Membership>(&b).ok())
         .is_some_and(|m| m.account_id == account);
-    bound && dir.join(OBSERVER_CREDS).is_file() && dir.join(EVICTOR_CREDS).is_file()
+    bound && regular(OBSERVER_CREDS) && regular(EVICTOR_CREDS)
 }
 
-/// The space's membership-observer creds, if written (secret).
+/// The space's membership-observer creds, if written (secret). A link is never followed.
 pub fn observer_creds(root: &Root, space: &SpaceName) -> Option<String> {
-    std::fs::read_to_string(root.space_dir(space).join(OBSERVER_CREDS)).ok()
+    atomic::read_optional(&root.space_dir(space).join(OBSERVER_CREDS))
+        .ok()
+        .flatten()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+/// Where a space's `lifecycle.json` lives.
+pub fn lifecycle_path(root: &Root, space: &SpaceName) -> std::path::PathBuf {
+    root.space_dir(space).join(LIFECYCLE)
 }
 
 pub fn load_lifecycle(root: &Root, space: &SpaceName) -> Result<Option<Lifecycle>> {
-    let path = root.space_dir(space).join(LIFECYCLE);
+    let path = lifecycle_path(root, space);
     match atomic::read_optional(&path)? {
         None => Ok(None),
         Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
@@ -101,10 +113,10 @@ pub fn live_pids(root: &Root, space: &SpaceName) -> Result<Vec<u32>> {
         if path.extension().and_then(|e| e.to_str()) != Some("pid") {
             continue;
         }
-        let Ok(text) = std::fs::read_to_string(&path) else {
+        let Ok(Some(bytes)) = atomic::read_optional(&path) else {
             continue;
         };
-        if let Ok(pid) = text.trim().parse::<u32>()
+        if let Ok(pid) = String::from_utf8_lossy(&bytes).trim().parse::<u32>()
             && crate::store::process_alive(pid)
         {
             pids.push(pid);

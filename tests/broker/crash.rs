@@ -1,32 +1,64 @@
-//! The crash matrix (issue 6): every named crash point of apply, for every kind of plan, against
-//! a real broker: the process aborts at the point (as a power cut would), then a re-run of apply
-//! must leave a converged broker with every invariant intact. Plus seeded SIGKILLs at random
-//! moments of a large plan.
+//! The crash matrix (issue 6): every named crash point of apply ([`Point::ALL`], the closed set
+//! `src/fault.rs` exports), for every kind of plan, against a real broker: the process aborts at
+//! the point (as a power cut would), then a re-run of apply must leave a converged broker with
+//! every invariant intact. Each kind lists the points its plan passes; every listed point must
+//! actually fire (a point never reached fails the test), and together the kinds cover every
+//! point. Plus seeded SIGKILLs at random moments of a large plan.
 
 use super::{Broker, Client, publish};
 use crate::common::stdout;
-use std::collections::BTreeMap;
+use cotal::fault::Point;
+use std::collections::{BTreeMap, BTreeSet};
 
-/// Every crash point compiled into a fault-injection build, in the order apply meets them.
-pub const POINTS: [&str; 10] = [
-    "after-journal-open",
-    "after-streams-deleted",
-    "after-record-written",
-    "after-config-promoted",
-    "before-reload",
-    "after-reload",
-    "mid-provision",
-    "mid-reap",
-    "after-reap",
-    "before-journal-close",
-];
-
-/// A kind of plan: the spaces before, the spaces after.
+/// A kind of plan: the spaces before, the spaces after, and the points its apply passes.
 struct Kind {
     name: &'static str,
     before: &'static str,
     after: &'static str,
+    points: &'static [Point],
 }
+
+/// Points every apply passes.
+const EVERY: [Point; 6] = [
+    Point::AfterLock,
+    Point::AfterJournalOpen,
+    Point::AfterConfigPromoted,
+    Point::BeforeReload,
+    Point::AfterReload,
+    Point::BeforeJournalClose,
+];
+
+const ADD: &[Point] = &[
+    Point::AfterLock,
+    Point::AfterJournalOpen,
+    Point::AfterRecordWritten,
+    Point::AfterConfigPromoted,
+    Point::BeforeReload,
+    Point::AfterReload,
+    Point::MidProvision,
+    Point::BeforeJournalClose,
+];
+const REMOVE: &[Point] = &[
+    Point::AfterLock,
+    Point::AfterJournalOpen,
+    Point::AfterRemovalCommitted,
+    Point::AfterStreamsDeleted,
+    Point::AfterConfigPromoted,
+    Point::BeforeReload,
+    Point::AfterReload,
+    Point::MidReap,
+    Point::AfterReap,
+    Point::BeforeJournalClose,
+];
+const CHANGE: &[Point] = &[
+    Point::AfterLock,
+    Point::AfterJournalOpen,
+    Point::AfterRecordWritten,
+    Point::AfterConfigPromoted,
+    Point::BeforeReload,
+    Point::AfterReload,
+    Point::BeforeJournalClose,
+];
 
 const SIB: &str = "[spaces.sib]\n\n";
 
@@ -36,26 +68,31 @@ fn kinds() -> Vec<Kind> {
             name: "add",
             before: "[spaces.keep]\n",
             after: "[spaces.keep]\n\n[spaces.new]\n",
+            points: ADD,
         },
         Kind {
             name: "remove",
             before: "[spaces.keep]\n\n[spaces.gone]\n",
             after: "[spaces.keep]\n",
+            points: REMOVE,
         },
         Kind {
             name: "mixed",
             before: "[spaces.keep]\n\n[spaces.gone]\n",
             after: "[spaces.keep]\n\n[spaces.new]\n",
+            points: &Point::ALL,
         },
         Kind {
             name: "suspend",
             before: "[spaces.keep]\n",
             after: "[spaces.keep]\nstate = \"suspended\"\n",
+            points: CHANGE,
         },
         Kind {
             name: "limits",
             before: "[spaces.keep]\n",
             after: "[spaces.keep.limits]\nmax_connections = 50\nmax_storage = \"1GiB\"\n",
+            points: CHANGE,
         },
     ]
 }
@@ -168,7 +205,7 @@ fn run_kind(kind: &Kind) {
     let keep_messages = messages(&b, "keep");
     let after_text = format!("{SIB}{}", kind.after);
     let after_desired: BTreeMap<&str, bool> = crate::common::spaces_of(&after_text);
-    for point in POINTS {
+    for &point in kind.points {
         let what = format!("{} plan, crash {point}", kind.name);
         b.desire(&format!("{SIB}{}", kind.before));
         b.root.apply().success();
@@ -183,27 +220,24 @@ fn run_kind(kind: &Kind) {
         let crashed = b
             .root
             .cotal(&["apply", "--auto-approve", "--allow-destroy"])
-            .env("COTAL_CRASH_AT", point)
+            .env("COTAL_CRASH_AT", point.name())
             .output()
             .unwrap();
-        let hit = String::from_utf8_lossy(&crashed.stderr).contains("crash injected");
-        assert_eq!(
-            hit,
-            !crashed.status.success(),
-            "{what}: {}",
-            String::from_utf8_lossy(&crashed.stderr)
+        let stderr = String::from_utf8_lossy(&crashed.stderr);
+        // The point must have fired: an apply that never reached it proves nothing.
+        assert!(
+            stderr.contains(&format!("crash injected at {point}")) && !crashed.status.success(),
+            "{what}: the crash point was never reached: {stderr}"
         );
-        if hit {
-            let rerun = b
-                .root
-                .cotal(&["apply", "--auto-approve", "--allow-destroy"])
-                .assert()
-                .success();
-            assert!(
-                stdout(&rerun).contains("Apply complete") || stdout(&rerun).contains("No changes"),
-                "{what}"
-            );
-        }
+        let rerun = b
+            .root
+            .cotal(&["apply", "--auto-approve", "--allow-destroy"])
+            .assert()
+            .success();
+        assert!(
+            stdout(&rerun).contains("Apply complete") || stdout(&rerun).contains("No changes"),
+            "{what}"
+        );
         let expected = Expected {
             desired: &after_desired,
             removed: &removed,
@@ -212,6 +246,20 @@ fn run_kind(kind: &Kind) {
             keep_messages,
         };
         assert_converged(&b, &sib, &expected, &what);
+    }
+}
+
+#[test]
+fn the_kinds_together_cover_every_crash_point() {
+    let covered: BTreeSet<Point> = kinds()
+        .iter()
+        .flat_map(|k| k.points.iter().copied())
+        .collect();
+    assert_eq!(covered, Point::ALL.into_iter().collect::<BTreeSet<_>>());
+    for kind in kinds() {
+        for p in EVERY {
+            assert!(kind.points.contains(&p), "{}: {p}", kind.name);
+        }
     }
 }
 

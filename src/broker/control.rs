@@ -1,0 +1,336 @@
+//! The broker's own control plane, through one ephemeral system-account user: reload by
+//! `$SYS.REQ.SERVER.<id>.RELOAD` and confirm by `VARZ`, read which JWT an account is loaded
+//! with (`ACCOUNTZ`), and purge an account's JetStream (`$JS.API.ACCOUNT.PURGE.<account>`).
+//!
+//! Invariants: every request has a deadline; a verdict comes only from the broker's replies
+//! (never from its log, which tenants can write into through their connection names); the
+//! server addressed is the one whose id the connection's INFO carried, on a listener whose
+//! socket the caller checked belongs to this root's nats-server.
+
+use crate::error::{Error, Result};
+use serde::Deserialize;
+use std::time::{Duration, Instant};
+
+/// The deadline of one control request.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(5);
+/// The deadline of an account purge: it deletes every stream of the account before it replies.
+pub const PURGE_DEADLINE: Duration = Duration::from_secs(30);
+
+/// A connected system-account session on one server.
+pub struct Control {
+    rt: tokio::runtime::Runtime,
+    client: async_nats::Client,
+    server_id: String,
+}
+
+/// What VARZ says about the loaded config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loaded {
+    /// `config_load_time`, nanoseconds since the epoch.
+    pub load_time: i128,
+    /// `config_digest`: `sha256:<hex>` over the parsed config.
+    pub digest: String,
+    pub version: String,
+}
+
+/// Why a reload was not confirmed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotConfirmed {
+    /// The server answered the reload with an error: its reason, verbatim.
+    Refused(String),
+    /// The server said it reloaded, but VARZ does not show the promoted config.
+    Unconfirmed(String),
+    /// No answer within the deadline, or the connection failed.
+    Unreachable(String),
+}
+
+impl std::fmt::Display for NotConfirmed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotConfirmed::Refused(why) => write!(f, "nats-server refused the reload: {why}"),
+            NotConfirmed::Unconfirmed(why) => {
+                write!(f, "nats-server did not confirm the reload: {why}")
+            }
+            NotConfirmed::Unreachable(why) => {
+                write!(f, "nats-server did not answer the reload: {why}")
+            }
+        }
+    }
+}
+
+impl Control {
+    /// Connect to `url` as the system user in `creds` (secret, in memory only).
+    pub fn connect(url: &str, creds: &str) -> Result<Self> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Other(format!("tokio runtime: {e}")))?;
+        let client = rt
+            .block_on(async {
+                async_nats::ConnectOptions::with_credentials(creds)
+                    .map_err(|e| format!("bad creds: {e}"))?
+                    .connection_timeout(REQUEST_DEADLINE)
+                    .request_timeout(Some(REQUEST_DEADLINE))
+                    .max_reconnects(Some(0))
+                    .name("cotal-control")
+                    .connect(url)
+                    .await
+                    .map_err(|e| e.to_string())
+            })
+            .map_err(|e| Error::Other(format!("system connection to {url}: {e}")))?;
+        let server_id = client.server_info().server_id;
+        if server_id.is_empty() {
+            return Err(Error::Other(format!("{url} sent no server id in its INFO")));
+        }
+        Ok(Control {
+            rt,
+            client,
+            server_id,
+        })
+    }
+
+    pub fn server_id(&self) -> &str {
+        &self.server_id
+    }
+
+    /// One request with `deadline`; the reply's `data`, or the server's `error` description.
+    fn request<T: for<'de> Deserialize<'de>>(
+        &self,
+        subject: &str,
+        body: &str,
+        deadline: Duration,
+    ) -> Result<Result<T, String>> {
+        let envelope: Envelope<T> = self.envelope(subject, body, deadline)?;
+        Ok(match (envelope.error, envelope.data) {
+            (Some(err), _) => Err(err.description),
+            (None, Some(data)) => Ok(data),
+            (None, None) => Err("an empty reply".into()),
+        })
+    }
+
+    /// One request with `deadline`; the whole reply envelope.
+    fn envelope<T: for<'de> Deserialize<'de>>(
+        &self,
+        subject: &str,
+        body: &str,
+        deadline: Duration,
+    ) -> Result<Envelope<T>> {
+        let reply = self
+            .rt
+            .block_on(async {
+                tokio::time::timeout(
+                    deadline,
+                    self.client.send_request(
+                        subject.to_string(),
+                        async_nats::Request::new()
+                            .payload(body.to_string().into())
+                            .timeout(Some(deadline)),
+                    ),
+                )
+                .await
+                .map_err(|_| format!("no reply within {deadline:?}"))?
+                .map_err(|e| e.to_string())
+            })
+            .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+        serde_json::from_slice(&reply.payload)
+            .map_err(|e| Error::Other(format!("{subject}: unexpected reply: {e}")))
+    }
+
+    /// What the server says about its loaded config.
+    pub fn varz(&self) -> Result<Loaded> {
+        let subject = format!("$SYS.REQ.SERVER.{}.VARZ", self.server_id);
+        let v: Varz = self
+            .request(&subject, "{}", REQUEST_DEADLINE)?
+            .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+        Ok(Loaded {
+            load_time: parse_time(&v.config_load_time).ok_or_else(|| {
+                Error::Other(format!(
+                    "{subject}: config_load_time {:?} is not a time",
+                    v.config_load_time
+                ))
+            })?,
+            digest: v.config_digest,
+            version: v.version,
+        })
+    }
+
+    /// Ask the server to reload its config file, then confirm through VARZ that it loaded a
+    /// config with `expected_digest` after `before`. Returns how long the reload took.
+    pub fn reload(&self, before: &Loaded, expected_digest: &str) -> Result<Duration, NotConfirmed> {
+        let subject = format!("$SYS.REQ.SERVER.{}.RELOAD", self.server_id);
+        let started = Instant::now();
+        // A successful reload replies with the server envelope alone; a refused one carries
+        // the server's reason in `error`.
+        match self.envelope::<serde_json::Value>(&subject, "{}", REQUEST_DEADLINE) {
+            Err(e) => return Err(NotConfirmed::Unreachable(e.to_string())),
+            Ok(Envelope {
+                error: Some(why), ..
+            }) => return Err(NotConfirmed::Refused(why.description.trim().to_string())),
+            Ok(_) => {}
+        }
+        let took = started.elapsed();
+        let after = self
+            .varz()
+            .map_err(|e| NotConfirmed::Unreachable(e.to_string()))?;
+        if after.load_time <= before.load_time {
+            return Err(NotConfirmed::Unconfirmed(
+                "config_load_time did not advance".into(),
+            ));
+        }
+        if after.digest != expected_digest {
+            return Err(NotConfirmed::Unconfirmed(format!(
+                "it loaded a config with digest {}, not the promoted one ({expected_digest})",
+                after.digest
+            )));
+        }
+        Ok(took)
+    }
+
+    /// The JWT the server has `account` loaded with; `None` when it does not know the account.
+    pub fn account_jwt(&self, account: &str) -> Result<Option<String>> {
+        let subject = format!("$SYS.REQ.SERVER.{}.ACCOUNTZ", self.server_id);
+        let body = serde_json::json!({ "account": account }).to_string();
+        match self.request::<Accountz>(&subject, &body, REQUEST_DEADLINE)? {
+            Ok(a) => Ok(a.account_detail.map(|d| d.jwt)),
+            Err(why) if why.contains("does not exist") => Ok(None),
+            Err(why) => Err(Error::Other(format!("{subject}: {why}"))),
+        }
+    }
+
+    /// The number of client connections of `account` on this server.
+    pub fn connections(&self, account: &str) -> Result<u64> {
+        let subject = format!("$SYS.REQ.ACCOUNT.{account}.CONNZ");
+        let c: Connz = self
+            .request(&subject, "{}", REQUEST_DEADLINE)?
+            .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+        Ok(c.total)
+    }
+
+    /// Delete every stream (so every bucket) of `account` and its store folder, through the
+    /// system account: needs no user of the account, so it works on a suspended space and
+    /// whatever the account's limits. The account must still be loaded (a purge of an account
+    /// the server no longer knows deletes its folder but not the streams it holds in memory).
+    pub fn purge_account(&self, account: &str) -> Result<()> {
+        let subject = format!("$JS.API.ACCOUNT.PURGE.{account}");
+        let reply = self
+            .rt
+            .block_on(async {
+                tokio::time::timeout(
+                    PURGE_DEADLINE,
+                    self.client.send_request(
+                        subject.clone(),
+                        async_nats::Request::new()
+                            .payload(String::new().into())
+                            .timeout(Some(PURGE_DEADLINE)),
+                    ),
+                )
+                .await
+                .map_err(|_| format!("no reply within {PURGE_DEADLINE:?}"))?
+                .map_err(|e| e.to_string())
+            })
+            .map_err(|e| Error::Other(format!("purging account {account}: {e}")))?;
+        let r: PurgeReply = serde_json::from_slice(&reply.payload).map_err(|e| {
+            Error::Other(format!("purging account {account}: unexpected reply: {e}"))
+        })?;
+        match (r.error, r.initiated) {
+            (Some(e), _) => Err(Error::Other(format!(
+                "purging account {account}: {}",
+                e.description
+            ))),
+            (None, true) => Ok(()),
+            (None, false) => Err(Error::Other(format!(
+                "purging account {account}: the server did not start the purge"
+            ))),
+        }
+    }
+}
+
+/// RFC 3339 with nanoseconds to nanoseconds since the epoch.
+fn parse_time(s: &str) -> Option<i128> {
+    let t = humantime::parse_rfc3339(s).ok()?;
+    let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+    Some(d.as_nanos() as i128)
+}
+
+#[derive(Deserialize)]
+struct Envelope<T> {
+    #[serde(default = "none")]
+    data: Option<T>,
+    #[serde(default)]
+    error: Option<ApiError>,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
+#[derive(Deserialize)]
+struct ApiError {
+    #[serde(default)]
+    description: String,
+}
+
+#[derive(Deserialize)]
+struct Varz {
+    #[serde(default)]
+    config_load_time: String,
+    #[serde(default)]
+    config_digest: String,
+    #[serde(default)]
+    version: String,
+}
+
+#[derive(Deserialize)]
+struct Accountz {
+    #[serde(default)]
+    account_detail: Option<AccountDetail>,
+}
+
+#[derive(Deserialize)]
+struct AccountDetail {
+    #[serde(default)]
+    jwt: String,
+}
+
+#[derive(Deserialize)]
+struct Connz {
+    #[serde(default)]
+    total: u64,
+}
+
+#[derive(Deserialize)]
+struct PurgeReply {
+    #[serde(default)]
+    initiated: bool,
+    #[serde(default)]
+    error: Option<ApiError>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn load_times_keep_their_nanoseconds() {
+        let a = parse_time("2026-11-30T09:53:55.896864024Z").unwrap();
+        let b = parse_time("2026-11-30T09:53:55.896864025Z").unwrap();
+        assert_eq!(b - a, 1);
+        assert!(parse_time("not a time").is_none());
+    }
+
+    #[test]
+    fn a_reload_error_reply_is_the_servers_verdict() {
+        let e: Envelope<serde_json::Value> = serde_json::from_str(
+            r#"{"server":{"id":"N1"},"error":{"code":500,"description":"config reload not supported for Port: old=1, new=2"}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            e.error.unwrap().description,
+            "config reload not supported for Port: old=1, new=2"
+        );
+        let ok: Envelope<serde_json::Value> =
+            serde_json::from_str(r#"{"server":{"id":"N1","time":"2026-11-30T09:53:55Z"}}"#)
+                .unwrap();
+        assert!(ok.error.is_none() && ok.data.is_none());
+    }
+}

@@ -1,0 +1,367 @@
+//! Whether a root's broker is running, stopped or unknown, from what the kernel says rather than
+//! from a pidfile alone (DESIGN.md section 5).
+//!
+//! Invariants:
+//! - *Running* only when the recorded pid is alive, is a nats-server whose `-c` argument resolves
+//!   (against that process's own working directory) to this root's canonical `server.conf`, and
+//!   owns a listening socket on the configured host and port (its inode is among the process's
+//!   open files and in `/proc/net/tcp{,6}` in state LISTEN).
+//! - *Stopped* only when no such process holds the recorded pid and nothing listens on the port.
+//! - Anything else is *unknown*, with what was seen in words; every verb that writes refuses on
+//!   it. Linux only (`/proc`), like the rest of cotal's process handling.
+
+use crate::error::Result;
+use crate::store::atomic::{self, Found};
+use crate::store::{Root, process_alive};
+use std::collections::BTreeSet;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, ToSocketAddrs};
+use std::path::{Path, PathBuf};
+
+pub use crate::model::Listener;
+
+/// What the probe concluded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Liveness {
+    Running {
+        pid: u32,
+    },
+    /// Nothing of this root runs and nothing listens. `stale_pid`: the pidfile named a pid that is
+    /// not this root's broker (dead, or reused by another program).
+    Stopped {
+        stale_pid: Option<u32>,
+    },
+    /// Neither: what was seen, for the refusal.
+    Unknown {
+        seen: String,
+    },
+}
+
+/// Probe the root's broker on `listener`.
+pub fn probe(root: &Root, listener: &Listener) -> Result<Liveness> {
+    let recorded = match atomic::read_no_follow(&root.pid_file())? {
+        Found::Absent => None,
+        Found::NotRegular(what) => {
+            return Ok(Liveness::Unknown {
+                seen: format!(
+                    "the pidfile {} is {what}, not a regular file",
+                    root.pid_file().display()
+                ),
+            });
+        }
+        Found::File(bytes) => match String::from_utf8_lossy(&bytes).trim().parse::<u32>() {
+            Ok(pid) => Some(pid),
+            Err(_) => {
+                return Ok(Liveness::Unknown {
+                    seen: format!(
+                        "the pidfile {} does not hold a pid",
+                        root.pid_file().display()
+                    ),
+                });
+            }
+        },
+    };
+    let sockets = listening_sockets(listener)?;
+    let ours = recorded.filter(|pid| is_root_broker(root, *pid));
+    Ok(match ours {
+        Some(pid) if owns_any(pid, &sockets) => Liveness::Running { pid },
+        Some(pid) => Liveness::Unknown {
+            seen: format!(
+                "pid {pid} is this root's nats-server but does not own the listener on {listener}: {}",
+                describe_holders(&sockets, listener)
+            ),
+        },
+        None if sockets.is_empty() => Liveness::Stopped {
+            stale_pid: recorded,
+        },
+        None => Liveness::Unknown {
+            seen: format!(
+                "{}{}",
+                match recorded {
+                    Some(pid) => format!(
+                        "the pidfile names pid {pid}, which is not this root's nats-server, and "
+                    ),
+                    None => "no pidfile, and ".into(),
+                },
+                describe_holders(&sockets, listener)
+            ),
+        },
+    })
+}
+
+/// Alive, a nats-server, and started on this root's canonical `server.conf`.
+pub fn is_root_broker(root: &Root, pid: u32) -> bool {
+    if !process_alive(pid) {
+        return false;
+    }
+    let Some(args) = cmdline(pid) else {
+        return false;
+    };
+    let is_nats = args
+        .first()
+        .and_then(|a| Path::new(a).file_name())
+        .is_some_and(|n| n.to_string_lossy().contains("nats-server"));
+    is_nats
+        && config_arg(&args)
+            .and_then(|c| resolve_against(pid, &c))
+            .is_some_and(|c| c == root.server_conf())
+}
+
+/// The `-c`/`--config` argument of a nats-server command line.
+fn config_arg(args: &[String]) -> Option<String> {
+    let mut it = args.iter().skip(1);
+    while let Some(a) = it.next() {
+        for flag in ["-c", "--config", "-config"] {
+            if a == flag {
+                return it.next().cloned();
+            }
+            if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
+                return Some(v.to_string());
+            }
+        }
+    }
+    None
+}
+
+/// A path as the process `pid` sees it: relative paths against its working directory, every
+/// link resolved.
+fn resolve_against(pid: u32, path: &str) -> Option<PathBuf> {
+    let p = Path::new(path);
+    let abs = if p.is_absolute() {
+        p.to_path_buf()
+    } else {
+        std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?.join(p)
+    };
+    std::fs::canonicalize(abs).ok()
+}
+
+/// A process's command line.
+pub fn cmdline(pid: u32) -> Option<Vec<String>> {
+    let raw = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    Some(
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect(),
+    )
+}
+
+/// Whether `pid` has one of `sockets` open.
+pub fn owns_any(pid: u32, sockets: &BTreeSet<u64>) -> bool {
+    !sockets.is_empty() && socket_inodes(pid).iter().any(|i| sockets.contains(i))
+}
+
+/// The socket inodes a process has open (empty when it is gone or not ours to read).
+fn socket_inodes(pid: u32) -> BTreeSet<u64> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return BTreeSet::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| std::fs::read_link(e.path()).ok())
+        .filter_map(|target| {
+            target
+                .to_str()?
+                .strip_prefix("socket:[")?
+                .strip_suffix(']')?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Inodes of the TCP sockets listening where `listener` would bind: the same port on one of its
+/// addresses, or on a wildcard address (either side's wildcard conflicts with any address).
+pub fn listening_sockets(listener: &Listener) -> Result<BTreeSet<u64>> {
+    let ours = addresses(&listener.host);
+    let mut out = BTreeSet::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let text = match std::fs::read_to_string(table) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(crate::error::Error::io(table, e)),
+        };
+        for entry in parse_table(&text) {
+            if entry.port == listener.port && conflicts(&ours, entry.ip) {
+                out.insert(entry.inode);
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// The addresses a host name stands for (empty when it does not resolve: then only a wildcard
+/// listener is known to conflict).
+fn addresses(host: &str) -> Vec<IpAddr> {
+    match host {
+        "" | "0.0.0.0" => vec![IpAddr::V4(Ipv4Addr::UNSPECIFIED)],
+        "::" | "[::]" => vec![IpAddr::V6(Ipv6Addr::UNSPECIFIED)],
+        h => (h.trim_start_matches('[').trim_end_matches(']'), 0)
+            .to_socket_addrs()
+            .map(|it| it.map(|a| a.ip()).collect())
+            .unwrap_or_default(),
+    }
+}
+
+fn conflicts(ours: &[IpAddr], theirs: IpAddr) -> bool {
+    let theirs = canonical_ip(theirs);
+    theirs.is_unspecified()
+        || ours
+            .iter()
+            .any(|o| o.is_unspecified() || canonical_ip(*o) == theirs)
+}
+
+/// An IPv4-mapped IPv6 address as IPv4.
+fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(ip),
+        v4 => v4,
+    }
+}
+
+/// One listening socket of `/proc/net/tcp{,6}`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub inode: u64,
+}
+
+/// The LISTEN entries of a `/proc/net/tcp` or `/proc/net/tcp6` text. Pure.
+pub fn parse_table(text: &str) -> Vec<Entry> {
+    const LISTEN: &str = "0A";
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() < 10 || cols[3] != LISTEN {
+                return None;
+            }
+            let (addr, port) = cols[1].split_once(':')?;
+            Some(Entry {
+                ip: parse_ip(addr)?,
+                port: u16::from_str_radix(port, 16).ok()?,
+                inode: cols[9].parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// The kernel prints each 32-bit word of the address in host order (little-endian here).
+fn parse_ip(hex: &str) -> Option<IpAddr> {
+    let word = |i: usize| -> Option<[u8; 4]> {
+        Some(
+            u32::from_str_radix(hex.get(i * 8..i * 8 + 8)?, 16)
+                .ok()?
+                .to_le_bytes(),
+        )
+    };
+    match hex.len() {
+        8 => Some(IpAddr::V4(Ipv4Addr::from(word(0)?))),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for i in 0..4 {
+                bytes[i * 4..i * 4 + 4].copy_from_slice(&word(i)?);
+            }
+            Some(IpAddr::V6(Ipv6Addr::from(bytes)))
+        }
+        _ => None,
+    }
+}
+
+/// Who holds the listening sockets, in words: "pid 123 (nats-server -c /x/server.conf) listens
+/// on 127.0.0.1:4222". Scans `/proc/*/fd`, so only for messages.
+pub fn describe_holders(sockets: &BTreeSet<u64>, listener: &Listener) -> String {
+    if sockets.is_empty() {
+        return format!("nothing listens on {listener}");
+    }
+    let mut holders = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(pid) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if owns_any(pid, sockets) {
+                let cmd = cmdline(pid).map(|a| a.join(" ")).unwrap_or_default();
+                let cmd: String = cmd.chars().take(160).collect();
+                holders.push(format!("pid {pid} ({cmd})"));
+            }
+        }
+    }
+    if holders.is_empty() {
+        format!("a process this user cannot inspect listens on {listener}")
+    } else {
+        format!("{} listens on {listener}", holders.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1092 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:1092 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 4343 1 0000000000000000 20 4 30 10 -1
+   2: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 77 1 0000000000000000 100 0 0 10 0
+";
+    const TCP6: &str = "  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000001000000:1092 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 99 1 0000000000000000 100 0 0 10 0
+   1: 0000000000000000FFFF00000100007F:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 98 1 0000000000000000 100 0 0 10 0
+";
+
+    #[test]
+    fn listening_entries_are_parsed_with_their_addresses() {
+        assert_eq!(
+            parse_table(TCP),
+            vec![
+                Entry {
+                    ip: "127.0.0.1".parse().unwrap(),
+                    port: 4242,
+                    inode: 4242
+                },
+                Entry {
+                    ip: "0.0.0.0".parse().unwrap(),
+                    port: 22,
+                    inode: 77
+                },
+            ]
+        );
+        let six = parse_table(TCP6);
+        assert_eq!(six[0].ip, "::1".parse::<IpAddr>().unwrap());
+        assert_eq!(six[0].port, 4242);
+        assert_eq!(
+            canonical_ip(six[1].ip),
+            "127.0.0.1".parse::<IpAddr>().unwrap()
+        );
+    }
+
+    #[test]
+    fn wildcards_conflict_with_every_address_and_addresses_with_themselves() {
+        let local: IpAddr = "127.0.0.1".parse().unwrap();
+        let other: IpAddr = "10.0.0.1".parse().unwrap();
+        let any: IpAddr = "0.0.0.0".parse().unwrap();
+        assert!(conflicts(&[local], local));
+        assert!(!conflicts(&[local], other));
+        assert!(conflicts(&[local], any));
+        assert!(conflicts(&[any], other));
+        assert!(conflicts(&[local], "::ffff:127.0.0.1".parse().unwrap()));
+        assert!(conflicts(&[local], "::".parse().unwrap()));
+    }
+
+    #[test]
+    fn the_config_argument_is_found_in_every_spelling() {
+        let args = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            config_arg(&args(&["nats-server", "-c", "/a/server.conf", "-l", "x"])),
+            Some("/a/server.conf".into())
+        );
+        assert_eq!(
+            config_arg(&args(&["nats-server", "--config=rel.conf"])),
+            Some("rel.conf".into())
+        );
+        assert_eq!(config_arg(&args(&["nats-server", "-p", "4222"])), None);
+    }
+}
