@@ -387,6 +387,18 @@ max_storage = "10GiB"
                 .contains("not a positive size")
         );
         assert!(err("version = 1\n[spaces.a.limits]\nmax_streams = 3\n").contains("at least 12"));
+        let e = err("version = 1\n[spaces.a.limits]\nmax_payload = \"16B\"\n");
+        assert!(
+            e.starts_with("cotal.toml:3:15: max_payload = 16 B must be at least 4 KiB"),
+            "{e}"
+        );
+        let e = err("version = 1\n[spaces.a.limits]\nmax_storage = \"63MiB\"\n");
+        assert!(e.contains("must be at least 64 MiB"), "{e}");
+        let ok = parse(
+            "version = 1\n[spaces.a.limits]\nmax_payload = \"4KiB\"\nmax_storage = \"64MiB\"\n",
+            "f",
+        );
+        assert!(ok.is_ok(), "the minimums themselves are accepted");
         assert!(
             err("version = 1\n[spaces.a.limits]\nmax_payload = true\n").contains("found boolean")
         );

@@ -4,8 +4,9 @@
 //! - `COTAL_CRASH_AT=<name>` makes the process abort at that point, as a power cut would: no
 //!   destructors, no flushing, no cleanup. It first prints `cotal: crash injected at <name>` on
 //!   stderr, so a test can prove the point was reached.
-//! - `COTAL_PAUSE_AT=<name>` with `COTAL_PAUSE_FIFO=<path>` makes the process stop at that point
-//!   until a test has opened the FIFO for writing and closed it: a rendezvous without sleeps.
+//! - `COTAL_PAUSE_AT=<name>` with `COTAL_PAUSE_FIFO=<path>` makes the process stop at that point:
+//!   it opens the FIFO (which the test holds open), prints `cotal: paused at <name>`, and reads
+//!   until the test closes its end: a rendezvous without sleeps.
 //! - `COTAL_FAULT=break-config` corrupts a promoted config after the preflight.
 
 /// Every point where a fault-injection build can crash or pause, in the order apply meets them.
@@ -109,11 +110,12 @@ pub fn point(_point: Point) {
             && let Ok(fifo) = std::env::var("COTAL_PAUSE_FIFO")
         {
             use std::io::Read;
+            // Open first (the test holds the FIFO open, so this does not block), then say so:
+            // the test acts on the report, and its closing of the FIFO ends the read below.
+            let mut gate = std::fs::File::open(&fifo).expect("the pause FIFO");
             eprintln!("cotal: paused at {name}");
-            // Opening blocks until the test opens the FIFO for writing; reading returns at EOF,
-            // once the test closes it.
             let mut rest = Vec::new();
-            let _ = std::fs::File::open(&fifo).and_then(|mut f| f.read_to_end(&mut rest));
+            let _ = gate.read_to_end(&mut rest);
             eprintln!("cotal: resumed at {name}");
         }
     }

@@ -296,3 +296,54 @@ pub fn shorten_tokens(conf: &str) -> String {
         .join("\n")
         + if conf.ends_with('\n') { "\n" } else { "" }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn trust() -> BrokerTrust {
+        BrokerTrust {
+            operator_pub: "OP".into(),
+            operator_jwt: "eyJop.x.y".into(),
+            sys_pub: "ASYS".into(),
+            sys_jwt: "eyJsys.x.y".into(),
+            trust_gen: 0,
+        }
+    }
+
+    #[test]
+    fn a_promoted_config_reads_back_its_listener_and_accounts() {
+        let space = SpaceName::parse("design").unwrap();
+        let node = Node {
+            name: "n".into(),
+            host: "0.0.0.0".into(),
+            port: 4333,
+            store_dir: "/srv/s".into(),
+        };
+        let text = render(
+            &trust(),
+            &[Preload {
+                space: &space,
+                account: "ADESIGN",
+                token: Token::Pending("(minted at apply)"),
+            }],
+            &node,
+        )
+        .unwrap()
+        .text;
+        let view = read_promoted(&text);
+        assert_eq!(view.host.as_deref(), Some("0.0.0.0"));
+        assert_eq!(view.port, Some(4333));
+        assert!(view.loads("ADESIGN") && view.loads("ASYS"));
+        assert!(!view.loads("design"), "comments are not accounts");
+        assert_eq!(view.accounts.len(), 2);
+    }
+
+    #[test]
+    fn the_digest_escapes_strings_as_go_does() {
+        assert_eq!(
+            go_html_safe("{\"a\":\"<&>\u{2028}\u{2029}\"}"),
+            "{\"a\":\"\\u003c\\u0026\\u003e\\u2028\\u2029\"}"
+        );
+    }
+}

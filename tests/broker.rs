@@ -7,6 +7,8 @@ mod common;
 #[cfg(feature = "fault-injection")]
 #[path = "broker/crash.rs"]
 mod crash;
+#[path = "broker/trust.rs"]
+mod trust;
 
 use common::{TestRoot, stdout};
 use futures::StreamExt;
@@ -22,8 +24,11 @@ struct Broker {
 
 impl Broker {
     fn start(spaces: &str) -> Broker {
+        Broker::start_on(free_port(), spaces)
+    }
+
+    fn start_on(port: u16, spaces: &str) -> Broker {
         let root = TestRoot::init();
-        let port = free_port();
         root.desire_on(port, spaces);
         root.apply().success();
         let up = root.cotal(&["up"]).assert().success();

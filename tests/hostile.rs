@@ -91,6 +91,8 @@ fn corpus() -> Vec<Case> {
         toml("unknown size unit", "version = 1\n[spaces.a.limits]\nmax_storage = \"10GB\"\n", "unknown unit"),
         toml("zero storage", "version = 1\n[spaces.a.limits]\nmax_storage = 0\n", "not a positive size"),
         toml("too few streams", "version = 1\n[spaces.a.limits]\nmax_streams = 5\n", "at least 12"),
+        toml("payload below the JetStream API", "version = 1\n[spaces.a.limits]\nmax_payload = \"16B\"\n", "cotal.toml:3:15: max_payload = 16 B must be at least 4 KiB"),
+        toml("storage below the reservations", "version = 1\n[spaces.a.limits]\nmax_storage = \"1MiB\"\n", "max_storage = 1 MiB must be at least 64 MiB"),
         toml("not UTF-8", "version = 1\n[spaces.\u{0}]\n", "cotal.toml:2:"),
         file("record: bad JSON", "account:design", b"{\"space\": \"design\", ", 3, "does not parse"),
         file("record: empty", "account:design", b"", 3, "does not parse"),
@@ -159,8 +161,60 @@ fn corpus() -> Vec<Case> {
         file("generation record: unknown field", ".cotal/auth/broker-config.json", b"{\"gen\":1,\"inventoryDigest\":\"sha256:00\",\"by\":\"me\"}", 3, "broker-config.json is corrupt"),
         file("journal: truncated", ".cotal/maintenance/journal.json", b"{\"op\":\"apply\",\"planDig", 3, "journal"),
         file("journal: unknown field", ".cotal/maintenance/journal.json", b"{\"op\":\"apply\",\"planDigest\":\"x\",\"startedAt\":\"t\",\"pid\":1,\"host\":\"h\",\"evil\":1}", 3, "journal"),
+        Case {
+            name: "journal: names another space's account",
+            mutate: Box::new(|r: &TestRoot| {
+                // A journal "removing" design with the account of release (protected or not,
+                // release must never be touched by it).
+                let journal = serde_json::json!({
+                    "op": "apply", "planDigest": "sha256:x", "startedAt": "2026-01-01T00:00:00Z",
+                    "pid": 999999, "host": "elsewhere",
+                    "removals": [{"space": "design", "account": r.account_pub("release"), "committed": true}],
+                    "steps": []
+                });
+                std::fs::write(r.file(".cotal/maintenance/journal.json"), journal.to_string()).unwrap();
+            }),
+            code: 3,
+            message: "but that account is the one of \"release\"",
+        },
+        Case {
+            name: "server.conf: a symlink",
+            mutate: Box::new(|r: &TestRoot| {
+                let target = r.file("elsewhere.conf");
+                std::fs::write(&target, "TARGET-CONTENT must never be printed\n").unwrap();
+                std::fs::remove_file(r.file(".cotal/auth/server.conf")).unwrap();
+                std::os::unix::fs::symlink(&target, r.file(".cotal/auth/server.conf")).unwrap();
+            }),
+            code: 3,
+            message: "server.conf is a symbolic link, not a regular file",
+        },
+        Case {
+            name: "state folder: group-writable",
+            mutate: Box::new(|r: &TestRoot| chmod(&r.file(".cotal"), 0o770)),
+            code: 3,
+            message: "writable by its group (mode 0770)",
+        },
+        Case {
+            name: "state folder: world-writable auth",
+            mutate: Box::new(|r: &TestRoot| chmod(&r.file(".cotal/auth"), 0o777)),
+            code: 3,
+            message: "writable by everyone",
+        },
+        Case {
+            name: "state folder: owned by another user",
+            mutate: Box::new(|r: &TestRoot| {
+                std::os::unix::fs::chown(r.file(".cotal"), Some(4242), None).unwrap()
+            }),
+            code: 3,
+            message: "is owned by uid 4242",
+        },
         file("protection record: garbage", ".cotal/space.72656c65617365/lifecycle.json", b"not json", 3, "is protected"),
     ]
+}
+
+fn chmod(path: &std::path::Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 #[test]
@@ -184,6 +238,11 @@ fn every_hostile_input_is_refused_with_its_code_and_message_and_changes_nothing(
             let err = stderr(&out);
             assert!(err.contains(case.message), "{}: {args:?}: {err}", case.name);
             assert!(!err.contains("panicked"), "{}", case.name);
+            assert!(
+                !stdout(&out).contains("TARGET-CONTENT") && !err.contains("TARGET-CONTENT"),
+                "{}: a link's target was read",
+                case.name
+            );
         }
         assert_eq!(
             root.snapshot(),
@@ -271,4 +330,45 @@ fn a_garbage_saved_plan_is_bad_input() {
         .code(1);
     assert!(stderr(&out).contains("not a saved cotal plan"));
     assert_eq!(root.snapshot(), before);
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_lock_file_replaced_under_its_holder_stops_the_holder_and_it_changes_nothing() {
+    let root = converged();
+    root.desire(&format!("{BASE}\n[spaces.third]\n"));
+    // The first apply holds the lock and waits right after taking it.
+    let first = common::Paused::at(&root, &["apply", "--auto-approve"], "after-lock");
+    // Someone deletes the lock file; a second apply now locks a new file and does the work.
+    std::fs::remove_file(root.file(".cotal/maintenance/lock")).unwrap();
+    let second = root.apply().success();
+    assert!(
+        stdout(&second).contains("Apply complete"),
+        "{}",
+        stdout(&second)
+    );
+    let generation = root.generation();
+    let before = root.snapshot();
+    let (code, err) = first.resume();
+    assert_eq!(code, Some(3), "{err}");
+    assert!(
+        err.contains("was deleted or replaced while this cotal held it"),
+        "{err}"
+    );
+    assert_eq!(root.snapshot(), before, "the first apply changed nothing");
+    assert_eq!(root.generation(), generation);
+}
+
+#[test]
+fn up_never_lets_nats_server_follow_a_link_at_its_log() {
+    let root = converged();
+    let victim = root.file("victim.txt");
+    std::fs::write(&victim, "a file the broker must never append to\n").unwrap();
+    std::os::unix::fs::symlink(&victim, root.file(".cotal/nats.log")).unwrap();
+    let before = root.snapshot();
+    let out = root.cotal(&["up"]).assert().code(3);
+    let err = stderr(&out);
+    assert!(err.contains("nats.log is a symbolic link"), "{err}");
+    assert_eq!(root.snapshot(), before, "nothing started, nothing written");
+    assert!(!root.file(".cotal/nats.pid").exists());
 }

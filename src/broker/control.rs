@@ -129,7 +129,7 @@ impl Control {
                 )
                 .await
                 .map_err(|_| format!("no reply within {deadline:?}"))?
-                .map_err(|e| e.to_string())
+                .map_err(|e| request_error(&e, deadline))
             })
             .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
         serde_json::from_slice(&reply.payload)
@@ -226,7 +226,7 @@ impl Control {
                 )
                 .await
                 .map_err(|_| format!("no reply within {PURGE_DEADLINE:?}"))?
-                .map_err(|e| e.to_string())
+                .map_err(|e| request_error(&e, PURGE_DEADLINE))
             })
             .map_err(|e| Error::Other(format!("purging account {account}: {e}")))?;
         let r: PurgeReply = serde_json::from_slice(&reply.payload).map_err(|e| {
@@ -242,6 +242,15 @@ impl Control {
                 "purging account {account}: the server did not start the purge"
             ))),
         }
+    }
+}
+
+/// A failed request in words: a timeout says which deadline passed.
+fn request_error(e: &async_nats::RequestError, deadline: Duration) -> String {
+    match e.kind() {
+        async_nats::RequestErrorKind::TimedOut => format!("no reply within {deadline:?}"),
+        async_nats::RequestErrorKind::NoResponders => "no responders".into(),
+        _ => e.to_string(),
     }
 }
 

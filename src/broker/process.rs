@@ -38,15 +38,7 @@ pub fn start(root: &Root, listener: &Listener, timeout: Duration) -> Result<u32>
         ))
     })?;
     let log = root.log_file();
-    // nats-server opens its log itself and would follow a link planted there.
-    if let Ok(meta) = std::fs::symlink_metadata(&log)
-        && !meta.is_file()
-    {
-        return Err(atomic::not_regular(
-            &log,
-            atomic::kind_of(&meta.file_type()),
-        ));
-    }
+    check_log(root)?;
     let log_start = log_offset(root);
     let mut child = Command::new(&bin)
         .arg("-c")
@@ -94,6 +86,19 @@ pub fn start(root: &Root, listener: &Listener, timeout: Duration) -> Result<u32>
                 log_tail(root, log_start)
             )))
         }
+    }
+}
+
+/// nats-server opens its log itself and would follow a link planted there: refuse anything but
+/// a regular file (or nothing) at the log's path.
+pub fn check_log(root: &Root) -> Result<()> {
+    let log = root.log_file();
+    match std::fs::symlink_metadata(&log) {
+        Ok(meta) if !meta.is_file() => Err(atomic::not_regular(
+            &log,
+            atomic::kind_of(&meta.file_type()),
+        )),
+        _ => Ok(()),
     }
 }
 

@@ -83,6 +83,8 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     };
     let (desired, digest) = observe::desired_from_text(root, &new_text)?;
     let observed = observe::observe(root, &desired, digest)?;
+    // What was observed is only this cotal's to act on while its lock is still the root's.
+    lock.verify()?;
     if let (Some(verb), Some(only)) = (req.verb, &req.only) {
         let finishing = matches!(&observed.journal, JournalState::Open(j)
             if verb == "space rm" && j.removals.iter().any(|r| only.contains(&r.space)));
@@ -143,8 +145,8 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             let outcome = apply::execute(&ctx, &plan, &mut broker)?;
             for took in &broker.reloads {
                 report(format!(
-                    "Reload confirmed by nats-server in {} ms; the data plane verified.",
-                    took.as_millis()
+                    "Reload confirmed by nats-server in {:.1} ms (its reply to the reload request, then VARZ: the promoted config's digest); the data plane verified.",
+                    took.as_secs_f64() * 1000.0
                 ));
             }
             outcome

@@ -48,6 +48,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         println!("The broker is already running (pid {pid}).");
         return Ok(0);
     }
+    process::check_log(&root)?;
     if observed.inventory.spaces.is_empty() {
         return Err(Error::Refused(
             "this root holds no space yet, and a broker needs at least one.\nnext: add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`".into(),

@@ -174,3 +174,73 @@ pub fn stdout(a: &assert_cmd::assert::Assert) -> String {
 pub fn stderr(a: &assert_cmd::assert::Assert) -> String {
     String::from_utf8_lossy(&a.get_output().stderr).into_owned()
 }
+
+/// A `cotal` process stopped at a named fault point (fault-injection builds): a rendezvous
+/// through a FIFO, no sleeps. The FIFO is held open read-write here, so the child's open never
+/// blocks; its read returns once [`Paused::resume`] closes our end.
+pub struct Paused {
+    child: std::process::Child,
+    gate: Option<std::fs::File>,
+    stderr: std::io::BufReader<std::process::ChildStderr>,
+    seen: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Paused {
+    /// Start `cotal --root ROOT ARGS` and return once it reports it paused at `point`. Fails
+    /// the test if it exits first.
+    pub fn at(root: &TestRoot, args: &[&str], point: &str) -> Paused {
+        use std::io::BufRead;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("gate");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let gate = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&fifo)
+            .unwrap();
+        let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("cotal"))
+            .arg("--root")
+            .arg(root.path())
+            .args(args)
+            .env_remove("COTAL_ROOT")
+            .env("NO_COLOR", "1")
+            .env("COTAL_PAUSE_AT", point)
+            .env("COTAL_PAUSE_FIFO", &fifo)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut seen = String::new();
+        loop {
+            let mut line = String::new();
+            // A blocking read of the child's own report: returns at the point, or at its exit.
+            if stderr.read_line(&mut line).unwrap() == 0 {
+                panic!("cotal exited before reaching {point}: {seen}");
+            }
+            seen.push_str(&line);
+            if line.contains(&format!("paused at {point}")) {
+                break;
+            }
+        }
+        Paused {
+            child,
+            gate: Some(gate),
+            stderr,
+            seen,
+            _dir: dir,
+        }
+    }
+
+    /// Let it go on; returns its exit code and everything it printed on stderr.
+    pub fn resume(mut self) -> (Option<i32>, String) {
+        use std::io::Read;
+        drop(self.gate.take());
+        let mut rest = String::new();
+        self.stderr.read_to_string(&mut rest).unwrap();
+        let status = self.child.wait().unwrap();
+        (status.code(), format!("{}{rest}", self.seen))
+    }
+}
