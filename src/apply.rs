@@ -95,6 +95,8 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
     let mut outcome = Outcome::default();
     match run(ctx, plan, broker, &record, &audit, &mut outcome) {
         Ok(()) => Ok(outcome),
+        // The root may be another cotal's now: not even the audit is written.
+        Err(e @ Error::LockLost(_)) => Err(e),
         Err(e) => {
             let event = if matches!(e, Error::RolledBack(_)) {
                 Event::ApplyRolledBack
@@ -178,6 +180,13 @@ fn run(
             .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
         committed |= state.journal.removals.iter().any(|r| r.committed);
         if let Err(e) = result {
+            // Records written for a promotion that never took effect are put back, so the
+            // inventory never runs ahead of the broker (a lost lock touches nothing more).
+            let e = if outcome.generation.is_none() && !matches!(e, Error::LockLost(_)) {
+                put_back(e, &mut state.undo)
+            } else {
+                e
+            };
             return Err(fail(ctx.root, e, committed, step));
         }
         if let Some(last) = state.journal.steps.last_mut() {
@@ -423,15 +432,17 @@ fn run_step(
         Step::DeleteStreams { space, account, .. } => {
             // The commit point: the journal says the removal is committed before anything is
             // deleted, so a failure from here on leaves it to be finished by the next apply.
-            if let Some(r) = state
-                .journal
+            // It counts as committed only once the journal on disk says so.
+            let mut journal = state.journal.clone();
+            if let Some(r) = journal
                 .removals
                 .iter_mut()
                 .find(|r| &r.space == space && &r.account == account)
                 && !r.committed
             {
                 r.committed = true;
-                journal::save(root, &state.journal)?;
+                journal::save(root, &journal)?;
+                state.journal = journal;
             }
             fault::point(Point::AfterRemovalCommitted);
             broker.delete_streams(space, account, &ctx.observed.store_dir)?;
@@ -558,6 +569,32 @@ fn remember(undo: &mut Vec<Undo>, path: &std::path::Path) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// Put back what this apply wrote before failing with `e`, and say so in the error.
+fn put_back(e: Error, undo: &mut Vec<Undo>) -> Error {
+    if undo.is_empty() {
+        return e;
+    }
+    let failures = undo_writes(undo);
+    undo.clear();
+    let note = if failures.is_empty() {
+        "every record this apply wrote was put back".to_string()
+    } else {
+        format!(
+            "some records this apply wrote could not be put back ({})",
+            failures.join("; ")
+        )
+    };
+    let with = |msg: String| format!("{msg}\n({note})");
+    match e {
+        Error::Refused(m) => Error::Refused(with(m)),
+        Error::Other(m) => Error::Other(with(m)),
+        Error::Interrupted(m) => Error::Interrupted(with(m)),
+        Error::Input(m) => Error::Input(with(m)),
+        Error::Io { path, source } => Error::Other(with(format!("{}: {source}", path.display()))),
+        other => other,
+    }
 }
 
 /// Put back everything this apply wrote, newest first. Returns what could not be put back.
@@ -801,11 +838,17 @@ fn promote(
         server_conf::discard_next(root)?;
         return Err(Error::Refused(format!(
             "the generation moved from {expected} to {current} while this apply held the lock: another writer promoted a config (a cotal that bypassed the lock, or a hand edit of {}).\n\
-             blast radius: none from this apply; its records are written but its config was not promoted.\n\
+             blast radius: none from this apply; its config was not promoted.\n\
              next: run `cotal plan` to see the state now, then apply again",
             root.generation_record().display()
         )));
     }
+    // Everything the reload check needs is ready before the config changes.
+    let expectations = if broker.running() {
+        expectations(root, plan, removals)?
+    } else {
+        Vec::new()
+    };
     ctx.lock.verify().map_err(lock_lost)?;
     server_conf::promote_next(root)?;
     tracing::info!(
@@ -816,20 +859,18 @@ fn promote(
     fault::point(Point::AfterConfigPromoted);
     fault::break_config(&root.server_conf());
     if broker.running() {
-        let expectations = expectations(root, plan, removals)?;
         fault::point(Point::BeforeReload);
         let confirmed = broker
             .reload(&digests)
             .and_then(|_| broker.verify(&expectations));
         if let Err(e) = confirmed {
-            server_conf::restore_prev(root)?;
-            let reloaded = match broker.restore() {
+            let reloaded = match server_conf::restore_prev(root).and_then(|_| broker.restore()) {
                 Ok(()) => {
                     "the previous config was restored and the broker confirmed it".to_string()
                 }
-                Err(again) => format!(
-                    "the previous config was restored, but the broker did not confirm it: {again}"
-                ),
+                Err(again) => {
+                    format!("the previous config could not be restored and confirmed: {again}")
+                }
             };
             let not_undone = undo_writes(&state.undo);
             state.undo.clear();

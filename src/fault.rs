@@ -9,69 +9,55 @@
 //!   until the test closes its end: a rendezvous without sleeps.
 //! - `COTAL_FAULT=break-config` corrupts a promoted config after the preflight.
 
-/// Every point where a fault-injection build can crash or pause, in the order apply meets them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Point {
-    /// The root's lock is held; nothing has been read or written yet.
-    AfterLock,
-    /// The journal is open; nothing else was written.
-    AfterJournalOpen,
-    /// A removal is journaled as committed; its streams are not deleted yet.
-    AfterRemovalCommitted,
-    /// A removal's streams are deleted.
-    AfterStreamsDeleted,
-    /// A new or re-issued account record is on disk.
-    AfterRecordWritten,
-    /// The new `server.conf` replaced the old one; no reload yet.
-    AfterConfigPromoted,
-    /// Just before the reload request.
-    BeforeReload,
-    /// The broker confirmed the reload; the generation is not advanced yet.
-    AfterReload,
-    /// An added space's streams exist, its buckets not yet.
-    MidProvision,
-    /// A removed space's record is deleted, its folder not yet.
-    MidReap,
-    /// A removed space's local material is reaped.
-    AfterReap,
-    /// Everything is done but the journal is still open.
-    BeforeJournalClose,
+/// Declares [`Point`], its names and [`Point::ALL`] from one list, so no point can be left out.
+macro_rules! points {
+    ($($(#[$doc:meta])* $variant:ident => $name:literal,)+) => {
+        /// Every point where a fault-injection build can crash or pause, in the order apply
+        /// meets them.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum Point {
+            $($(#[$doc])* $variant,)+
+        }
+
+        impl Point {
+            /// Every point, in the order apply meets them.
+            pub const ALL: &'static [Point] = &[$(Point::$variant,)+];
+
+            /// The name `COTAL_CRASH_AT` and `COTAL_PAUSE_AT` take.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $(Point::$variant => $name,)+
+                }
+            }
+        }
+    };
 }
 
-impl Point {
-    /// Every point, in the order apply meets them.
-    pub const ALL: [Point; 12] = [
-        Point::AfterLock,
-        Point::AfterJournalOpen,
-        Point::AfterRemovalCommitted,
-        Point::AfterStreamsDeleted,
-        Point::AfterRecordWritten,
-        Point::AfterConfigPromoted,
-        Point::BeforeReload,
-        Point::AfterReload,
-        Point::MidProvision,
-        Point::MidReap,
-        Point::AfterReap,
-        Point::BeforeJournalClose,
-    ];
-
-    /// The name `COTAL_CRASH_AT` and `COTAL_PAUSE_AT` take.
-    pub fn name(self) -> &'static str {
-        match self {
-            Point::AfterLock => "after-lock",
-            Point::AfterJournalOpen => "after-journal-open",
-            Point::AfterRemovalCommitted => "after-removal-committed",
-            Point::AfterStreamsDeleted => "after-streams-deleted",
-            Point::AfterRecordWritten => "after-record-written",
-            Point::AfterConfigPromoted => "after-config-promoted",
-            Point::BeforeReload => "before-reload",
-            Point::AfterReload => "after-reload",
-            Point::MidProvision => "mid-provision",
-            Point::MidReap => "mid-reap",
-            Point::AfterReap => "after-reap",
-            Point::BeforeJournalClose => "before-journal-close",
-        }
-    }
+points! {
+    /// The root's lock is held; nothing has been read or written yet.
+    AfterLock => "after-lock",
+    /// The journal is open; nothing else was written.
+    AfterJournalOpen => "after-journal-open",
+    /// A removal is journaled as committed; its streams are not deleted yet.
+    AfterRemovalCommitted => "after-removal-committed",
+    /// A removal's streams are deleted.
+    AfterStreamsDeleted => "after-streams-deleted",
+    /// A new or re-issued account record is on disk.
+    AfterRecordWritten => "after-record-written",
+    /// The new `server.conf` replaced the old one; no reload yet.
+    AfterConfigPromoted => "after-config-promoted",
+    /// Just before the reload request.
+    BeforeReload => "before-reload",
+    /// The broker confirmed the reload; the generation is not advanced yet.
+    AfterReload => "after-reload",
+    /// An added space's streams exist, its buckets not yet.
+    MidProvision => "mid-provision",
+    /// A removed space's record is deleted, its folder not yet.
+    MidReap => "mid-reap",
+    /// A removed space's local material is reaped.
+    AfterReap => "after-reap",
+    /// Everything is done but the journal is still open.
+    BeforeJournalClose => "before-journal-close",
 }
 
 impl std::fmt::Display for Point {

@@ -65,15 +65,13 @@ pub fn monitor() -> Permissions {
 }
 
 /// System-account controller of an apply: reload and confirm (`RELOAD`, `VARZ`), read which JWT
-/// an account is loaded with and its connections (`ACCOUNTZ`, `CONNZ`), and purge a removed
-/// account's JetStream.
+/// an account is loaded with (`ACCOUNTZ`), and purge a removed account's JetStream.
 pub fn control() -> Permissions {
     allow(
         &[
             "$SYS.REQ.SERVER.*.RELOAD",
             "$SYS.REQ.SERVER.*.VARZ",
             "$SYS.REQ.SERVER.*.ACCOUNTZ",
-            "$SYS.REQ.ACCOUNT.*.CONNZ",
             "$JS.API.ACCOUNT.PURGE.*",
         ],
         &["_INBOX.>"],

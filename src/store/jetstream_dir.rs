@@ -56,10 +56,15 @@ fn tree_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
-/// Delete the account's folder. Idempotent; true when something was removed.
+/// Delete the account's folder: its streams one by one in name order, then the rest. Idempotent;
+/// true when something was removed. A failure part-way leaves the streams after the failing one
+/// in place (the caller's journal says the removal is committed, so a re-run finishes it).
 pub fn remove(store_dir: &Path, account: &str) -> Result<bool> {
-    match account_dir(store_dir, account) {
-        Some(dir) => atomic::remove_tree(&dir),
-        None => Ok(false),
+    let Some(dir) = account_dir(store_dir, account) else {
+        return Ok(false);
+    };
+    for stream in streams(store_dir, account)? {
+        atomic::remove_tree(&dir.join("streams").join(&stream.name))?;
     }
+    atomic::remove_tree(&dir)
 }

@@ -109,6 +109,18 @@ pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> 
             Err(e) => return Err(Error::io(&path, e)),
         }
     };
+    // A holder note naming another live cotal on this host means the lock file was deleted or
+    // replaced under that holder: it may still be working, so this one does not start.
+    if let Some(other) = read_holder(root)
+        .filter(|h| h.pid != holder.pid && h.host == holder.host && is_live_cotal(h.pid))
+    {
+        let _ = FileExt::unlock(&file);
+        return Err(Error::LockHeld(format!(
+            "held by {other}, whose lock file {} was deleted or replaced; it may still be working.\n\
+             next: wait for it to finish (never delete the lock file by hand: the kernel frees it when its holder dies)",
+            path.display()
+        )));
+    }
     let mut json = serde_json::to_vec(holder).expect("holder serializes");
     json.push(b'\n');
     atomic::write(&root.lock_info(), &json, atomic::SECRET)?;
@@ -146,13 +158,26 @@ fn open_lock_file(path: &std::path::Path) -> Result<File> {
     Ok(file)
 }
 
-/// Who holds the lock, from `lock.json`, for messages.
-pub fn describe_holder(root: &Root) -> String {
-    match atomic::read_optional(&root.lock_info())
+/// The holder note, if readable.
+fn read_holder(root: &Root) -> Option<Holder> {
+    atomic::read_optional(&root.lock_info())
         .ok()
         .flatten()
         .and_then(|b| serde_json::from_slice::<Holder>(&b).ok())
-    {
+}
+
+/// Whether `pid` is a live cotal process (its executable is named cotal).
+fn is_live_cotal(pid: u32) -> bool {
+    crate::store::process_alive(pid)
+        && std::fs::read_link(format!("/proc/{pid}/exe"))
+            .ok()
+            .and_then(|exe| exe.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .is_some_and(|n| n.starts_with("cotal"))
+}
+
+/// Who holds the lock, from `lock.json`, for messages.
+pub fn describe_holder(root: &Root) -> String {
+    match read_holder(root) {
         Some(h) => format!("held by {h}"),
         None => "held by a process that has not recorded itself yet".into(),
     }

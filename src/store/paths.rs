@@ -43,6 +43,7 @@ impl Root {
     pub fn discover(explicit: Option<&Path>) -> Result<Self> {
         let root = Self::locate(explicit)?;
         check_safe(&root.state_dir())?;
+        check_desired_owner(&root.desired_file())?;
         Ok(root)
     }
 
@@ -212,6 +213,23 @@ pub fn check_safe(state_dir: &Path) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Refuse a `cotal.toml` owned by another user: discovery would otherwise adopt another user's
+/// desired state from an ancestor folder (git's CVE-2022-24765 class).
+fn check_desired_owner(path: &Path) -> Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let me = nix::unistd::geteuid().as_raw();
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.uid() != me => Err(Error::Refused(format!(
+            "{} is owned by uid {}, not by you (uid {me}): cotal does not act on another user's desired state.\n\
+             blast radius: none, nothing was read or changed.\n\
+             next: run cotal as the user who owns this root, or pass --root to your own root",
+            path.display(),
+            meta.uid()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Lexical normalization (no symlink resolution): drops `.` and folds `..`.

@@ -113,7 +113,9 @@ pub fn live_pids(root: &Root, space: &SpaceName) -> Result<Vec<u32>> {
         if path.extension().and_then(|e| e.to_str()) != Some("pid") {
             continue;
         }
-        let Ok(Some(bytes)) = atomic::read_optional(&path) else {
+        // A pidfile that is not a regular file is refused, not skipped: skipping it would
+        // drop the live-process guard of a removal.
+        let Some(bytes) = atomic::read_optional(&path)? else {
             continue;
         };
         if let Ok(pid) = String::from_utf8_lossy(&bytes).trim().parse::<u32>()

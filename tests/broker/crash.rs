@@ -80,7 +80,7 @@ fn kinds() -> Vec<Kind> {
             name: "mixed",
             before: "[spaces.keep]\n\n[spaces.gone]\n",
             after: "[spaces.keep]\n\n[spaces.new]\n",
-            points: &Point::ALL,
+            points: Point::ALL,
         },
         Kind {
             name: "suspend",
@@ -255,7 +255,7 @@ fn the_kinds_together_cover_every_crash_point() {
         .iter()
         .flat_map(|k| k.points.iter().copied())
         .collect();
-    assert_eq!(covered, Point::ALL.into_iter().collect::<BTreeSet<_>>());
+    assert_eq!(covered, Point::ALL.iter().copied().collect::<BTreeSet<_>>());
     for kind in kinds() {
         for p in EVERY {
             assert!(kind.points.contains(&p), "{}: {p}", kind.name);

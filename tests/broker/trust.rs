@@ -99,6 +99,15 @@ fn every_verb_through_an_alias_of_the_root_sees_the_running_broker() {
             .exists()
     );
     assert_eq!(b.status()["broker"]["state"], "running");
+    // And it is stopped through the alias too.
+    let down = cotal_via(&Via::Env(link), &["down"]);
+    assert!(down.status.success(), "{}", text(&down.stderr));
+    assert!(
+        text(&down.stdout).contains(&format!("nats-server stopped (pid {pid})")),
+        "{}",
+        text(&down.stdout)
+    );
+    assert!(!cotal::store::process_alive(pid));
 }
 
 /// A client that keeps reconnecting every few milliseconds, reporting each attempt.
@@ -238,14 +247,14 @@ impl Drop for NameWriter {
 
 #[test]
 fn a_tenant_named_like_a_reload_line_never_changes_the_verdict() {
-    let b = Broker::start("[spaces.design]\n\n[spaces.release]\n\n[spaces.noisy]\n");
+    let b = Broker::start(TWO);
     for phrase in [
         "Failed to reload server configuration",
         "Reloaded server configuration",
     ] {
-        // A tenant floods the log with its chosen connection name while release is suspended
-        // and resumed.
-        let writer = NameWriter::start(b.port, &b.creds("noisy"), phrase);
+        // A tenant of release floods the log with its chosen connection name while release is
+        // suspended (then resumed).
+        let writer = NameWriter::start(b.port, &b.creds("release"), phrase);
         writer.rounds(3);
         let log = std::fs::read_to_string(b.root.file(".cotal/nats.log")).unwrap();
         assert!(
@@ -253,7 +262,7 @@ fn a_tenant_named_like_a_reload_line_never_changes_the_verdict() {
                 .any(|l| l.contains(&format!("hostile:{phrase}")) && l.contains("[ERR]")),
             "the tenant's name is in the log: the attack is in place"
         );
-        b.desire("[spaces.design]\n\n[spaces.release]\nstate = \"suspended\"\n\n[spaces.noisy]\n");
+        b.desire("[spaces.design]\n\n[spaces.release]\nstate = \"suspended\"\n");
         let out = b
             .root
             .cotal(&["apply", "--auto-approve"])
@@ -265,8 +274,7 @@ fn a_tenant_named_like_a_reload_line_never_changes_the_verdict() {
             stdout(&out)
         );
         assert_eq!(b.space_status("release").unwrap()["state"], "suspended");
-        writer.rounds(3);
-        b.desire("[spaces.design]\n\n[spaces.release]\n\n[spaces.noisy]\n");
+        b.desire(TWO);
         let out = b
             .root
             .cotal(&["apply", "--auto-approve"])
@@ -381,6 +389,10 @@ fn a_removal_that_fails_after_its_first_deletion_stays_committed_and_is_finished
     assert!(
         err.contains("Operation not permitted"),
         "names the obstacle: {err}"
+    );
+    assert!(
+        !streams[0].exists() && streams[2].exists(),
+        "the first stream was deleted, the removal stopped at the second"
     );
     let journal: serde_json::Value = serde_json::from_slice(
         &std::fs::read(b.root.file(".cotal/maintenance/journal.json")).unwrap(),

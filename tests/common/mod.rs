@@ -234,6 +234,10 @@ impl Paused {
         }
     }
 
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Let it go on; returns its exit code and everything it printed on stderr.
     pub fn resume(mut self) -> (Option<i32>, String) {
         use std::io::Read;
