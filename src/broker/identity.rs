@@ -100,10 +100,15 @@ pub fn is_root_broker(root: &Root, pid: u32) -> bool {
     if !process_alive(pid) || process_uid(pid) != Some(nix::unistd::geteuid().as_raw()) {
         return false;
     }
-    let is_nats = std::fs::read_link(format!("/proc/{pid}/exe"))
-        .ok()
-        .and_then(|exe| exe.file_name().map(|n| n.to_string_lossy().into_owned()))
-        .is_some_and(|n| n.starts_with("nats-server"));
+    // The executable is a nats-server by name, or the very binary cotal starts (which
+    // `COTAL_NATS_SERVER` may name otherwise).
+    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
+    let configured = crate::broker::preflight::binary().and_then(|b| std::fs::canonicalize(b).ok());
+    let is_nats = exe.as_ref().is_some_and(|exe| {
+        exe.file_name()
+            .is_some_and(|n| n.to_string_lossy().contains("nats-server"))
+            || configured.as_ref() == Some(exe)
+    });
     let Some(args) = cmdline(pid) else {
         return false;
     };
