@@ -116,24 +116,29 @@ impl Control {
         deadline: Duration,
     ) -> Result<Envelope<T>> {
         let reply = self
-            .rt
-            .block_on(async {
-                tokio::time::timeout(
-                    deadline,
-                    self.client.send_request(
-                        subject.to_string(),
-                        async_nats::Request::new()
-                            .payload(body.to_string().into())
-                            .timeout(Some(deadline)),
-                    ),
-                )
-                .await
-                .map_err(|_| format!("no reply within {deadline:?}"))?
-                .map_err(|e| request_error(&e, deadline))
-            })
+            .send(subject, body, deadline)
             .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
-        serde_json::from_slice(&reply.payload)
+        serde_json::from_slice(&reply)
             .map_err(|e| Error::Other(format!("{subject}: unexpected reply: {e}")))
+    }
+
+    /// Send one request and wait for its reply, at most `deadline`.
+    fn send(&self, subject: &str, body: &str, deadline: Duration) -> Result<Vec<u8>, String> {
+        self.rt.block_on(async {
+            let reply = tokio::time::timeout(
+                deadline,
+                self.client.send_request(
+                    subject.to_string(),
+                    async_nats::Request::new()
+                        .payload(body.to_string().into())
+                        .timeout(Some(deadline)),
+                ),
+            )
+            .await
+            .map_err(|_| format!("no reply within {deadline:?}"))?
+            .map_err(|e| request_error(&e, deadline))?;
+            Ok(reply.payload.to_vec())
+        })
     }
 
     /// What the server says about its loaded config.
@@ -212,23 +217,9 @@ impl Control {
     pub fn purge_account(&self, account: &str) -> Result<()> {
         let subject = format!("$JS.API.ACCOUNT.PURGE.{account}");
         let reply = self
-            .rt
-            .block_on(async {
-                tokio::time::timeout(
-                    PURGE_DEADLINE,
-                    self.client.send_request(
-                        subject.clone(),
-                        async_nats::Request::new()
-                            .payload(String::new().into())
-                            .timeout(Some(PURGE_DEADLINE)),
-                    ),
-                )
-                .await
-                .map_err(|_| format!("no reply within {PURGE_DEADLINE:?}"))?
-                .map_err(|e| request_error(&e, PURGE_DEADLINE))
-            })
+            .send(&subject, "", PURGE_DEADLINE)
             .map_err(|e| Error::Other(format!("purging account {account}: {e}")))?;
-        let r: PurgeReply = serde_json::from_slice(&reply.payload).map_err(|e| {
+        let r: PurgeReply = serde_json::from_slice(&reply).map_err(|e| {
             Error::Other(format!("purging account {account}: unexpected reply: {e}"))
         })?;
         match (r.error, r.initiated) {

@@ -262,30 +262,25 @@ fn a_tenant_named_like_a_reload_line_never_changes_the_verdict() {
                 .any(|l| l.contains(&format!("hostile:{phrase}")) && l.contains("[ERR]")),
             "the tenant's name is in the log: the attack is in place"
         );
-        b.desire("[spaces.design]\n\n[spaces.release]\nstate = \"suspended\"\n");
-        let out = b
-            .root
-            .cotal(&["apply", "--auto-approve"])
-            .assert()
-            .success();
-        assert!(
-            stdout(&out).contains("Reload confirmed"),
-            "{}",
-            stdout(&out)
+        let apply = |spaces: &str, state: &str| {
+            b.desire(spaces);
+            let out = b
+                .root
+                .cotal(&["apply", "--auto-approve"])
+                .assert()
+                .success();
+            assert!(
+                stdout(&out).contains("Reload confirmed"),
+                "{}",
+                stdout(&out)
+            );
+            assert_eq!(b.space_status("release").unwrap()["state"], state);
+        };
+        apply(
+            "[spaces.design]\n\n[spaces.release]\nstate = \"suspended\"\n",
+            "suspended",
         );
-        assert_eq!(b.space_status("release").unwrap()["state"], "suspended");
-        b.desire(TWO);
-        let out = b
-            .root
-            .cotal(&["apply", "--auto-approve"])
-            .assert()
-            .success();
-        assert!(
-            stdout(&out).contains("Reload confirmed"),
-            "{}",
-            stdout(&out)
-        );
-        assert_eq!(b.space_status("release").unwrap()["state"], "active");
+        apply(TWO, "active");
         writer.rounds(3);
     }
 }
