@@ -182,10 +182,16 @@ fn run(
         if let Err(e) = result {
             // Records written for a promotion that never took effect are put back, so the
             // inventory never runs ahead of the broker (a lost lock touches nothing more).
-            let e = if outcome.generation.is_none() && !matches!(e, Error::LockLost(_)) {
-                put_back(e, &mut state.undo)
-            } else {
-                e
+            let e = match outcome.generation {
+                None if !matches!(e, Error::LockLost(_)) => put_back(e, &mut state.undo),
+                // Past the promotion the change is in force: say so, with what is left.
+                Some((from, to)) => annotate(
+                    e,
+                    &format!(
+                        "the new config was already promoted and confirmed (generation {from} -> {to}); run `cotal apply` again to finish the remaining steps"
+                    ),
+                ),
+                None => e,
             };
             return Err(fail(ctx.root, e, committed, step));
         }
@@ -586,6 +592,11 @@ fn put_back(e: Error, undo: &mut Vec<Undo>) -> Error {
             failures.join("; ")
         )
     };
+    annotate(e, &note)
+}
+
+/// Add a note to an error's message, keeping its kind (and so its exit code).
+fn annotate(e: Error, note: &str) -> Error {
     let with = |msg: String| format!("{msg}\n({note})");
     match e {
         Error::Refused(m) => Error::Refused(with(m)),
@@ -865,12 +876,13 @@ fn promote(
             .and_then(|_| broker.verify(&expectations));
         if let Err(e) = confirmed {
             let reloaded = match server_conf::restore_prev(root).and_then(|_| broker.restore()) {
-                Ok(()) => {
+                Ok(true) => {
                     "the previous config was restored and the broker confirmed it".to_string()
                 }
-                Err(again) => {
-                    format!("the previous config could not be restored and confirmed: {again}")
-                }
+                Ok(false) => "the previous config was restored; no reload had reached the broker, so it still runs that config".to_string(),
+                Err(again) => format!(
+                    "the previous config could not be restored and confirmed: {again}"
+                ),
             };
             let not_undone = undo_writes(&state.undo);
             state.undo.clear();

@@ -167,6 +167,16 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String
                     format!("host {v:?} must be a non-empty hostname or IP address"),
                 ));
             }
+            // nats-server binds `host` as written: an IPv6 address goes unbracketed, and the port
+            // has its own key.
+            if v.contains(':') && v.parse::<std::net::Ipv6Addr>().is_err() {
+                return Err(loc.at(
+                    h.span().start,
+                    format!(
+                        "host {v:?} is neither a hostname nor an IP address (write an IPv6 address without brackets, and the port as `port = N`)"
+                    ),
+                ));
+            }
             v.clone()
         }
     };

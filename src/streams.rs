@@ -27,6 +27,8 @@ pub struct Shape {
     pub max_age: Duration,
     /// -1: unlimited.
     pub max_bytes: i64,
+    /// File storage; a stream someone recreated in memory has drifted.
+    pub in_memory: bool,
 }
 
 /// A stream or bucket a space must have.
@@ -79,6 +81,7 @@ impl Expected {
                 allow_direct: true,
                 max_age: *ttl,
                 max_bytes: *max_bytes,
+                in_memory: false,
             },
         }
     }
@@ -123,6 +126,7 @@ pub fn expected(t: &str) -> Vec<Expected> {
                     allow_direct: *prefix == "CHAT",
                     max_age: Duration::ZERO,
                     max_bytes: -1,
+                    in_memory: false,
                 },
                 backed_up: true,
             },
@@ -185,7 +189,17 @@ pub fn drift(expected: &Shape, actual: &Shape) -> Vec<&'static str> {
     if expected.max_bytes != actual.max_bytes {
         out.push("max_bytes");
     }
+    if expected.in_memory != actual.in_memory {
+        out.push("storage");
+    }
     out
+}
+
+/// Whether a drifted field can be put right by updating the stream in place. nats-server
+/// refuses to change a stream's storage type or retention policy: such a stream must be
+/// deleted (with its messages) and created again, which cotal does not do on its own.
+pub fn updatable(field: &str) -> bool {
+    !matches!(field, "storage" | "retention")
 }
 
 #[cfg(test)]

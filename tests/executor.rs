@@ -38,9 +38,9 @@ impl Broker for Fake {
         self.reloads += 1;
         Ok(Duration::from_millis(1))
     }
-    fn restore(&mut self) -> Result<()> {
+    fn restore(&mut self) -> Result<bool> {
         self.reloads += 1;
-        Ok(())
+        Ok(true)
     }
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()> {
         for e in expectations {

@@ -85,6 +85,8 @@ fn corpus() -> Vec<Case> {
         toml("port zero", "version = 1\n[broker]\nport = 0\n", "port 0 must be between 1 and 65535"),
         toml("port too large", "version = 1\n[broker]\nport = 99999\n", "port 99999"),
         toml("host with a quote", "version = 1\n[broker]\nhost = 'a\"b'\n", "must be a non-empty hostname"),
+        toml("host in brackets", "version = 1\n[broker]\nhost = \"[::1]\"\n", "cotal.toml:3:8: host \"[::1]\" is neither a hostname nor an IP address"),
+        toml("host with a port", "version = 1\n[broker]\nhost = \"localhost:1\"\n", "the port as `port = N`"),
         toml("store_dir with a newline", "version = 1\n[broker]\nstore_dir = \"a\\nb\"\n", "store_dir"),
         toml("zero connections", "version = 1\n[spaces.a.limits]\nmax_connections = 0\n", "set state = \"suspended\""),
         toml("negative connections", "version = 1\n[spaces.a.limits]\nmax_connections = -3\n", "must be at least 1"),
@@ -207,6 +209,18 @@ fn corpus() -> Vec<Case> {
             }),
             code: 3,
             message: "is owned by uid 4243",
+        },
+        Case {
+            name: "cotal.toml: writable by everyone",
+            mutate: Box::new(|r: &TestRoot| chmod(&r.file("cotal.toml"), 0o666)),
+            code: 3,
+            message: "cotal.toml is writable by everyone (mode 0666)",
+        },
+        Case {
+            name: "root folder: writable by everyone",
+            mutate: Box::new(|r: &TestRoot| chmod(r.path(), 0o777)),
+            code: 3,
+            message: "is writable by everyone (mode 0777)",
         },
         Case {
             name: "state folder: owned by another user",
@@ -382,4 +396,24 @@ fn up_never_lets_nats_server_follow_a_link_at_its_log() {
     assert!(err.contains("nats.log is a symbolic link"), "{err}");
     assert_eq!(root.snapshot(), before, "nothing started, nothing written");
     assert!(!root.file(".cotal/nats.pid").exists());
+}
+
+#[test]
+fn a_space_verb_whose_apply_fails_leaves_cotal_toml_as_it_was() {
+    let root = converged();
+    // The audit fails closed: the apply stops before changing anything.
+    let audit = root.file(".cotal/audit.jsonl");
+    std::fs::remove_file(&audit).unwrap();
+    nix::unistd::mkfifo(&audit, nix::sys::stat::Mode::S_IRWXU).unwrap();
+    let before = root.snapshot();
+    let out = root
+        .cotal(&["space", "suspend", "design", "--auto-approve"])
+        .assert()
+        .code(1);
+    assert!(stderr(&out).contains("audit log"), "{}", stderr(&out));
+    assert_eq!(
+        root.snapshot(),
+        before,
+        "cotal.toml keeps no edit of a failed verb"
+    );
 }

@@ -8,7 +8,9 @@
 //!   on the configured host and port (their inodes are among the process's open files and in
 //!   `/proc/net/tcp{,6}` in state LISTEN): a second listener beside it could answer cotal's
 //!   connection instead.
-//! - *Stopped* only when no such process holds the recorded pid and nothing listens on the port.
+//! - *Stopped* only when no nats-server of this root runs at all (the recorded pid is not one, and
+//!   no other process of this user runs a nats-server on this root's `server.conf`, even with
+//!   its pidfile lost or its file deleted) and nothing listens on the port.
 //! - Anything else is *unknown*, with what was seen in words; every verb that writes refuses on
 //!   it. Linux only (`/proc`), like the rest of cotal's process handling.
 
@@ -76,8 +78,20 @@ pub fn probe(root: &Root, listener: &Listener) -> Result<Liveness> {
                 describe_holders(&sockets, listener)
             ),
         },
-        None if sockets.is_empty() => Liveness::Stopped {
-            stale_pid: recorded,
+        None if sockets.is_empty() => match root_brokers(root).first() {
+            // This root's broker runs without (or beside) its pidfile, somewhere else.
+            Some(pid) => Liveness::Unknown {
+                seen: format!(
+                    "pid {pid} is this root's nats-server, but {}, and nothing listens on {listener}",
+                    match recorded {
+                        Some(r) => format!("the pidfile names pid {r}"),
+                        None => "there is no pidfile".into(),
+                    }
+                ),
+            },
+            None => Liveness::Stopped {
+                stale_pid: recorded,
+            },
         },
         None => Liveness::Unknown {
             seen: format!(
@@ -118,6 +132,21 @@ pub fn is_root_broker(root: &Root, pid: u32) -> bool {
             .is_some_and(|c| c == root.server_conf())
 }
 
+/// Every process of this user that is a nats-server started on this root's `server.conf`,
+/// whatever the pidfile says (scans `/proc`).
+pub fn root_brokers(root: &Root) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut pids: Vec<u32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| is_root_broker(root, *pid))
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
 /// The real uid a process runs as.
 fn process_uid(pid: u32) -> Option<u32> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
@@ -148,7 +177,7 @@ fn config_arg(args: &[String]) -> Option<String> {
 }
 
 /// A path as the process `pid` sees it: relative paths against its working directory, every
-/// link resolved.
+/// link of its folder resolved (the file itself may have been deleted since).
 fn resolve_against(pid: u32, path: &str) -> Option<PathBuf> {
     let p = Path::new(path);
     let abs = if p.is_absolute() {
@@ -156,7 +185,14 @@ fn resolve_against(pid: u32, path: &str) -> Option<PathBuf> {
     } else {
         std::fs::read_link(format!("/proc/{pid}/cwd")).ok()?.join(p)
     };
-    std::fs::canonicalize(abs).ok()
+    match std::fs::canonicalize(&abs) {
+        Ok(resolved) => Some(resolved),
+        Err(_) => Some(
+            std::fs::canonicalize(abs.parent()?)
+                .ok()?
+                .join(abs.file_name()?),
+        ),
+    }
 }
 
 /// A process's command line.

@@ -28,9 +28,11 @@ impl Nats {
     /// `host` `0.0.0.0` / `::` is reached on loopback.
     pub fn new(host: &str, port: u16) -> Result<Self> {
         let host = match host {
-            "0.0.0.0" | "" => "127.0.0.1",
-            "::" => "[::1]",
-            h => h,
+            "0.0.0.0" | "" => "127.0.0.1".to_string(),
+            "::" => "[::1]".to_string(),
+            // An IPv6 literal is bracketed in a URL.
+            h if h.contains(':') => format!("[{h}]"),
+            h => h.to_string(),
         };
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -208,6 +210,14 @@ async fn ensure(js: &jetstream::Context, want: &Expected) -> Result<Option<Strin
     let fail = |verb: &str, e: String| Error::Other(format!("{verb} {name}: {e}"));
     Ok(Some(match (want, existing) {
         (_, Some(shape)) if streams::drift(&want.shape(), &shape).is_empty() => return Ok(None),
+        // Drift nats-server cannot update in place is left as it is; the plan names it.
+        (_, Some(shape))
+            if !streams::drift(&want.shape(), &shape)
+                .iter()
+                .all(|f| streams::updatable(f)) =>
+        {
+            return Ok(None);
+        }
         (Expected::Stream { .. }, Some(_)) => {
             js.update_stream(stream_config(&name, &want.shape()))
                 .await
@@ -279,6 +289,7 @@ fn shape_of(c: &stream::Config) -> Shape {
         allow_direct: c.allow_direct,
         max_age: c.max_age,
         max_bytes: c.max_bytes,
+        in_memory: c.storage == stream::StorageType::Memory,
     }
 }
 

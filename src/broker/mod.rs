@@ -53,8 +53,9 @@ pub trait Broker {
     /// caller restores the previous config and reloads again.
     fn reload(&mut self, digests: &[String]) -> Result<Duration>;
     /// After a failed reload (or a failed check) and the previous config put back: reload it
-    /// and confirm the broker runs the config it ran before the failed attempt.
-    fn restore(&mut self) -> Result<()>;
+    /// and confirm the broker runs the config it ran before the failed attempt. `Ok(false)`
+    /// when no reload had been sent (the broker never answered), so there was nothing to undo.
+    fn restore(&mut self) -> Result<bool>;
     /// Check the data plane: every expectation holds.
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()>;
     /// Create the space's missing streams and buckets, update drifted ones.
@@ -80,8 +81,8 @@ impl Broker for Stopped {
     fn reload(&mut self, _digests: &[String]) -> Result<Duration> {
         Ok(Duration::ZERO)
     }
-    fn restore(&mut self) -> Result<()> {
-        Ok(())
+    fn restore(&mut self) -> Result<bool> {
+        Ok(false)
     }
     fn verify(&mut self, _expectations: &[Expectation]) -> Result<()> {
         Ok(())
@@ -171,14 +172,14 @@ impl Broker for Running {
         }
         Ok(total)
     }
-    fn restore(&mut self) -> Result<()> {
-        let Some(before) = self.before.clone() else {
-            return Ok(());
+    fn restore(&mut self) -> Result<bool> {
+        let Some(before) = self.before.take() else {
+            return Ok(false);
         };
         let now = self.control.varz()?;
         self.control
             .reload(&now, &before.digest)
-            .map(|_| ())
+            .map(|_| true)
             .map_err(|e| Error::Other(e.to_string()))
     }
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()> {

@@ -157,7 +157,10 @@ pub fn stop(root: &Root, pid: u32, grace: Duration) -> Result<()> {
             std::thread::sleep(Duration::from_millis(10));
         }
     }
-    atomic::remove_file(&root.pid_file())?;
+    // The pidfile goes with the process it names (a broker found without it leaves it alone).
+    if identity::recorded_pid(root)? == Ok(Some(pid)) {
+        atomic::remove_file(&root.pid_file())?;
+    }
     Ok(())
 }
 

@@ -115,14 +115,10 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     };
     if plan.is_empty() {
         write_file()?;
-        if confirm_args.format == Format::Text {
-            println!("No changes. The broker matches cotal.toml.");
-        } else {
-            print!(
-                "{}",
-                super::format_plan(&plan, confirm_args.format, global.colour)
-            );
-        }
+        print!(
+            "{}",
+            super::format_plan(&plan, confirm_args.format, global.colour)
+        );
         return Ok(0);
     }
     print!(
@@ -146,19 +142,40 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         actor: super::actor(),
         lock: &lock,
     };
-    let outcome = match running.as_mut() {
-        Some(broker) => {
-            let outcome = apply::execute(&ctx, &plan, broker)?;
-            for took in &broker.reloads {
-                report(format!(
-                    "Reload confirmed by nats-server in {:.1} ms (its reply to the reload request, then VARZ: the promoted config's digest); the data plane verified.",
-                    took.as_secs_f64() * 1000.0
-                ));
-            }
-            outcome
-        }
-        None => apply::execute(&ctx, &plan, &mut Stopped)?,
+    let executed = match running.as_mut() {
+        Some(broker) => apply::execute(&ctx, &plan, broker),
+        None => apply::execute(&ctx, &plan, &mut Stopped),
     };
+    let outcome = match executed {
+        Ok(outcome) => outcome,
+        // An edit made by an imperative verb goes with its apply: when nothing of it took
+        // effect (no removal past its commit point, no promotion, no lost lock), the file is put
+        // back.
+        Err(e)
+            if new_text != text
+                && !matches!(e, Error::Interrupted(_) | Error::LockLost(_))
+                && crate::store::generation::load(root)?.generation()
+                    == observed.generation.generation() =>
+        {
+            return Err(
+                match atomic::write(&root.desired_file(), text.as_bytes(), atomic::PUBLIC) {
+                    Ok(()) => e,
+                    Err(undo) => Error::Other(format!(
+                        "{e}\n(cotal.toml keeps the edit: putting it back failed: {undo})"
+                    )),
+                },
+            );
+        }
+        Err(e) => return Err(e),
+    };
+    if let Some(broker) = &running {
+        for took in &broker.reloads {
+            report(format!(
+                "Reload confirmed by nats-server in {:.1} ms (its reply to the reload request, then VARZ: the promoted config's digest); the data plane verified.",
+                took.as_secs_f64() * 1000.0
+            ));
+        }
+    }
     let p = Palette::new(global.colour);
     report(String::new());
     report(

@@ -91,8 +91,14 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         desired.broker.host, desired.broker.port
     );
 
-    // Booting completes provisioning (seed 000 section 2.1).
+    // Booting completes provisioning (seed 000 section 2.1), from what the broker says it holds.
     let observed = observe::observe(&root, &desired, digest)?;
+    if let Some(e) = &observed.live_error {
+        return Err(Error::Other(format!(
+            "nats-server started (pid {pid}), but cotal could not read which streams it holds ({e}), so provisioning was not checked.\n\
+             next: `cotal status` to see the broker, then `cotal apply`, which provisions whatever is missing"
+        )));
+    }
     let mut provisioning = plan::compute(&desired, &observed)?;
     provisioning.steps.retain(|s| {
         // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml
@@ -171,21 +177,27 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     let desired = observe::desired(&root).map(|(d, _)| d).unwrap_or_default();
     let promoted = crate::store::server_conf::read(&root)?.map(PromotedConfig::new);
     let listener = observe::listener(&desired, promoted.as_ref());
-    // This root's own nats-server is stopped whatever it listens on (it may still be binding,
-    // or run a hand-edited port); only something else is left alone.
-    let own = identity::recorded_pid(&root)?
-        .ok()
-        .flatten()
-        .filter(|pid| identity::is_root_broker(&root, *pid));
-    let probed = match own {
-        Some(pid) => Liveness::Running { pid },
+    // This root's own nats-servers are stopped whatever they listen on (still binding, a
+    // hand-edited port, a lost pidfile): each is a nats-server of this user whose `-c` is this
+    // root's server.conf. Anything else is left alone.
+    let mut own = identity::root_brokers(&root);
+    if let Ok(Some(pid)) = identity::recorded_pid(&root)?
+        && identity::is_root_broker(&root, pid)
+        && !own.contains(&pid)
+    {
+        own.push(pid);
+    }
+    let probed = match own.first() {
+        Some(&pid) => Liveness::Running { pid },
         None => identity::probe(&root, &listener)?,
     };
     let stopped = match probed {
-        Liveness::Running { pid } => {
-            process::stop(&root, pid, args.grace)?;
-            println!("nats-server stopped (pid {pid}).");
-            Some(pid)
+        Liveness::Running { .. } => {
+            for &pid in &own {
+                process::stop(&root, pid, args.grace)?;
+                println!("nats-server stopped (pid {pid}).");
+            }
+            own.last().copied()
         }
         Liveness::Stopped { stale_pid } => {
             if let Some(pid) = stale_pid {
@@ -200,7 +212,7 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
         Liveness::Unknown { seen } => {
             return Err(Error::Refused(format!(
                 "cannot tell whether this root's broker is running: {seen}; nothing was signalled.\n\
-                 next: if the pidfile itself is wrong, move it aside and run `cotal down` again; if a process of this root runs without a pidfile, stop it with `kill PID`; otherwise stop whatever holds the port"
+                 next: if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)"
             )));
         }
     };

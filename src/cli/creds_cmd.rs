@@ -54,6 +54,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     .map_err(Error::Other)?;
     match &args.out {
         Some(path) => {
+            root.refuse_own_file(path)?;
             atomic::write(path, creds.as_bytes(), atomic::SECRET)?;
             eprintln!(
                 "Wrote {} (0600): user {} ({user_pub}) of space {}.",

@@ -23,6 +23,9 @@ pub struct Args {
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
     let root = global.root()?;
+    if let Some(out) = &args.out {
+        root.refuse_own_file(out)?;
+    }
     let (desired, digest) = observe::desired(&root)?;
     let observed = observe::observe(&root, &desired, digest)?;
     let plan = plan::compute(&desired, &observed)?;

@@ -86,7 +86,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 BrokerProcess::Unknown { seen } => Some(seen.clone()),
                 _ => None,
             },
-            url: format!("nats://{}:{}", desired.broker.host, desired.broker.port),
+            url: format!("nats://{}", observed.listener),
             version: server.map(|s| s.version.clone()),
             started: server.map(|s| s.started.clone()),
             operator: match &observed.broker {

@@ -459,7 +459,10 @@ fn provisioning_work(name: &SpaceName, space: &crate::observed::ObservedSpace) -
         work.push(format!("create missing {}", missing.join(", ")));
     }
     for (stream, fields) in &space.stream_drift {
-        work.push(format!("update {stream} (drifted: {})", fields.join(", ")));
+        // Drift that cannot be updated in place is a warning of the plan, not a step.
+        if fields.iter().all(|f| crate::streams::updatable(f)) {
+            work.push(format!("update {stream} (drifted: {})", fields.join(", ")));
+        }
     }
     work
 }
@@ -837,6 +840,22 @@ fn warnings(desired: &Desired, observed: &Observed, node: &Node) -> Vec<String> 
                 "{} share the wire token {token:?}: they are different accounts and stay isolated, but their stream names look alike",
                 list(names)
             ));
+        }
+    }
+    for (name, space) in &observed.inventory.spaces {
+        for (stream, fields) in &space.stream_drift {
+            let fixed: Vec<&String> = fields
+                .iter()
+                .filter(|f| !crate::streams::updatable(f))
+                .collect();
+            if !fixed.is_empty() {
+                out.push(format!(
+                    "{stream} of {} was recreated with another {} than cotal provisions, which nats-server cannot change in place: the space is not servable until it is put right. \
+                     To do so, delete that stream with a user of the space (its messages go with it); the next `cotal apply` creates it again",
+                    q(name),
+                    fixed.iter().map(|f| f.as_str()).collect::<Vec<_>>().join(" and ")
+                ));
+            }
         }
     }
     if let Some((h, p)) = listener_change(observed, node) {

@@ -43,7 +43,7 @@ impl Root {
     pub fn discover(explicit: Option<&Path>) -> Result<Self> {
         let root = Self::locate(explicit)?;
         check_safe(&root.state_dir())?;
-        check_desired_owner(&root.desired_file())?;
+        check_desired(&root.dir, &root.desired_file())?;
         Ok(root)
     }
 
@@ -67,6 +67,36 @@ impl Root {
 
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Refuse an output path (`--out`) that is `cotal.toml` or lies in `.cotal/`: output never
+    /// overwrites the state it was made from.
+    pub fn refuse_own_file(&self, out: &Path) -> Result<()> {
+        let abs = if out.is_absolute() {
+            out.to_path_buf()
+        } else {
+            std::env::current_dir()
+                .map_err(|e| Error::io(".", e))?
+                .join(out)
+        };
+        let target = normalize(&canonical(&abs)?);
+        if target == self.desired_file() || target.starts_with(self.state_dir()) {
+            return Err(Error::Refused(format!(
+                "--out {} is {}: cotal never writes its output over the state it was made from.\n\
+                 blast radius: none, nothing was written.\n\
+                 next: choose a path outside .cotal/ (for example ./plan.json)",
+                out.display(),
+                if target == self.desired_file() {
+                    "this root's cotal.toml".to_string()
+                } else {
+                    format!(
+                        "inside this root's state folder {}",
+                        self.state_dir().display()
+                    )
+                }
+            )));
+        }
+        Ok(())
     }
     pub fn desired_file(&self) -> PathBuf {
         self.dir.join(DESIRED_FILE)
@@ -215,21 +245,54 @@ pub fn check_safe(state_dir: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Refuse a `cotal.toml` owned by another user: discovery would otherwise adopt another user's
-/// desired state from an ancestor folder (git's CVE-2022-24765 class).
-fn check_desired_owner(path: &Path) -> Result<()> {
+/// Refuse desired state another user could have written: a `cotal.toml` owned by another user
+/// (discovery would otherwise adopt it from an ancestor folder, git's CVE-2022-24765 class) or
+/// writable by everyone, and a root folder writable by everyone without the sticky bit (anyone
+/// could replace `cotal.toml` or `.cotal/`). Group write is left to the operator.
+fn check_desired(root: &Path, desired: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid().as_raw();
-    match std::fs::metadata(path) {
-        Ok(meta) if meta.uid() != me => Err(Error::Refused(format!(
-            "{} is owned by uid {}, not by you (uid {me}): cotal does not act on another user's desired state.\n\
-             blast radius: none, nothing was read or changed.\n\
-             next: run cotal as the user who owns this root, or pass --root to your own root",
-            path.display(),
-            meta.uid()
-        ))),
-        _ => Ok(()),
+    let refuse = |what: String, next: String| {
+        Err(Error::Refused(format!(
+            "{what}.\nblast radius: none, nothing was read or changed.\nnext: {next}"
+        )))
+    };
+    if let Ok(meta) = std::fs::metadata(desired) {
+        if meta.uid() != me {
+            return refuse(
+                format!(
+                    "{} is owned by uid {}, not by you (uid {me}): cotal does not act on another user's desired state",
+                    desired.display(),
+                    meta.uid()
+                ),
+                "run cotal as the user who owns this root, or pass --root to your own root".into(),
+            );
+        }
+        if meta.mode() & 0o002 != 0 {
+            return refuse(
+                format!(
+                    "{} is writable by everyone (mode {:04o}): anyone could rewrite the tenants it declares",
+                    desired.display(),
+                    meta.mode() & 0o7777
+                ),
+                format!("`chmod o-w {}`", desired.display()),
+            );
+        }
     }
+    if let Ok(meta) = std::fs::metadata(root)
+        && meta.mode() & 0o002 != 0
+        && meta.mode() & 0o1000 == 0
+    {
+        return refuse(
+            format!(
+                "the root folder {} is writable by everyone (mode {:04o}): anyone could replace its cotal.toml or .cotal/",
+                root.display(),
+                meta.mode() & 0o7777
+            ),
+            format!("`chmod o-w {}`", root.display()),
+        );
+    }
+    Ok(())
 }
 
 /// Lexical normalization (no symlink resolution): drops `.` and folds `..`.

@@ -286,6 +286,55 @@ fn a_tenant_named_like_a_reload_line_never_changes_the_verdict() {
 }
 
 #[test]
+fn a_broker_of_this_root_without_its_pidfile_is_never_taken_for_stopped() {
+    let b = Broker::start(TWO);
+    let pid = b.pid();
+    let release = b.root.account_pub("release");
+    // The pidfile and the promoted config are lost, and cotal.toml names another port.
+    std::fs::remove_file(b.root.file(".cotal/nats.pid")).unwrap();
+    std::fs::remove_file(b.root.file(".cotal/auth/server.conf")).unwrap();
+    b.root.desire_on(free_port(), "[spaces.design]\n");
+    let status = b
+        .root
+        .cotal(&["status", "--format", "json"])
+        .assert()
+        .success();
+    let status: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    assert_eq!(status["broker"]["state"], "unknown", "{status}");
+    let before = b.root.snapshot();
+    for args in [
+        &["apply", "--auto-approve", "--allow-destroy"][..],
+        &["up"][..],
+    ] {
+        let out = b.root.cotal(args).assert().code(3);
+        assert!(
+            stderr(&out).contains(&format!("pid {pid} is this root's nats-server")),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(
+        b.root.snapshot(),
+        before,
+        "nothing deleted, nothing started"
+    );
+    assert!(
+        b.root
+            .file(&format!(".cotal/nats/jetstream/{release}"))
+            .exists(),
+        "release's data is intact"
+    );
+    // `down` finds it by what it runs, and stops it.
+    let down = b.root.cotal(&["down"]).assert().success();
+    assert!(
+        stdout(&down).contains(&format!("nats-server stopped (pid {pid})")),
+        "{}",
+        stdout(&down)
+    );
+    assert!(!cotal::store::process_alive(pid));
+}
+
+#[test]
 fn up_refuses_a_port_held_by_another_program_and_names_it() {
     let root = TestRoot::init();
     let port = free_port();
@@ -628,4 +677,44 @@ fn the_config_digest_cotal_computes_is_the_one_nats_server_reports() {
             .unwrap();
     assert_eq!(control.varz().unwrap().digest, rendered.digest);
     root.cotal(&["down"]).assert().success();
+}
+
+#[test]
+fn a_stream_a_tenant_recreated_beyond_repair_never_fails_other_work() {
+    let b = Broker::start(TWO);
+    let release = b.client("release").unwrap();
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(release.client.clone());
+        js.delete_stream("CHAT_release").await.unwrap();
+        js.create_stream(async_nats::jetstream::stream::Config {
+            name: "CHAT_release".into(),
+            subjects: vec!["cotal.release.chat.>".into()],
+            storage: async_nats::jetstream::stream::StorageType::Memory,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    });
+    b.desire(&format!("{TWO}\n[spaces.third]\n"));
+    let out = b
+        .root
+        .cotal(&["apply", "--auto-approve"])
+        .assert()
+        .success();
+    let out = stdout(&out);
+    assert!(out.contains("Apply complete: 1 added"), "{out}");
+    assert!(
+        out.contains("CHAT_release of \"release\" was recreated with another storage"),
+        "the plan names it and the fix: {out}"
+    );
+    let release = b.space_status("release").unwrap();
+    assert_eq!(release["servable"], false, "{release}");
+    assert_eq!(b.space_status("third").unwrap()["servable"], true);
+    // It stays a warning, not a change that fails every apply.
+    let plan = b
+        .root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    assert!(stdout(&plan).contains("was recreated"), "{}", stdout(&plan));
 }

@@ -141,6 +141,9 @@ fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, (char, u32, String)>
         } else if meta.is_dir() {
             out.insert(rel, ('d', mode, String::new()));
             walk(base, &path, out);
+        } else if !meta.is_file() {
+            // A FIFO, socket or device: never opened (a FIFO would block the read).
+            out.insert(rel, ('s', mode, String::new()));
         } else {
             let digest = hex::encode(Sha256::digest(std::fs::read(&path).unwrap()));
             out.insert(rel, ('f', mode, digest));
