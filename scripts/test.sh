@@ -5,4 +5,4 @@ cd "$(dirname "$0")/.."
 COTAL_NATS_SERVER=$(scripts/nats-server.sh)
 export COTAL_NATS_SERVER
 echo "nats-server: $("$COTAL_NATS_SERVER" --version)"
-cargo test --all-targets --features fault-injection "$@"
+cargo test --all-targets --features fault-injection,real-broker "$@"

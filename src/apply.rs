@@ -517,7 +517,10 @@ fn run_step(
         }
         Step::RecordProtection { space, protect } => {
             let current = account_record::load(root, space)?;
-            remember(&mut state.undo, &space_dir::lifecycle_path(root, space))?;
+            remember(
+                &mut state.undo,
+                &root.space_file(space, crate::store::paths::SpaceFile::Lifecycle),
+            )?;
             space_dir::save_lifecycle(
                 root,
                 space,

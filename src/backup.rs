@@ -20,7 +20,7 @@ use crate::model::SpaceName;
 use crate::observed::BrokerTrust;
 use crate::permissions;
 use crate::secret::Seed;
-use crate::store::{Root, atomic};
+use crate::store::{Root, atomic, jetstream_dir};
 use crate::streams;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -108,43 +108,6 @@ pub fn partition(
     }
 }
 
-/// `<store>/jetstream/<account>/streams/<name>` for every account folder.
-pub fn list_store(store_dir: &Path) -> Result<BTreeMap<String, Vec<String>>> {
-    let js = store_dir.join("jetstream");
-    let mut out = BTreeMap::new();
-    let entries = match std::fs::read_dir(&js) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        other => other.at(&js)?,
-    };
-    for entry in entries.flatten() {
-        if !entry.file_type().at(entry.path())?.is_dir() {
-            continue;
-        }
-        let account = entry.file_name().to_string_lossy().into_owned();
-        let streams_dir = entry.path().join("streams");
-        let mut names: Vec<String> = match std::fs::read_dir(&streams_dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            other => other
-                .at(&streams_dir)?
-                .flatten()
-                .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect(),
-        };
-        names.sort();
-        out.insert(account, names);
-    }
-    Ok(out)
-}
-
-fn stream_dir(store_dir: &Path, account: &str, stream: &str) -> PathBuf {
-    store_dir
-        .join("jetstream")
-        .join(account)
-        .join("streams")
-        .join(stream)
-}
-
 fn reader_creds(target: &Target) -> Result<String> {
     mint::user(
         target.account,
@@ -190,7 +153,7 @@ pub fn backup(
             dir.display()
         )));
     }
-    let listing = list_store(target.store_dir)?;
+    let listing = jetstream_dir::list_store(target.store_dir)?;
     partition(&listing, tenants).map_err(|e| {
         Error::Refused(format!(
             "{e}.\nnext: find where those streams came from before taking a per-space backup"
@@ -202,7 +165,7 @@ pub fn backup(
         .iter()
         .filter(|n| {
             !present.contains(n)
-                || !stream_dir(target.store_dir, target.account, n)
+                || !jetstream_dir::stream_dir(target.store_dir, target.account, n)
                     .join("meta.inf")
                     .is_file()
         })
@@ -238,7 +201,7 @@ pub fn backup(
                 ))
             })?;
             let files = copy_tree(
-                &stream_dir(target.store_dir, target.account, name),
+                &jetstream_dir::stream_dir(target.store_dir, target.account, name),
                 &partial.join("streams").join(name),
             )?;
             entries.push(StreamEntry {
@@ -464,7 +427,7 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
         .streams
         .iter()
         .map(|s| s.name.as_str())
-        .filter(|n| stream_dir(target.store_dir, target.account, n).exists())
+        .filter(|n| jetstream_dir::stream_dir(target.store_dir, target.account, n).exists())
         .collect();
     if !existing.is_empty() {
         return Err(Error::Refused(format!(
@@ -474,11 +437,7 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
             existing.join(", ")
         )));
     }
-    let staging = target
-        .store_dir
-        .join("jetstream")
-        .join(target.account)
-        .join(".cotal-restore");
+    let staging = jetstream_dir::staging_dir(target.store_dir, target.account);
     let _ = atomic::remove_tree(&staging);
     let mut placed: Vec<PathBuf> = Vec::new();
     let result = (|| -> Result<Vec<Verified>> {
@@ -489,15 +448,11 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
             )?;
         }
         atomic::ensure_dir(
-            &target
-                .store_dir
-                .join("jetstream")
-                .join(target.account)
-                .join("streams"),
+            &jetstream_dir::streams_dir(target.store_dir, target.account),
             atomic::PRIVATE_DIR,
         )?;
         for stream in &manifest.streams {
-            let dest = stream_dir(target.store_dir, target.account, &stream.name);
+            let dest = jetstream_dir::stream_dir(target.store_dir, target.account, &stream.name);
             atomic::rename(&staging.join(&stream.name), &dest)?;
             placed.push(dest);
         }

@@ -133,6 +133,12 @@ impl AccountLimits {
         }
     }
 
+    /// Whether these limits suspend the account: no client and no leaf connection (the one
+    /// definition of a suspended space).
+    pub fn is_suspended(&self) -> bool {
+        self.conn == 0 && self.leaf == 0
+    }
+
     pub fn jetstream_enabled(&self) -> bool {
         self.mem_storage != 0 || self.disk_storage != 0
     }

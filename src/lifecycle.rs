@@ -48,7 +48,7 @@ pub struct View {
 pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> View {
     let removing = matches!(&observed.journal, JournalState::Open(j)
         if j.removals.iter().any(|r| &r.space == name && r.account == space.account_pub));
-    let suspended = space.limits.conn == 0 && space.limits.leaf == 0;
+    let suspended = space.limits.is_suspended();
     let loaded = observed.loads(&space.account_pub);
     let streams_complete = match space.usage.source {
         UsageSource::Unknown => None,

@@ -13,26 +13,14 @@ use crate::observed::{
     Usage, UsageSource,
 };
 use crate::store::{
-    Root, broker_record, generation, inventory, jetstream_dir, journal, server_conf, space_dir,
+    Root, broker_record, desired_file, generation, inventory, jetstream_dir, journal, server_conf,
+    space_dir,
 };
 use crate::{mint, permissions, streams};
 
 /// Read and parse `cotal.toml`; returns the desired state and the sha256 of its bytes.
 pub fn desired(root: &Root) -> Result<(Desired, String)> {
-    let path = root.desired_file();
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Err(Error::Input(format!(
-                "{} does not exist: run `cotal init` to create a root, or pass --root DIR",
-                path.display()
-            )));
-        }
-        Err(e) => return Err(Error::io(&path, e)),
-    };
-    let text = String::from_utf8(bytes)
-        .map_err(|_| Error::Input(format!("{}: not UTF-8", path.display())))?;
-    desired_from_text(root, &text)
+    desired_from_text(root, &desired_file::read_required(root)?)
 }
 
 /// Parse a `cotal.toml` text (the file's, or an edit of it); returns the desired state and the
@@ -41,21 +29,6 @@ pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
     let path = root.desired_file();
     let desired = desired::parse(text, &path.display().to_string()).map_err(Error::Input)?;
     Ok((desired, digest::sha256(text.as_bytes())))
-}
-
-/// The text of `cotal.toml`.
-pub fn desired_text(root: &Root) -> Result<String> {
-    let path = root.desired_file();
-    match std::fs::read(&path) {
-        Ok(b) => {
-            String::from_utf8(b).map_err(|_| Error::Input(format!("{}: not UTF-8", path.display())))
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::Input(format!(
-            "{} does not exist: run `cotal init` to create a root, or pass --root DIR",
-            path.display()
-        ))),
-        Err(e) => Err(Error::io(&path, e)),
-    }
 }
 
 /// Observe the root.

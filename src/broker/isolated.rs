@@ -56,9 +56,9 @@ impl Isolated {
         )
         .map_err(Error::Other)?;
         atomic::ensure_dir(&root.maintenance_dir(), atomic::PRIVATE_DIR)?;
-        let conf = root.maintenance_dir().join("isolated.conf");
+        let conf = root.isolated_conf();
         atomic::write(&conf, text.as_bytes(), atomic::SECRET)?;
-        let log = root.maintenance_dir().join("isolated.log");
+        let log = root.isolated_log();
         let child = Command::new(&bin)
             .arg("-c")
             .arg(&conf)

@@ -11,7 +11,7 @@ use crate::observe;
 use crate::observed::{BrokerProcess, JournalState};
 use crate::plan::{self, Plan};
 use crate::report::{Format, Palette};
-use crate::store::{Root, atomic, lock};
+use crate::store::{Root, desired_file, lock};
 use std::collections::BTreeSet;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -56,6 +56,26 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     )
 }
 
+/// The imperative verbs that run the apply flow on their own space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpaceVerb {
+    Add,
+    Rm,
+    Suspend,
+    Resume,
+}
+
+impl std::fmt::Display for SpaceVerb {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SpaceVerb::Add => "space add",
+            SpaceVerb::Rm => "space rm",
+            SpaceVerb::Suspend => "space suspend",
+            SpaceVerb::Resume => "space resume",
+        })
+    }
+}
+
 /// An edit of `cotal.toml`'s text.
 pub type Edit<'a> = &'a dyn Fn(&str) -> Result<String>;
 
@@ -67,16 +87,16 @@ pub struct Request<'a> {
     pub edit: Option<Edit<'a>>,
     /// Apply only these spaces' changes.
     pub only: Option<BTreeSet<SpaceName>>,
-    /// The verb, for refusals; `None` for apply.
-    pub verb: Option<&'a str>,
+    /// The imperative verb, for refusals; `None` for apply.
+    pub verb: Option<SpaceVerb>,
 }
 
 /// Lock, observe, plan, confirm, execute.
 pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Request) -> Result<i32> {
-    observe::desired_text(root)?;
+    desired_file::read_required(root)?;
     let lock = lock::acquire(root, &super::holder(), confirm_args.lock_timeout)?;
     crate::fault::point(crate::fault::Point::AfterLock);
-    let text = observe::desired_text(root)?;
+    let text = desired_file::read_required(root)?;
     let new_text = match req.edit {
         Some(edit) => edit(&text)?,
         None => text.clone(),
@@ -86,10 +106,11 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     // What was observed is only this cotal's to act on while its lock is still the root's.
     lock.verify()?;
     if let (Some(verb), Some(only)) = (req.verb, &req.only) {
+        // `space rm` of a space the open journal removes finishes that journal.
         let finishing = matches!(&observed.journal, JournalState::Open(j)
-            if verb == "space rm" && j.removals.iter().any(|r| only.contains(&r.space)));
+            if verb == SpaceVerb::Rm && j.removals.iter().any(|r| only.contains(&r.space)));
         if !finishing {
-            apply::refuse_if_journal_open(&observed.journal, verb)?;
+            apply::refuse_if_journal_open(&observed.journal, &verb.to_string())?;
         }
     }
     let mut plan = plan::compute(&desired, &observed)?;
@@ -101,7 +122,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     }
     let write_file = || -> Result<()> {
         if new_text != text {
-            atomic::write(&root.desired_file(), new_text.as_bytes(), atomic::PUBLIC)?;
+            desired_file::write(root, &new_text)?;
         }
         Ok(())
     };
@@ -157,14 +178,12 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                 && crate::store::generation::load(root)?.generation()
                     == observed.generation.generation() =>
         {
-            return Err(
-                match atomic::write(&root.desired_file(), text.as_bytes(), atomic::PUBLIC) {
-                    Ok(()) => e,
-                    Err(undo) => Error::Other(format!(
-                        "{e}\n(cotal.toml keeps the edit: putting it back failed: {undo})"
-                    )),
-                },
-            );
+            return Err(match desired_file::write(root, &text) {
+                Ok(()) => e,
+                Err(undo) => Error::Other(format!(
+                    "{e}\n(cotal.toml keeps the edit: putting it back failed: {undo})"
+                )),
+            });
         }
         Err(e) => return Err(e),
     };

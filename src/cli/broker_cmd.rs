@@ -104,7 +104,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml
         // (and not suspended there: a suspended account accepts no provisioner).
         matches!(s, Step::Provision { space, .. }
-            if observed.inventory.spaces.get(space).is_some_and(|o| o.limits.conn != 0))
+            if observed.inventory.spaces.get(space).is_some_and(|o| !o.limits.is_suspended()))
     });
     if !provisioning.is_empty() {
         // The executor runs them, with its journal and audit, as apply would.

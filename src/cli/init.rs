@@ -3,7 +3,7 @@
 use super::Global;
 use crate::desired;
 use crate::error::{Error, Result};
-use crate::store::{atomic, broker_record, journal, lock};
+use crate::store::{atomic, broker_record, desired_file, journal, lock};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -21,12 +21,11 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     let root = global.root()?;
     // Bad input changes nothing: read cotal.toml before creating anything.
     let desired_path = root.desired_file();
-    let existing = match std::fs::read_to_string(&desired_path) {
-        Ok(text) => {
+    let existing = match desired_file::read(&root)? {
+        Some(text) => {
             Some(desired::parse(&text, &desired_path.display().to_string()).map_err(Error::Input)?)
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
-        Err(e) => return Err(Error::io(&desired_path, e)),
+        None => None,
     };
     atomic::ensure_dir(&root.state_dir(), atomic::PRIVATE_DIR)?;
     let _lock = lock::acquire(&root, &super::holder(), std::time::Duration::ZERO)?;
@@ -69,7 +68,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     }
     broker_record::save(&root, &record)?;
     if existing.is_none() {
-        atomic::write(&desired_path, desired::STARTER.as_bytes(), atomic::PUBLIC)?;
+        desired_file::write(&root, desired::STARTER)?;
     }
     let trust = record.validate().map_err(Error::Other)?;
     println!("Initialised a cotal root at {}", root.dir().display());

@@ -3,7 +3,7 @@
 //! the same lock, journal, guards, audit and output as `apply`.
 
 use super::Global;
-use super::apply_cmd::{self, ConfirmArgs, Request};
+use super::apply_cmd::{self, ConfirmArgs, Request, SpaceVerb};
 use crate::edit;
 use crate::error::{Error, Result};
 use crate::lifecycle;
@@ -122,7 +122,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                 Request {
                     edit: Some(&edit_fn),
                     only: only(&name),
-                    verb: Some("space add"),
+                    verb: Some(SpaceVerb::Add),
                     ..Request::default()
                 },
             )
@@ -139,7 +139,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                 Request {
                     edit: Some(&edit_fn),
                     only: only(&name),
-                    verb: Some("space rm"),
+                    verb: Some(SpaceVerb::Rm),
                     ..Request::default()
                 },
             )
@@ -150,7 +150,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             &name,
             SpaceState::Suspended,
             &confirm,
-            "space suspend",
+            SpaceVerb::Suspend,
         ),
         Command::Resume { name, confirm } => set_state(
             global,
@@ -158,7 +158,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             &name,
             SpaceState::Active,
             &confirm,
-            "space resume",
+            SpaceVerb::Resume,
         ),
         Command::List { format } => list(&root, format),
         Command::Backup { name, dir } => super::backup_cmd::backup(global, &name, &dir),
@@ -176,7 +176,7 @@ fn set_state(
     name: &str,
     state: SpaceState,
     confirm: &ConfirmArgs,
-    verb: &str,
+    verb: SpaceVerb,
 ) -> Result<i32> {
     let name = space(name)?;
     let edit_fn = |text: &str| -> Result<String> {

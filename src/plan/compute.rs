@@ -227,7 +227,7 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Error> {
                     .map(|f| format!("{}: {} -> {}", f.field, f.from, f.to)),
             );
             let live = space.usage.connections;
-            if spec.state == SpaceState::Suspended && space.limits.conn != 0 {
+            if spec.state == SpaceState::Suspended && !space.limits.is_suspended() {
                 blast.connections_dropped = Some(live.unwrap_or(0));
                 blast.data_kept = true;
                 if live.is_none() {
@@ -756,11 +756,12 @@ fn bytes(v: i64) -> String {
 /// The fields that differ between the observed account limits and the expected ones.
 fn field_changes(observed: &AccountLimits, expected: &AccountLimits) -> Vec<FieldChange> {
     let state = |l: &AccountLimits| {
-        if l.conn == 0 && l.leaf == 0 {
-            "suspended"
+        if l.is_suspended() {
+            SpaceState::Suspended
         } else {
-            "active"
+            SpaceState::Active
         }
+        .to_string()
     };
     let mut out = Vec::new();
     let mut push = |field: &str, from: String, to: String| {
@@ -772,8 +773,8 @@ fn field_changes(observed: &AccountLimits, expected: &AccountLimits) -> Vec<Fiel
             });
         }
     };
-    push("state", state(observed).into(), state(expected).into());
-    if state(observed) == "active" && state(expected) == "active" {
+    push("state", state(observed), state(expected));
+    if !observed.is_suspended() && !expected.is_suspended() {
         push(
             "max_connections",
             count(observed.conn),

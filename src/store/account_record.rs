@@ -1,13 +1,15 @@
 //! `.cotal/auth/account.<hex>.json`: one space's account keys and JWT.
 //!
 //! Invariants: records are written 0600 and atomically; a record is read back only through
-//! [`load`], which refuses links and names the file in every error; [`remove_if_account`]
+//! [`load`] (one space) or the inventory (all of them), both refusing links and naming the file
+//! in every error; [`remove_if_account`]
 //! deletes a record only when it still holds the account it was asked to remove, so a reap can
 //! never delete a re-added space's new account.
 
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::secret::Seed;
+use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};
 
@@ -34,7 +36,7 @@ pub struct AccountRecord {
 
 /// Parse a record's bytes.
 pub fn parse(bytes: &[u8]) -> Result<AccountRecord, String> {
-    serde_json::from_slice(bytes).map_err(|e| format!("does not parse: {e}"))
+    record::parse(bytes)
 }
 
 /// Read one space's record (regular file only).
@@ -63,12 +65,15 @@ pub fn load(root: &Root, space: &SpaceName) -> Result<AccountRecord> {
 }
 
 /// Atomically write a space's record (0600).
-pub fn save(root: &Root, record: &AccountRecord) -> Result<()> {
-    let space = SpaceName::parse(&record.space).map_err(Error::Input)?;
+pub fn save(root: &Root, account: &AccountRecord) -> Result<()> {
+    let space = SpaceName::parse(&account.space).map_err(Error::Input)?;
     atomic::ensure_dir(&root.auth_dir(), atomic::PRIVATE_DIR)?;
-    let mut json = serde_json::to_vec_pretty(record).expect("account record serializes");
-    json.push(b'\n');
-    atomic::write(&root.account_record(&space), &json, atomic::SECRET)
+    record::write(
+        &root.account_record(&space),
+        account,
+        Layout::Pretty,
+        atomic::SECRET,
+    )
 }
 
 /// Delete a space's record if it still holds `account`. Returns true when it was removed.

@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::jwt::{self, AccountNats, OperatorNats};
 use crate::observed::BrokerTrust;
 use crate::secret::Seed;
+use crate::store::record::{self, Layout, Record};
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};
 
@@ -78,29 +79,21 @@ pub enum Loaded {
 
 /// Read and validate the broker record. Corruption is a value, not an error: guards decide.
 pub fn load(root: &Root) -> Result<Loaded> {
-    let path = root.broker_record();
-    let bytes = match atomic::read_no_follow(&path)? {
-        atomic::Found::Absent => return Ok(Loaded::Absent),
-        atomic::Found::NotRegular(what) => {
-            return Ok(Loaded::Corrupt(format!(
-                "{what}, not a regular file (links are not followed)"
-            )));
-        }
-        atomic::Found::File(bytes) => bytes,
-    };
-    let record: BrokerRecord = match serde_json::from_slice(&bytes) {
-        Ok(r) => r,
-        Err(e) => return Ok(Loaded::Corrupt(format!("does not parse: {e}"))),
-    };
-    Ok(match record.validate() {
-        Ok(trust) => Loaded::Valid(Box::new(record), trust),
-        Err(e) => Loaded::Corrupt(e),
+    let parsed = record::read_with(&root.broker_record(), |bytes| {
+        let r: BrokerRecord = record::parse(bytes)?;
+        let trust = r.validate()?;
+        Ok((r, trust))
+    })?;
+    Ok(match parsed {
+        Record::Absent => Loaded::Absent,
+        Record::Corrupt { reason, .. } => Loaded::Corrupt(reason),
+        Record::Valid((r, trust)) => Loaded::Valid(Box::new(r), trust),
     })
 }
 
 /// Write the broker record, refusing to replace one with a different operator.
-pub fn save(root: &Root, record: &BrokerRecord) -> Result<()> {
-    let new_trust = record.validate().map_err(Error::Other)?;
+pub fn save(root: &Root, broker: &BrokerRecord) -> Result<()> {
+    let new_trust = broker.validate().map_err(Error::Other)?;
     match load(root)? {
         Loaded::Absent => {}
         Loaded::Valid(_, existing) if existing.operator_pub == new_trust.operator_pub => {}
@@ -120,9 +113,12 @@ pub fn save(root: &Root, record: &BrokerRecord) -> Result<()> {
         }
     }
     atomic::ensure_dir(&root.auth_dir(), atomic::PRIVATE_DIR)?;
-    let mut json = serde_json::to_vec_pretty(record).expect("broker record serializes");
-    json.push(b'\n');
-    atomic::write(&root.broker_record(), &json, atomic::SECRET)
+    record::write(
+        &root.broker_record(),
+        broker,
+        Layout::Pretty,
+        atomic::SECRET,
+    )
 }
 
 /// Whether the retained system signing seed exists.

@@ -5,6 +5,7 @@
 //! unreachable.
 
 use crate::error::{Error, Result};
+use crate::store::record::{self, Layout, Record};
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};
 
@@ -28,26 +29,21 @@ pub struct Cut {
     pub evidence: Evidence,
 }
 
-fn path(root: &Root) -> std::path::PathBuf {
-    root.maintenance_dir().join("cut.json")
-}
-
 pub fn load(root: &Root) -> Result<Option<Cut>> {
-    match atomic::read_optional(&path(root))? {
-        None => Ok(None),
-        Some(bytes) => serde_json::from_slice(&bytes)
-            .map(Some)
-            .map_err(|e| Error::Other(format!("{}: does not parse: {e}", path(root).display()))),
+    match record::read(&root.cut())? {
+        Record::Absent => Ok(None),
+        Record::Valid(cut) => Ok(Some(cut)),
+        Record::Corrupt { file, reason } => {
+            Err(Error::Other(format!("{}: {reason}", file.display())))
+        }
     }
 }
 
 pub fn save(root: &Root, cut: &Cut) -> Result<()> {
     atomic::ensure_dir(&root.maintenance_dir(), atomic::PRIVATE_DIR)?;
-    let mut json = serde_json::to_vec_pretty(cut).expect("cut serializes");
-    json.push(b'\n');
-    atomic::write(&path(root), &json, atomic::SECRET)
+    record::write(&root.cut(), cut, Layout::Pretty, atomic::SECRET)
 }
 
 pub fn clear(root: &Root) -> Result<bool> {
-    atomic::remove_file(&path(root))
+    atomic::remove_file(&root.cut())
 }

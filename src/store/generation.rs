@@ -6,31 +6,20 @@
 
 use crate::error::Result;
 use crate::observed::{GenerationRecord, GenerationState};
-use crate::store::Root;
-use crate::store::atomic::{self, Found};
+use crate::store::record::{self, Layout, Record};
+use crate::store::{Root, atomic};
 
 pub fn load(root: &Root) -> Result<GenerationState> {
-    let path = root.generation_record();
-    let bytes = match atomic::read_no_follow(&path)? {
-        Found::Absent => return Ok(GenerationState::Absent),
-        Found::NotRegular(what) => {
-            return Ok(GenerationState::Corrupt {
-                file: path,
-                reason: format!("{what}, not a regular file (links are not followed)"),
-            });
-        }
-        Found::File(bytes) => bytes,
-    };
-    Ok(match parse(&bytes) {
-        Ok(r) => GenerationState::Valid(r),
-        Err(reason) => GenerationState::Corrupt { file: path, reason },
+    Ok(match record::read_with(&root.generation_record(), parse)? {
+        Record::Absent => GenerationState::Absent,
+        Record::Corrupt { file, reason } => GenerationState::Corrupt { file, reason },
+        Record::Valid(r) => GenerationState::Valid(r),
     })
 }
 
 /// Parse and validate a generation record.
 pub fn parse(bytes: &[u8]) -> Result<GenerationRecord, String> {
-    let r: GenerationRecord =
-        serde_json::from_slice(bytes).map_err(|e| format!("does not parse: {e}"))?;
+    let r: GenerationRecord = record::parse(bytes)?;
     let hex = r.inventory_digest.strip_prefix("sha256:").unwrap_or("");
     if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err("inventoryDigest is not a sha256 digest".into());
@@ -38,8 +27,11 @@ pub fn parse(bytes: &[u8]) -> Result<GenerationRecord, String> {
     Ok(r)
 }
 
-pub fn save(root: &Root, record: &GenerationRecord) -> Result<()> {
-    let mut json = serde_json::to_vec(record).expect("generation record serializes");
-    json.push(b'\n');
-    atomic::write(&root.generation_record(), &json, atomic::PUBLIC)
+pub fn save(root: &Root, generation: &GenerationRecord) -> Result<()> {
+    record::write(
+        &root.generation_record(),
+        generation,
+        Layout::Compact,
+        atomic::PUBLIC,
+    )
 }

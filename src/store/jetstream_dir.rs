@@ -1,7 +1,8 @@
-//! One account's folder in the JetStream store, `<store_dir>/jetstream/<account pub>/`, read and
-//! removed while the broker is stopped.
+//! The layout of the JetStream store, `<store_dir>/jetstream/<account pub>/streams/<STREAM>/`:
+//! the only module that spells it. Accounts' folders are listed, measured and removed here while
+//! the broker is stopped, and backup and restore find their streams through it.
 //!
-//! Invariant: only the named account's folder is ever touched; the account key is checked to be
+//! Invariant: only the named account's folder is ever removed; the account key is checked to be
 //! a bare public key so it can never name a path outside the store.
 
 use crate::error::{IoContext, Result};
@@ -13,7 +14,56 @@ fn account_dir(store_dir: &Path, account: &str) -> Option<PathBuf> {
     let safe = account.len() == 56
         && account.starts_with('A')
         && account.bytes().all(|b| b.is_ascii_alphanumeric());
-    safe.then(|| store_dir.join("jetstream").join(account))
+    safe.then(|| jetstream(store_dir).join(account))
+}
+
+fn jetstream(store_dir: &Path) -> PathBuf {
+    store_dir.join("jetstream")
+}
+
+/// `<store>/jetstream/<account>/streams/`.
+pub fn streams_dir(store_dir: &Path, account: &str) -> PathBuf {
+    jetstream(store_dir).join(account).join("streams")
+}
+
+/// `<store>/jetstream/<account>/streams/<stream>/`.
+pub fn stream_dir(store_dir: &Path, account: &str, stream: &str) -> PathBuf {
+    streams_dir(store_dir, account).join(stream)
+}
+
+/// Where a restore stages an account's streams before renaming them into place (beside its
+/// `streams/`, so the renames stay on one filesystem).
+pub fn staging_dir(store_dir: &Path, account: &str) -> PathBuf {
+    jetstream(store_dir).join(account).join(".cotal-restore")
+}
+
+/// Every account folder of the store with its stream folders, in name order.
+pub fn list_store(store_dir: &Path) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
+    let js = jetstream(store_dir);
+    let mut out = std::collections::BTreeMap::new();
+    let entries = match std::fs::read_dir(&js) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
+        other => other.at(&js)?,
+    };
+    for entry in entries.flatten() {
+        if !entry.file_type().at(entry.path())?.is_dir() {
+            continue;
+        }
+        let account = entry.file_name().to_string_lossy().into_owned();
+        let streams = streams_dir(store_dir, &account);
+        let mut names: Vec<String> = match std::fs::read_dir(&streams) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            other => other
+                .at(&streams)?
+                .flatten()
+                .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect(),
+        };
+        names.sort();
+        out.insert(account, names);
+    }
+    Ok(out)
 }
 
 /// The account's streams (folder names) and their bytes on disk, in name order.

@@ -5,36 +5,24 @@
 
 use crate::error::Result;
 use crate::observed::{Journal, JournalState};
-use crate::store::Root;
-use crate::store::atomic::{self, Found};
+use crate::store::record::{self, Layout, Record};
+use crate::store::{Root, atomic};
 
 pub fn load(root: &Root) -> Result<JournalState> {
-    let path = root.journal();
-    let bytes = match atomic::read_no_follow(&path)? {
-        Found::Absent => return Ok(JournalState::Closed),
-        Found::NotRegular(what) => {
-            return Ok(JournalState::Corrupt {
-                file: path,
-                reason: format!("{what}, not a regular file (links are not followed)"),
-            });
-        }
-        Found::File(bytes) => bytes,
-    };
-    Ok(match parse(&bytes) {
-        Ok(j) => JournalState::Open(j),
-        Err(reason) => JournalState::Corrupt { file: path, reason },
+    Ok(match record::read_with(&root.journal(), parse)? {
+        Record::Absent => JournalState::Closed,
+        Record::Corrupt { file, reason } => JournalState::Corrupt { file, reason },
+        Record::Valid(journal) => JournalState::Open(journal),
     })
 }
 
 pub fn parse(bytes: &[u8]) -> Result<Journal, String> {
-    serde_json::from_slice(bytes).map_err(|e| format!("does not parse: {e}"))
+    record::parse(bytes)
 }
 
 pub fn save(root: &Root, journal: &Journal) -> Result<()> {
     atomic::ensure_dir(&root.maintenance_dir(), atomic::PRIVATE_DIR)?;
-    let mut json = serde_json::to_vec_pretty(journal).expect("journal serializes");
-    json.push(b'\n');
-    atomic::write(&root.journal(), &json, atomic::SECRET)
+    record::write(&root.journal(), journal, Layout::Pretty, atomic::SECRET)
 }
 
 /// Close the journal: the apply finished.

@@ -9,6 +9,7 @@
 //! with [`Lock::verify`] before every step and refuses once its file was replaced.
 
 use crate::error::{Error, IoContext, Result};
+use crate::store::record::{self, Layout, Record};
 use crate::store::{Root, atomic};
 use fs2::FileExt;
 use serde::{Deserialize, Serialize};
@@ -121,9 +122,7 @@ pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> 
             path.display()
         )));
     }
-    let mut json = serde_json::to_vec(holder).expect("holder serializes");
-    json.push(b'\n');
-    atomic::write(&root.lock_info(), &json, atomic::SECRET)?;
+    record::write(&root.lock_info(), holder, Layout::Compact, atomic::SECRET)?;
     Ok(Lock {
         file,
         root: root.clone(),
@@ -160,10 +159,10 @@ fn open_lock_file(path: &std::path::Path) -> Result<File> {
 
 /// The holder note, if readable.
 fn read_holder(root: &Root) -> Option<Holder> {
-    atomic::read_optional(&root.lock_info())
-        .ok()
-        .flatten()
-        .and_then(|b| serde_json::from_slice::<Holder>(&b).ok())
+    match record::read(&root.lock_info()) {
+        Ok(Record::Valid(holder)) => Some(holder),
+        _ => None,
+    }
 }
 
 /// Whether `pid` is a live cotal process (its executable is named cotal).

@@ -9,12 +9,14 @@ pub mod atomic;
 pub mod audit;
 pub mod broker_record;
 pub mod cut;
+pub mod desired_file;
 pub mod generation;
 pub mod inventory;
 pub mod jetstream_dir;
 pub mod journal;
 pub mod lock;
 pub mod paths;
+pub mod record;
 pub mod server_conf;
 pub mod space_dir;
 

@@ -120,6 +120,14 @@ impl Root {
     pub fn server_conf(&self) -> PathBuf {
         self.auth_dir().join("server.conf")
     }
+    /// The candidate config of a promotion.
+    pub fn server_conf_next(&self) -> PathBuf {
+        self.auth_dir().join("server.conf.next")
+    }
+    /// The config a promotion replaced (what a rollback puts back).
+    pub fn server_conf_prev(&self) -> PathBuf {
+        self.auth_dir().join("server.conf.prev")
+    }
     pub fn generation_record(&self) -> PathBuf {
         self.auth_dir().join("broker-config.json")
     }
@@ -135,8 +143,23 @@ impl Root {
     pub fn journal(&self) -> PathBuf {
         self.maintenance_dir().join("journal.json")
     }
+    /// The cut `cotal down --preserve-state` records.
+    pub fn cut(&self) -> PathBuf {
+        self.maintenance_dir().join("cut.json")
+    }
+    /// The config and the log of an isolated broker (backup and restore checks).
+    pub fn isolated_conf(&self) -> PathBuf {
+        self.maintenance_dir().join("isolated.conf")
+    }
+    pub fn isolated_log(&self) -> PathBuf {
+        self.maintenance_dir().join("isolated.log")
+    }
     pub fn space_dir(&self, space: &SpaceName) -> PathBuf {
         self.state_dir().join(format!("space.{}", space.hex()))
+    }
+    /// A file of a space's folder (`lifecycle.json`, its $SYS creds, `membership.json`).
+    pub fn space_file(&self, space: &SpaceName, file: SpaceFile) -> PathBuf {
+        self.space_dir(space).join(file.name())
     }
     pub fn pid_file(&self) -> PathBuf {
         self.state_dir().join("nats.pid")
@@ -150,6 +173,30 @@ impl Root {
     /// The JetStream store: `store_dir` from `cotal.toml`, relative to the root.
     pub fn store_dir(&self, configured: &str) -> PathBuf {
         normalize(&self.dir.join(configured))
+    }
+}
+
+/// The files of a space's folder `.cotal/space.<hex>/`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpaceFile {
+    /// The protection last applied, bound to its account.
+    Lifecycle,
+    /// The space's $SYS membership-observer creds.
+    ObserverCreds,
+    /// The space's $SYS connection-evictor creds.
+    EvictorCreds,
+    /// `{"accountId": ...}`: the account the $SYS creds observe; written last.
+    Membership,
+}
+
+impl SpaceFile {
+    pub fn name(self) -> &'static str {
+        match self {
+            SpaceFile::Lifecycle => "lifecycle.json",
+            SpaceFile::ObserverCreds => "membership-observer.creds",
+            SpaceFile::EvictorCreds => "connection-evictor.creds",
+            SpaceFile::Membership => "membership.json",
+        }
     }
 }
 

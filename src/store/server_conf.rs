@@ -13,18 +13,10 @@ pub fn read(root: &Root) -> Result<Option<String>> {
         .map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 
-pub fn next_path(root: &Root) -> PathBuf {
-    root.auth_dir().join("server.conf.next")
-}
-
-pub fn prev_path(root: &Root) -> PathBuf {
-    root.auth_dir().join("server.conf.prev")
-}
-
 /// Write the candidate config beside the live one.
 pub fn write_next(root: &Root, text: &str) -> Result<PathBuf> {
     atomic::ensure_dir(&root.auth_dir(), atomic::PRIVATE_DIR)?;
-    let path = next_path(root);
+    let path = root.server_conf_next();
     atomic::write(&path, text.as_bytes(), atomic::SECRET)?;
     Ok(path)
 }
@@ -33,17 +25,17 @@ pub fn write_next(root: &Root, text: &str) -> Result<PathBuf> {
 pub fn promote_next(root: &Root) -> Result<()> {
     let live = root.server_conf();
     match atomic::read_optional(&live)? {
-        Some(bytes) => atomic::write(&prev_path(root), &bytes, atomic::SECRET)?,
+        Some(bytes) => atomic::write(&root.server_conf_prev(), &bytes, atomic::SECRET)?,
         None => {
-            atomic::remove_file(&prev_path(root))?;
+            atomic::remove_file(&root.server_conf_prev())?;
         }
     }
-    atomic::rename(&next_path(root), &live)
+    atomic::rename(&root.server_conf_next(), &live)
 }
 
 /// Put `.prev` back (or remove the live config when there was none before).
 pub fn restore_prev(root: &Root) -> Result<()> {
-    let prev = prev_path(root);
+    let prev = root.server_conf_prev();
     match atomic::read_optional(&prev)? {
         Some(bytes) => atomic::write(&root.server_conf(), &bytes, atomic::SECRET),
         None => atomic::remove_file(&root.server_conf()).map(|_| ()),
@@ -52,5 +44,5 @@ pub fn restore_prev(root: &Root) -> Result<()> {
 
 /// Drop a leftover candidate.
 pub fn discard_next(root: &Root) -> Result<()> {
-    atomic::remove_file(&next_path(root)).map(|_| ())
+    atomic::remove_file(&root.server_conf_next()).map(|_| ())
 }

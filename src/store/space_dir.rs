@@ -7,6 +7,8 @@
 
 use crate::error::{IoContext, Result};
 use crate::model::SpaceName;
+use crate::store::paths::SpaceFile;
+use crate::store::record::{self, Layout, Record};
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};
 
@@ -17,12 +19,6 @@ pub struct Lifecycle {
     pub account: String,
     pub protect: bool,
 }
-
-const LIFECYCLE: &str = "lifecycle.json";
-/// The space's $SYS creds and the account they observe.
-pub const OBSERVER_CREDS: &str = "membership-observer.creds";
-pub const EVICTOR_CREDS: &str = "connection-evictor.creds";
-const MEMBERSHIP: &str = "membership.json";
 
 #[derive(Debug, Serialize, Deserialize)]
 struct Membership {
@@ -39,65 +35,68 @@ pub fn save_sys_creds(
     observer: &str,
     evictor: &str,
 ) -> Result<()> {
-    let dir = root.space_dir(space);
-    atomic::ensure_dir(&dir, atomic::PRIVATE_DIR)?;
+    atomic::ensure_dir(&root.space_dir(space), atomic::PRIVATE_DIR)?;
+    let file = |f: SpaceFile| root.space_file(space, f);
     atomic::write(
-        &dir.join(OBSERVER_CREDS),
+        &file(SpaceFile::ObserverCreds),
         observer.as_bytes(),
         atomic::SECRET,
     )?;
-    atomic::write(&dir.join(EVICTOR_CREDS), evictor.as_bytes(), atomic::SECRET)?;
-    let mut json = serde_json::to_vec(&Membership {
-        account_id: account.to_string(),
-    })
-    .expect("membership serializes");
-    json.push(b'\n');
-    atomic::write(&dir.join(MEMBERSHIP), &json, atomic::SECRET)
+    atomic::write(
+        &file(SpaceFile::EvictorCreds),
+        evictor.as_bytes(),
+        atomic::SECRET,
+    )?;
+    record::write(
+        &file(SpaceFile::Membership),
+        &Membership {
+            account_id: account.to_string(),
+        },
+        Layout::Compact,
+        atomic::SECRET,
+    )
 }
 
 /// Whether the space's $SYS creds exist for `account`.
 pub fn sys_creds_present(root: &Root, space: &SpaceName, account: &str) -> bool {
-    let dir = root.space_dir(space);
-    let regular = |name: &str| {
-        std::fs::symlink_metadata(dir.join(name)).is_ok_and(|m| m.file_type().is_file())
-    };
-    let bound = atomic::read_optional(&dir.join(MEMBERSHIP))
-        .ok()
-        .flatten()
-        .and_then(|b| serde_json::from_slice::<Membership>(&b).ok())
-        .is_some_and(|m| m.account_id == account);
-    bound && regular(OBSERVER_CREDS) && regular(EVICTOR_CREDS)
+    let file = |f: SpaceFile| root.space_file(space, f);
+    let regular =
+        |f: SpaceFile| std::fs::symlink_metadata(file(f)).is_ok_and(|m| m.file_type().is_file());
+    let bound = matches!(
+        record::read::<Membership>(&file(SpaceFile::Membership)),
+        Ok(Record::Valid(m)) if m.account_id == account
+    );
+    bound && regular(SpaceFile::ObserverCreds) && regular(SpaceFile::EvictorCreds)
 }
 
 /// The space's membership-observer creds, if written (secret). A link is never followed.
 pub fn observer_creds(root: &Root, space: &SpaceName) -> Option<String> {
-    atomic::read_optional(&root.space_dir(space).join(OBSERVER_CREDS))
+    atomic::read_optional(&root.space_file(space, SpaceFile::ObserverCreds))
         .ok()
         .flatten()
         .map(|b| String::from_utf8_lossy(&b).into_owned())
 }
 
-/// Where a space's `lifecycle.json` lives.
-pub fn lifecycle_path(root: &Root, space: &SpaceName) -> std::path::PathBuf {
-    root.space_dir(space).join(LIFECYCLE)
-}
-
+/// The protection last applied to the space, if recorded.
 pub fn load_lifecycle(root: &Root, space: &SpaceName) -> Result<Option<Lifecycle>> {
-    let path = lifecycle_path(root, space);
-    match atomic::read_optional(&path)? {
-        None => Ok(None),
-        Some(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-            crate::error::Error::Other(format!("{}: does not parse: {e}", path.display()))
-        }),
+    match record::read(&root.space_file(space, SpaceFile::Lifecycle))? {
+        Record::Absent => Ok(None),
+        Record::Valid(l) => Ok(Some(l)),
+        Record::Corrupt { file, reason } => Err(crate::error::Error::Other(format!(
+            "{}: {reason}",
+            file.display()
+        ))),
     }
 }
 
 pub fn save_lifecycle(root: &Root, space: &SpaceName, lifecycle: &Lifecycle) -> Result<()> {
-    let dir = root.space_dir(space);
-    atomic::ensure_dir(&dir, atomic::PRIVATE_DIR)?;
-    let mut json = serde_json::to_vec(lifecycle).expect("lifecycle serializes");
-    json.push(b'\n');
-    atomic::write(&dir.join(LIFECYCLE), &json, atomic::SECRET)
+    atomic::ensure_dir(&root.space_dir(space), atomic::PRIVATE_DIR)?;
+    record::write(
+        &root.space_file(space, SpaceFile::Lifecycle),
+        lifecycle,
+        Layout::Compact,
+        atomic::SECRET,
+    )
 }
 
 /// Pids recorded in `*.pid` files of the space's folder that are alive.

@@ -99,6 +99,29 @@ impl TestRoot {
     }
 }
 
+/// Names that stress every layer: newlines, quotes, non-ASCII, the longest name, a leading
+/// `--`, TOML syntax and a comment sign.
+pub fn odd_names() -> Vec<&'static str> {
+    vec![
+        "a\nb",
+        "quote\"d",
+        "ü ñ",
+        "x".repeat(121).leak() as &str,
+        "--flag",
+        "[spaces.x]",
+        "#",
+    ]
+}
+
+/// A `cotal.toml` declaring `names`.
+pub fn declaring(names: &[&str]) -> String {
+    let mut text = String::from("version = 1\n");
+    for n in names {
+        text.push_str(&format!("[spaces.{}]\n", serde_json::to_string(n).unwrap()));
+    }
+    text
+}
+
 /// Every file under a root: path -> (kind, mode, content digest). The lock file itself is
 /// infrastructure (taking the lock creates it) and is left out.
 #[derive(Debug, PartialEq, Eq)]

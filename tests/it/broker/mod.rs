@@ -3,14 +3,11 @@
 //!
 //! Waits are bounded waits for an event (a disconnect, a message), never sleeps.
 
-mod common;
 #[cfg(feature = "fault-injection")]
-#[path = "broker/crash.rs"]
 mod crash;
-#[path = "broker/trust.rs"]
 mod trust;
 
-use common::{TestRoot, stdout};
+use crate::support::{TestRoot, stdout};
 use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -155,6 +152,27 @@ fn free_port() -> u16 {
 }
 
 const TWO: &str = "[spaces.design]\n\n[spaces.release]\n";
+
+#[test]
+fn rendered_configs_pass_nats_servers_own_check() {
+    let bin = cotal::broker::preflight::binary()
+        .expect("the real-broker tier needs nats-server (COTAL_NATS_SERVER or PATH)");
+    for names in [vec!["design", "release"], crate::support::odd_names()] {
+        let root = TestRoot::init();
+        std::fs::write(root.file("cotal.toml"), crate::support::declaring(&names)).unwrap();
+        root.apply().success();
+        let checked = std::process::Command::new(&bin)
+            .args(["-t", "-c"])
+            .arg(root.file(".cotal/auth/server.conf"))
+            .output()
+            .unwrap();
+        assert!(
+            checked.status.success(),
+            "{names:?}: {}",
+            String::from_utf8_lossy(&checked.stderr)
+        );
+    }
+}
 
 #[test]
 fn a_space_added_hot_is_provisioned_while_a_sibling_stays_connected() {
@@ -388,7 +406,7 @@ fn a_reload_the_broker_refuses_is_rolled_back() {
         .env("COTAL_FAULT", "break-config")
         .assert()
         .code(7);
-    let err = common::stderr(&out);
+    let err = crate::support::stderr(&out);
     // The verdict is the server's own reply to the reload request, quoted.
     assert!(err.contains("nats-server refused the reload"), "{err}");
     assert!(
@@ -418,9 +436,9 @@ fn a_reload_the_broker_refuses_is_rolled_back() {
     // The plan shows the refused add again; the next apply makes it.
     let plan = b.root.cotal(&["plan"]).assert().success();
     assert!(
-        common::stdout(&plan).contains("+ release"),
+        crate::support::stdout(&plan).contains("+ release"),
         "{}",
-        common::stdout(&plan)
+        crate::support::stdout(&plan)
     );
     b.root.apply().success();
     assert_eq!(b.root.generation(), generation + 1);
@@ -428,7 +446,7 @@ fn a_reload_the_broker_refuses_is_rolled_back() {
 }
 
 /// `n` messages on the space's general chat channel, each acknowledged by JetStream.
-pub(crate) fn publish(b: &Broker, c: &Client, space: &str, n: usize) {
+fn publish(b: &Broker, c: &Client, space: &str, n: usize) {
     b.rt.block_on(async {
         let js = async_nats::jetstream::new(c.client.clone());
         for i in 0..n {
@@ -739,8 +757,8 @@ fn dump(b: &Broker, space: &str) -> Vec<Stored> {
     })
 }
 
-fn store_tree(root: &TestRoot) -> common::Tree {
-    common::Tree::of(&root.file(".cotal/nats"))
+fn store_tree(root: &TestRoot) -> crate::support::Tree {
+    crate::support::Tree::of(&root.file(".cotal/nats"))
 }
 
 #[test]
@@ -803,7 +821,7 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
         .cotal(&["space", "backup", "design", dir_s])
         .assert()
         .code(3);
-    assert!(common::stderr(&out).contains("needs a cut"));
+    assert!(crate::support::stderr(&out).contains("needs a cut"));
     a.root
         .cotal(&["down", "--preserve-state"])
         .assert()
@@ -847,7 +865,7 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
         .cotal(&["space", "restore", "design", dir_s])
         .assert()
         .code(3);
-    assert!(common::stderr(&out).contains("--relocate"));
+    assert!(crate::support::stderr(&out).contains("--relocate"));
     let restored = b_root
         .cotal(&["space", "restore", "design", dir_s, "--relocate"])
         .assert()
@@ -919,7 +937,7 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
         .cotal(&["space", "backup", "design", good.to_str().unwrap()])
         .assert()
         .code(3);
-    assert!(common::stderr(&out).contains("already exists"));
+    assert!(crate::support::stderr(&out).contains("already exists"));
 
     // A stream that belongs to no tenant.
     let stray = a
@@ -937,9 +955,9 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
         .assert()
         .code(3);
     assert!(
-        common::stderr(&out).contains("belong to no tenant"),
+        crate::support::stderr(&out).contains("belong to no tenant"),
         "{}",
-        common::stderr(&out)
+        crate::support::stderr(&out)
     );
     assert!(!artifacts.path().join("x").exists());
     std::fs::remove_dir_all(a.root.file(".cotal/nats/jetstream/AXSTRAY")).unwrap();
@@ -1039,9 +1057,9 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
     for (what, args, expected) in cases {
         let out = b.cotal(&args).assert().code(3);
         assert!(
-            common::stderr(&out).contains(expected),
+            crate::support::stderr(&out).contains(expected),
             "{what}: {}",
-            common::stderr(&out)
+            crate::support::stderr(&out)
         );
         assert_eq!(
             store_tree(&b),
@@ -1057,9 +1075,9 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
         .assert()
         .code(3);
     assert!(
-        common::stderr(&out).contains("already has"),
+        crate::support::stderr(&out).contains("already has"),
         "{}",
-        common::stderr(&out)
+        crate::support::stderr(&out)
     );
     assert_eq!(store_tree(&a.root), store_a);
 }

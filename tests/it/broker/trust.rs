@@ -5,7 +5,7 @@
 //! the plan, and the config digest cotal computes against the one nats-server reports.
 
 use super::{Broker, TWO, free_port, publish, wait_for};
-use crate::common::{TestRoot, stderr, stdout};
+use crate::support::{TestRoot, stderr, stdout};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
@@ -507,7 +507,7 @@ fn a_removal_the_broker_blocks_exits_6_and_down_still_works() {
     let b = Broker::start(TWO);
     let account = b.root.account_pub("release");
     b.desire("[spaces.design]\n");
-    let paused = crate::common::Paused::at(
+    let paused = crate::support::Paused::at(
         &b.root,
         &["apply", "--auto-approve", "--allow-destroy"],
         "after-removal-committed",

@@ -1,10 +1,8 @@
-//! The executor against a fake broker (the real one is in tests/broker.rs): a reload the data
+//! The executor against a fake broker (the real one is in `broker`): a reload the data
 //! plane does not confirm is rolled back, and a generation moved by another writer refuses the
 //! promotion naming it. Both leave the previous config and generation in place.
 
-mod common;
-
-use common::TestRoot;
+use crate::support::TestRoot;
 use cotal::apply::{self, Context};
 use cotal::audit::Actor;
 use cotal::broker::{Broker, Expectation};

@@ -1,5 +1,5 @@
 //! Pure table tests of planning and rendering: fixed keys and clock, so every plan, config and
-//! refusal is byte-stable and kept as a snapshot under tests/snapshots/.
+//! refusal is byte-stable and kept as a snapshot under tests/it/snapshots/.
 
 use cotal::desired::{self, Desired};
 use cotal::jwt::{self, AccountLimits};

@@ -2,9 +2,7 @@
 //! `apply(plan(x)); plan(x) == empty`, a second apply writes nothing, and a refused plan
 //! changes nothing.
 
-mod common;
-
-use common::TestRoot;
+use crate::support::TestRoot;
 use cotal::apply::{self, Context};
 use cotal::broker::Stopped;
 use cotal::error::exit;

@@ -6,7 +6,7 @@
 //! point. Plus seeded SIGKILLs at random moments of a large plan.
 
 use super::{Broker, Client, publish};
-use crate::common::stdout;
+use crate::support::stdout;
 use cotal::fault::Point;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -204,14 +204,14 @@ fn run_kind(kind: &Kind) {
     let sib_messages = messages(&b, "sib");
     let keep_messages = messages(&b, "keep");
     let after_text = format!("{SIB}{}", kind.after);
-    let after_desired: BTreeMap<&str, bool> = crate::common::spaces_of(&after_text);
+    let after_desired: BTreeMap<&str, bool> = crate::support::spaces_of(&after_text);
     for &point in kind.points {
         let what = format!("{} plan, crash {point}", kind.name);
         b.desire(&format!("{SIB}{}", kind.before));
         b.root.apply().success();
         let generation = b.root.generation();
         let removed: BTreeMap<String, String> =
-            crate::common::spaces_of(&format!("{SIB}{}", kind.before))
+            crate::support::spaces_of(&format!("{SIB}{}", kind.before))
                 .keys()
                 .filter(|s| !after_desired.contains_key(*s))
                 .map(|s| (s.to_string(), b.root.account_pub(s)))
@@ -366,7 +366,7 @@ fn sigkill_at_seeded_random_moments_of_a_large_plan() {
             .iter()
             .map(|s| s["name"].as_str().unwrap().to_string())
             .collect();
-        let expected: Vec<String> = crate::common::spaces_of(&format!("{SIB}{target}"))
+        let expected: Vec<String> = crate::support::spaces_of(&format!("{SIB}{target}"))
             .keys()
             .map(|s| s.to_string())
             .collect();

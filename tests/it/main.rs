@@ -1,0 +1,23 @@
+//! The integration tests, one binary (one link instead of one per file):
+//!
+//! - pure tiers, run by a plain `cargo test` without nats-server: [`plan_snapshots`] (planning
+//!   and rendering as snapshots), [`schema`], [`readers_never_panic`], [`converge`],
+//!   [`executor`] (against a fake broker), [`architecture`] (the pure core imports no IO);
+//! - the CLI tier, the built binary on temp roots with the broker stopped: [`cli`], [`hostile`];
+//! - the real-broker tier, behind the `real-broker` feature (`scripts/test.sh` turns it on and
+//!   installs nats-server): [`broker`], with the crash matrix and the trust tests.
+//!
+//! Helpers shared by all of them are in [`support`].
+
+mod architecture;
+mod cli;
+mod converge;
+mod executor;
+mod hostile;
+mod plan_snapshots;
+mod readers_never_panic;
+mod schema;
+mod support;
+
+#[cfg(feature = "real-broker")]
+mod broker;
