@@ -218,7 +218,7 @@ pub fn backup(
             space: target.space.clone(),
             account: target.account.to_string(),
             tool: format!("cotal {}", env!("CARGO_PKG_VERSION")),
-            created_at: crate::apply::timestamp(),
+            created_at: crate::clock::timestamp(),
             streams: entries,
         };
         let mut json = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");

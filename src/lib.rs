@@ -1,13 +1,44 @@
 //! cotal: declarative tenants (spaces) on a shared NATS broker.
 //!
-//! Pure core: [`model`], [`desired`], [`jwt`], [`render`], [`plan`], [`report`], [`digest`].
-//! Edges: [`store`] (every on-disk artifact), [`observe`], [`apply`], [`broker`], [`cli`].
+//! The map, in the order a change flows through it:
+//!
+//! | module | what it owns | pure? |
+//! |---|---|---|
+//! | [`cli`] | the command line: parse, observe, plan, render, confirm, apply; one file per verb | edge |
+//! | [`desired`] | `cotal.toml` parsed and validated (file:line:column errors) | pure |
+//! | [`model`] | the vocabulary: space names (and how they are shown), states, limits, sizes, listeners | pure |
+//! | [`observe`] | reads everything a plan may depend on into an [`observed::Observed`] | edge (IO) |
+//! | [`observed`] | what observation found, as plain data | pure |
+//! | [`plan`] | `(desired, observed) -> Plan` in named stages; the closed `Step` set; refusals | pure |
+//! | [`report`] | a plan as text, JSON and markdown | pure |
+//! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view | pure |
+//! | [`apply`] | the executor: the journal, one `match` over `Step`, promotion stages, rollback, audit | edge |
+//! | [`broker`] | the only async IO boundary: identity from `/proc`, the process, the system account's control plane, provisioning | edge (IO) |
+//! | [`store`] | every artifact under the root, one module each; atomic writes, no-follow reads | edge (IO) |
+//! | [`lifecycle`] | a space's derived state and servability | pure |
+//! | [`streams`] | the one table of a space's streams and buckets | pure |
+//! | [`permissions`] | the permissions of every user cotal mints | pure |
+//! | [`jwt`] | typed NATS JWTs, signing and verification | pure |
+//! | [`digest`] | the sha256 digests plans and generation records pin | pure |
+//! | [`mint`] | fresh keys and tokens (randomness, the clock) | edge |
+//! | [`clock`] | the wall clock, read in one place | edge |
+//! | [`operator`] | who is acting: user, host, lock holder | edge |
+//! | [`audit`] | the lifecycle audit's record types | pure |
+//! | [`backup`] | per-space backup and restore of a preserved store | edge (IO) |
+//! | [`edit`] | format-preserving edits of `cotal.toml` for the space verbs | pure |
+//! | [`secret`] | a seed that never prints | pure |
+//! | [`error`] | the error kinds and their exit codes | pure |
+//! | [`fault`] | named crash and pause points (fault-injection builds) | edge |
+//!
+//! `tests/it/architecture.rs` fails when a pure module imports IO, a process, the environment,
+//! the clock, randomness or the broker.
 
 pub mod apply;
 pub mod audit;
 pub mod backup;
 pub mod broker;
 pub mod cli;
+pub mod clock;
 pub mod desired;
 pub mod digest;
 pub mod edit;
@@ -19,6 +50,7 @@ pub mod mint;
 pub mod model;
 pub mod observe;
 pub mod observed;
+pub mod operator;
 pub mod permissions;
 pub mod plan;
 pub mod render;

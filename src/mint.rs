@@ -6,20 +6,13 @@
 //! Invariants: seeds leave this module only inside records that are written 0600 or creds that
 //! are handed to the caller; the system account never has JetStream.
 
+use crate::clock::now;
 use crate::jwt::{self, AccountLimits, Permissions};
 use crate::model::{SpaceName, SpaceSpec};
 use crate::secret::Seed;
 use crate::store::account_record::{AccountKeys, AccountRecord};
 use crate::store::broker_record::{BrokerRecord, OperatorKeys, SysAccount};
 use nkeys::KeyPair;
-
-/// Seconds since the epoch.
-pub fn now() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
-}
 
 /// A new broker: operator, system account with one signing key. Returns the record and the
 /// system signing seed (retained only on multi-space roots).

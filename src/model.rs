@@ -42,6 +42,13 @@ impl SpaceName {
         token(&self.0)
     }
 
+    /// The one way a name is shown to people, in every message, plan and table: a JSON string
+    /// (quoted, with control characters and quotes escaped), so a name can never forge a line
+    /// or blend into the sentence around it.
+    pub fn quoted(&self) -> String {
+        serde_json::to_string(&self.0).expect("a string serializes")
+    }
+
     /// Lowercase hex of the UTF-8 bytes: the on-disk key of the space's files.
     pub fn hex(&self) -> String {
         hex::encode(self.0.as_bytes())

@@ -16,8 +16,6 @@ pub struct BrokerTrust {
     pub operator_jwt: String,
     pub sys_pub: String,
     pub sys_jwt: String,
-    /// Trust generation of the broker record (rotations), not the config generation.
-    pub trust_gen: u64,
 }
 
 /// State of the broker record.

@@ -307,7 +307,6 @@ mod tests {
             operator_jwt: "eyJop.x.y".into(),
             sys_pub: "ASYS".into(),
             sys_jwt: "eyJsys.x.y".into(),
-            trust_gen: 0,
         }
     }
 

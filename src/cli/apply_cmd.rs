@@ -94,7 +94,7 @@ pub struct Request<'a> {
 /// Lock, observe, plan, confirm, execute.
 pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Request) -> Result<i32> {
     desired_file::read_required(root)?;
-    let lock = lock::acquire(root, &super::holder(), confirm_args.lock_timeout)?;
+    let lock = lock::acquire(root, &crate::operator::holder(), confirm_args.lock_timeout)?;
     crate::fault::point(crate::fault::Point::AfterLock);
     let text = desired_file::read_required(root)?;
     let new_text = match req.edit {
@@ -151,7 +151,9 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     let mut running = match &observed.process {
         BrokerProcess::Running { .. } => Some(Running::connect(root, &observed.listener)?),
         BrokerProcess::Stopped => None,
-        BrokerProcess::Unknown { .. } => return Err(plan::guard_liveness(&observed).unwrap_err()),
+        BrokerProcess::Unknown { .. } => {
+            return Err(plan::guard_liveness(&observed).unwrap_err().into());
+        }
     };
     confirm(&plan, confirm_args)?;
     write_file()?;
@@ -160,7 +162,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         root,
         desired: &desired,
         observed: &observed,
-        actor: super::actor(),
+        actor: crate::operator::actor(),
         lock: &lock,
     };
     let executed = match running.as_mut() {
@@ -250,7 +252,7 @@ fn check_stale(saved: &Plan, now: &Plan) -> Result<()> {
     if saved.pins.config_digest != now.pins.config_digest {
         moved.push("server.conf changed".to_string());
     }
-    if moved.is_empty() && saved.steps_digest() != now.steps_digest() {
+    if moved.is_empty() && saved.decision_digest() != now.decision_digest() {
         moved.push("the broker's state changed, so the steps differ".to_string());
     }
     if moved.is_empty() {

@@ -21,7 +21,7 @@ fn with_target<T>(
     let root = global.root()?;
     let space = SpaceName::parse(name).map_err(Error::Input)?;
     let (desired, digest) = observe::desired(&root)?;
-    let _lock = lock::acquire(&root, &super::holder(), std::time::Duration::ZERO)?;
+    let _lock = lock::acquire(&root, &crate::operator::holder(), std::time::Duration::ZERO)?;
     let observed = observe::observe(&root, &desired, digest)?;
     apply::refuse_if_journal_open(&observed.journal, verb)?;
     let trust = plan::guard_trust(&observed)?;

@@ -7,7 +7,7 @@ use crate::broker::{Running, Stopped, process};
 use crate::error::{Error, Result};
 use crate::observe;
 use crate::observed::{BrokerProcess, PromotedConfig};
-use crate::plan::{self, Blast, Plan, Step};
+use crate::plan::{self, Step};
 use crate::store::lock;
 use std::time::Duration;
 
@@ -39,7 +39,7 @@ pub struct DownArgs {
 pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     let root = global.root()?;
     let (desired, digest) = observe::desired(&root)?;
-    let lock = lock::acquire(&root, &super::holder(), args.lock_timeout)?;
+    let lock = lock::acquire(&root, &crate::operator::holder(), args.lock_timeout)?;
     let observed = observe::observe(&root, &desired, digest.clone())?;
     apply::refuse_if_journal_open(&observed.journal, "up")?;
     plan::guard_trust(&observed)?;
@@ -71,13 +71,13 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         return Err(refuse_listener(seen));
     }
     // The config on disk must be the rendering of the inventory: promote it when it is not.
-    let boot = boot_plan(&desired, &observed)?;
+    let boot = plan::boot_plan(&desired, &observed)?;
     if !boot.is_empty() {
         let ctx = Context {
             root: &root,
             desired: &desired,
             observed: &observed,
-            actor: super::actor(),
+            actor: crate::operator::actor(),
             lock: &lock,
         };
         apply::execute(&ctx, &boot, &mut Stopped)?;
@@ -112,7 +112,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             root: &root,
             desired: &desired,
             observed: &observed,
-            actor: super::actor(),
+            actor: crate::operator::actor(),
             lock: &lock,
         };
         let mut broker = Running::connect(&root, &observed.listener)?;
@@ -134,44 +134,11 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// A plan holding only the promotion, when the promoted config is not the inventory's rendering.
-fn boot_plan(
-    desired: &crate::desired::Desired,
-    observed: &crate::observed::Observed,
-) -> Result<Plan> {
-    let reasons = plan::boot_drift(desired, observed)?;
-    let g = observed.generation.generation();
-    Ok(Plan {
-        format_version: plan::FORMAT_VERSION,
-        pins: plan::Pins {
-            generation: g,
-            desired_digest: observed.desired_digest.clone(),
-            inventory_digest: String::new(),
-            config_digest: String::new(),
-        },
-        broker_running: false,
-        summary: Default::default(),
-        changes: Vec::new(),
-        steps: if reasons.is_empty() {
-            Vec::new()
-        } else {
-            vec![Step::PromoteConfig {
-                from_generation: g,
-                to_generation: g + 1,
-                reasons,
-                blast: Blast::default(),
-            }]
-        },
-        warnings: Vec::new(),
-        config: None,
-    })
-}
-
 /// Stop the broker. Works while a journal is open: the operator can always stop the broker,
 /// and the next `cotal apply` finishes the journal with the broker stopped.
 pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     let root = global.root()?;
-    let _lock = lock::acquire(&root, &super::holder(), args.lock_timeout)?;
+    let _lock = lock::acquire(&root, &crate::operator::holder(), args.lock_timeout)?;
     // The listener the running broker loaded: the promoted config's, else cotal.toml's (which
     // may be unparsable: stopping never needs it).
     let desired = observe::desired(&root).map(|(d, _)| d).unwrap_or_default();
@@ -227,7 +194,7 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
         }
         let cut = crate::store::cut::Cut {
             op: "cut".into(),
-            at: crate::apply::timestamp(),
+            at: crate::clock::timestamp(),
             generation: crate::store::generation::load(&root)?.generation(),
             evidence: crate::store::cut::Evidence {
                 broker_stopped: true,

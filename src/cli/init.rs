@@ -28,7 +28,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         None => None,
     };
     atomic::ensure_dir(&root.state_dir(), atomic::PRIVATE_DIR)?;
-    let _lock = lock::acquire(&root, &super::holder(), std::time::Duration::ZERO)?;
+    let _lock = lock::acquire(&root, &crate::operator::holder(), std::time::Duration::ZERO)?;
     crate::apply::refuse_if_journal_open(&journal::load(&root)?, "init")?;
     match broker_record::load(&root)? {
         broker_record::Loaded::Absent => {}

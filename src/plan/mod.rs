@@ -1,20 +1,36 @@
 //! The plan: a closed set of steps, ordered as DESIGN.md section 6 says, each with its reason
 //! and blast radius, computed by a pure function of (desired, observed).
 //!
-//! Invariants: [`compute`] does no IO, reads no clock and draws no randomness; equal inputs give
+//! [`compute`] is a pipeline of named pure stages: [`guards`] (refusals as values), [`removals`]
+//! (journaled and requested), [`diff`] (what changes per space, as types), [`describe`] (the
+//! words and blast radius people read), [`promotion`] (why the one config promotion happens,
+//! and the config it shows) and [`order`] (the steps in DESIGN.md's order).
+//!
+//! Invariants: the planner does no IO, reads no clock and draws no randomness; equal inputs give
 //! equal plans; the plan never holds a seed (it holds account public keys and shortened JWTs).
+//! What apply does depends only on a step's decision fields, never on display fields (details,
+//! blast radius, work lists, reason wording): [`Plan::decision_digest`] covers exactly those.
 
 mod blast;
 mod compute;
+mod describe;
+mod diff;
+pub mod guards;
+mod order;
+mod promotion;
+mod removals;
 
 pub use blast::Blast;
-pub use compute::{boot_drift, compute, guard_liveness, guard_trust, nodes};
+pub use compute::{compute, nodes};
+pub use guards::{Refusal, guard_liveness, guard_trust};
+pub use promotion::boot_plan;
 
 use crate::model::{SpaceName, SpaceSpec};
 use serde::{Deserialize, Serialize};
 
-/// Bumped when the JSON shape of a plan changes incompatibly.
-pub const FORMAT_VERSION: u32 = 1;
+/// Bumped when the JSON shape of a plan changes incompatibly. 2: promotion reasons and the
+/// state transition of a re-issue are typed; a saved plan pins its decisions, not its figures.
+pub const FORMAT_VERSION: u32 = 2;
 
 /// What a saved plan pins: if any of these moved, the plan is stale.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,12 +71,100 @@ pub struct SpaceChange {
     pub blast: Blast,
 }
 
-/// One field of a space that changes.
+/// One field of a space that changes (for people: the words of the diff).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FieldChange {
     pub field: String,
     pub from: String,
     pub to: String,
+}
+
+/// What a re-issue does to a space's state: the decision the executor (and the audit) acts on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Transition {
+    /// Active to suspended.
+    Suspend,
+    /// Suspended to active.
+    Resume,
+    /// Same state, other limits.
+    Limits,
+}
+
+/// Why the config is promoted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Reason {
+    /// The plan adds these spaces.
+    Adds { spaces: Vec<SpaceName> },
+    /// The plan removes these spaces, which the promoted config still loads.
+    Removes { spaces: Vec<SpaceName> },
+    /// The plan re-issues these spaces' JWTs.
+    Reissues { spaces: Vec<SpaceName> },
+    /// An imperative verb's own change of these spaces.
+    Changes { spaces: Vec<SpaceName> },
+    /// There is no `server.conf` yet.
+    NoConfig,
+    /// `server.conf` is not the rendering of the inventory (hand edit, interrupted apply).
+    ConfigDrift,
+    /// The generation record does not match the promoted inventory.
+    GenerationBehind,
+    /// There is no generation record yet.
+    NoGeneration,
+    /// `cotal up`: the config on disk is not the rendering of the inventory.
+    BootConfigDrift,
+    /// `cotal up`: the generation record does not match the inventory.
+    BootGenerationDrift,
+}
+
+impl Reason {
+    /// Whether the reason is one of the plan's own space changes (what an imperative verb
+    /// narrows away when it keeps other spaces' changes for later).
+    pub fn is_space_change(&self) -> bool {
+        matches!(
+            self,
+            Reason::Adds { .. } | Reason::Removes { .. } | Reason::Reissues { .. }
+        )
+    }
+}
+
+impl std::fmt::Display for Reason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Reason::Adds { spaces } => write!(f, "adds {}", list(spaces)),
+            Reason::Removes { spaces } => write!(f, "removes {}", list(spaces)),
+            Reason::Reissues { spaces } => write!(f, "re-issues {}", list(spaces)),
+            Reason::Changes { spaces } => write!(
+                f,
+                "changes {}",
+                spaces.iter().map(q).collect::<Vec<_>>().join(", ")
+            ),
+            Reason::NoConfig => f.write_str("server.conf does not exist yet"),
+            Reason::ConfigDrift => f.write_str(
+                "server.conf differs from the rendering of the inventory (edited by hand, or left by an interrupted apply)",
+            ),
+            Reason::GenerationBehind => f.write_str(
+                "the generation record does not match the promoted inventory (an apply was interrupted before it advanced the generation)",
+            ),
+            Reason::NoGeneration => f.write_str("no generation record yet"),
+            Reason::BootConfigDrift => {
+                f.write_str("server.conf is not the rendering of the inventory")
+            }
+            Reason::BootGenerationDrift => {
+                f.write_str("the generation record does not match the inventory")
+            }
+        }
+    }
+}
+
+/// `"a", "b" and "c"`.
+pub fn list<'a>(names: impl IntoIterator<Item = &'a SpaceName>) -> String {
+    let v: Vec<String> = names.into_iter().map(q).collect();
+    match v.len() {
+        0 => String::new(),
+        1 => v[0].clone(),
+        n => format!("{} and {}", v[..n - 1].join(", "), v[n - 1]),
+    }
 }
 
 /// The steps apply executes, in order. Closed: the executor matches every variant.
@@ -88,6 +192,7 @@ pub enum Step {
         space: SpaceName,
         account: String,
         spec: SpaceSpec,
+        transition: Transition,
         changes: Vec<FieldChange>,
         blast: Blast,
     },
@@ -100,7 +205,7 @@ pub enum Step {
     PromoteConfig {
         from_generation: u64,
         to_generation: u64,
-        reasons: Vec<String>,
+        reasons: Vec<Reason>,
         blast: Blast,
     },
     /// Create a space's missing streams and buckets and update drifted ones, under an
@@ -111,6 +216,29 @@ pub enum Step {
 }
 
 impl Step {
+    /// The step with its display fields emptied: only what the executor acts on.
+    pub fn decision(&self) -> Step {
+        let mut s = self.clone();
+        match &mut s {
+            Step::DeleteStreams { blast, .. } => *blast = Blast::default(),
+            Step::ReissueAccount { changes, blast, .. } => {
+                changes.clear();
+                *blast = Blast::default();
+            }
+            Step::PromoteConfig { reasons, blast, .. } => {
+                reasons.clear();
+                *blast = Blast::default();
+            }
+            Step::Provision { work, .. } => work.clear(),
+            Step::FinishJournal { .. }
+            | Step::AddAccount { .. }
+            | Step::WriteSysCreds { .. }
+            | Step::RecordProtection { .. }
+            | Step::Reap { .. } => {}
+        }
+        s
+    }
+
     /// The space a step acts on (none for the journal and the promotion).
     pub fn space(&self) -> Option<&SpaceName> {
         match self {
@@ -181,7 +309,7 @@ impl Step {
 
 /// A quoted space name for messages.
 pub fn q(space: &SpaceName) -> String {
-    serde_json::to_string(space.as_str()).expect("string")
+    space.quoted()
 }
 
 /// Counts for the summary line.
@@ -231,9 +359,13 @@ impl Plan {
         })
     }
 
-    /// Digest of the steps: what a saved plan promises to execute.
-    pub fn steps_digest(&self) -> String {
-        crate::digest::sha256(&serde_json::to_vec(&self.steps).expect("steps serialize"))
+    /// Digest of the steps' decisions: what a saved plan promises to execute. Display data
+    /// (details, blast radius figures, work lists, reasons) is left out, so live traffic between
+    /// `plan --out` and `apply FILE` does not make a saved plan stale; apply shows the fresh plan,
+    /// figures included, before it asks.
+    pub fn decision_digest(&self) -> String {
+        let decisions: Vec<Step> = self.steps.iter().map(Step::decision).collect();
+        crate::digest::sha256(&serde_json::to_vec(&decisions).expect("steps serialize"))
     }
 
     /// The part of the plan about `keep` (the imperative `cotal space` verbs): their steps, the
@@ -260,20 +392,17 @@ impl Plan {
                     reasons,
                     blast,
                 } => {
-                    let own = |r: &String| {
-                        r.starts_with("adds ")
-                            || r.starts_with("removes ")
-                            || r.starts_with("re-issues ")
-                    };
-                    let mut reasons: Vec<String> =
-                        reasons.iter().filter(|r| !own(r)).cloned().collect();
+                    let mut reasons: Vec<Reason> = reasons
+                        .iter()
+                        .filter(|r| !r.is_space_change())
+                        .cloned()
+                        .collect();
                     if kept_config_change {
                         reasons.insert(
                             0,
-                            format!(
-                                "changes {}",
-                                keep.iter().map(q).collect::<Vec<_>>().join(", ")
-                            ),
+                            Reason::Changes {
+                                spaces: keep.iter().cloned().collect(),
+                            },
                         );
                     }
                     if !reasons.is_empty() {

@@ -27,18 +27,9 @@ pub fn json(plan: &Plan) -> String {
     s
 }
 
-/// A space name for display: bare when it is plain, JSON-quoted otherwise (so a name with
-/// spaces, quotes or control characters can never forge a line of output).
+/// How a space name is shown: the one rule of [`SpaceName::quoted`].
 pub fn name(space: &SpaceName) -> String {
-    let s = space.as_str();
-    let plain = s
-        .chars()
-        .all(|c| c.is_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if plain {
-        s.to_string()
-    } else {
-        serde_json::to_string(s).expect("string")
-    }
+    space.quoted()
 }
 
 /// Unified diff of the config before and after (JWTs already shortened).

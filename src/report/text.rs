@@ -91,7 +91,14 @@ pub fn text(plan: &Plan, p: &Palette) -> String {
             let _ = writeln!(
                 out,
                 "     {}",
-                p.dim.apply_to(format!("because: {}", reasons.join("; ")))
+                p.dim.apply_to(format!(
+                    "because: {}",
+                    reasons
+                        .iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ))
             );
             let _ = writeln!(
                 out,

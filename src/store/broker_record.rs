@@ -64,7 +64,6 @@ impl BrokerRecord {
             operator_jwt: self.operator.jwt.clone(),
             sys_pub: self.sys.public.clone(),
             sys_jwt: self.sys.jwt.clone(),
-            trust_gen: self.trust_gen,
         })
     }
 }

@@ -16,6 +16,10 @@ const PURE: &[&str] = &[
     "src/lifecycle.rs",
     "src/permissions.rs",
     "src/streams.rs",
+    "src/edit.rs",
+    "src/secret.rs",
+    "src/audit.rs",
+    "src/error.rs",
     "src/plan",
     "src/report",
 ];

@@ -88,8 +88,8 @@ fn a_new_user_adds_two_spaces_then_removes_one() {
 
     let text = root.cotal(&["plan"]).assert().success();
     let text = stdout(&text);
-    assert!(text.contains("+ design add"), "{text}");
-    assert!(text.contains("+ release add"));
+    assert!(text.contains("+ \"design\" add"), "{text}");
+    assert!(text.contains("+ \"release\" add"));
     assert!(text.contains("Plan: 2 to add, 0 to change, 0 to remove."));
     assert!(text.contains("+++ server.conf (planned)"));
     root.cotal(&["plan", "--detailed-exitcode"])
@@ -97,13 +97,13 @@ fn a_new_user_adds_two_spaces_then_removes_one() {
         .code(2);
     let json = root.cotal(&["plan", "--format", "json"]).assert().success();
     let plan: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
-    assert_eq!(plan["format_version"], 1);
+    assert_eq!(plan["format_version"], 2);
     assert_eq!(plan["summary"]["add"], 2);
     let md = root
         .cotal(&["plan", "--format", "markdown"])
         .assert()
         .success();
-    assert!(stdout(&md).contains("| `+` | design |"));
+    assert!(stdout(&md).contains("| `+` | \"design\" |"));
 
     root.apply()
         .success()
@@ -528,8 +528,8 @@ fn an_open_journal_blocks_other_verbs_and_apply_finishes_it() {
         text.contains("finish the apply interrupted at 2026-01-01T00:00:00Z"),
         "{text}"
     );
-    assert!(text.contains("- release remove"), "{text}");
-    assert!(text.contains("+ release add"), "{text}");
+    assert!(text.contains("- \"release\" remove"), "{text}");
+    assert!(text.contains("+ \"release\" add"), "{text}");
     root.cotal(&["apply", "--auto-approve"]).assert().success();
     assert!(!root.file(".cotal/maintenance/journal.json").exists());
     assert_ne!(
@@ -617,7 +617,7 @@ fn suspension_and_limits_reissue_the_same_account() {
     root.desire("[spaces.design]\nstate = \"suspended\"\n[spaces.design.limits]\nmax_connections = 5\nmax_storage = \"10GiB\"\n\n[spaces.release]\n");
     let plan = root.cotal(&["plan"]).assert().success();
     let text = stdout(&plan);
-    assert!(text.contains("~ design change"), "{text}");
+    assert!(text.contains("~ \"design\" change"), "{text}");
     assert!(text.contains("state: active -> suspended"), "{text}");
     assert!(text.contains("data kept"), "{text}");
     root.apply().success();
@@ -688,8 +688,8 @@ fn space_verbs_edit_the_file_keeping_comments_and_apply_only_their_change() {
         .assert()
         .success();
     let text = stdout(&out);
-    assert!(text.contains("+ design add"), "{text}");
-    assert!(!text.contains("+ other"), "only this change: {text}");
+    assert!(text.contains("+ \"design\" add"), "{text}");
+    assert!(!text.contains("+ \"other\""), "only this change: {text}");
     assert!(text.contains("other pending changes (\"other\")"), "{text}");
     let edited = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
     assert!(

@@ -76,7 +76,8 @@ fn apply_once(root: &TestRoot) -> Result<(), i32> {
     .unwrap();
     let (desired, digest) = observe::desired(&r).unwrap();
     let observed = observe::observe(&r, &desired, digest).unwrap();
-    let plan = plan::compute(&desired, &observed).map_err(|e| e.exit_code())?;
+    let plan =
+        plan::compute(&desired, &observed).map_err(|e| cotal::error::Error::from(e).exit_code())?;
     if plan.is_empty() {
         return Ok(());
     }

@@ -44,7 +44,6 @@ fn trust() -> BrokerTrust {
             &op,
         )
         .unwrap(),
-        trust_gen: 0,
     }
 }
 
@@ -142,7 +141,10 @@ fn text(plan: &Plan) -> String {
 
 fn refusal(d: &Desired, o: &Observed) -> String {
     match plan::compute(d, o) {
-        Err(e) => format!("exit {}: {e}", e.exit_code()),
+        Err(e) => {
+            let e = cotal::error::Error::from(e);
+            format!("exit {}: {e}", e.exit_code())
+        }
         Ok(p) => panic!("expected a refusal, got {}", text(&p)),
     }
 }
@@ -337,7 +339,7 @@ fn drift_in_the_config_or_the_generation_is_a_plan() {
     let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
     assert_eq!(p.steps.len(), 1);
     assert!(
-        matches!(&p.steps[0], plan::Step::PromoteConfig { reasons, .. } if reasons[0].contains("generation record does not match"))
+        matches!(&p.steps[0], plan::Step::PromoteConfig { reasons, .. } if reasons[0] == plan::Reason::GenerationBehind)
     );
 
     // A record whose JWT no longer matches the desired limits.

@@ -436,7 +436,7 @@ fn a_reload_the_broker_refuses_is_rolled_back() {
     // The plan shows the refused add again; the next apply makes it.
     let plan = b.root.cotal(&["plan"]).assert().success();
     assert!(
-        crate::support::stdout(&plan).contains("+ release"),
+        crate::support::stdout(&plan).contains("+ \"release\""),
         "{}",
         crate::support::stdout(&plan)
     );
@@ -1245,7 +1245,7 @@ fn up_renders_from_the_inventory_when_the_config_drifted_and_leaves_pending_edit
     let plan = b.root.cotal(&["plan"]).assert().success();
     let text = stdout(&plan);
     assert!(
-        text.contains("+ pending add") && !text.contains("differs"),
+        text.contains("+ \"pending\" add") && !text.contains("differs"),
         "{text}"
     );
 }
@@ -1267,7 +1267,7 @@ fn a_stream_whose_config_drifted_is_a_change_and_apply_repairs_it() {
         .assert()
         .code(2);
     let text = stdout(&plan);
-    assert!(text.contains("~ design change"), "{text}");
+    assert!(text.contains("~ \"design\" change"), "{text}");
     assert!(
         text.contains("update CHAT_design (drifted: max_msgs_per_subject)"),
         "{text}"

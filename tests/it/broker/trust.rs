@@ -619,7 +619,7 @@ fn a_rolled_back_change_is_still_a_change_in_the_next_plan() {
         .assert()
         .code(2);
     let plan = stdout(&plan);
-    assert!(plan.contains("~ design"), "{plan}");
+    assert!(plan.contains("~ \"design\""), "{plan}");
     assert!(plan.contains("max_connections: unlimited -> 7"), "{plan}");
     b.root
         .cotal(&["apply", "--auto-approve"])

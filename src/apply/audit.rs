@@ -1,0 +1,186 @@
+//! The audit records of one apply: mandatory events before the work they announce (so the
+//! audit fails closed), and the transitions each step completed.
+
+use super::Outcome;
+use crate::audit::{Actor, Counts, Event, Generations, Record as AuditRecord};
+use crate::error::Result;
+use crate::model::SpaceName;
+use crate::plan::{Plan, Step, Transition};
+use crate::store::Root;
+use crate::store::audit as store_audit;
+
+/// Writes the audit records of one apply.
+pub struct Auditor<'a> {
+    pub root: &'a Root,
+    pub actor: Actor,
+    pub plan_digest: String,
+    pub before: u64,
+}
+
+impl Auditor<'_> {
+    pub fn write(
+        &self,
+        event: Event,
+        space: Option<&SpaceName>,
+        after: Option<u64>,
+        outcome: &str,
+        counts: Option<Counts>,
+    ) -> Result<()> {
+        store_audit::append(
+            self.root,
+            &AuditRecord {
+                time: crate::clock::timestamp(),
+                event,
+                space: space.cloned(),
+                actor: self.actor.clone(),
+                generation: Generations {
+                    before: self.before,
+                    after,
+                },
+                plan_digest: self.plan_digest.clone(),
+                outcome: outcome.to_string(),
+                counts,
+            },
+        )
+    }
+
+    /// Whether the last audit record of `space` is `space.provisioning` (an add never finished).
+    fn add_unfinished(&self, space: &SpaceName) -> Result<bool> {
+        Ok(store_audit::read(self.root)?
+            .iter()
+            .rev()
+            .find(|r| r.space.as_ref() == Some(space))
+            .is_some_and(|r| r.event == Event::SpaceProvisioning))
+    }
+
+    /// Mandatory events written before the step's work (a removal's before its commit point).
+    pub fn before_step(&self, step: &Step) -> Result<()> {
+        match step {
+            Step::DeleteStreams {
+                space,
+                committed: false,
+                blast,
+                ..
+            } => self.write(
+                Event::SpaceRemovalStarted,
+                Some(space),
+                None,
+                "deleting its streams and buckets",
+                Some(Counts::of(blast)),
+            ),
+            Step::AddAccount { space, .. } => self.write(
+                Event::SpaceProvisioning,
+                Some(space),
+                None,
+                "minting its account",
+                None,
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Events of transitions a step completed.
+    pub fn after_step(
+        &self,
+        step: &Step,
+        plan: &Plan,
+        running: bool,
+        outcome: &Outcome,
+    ) -> Result<()> {
+        let after = outcome.generation.map(|(_, to)| to);
+        match step {
+            Step::RecordProtection { space, protect } => self.write(
+                Event::SpaceProtected,
+                Some(space),
+                after,
+                &format!("protect = {protect}"),
+                None,
+            ),
+            // A re-issued account takes effect when the broker loads the promoted config.
+            Step::PromoteConfig { .. } => {
+                for s in &plan.steps {
+                    if let Step::ReissueAccount {
+                        space,
+                        transition,
+                        changes,
+                        blast,
+                        ..
+                    } = s
+                    {
+                        let event = match transition {
+                            Transition::Suspend => Event::SpaceSuspended,
+                            Transition::Resume => Event::SpaceResumed,
+                            Transition::Limits => Event::SpaceLimitsChanged,
+                        };
+                        let what: Vec<String> = changes
+                            .iter()
+                            .map(|c| format!("{}: {} -> {}", c.field, c.from, c.to))
+                            .collect();
+                        let counts = Counts {
+                            connections: blast.connections_dropped,
+                            ..Counts::default()
+                        };
+                        self.write(event, Some(space), after, &what.join("; "), Some(counts))?;
+                    }
+                }
+                if !running {
+                    for space in added(plan) {
+                        self.write(
+                            Event::SpaceAdded,
+                            Some(space),
+                            after,
+                            "added; its streams are provisioned at the next `cotal up`",
+                            None,
+                        )?;
+                    }
+                }
+                Ok(())
+            }
+            Step::Provision { space, .. } if added(plan).contains(&space) => self.write(
+                Event::SpaceAdded,
+                Some(space),
+                after,
+                "added, loaded and provisioned",
+                None,
+            ),
+            // A re-run finishing an interrupted add completes it: the audit's last word on the
+            // space is still `space.provisioning`.
+            Step::Provision { space, .. } if self.add_unfinished(space)? => self.write(
+                Event::SpaceAdded,
+                Some(space),
+                after,
+                "provisioning finished by a re-run",
+                None,
+            ),
+            Step::Reap { space, account } => {
+                let counts = plan.steps.iter().find_map(|s| match s {
+                    Step::DeleteStreams {
+                        space: sp,
+                        account: a,
+                        blast,
+                        ..
+                    } if sp == space && a == account => Some(Counts::of(blast)),
+                    _ => None,
+                });
+                let text = if outcome.reap_failures.iter().any(|f| &f.space == space) {
+                    "removed; some local material could not be reaped"
+                } else {
+                    "removed"
+                };
+                self.write(Event::SpaceRemoved, Some(space), after, text, counts)
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Spaces the plan adds.
+fn added(plan: &Plan) -> Vec<&SpaceName> {
+    plan.steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::AddAccount { space, .. } => Some(space),
+            _ => None,
+        })
+        .collect()
+}

@@ -1,0 +1,334 @@
+//! The executor: runs a [`Plan`]'s steps in order under the root's lock, with one exhaustive
+//! `match` over [`Step`], journaling each step's start and end.
+//!
+//! Invariants:
+//! - Nothing before a removal's commit point destroys anything; every step is idempotent, so
+//!   re-running apply after a crash finishes the work.
+//! - A removal's commit point is the journal saying `committed` for it, written before its first
+//!   stream is deleted: a failure anywhere after that leaves the removal to be finished.
+//! - The journal is opened before the first step and closed after the last. A failure after a
+//!   commit point leaves it open and returns [`Error::Interrupted`] (exit 6); a failure before any
+//!   commit point closes it (the re-plan derives the remaining work) and returns the failure.
+//! - The root's lock is checked before every step and just before the promotion: once its file
+//!   was replaced, this apply stops and touches nothing more (not even the journal).
+//! - Promotion is compare-and-set twice: on the generation record, and on the inventory, which
+//!   must hold exactly what the plan saw plus this apply's own writes.
+//! - A reload is confirmed by the broker itself; one it does not confirm is rolled back with
+//!   everything the apply changed (config and records), so disk and broker agree again.
+//! - Reap failures are reported, never thrown: they come after a commit point.
+
+mod audit;
+mod promote;
+mod steps;
+mod undo;
+mod users;
+
+use crate::audit::{Actor, Event};
+use crate::broker::Broker;
+use crate::desired::Desired;
+use crate::error::{Error, Result};
+use crate::fault::{self, Point};
+use crate::model::SpaceName;
+use crate::observed::{Journal, JournalState, JournaledRemoval, JournaledStep, Observed};
+use crate::plan::{self, Plan, Step, q};
+use crate::store::broker_record::{self, BrokerRecord};
+use crate::store::lock::Lock;
+use crate::store::{Root, journal};
+use audit::Auditor;
+use std::collections::BTreeMap;
+use undo::{Undo, annotate, put_back};
+
+/// What an apply did.
+#[derive(Debug, Default)]
+pub struct Outcome {
+    pub generation: Option<(u64, u64)>,
+    pub reap_failures: Vec<ReapFailure>,
+}
+
+/// Local material of a removed space that could not be reaped (the removal itself is done).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReapFailure {
+    pub space: SpaceName,
+    /// `store folder`, `account record` or `space folder`.
+    pub part: &'static str,
+    pub error: String,
+}
+
+impl std::fmt::Display for ReapFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} of {}: {}", self.part, q(&self.space), self.error)
+    }
+}
+
+/// Everything the executor needs besides the plan.
+pub struct Context<'a> {
+    pub root: &'a Root,
+    pub desired: &'a Desired,
+    pub observed: &'a Observed,
+    /// Who is applying, for the journal and the audit.
+    pub actor: Actor,
+    /// The root's lock, held by the caller.
+    pub lock: &'a Lock,
+}
+
+/// The inventory the promotion must find on disk: account key and JWT per space.
+type ExpectedInventory = BTreeMap<SpaceName, (String, String)>;
+
+/// What an apply carries from step to step.
+struct State {
+    journal: Journal,
+    /// What the plan saw of the inventory, plus this apply's own writes.
+    expected: ExpectedInventory,
+    undo: Vec<Undo>,
+}
+
+/// Execute `plan`. The caller holds the lock and has confirmed.
+pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Outcome> {
+    let record = load_broker(ctx.root)?;
+    let audit = Auditor {
+        root: ctx.root,
+        actor: ctx.actor.clone(),
+        plan_digest: plan.decision_digest(),
+        before: ctx.observed.generation.generation(),
+    };
+    ctx.lock.verify()?;
+    // Fail closed: nothing is changed before the apply is on the record.
+    audit.write(Event::ApplyStarted, None, None, "started", None)?;
+    let mut outcome = Outcome::default();
+    match run(ctx, plan, broker, &record, &audit, &mut outcome) {
+        Ok(()) => Ok(outcome),
+        // The root may be another cotal's now: not even the audit is written.
+        Err(e @ Error::LockLost(_)) => Err(e),
+        Err(e) => {
+            let event = if matches!(e, Error::RolledBack(_)) {
+                Event::ApplyRolledBack
+            } else {
+                Event::ApplyFailed
+            };
+            // Best effort: the failure itself may be the audit log.
+            let _ = audit.write(event, None, None, &first_line(&e.to_string()), None);
+            Err(e)
+        }
+    }
+}
+
+fn run(
+    ctx: &Context,
+    plan: &Plan,
+    broker: &mut dyn Broker,
+    record: &BrokerRecord,
+    audit: &Auditor,
+    outcome: &mut Outcome,
+) -> Result<()> {
+    let journal = Journal {
+        op: "apply".into(),
+        plan_digest: audit.plan_digest.clone(),
+        started_at: crate::clock::timestamp(),
+        pid: std::process::id(),
+        host: ctx.actor.host.clone(),
+        removals: plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::DeleteStreams {
+                    space,
+                    account,
+                    committed,
+                    ..
+                } => Some(JournaledRemoval {
+                    space: space.clone(),
+                    account: account.clone(),
+                    committed: *committed,
+                }),
+                _ => None,
+            })
+            .collect(),
+        // Accounts an interrupted apply minted for names it was also removing stay known.
+        added: match &ctx.observed.journal {
+            JournalState::Open(j) => j.added.clone(),
+            _ => Vec::new(),
+        },
+        steps: Vec::new(),
+    };
+    let mut state = State {
+        journal,
+        expected: ctx
+            .observed
+            .inventory
+            .spaces
+            .iter()
+            .map(|(n, s)| (n.clone(), (s.account_pub.clone(), s.jwt.clone())))
+            .collect(),
+        undo: Vec::new(),
+    };
+    journal::save(ctx.root, &state.journal)?;
+    tracing::info!(steps = plan.steps.len(), digest = %state.journal.plan_digest, "journal opened");
+    fault::point(Point::AfterJournalOpen);
+
+    let mut committed = state.journal.removals.iter().any(|r| r.committed);
+    for step in &plan.steps {
+        // A lost lock stops the apply where it is, journal untouched: another cotal may own it.
+        ctx.lock.verify().map_err(lock_lost)?;
+        state.journal.steps.push(JournaledStep {
+            step: step.title(),
+            started_at: crate::clock::timestamp(),
+            ended_at: None,
+        });
+        journal::save(ctx.root, &state.journal)?;
+        tracing::info!(step = %step.title(), "step started");
+        let result = audit
+            .before_step(step)
+            .and_then(|_| run_step(ctx, record, step, broker, &mut state, outcome, plan))
+            .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
+        committed |= state.journal.removals.iter().any(|r| r.committed);
+        if let Err(e) = result {
+            // Records written for a promotion that never took effect are put back, so the
+            // inventory never runs ahead of the broker (a lost lock touches nothing more).
+            let e = match outcome.generation {
+                None if !matches!(e, Error::LockLost(_)) => put_back(e, &mut state.undo),
+                // Past the promotion the change is in force: say so, with what is left.
+                Some((from, to)) => annotate(
+                    e,
+                    &format!(
+                        "the new config was already promoted and confirmed (generation {from} -> {to}); run `cotal apply` again to finish the remaining steps"
+                    ),
+                ),
+                None => e,
+            };
+            return Err(fail(ctx.root, e, committed, step));
+        }
+        if let Some(last) = state.journal.steps.last_mut() {
+            last.ended_at = Some(crate::clock::timestamp());
+        }
+        journal::save(ctx.root, &state.journal)?;
+    }
+    let after = outcome.generation.map(|(_, to)| to);
+    if let Err(e) = audit.write(Event::ApplyCompleted, None, after, "completed", None) {
+        return Err(match plan.steps.last() {
+            Some(last) => fail(ctx.root, e, committed, last),
+            None => e,
+        });
+    }
+    fault::point(Point::BeforeJournalClose);
+    journal::close(ctx.root)?;
+    tracing::info!("journal closed");
+    Ok(())
+}
+
+/// A lost lock is reported as a refusal that the failure path must not treat as its own: the
+/// journal now may be another apply's.
+fn lock_lost(e: Error) -> Error {
+    match e {
+        Error::Refused(msg) => Error::LockLost(msg),
+        other => other,
+    }
+}
+
+fn first_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").to_string()
+}
+
+/// The one exhaustive `match` over [`Step`]: one call per kind of step.
+fn run_step(
+    ctx: &Context,
+    record: &BrokerRecord,
+    step: &Step,
+    broker: &mut dyn Broker,
+    state: &mut State,
+    outcome: &mut Outcome,
+    plan: &Plan,
+) -> Result<()> {
+    match step {
+        Step::FinishJournal { .. } => Ok(()),
+        Step::DeleteStreams { space, account, .. } => {
+            steps::delete_streams(ctx, broker, state, space, account)
+        }
+        Step::AddAccount { space, spec } => steps::add_account(ctx, record, state, space, spec),
+        Step::ReissueAccount {
+            space,
+            account,
+            spec,
+            ..
+        } => steps::reissue_account(ctx, record, state, space, account, spec),
+        Step::WriteSysCreds { space } => steps::heal_sys_creds(ctx, record, space),
+        Step::RecordProtection { space, protect } => {
+            steps::record_protection(ctx, state, space, *protect)
+        }
+        Step::PromoteConfig {
+            from_generation, ..
+        } => {
+            let generations = promote::promote(ctx, record, *from_generation, state, plan, broker)?;
+            outcome.generation = Some(generations);
+            Ok(())
+        }
+        Step::Provision { space, .. } => steps::provision(ctx, broker, space),
+        Step::Reap { space, account } => {
+            steps::reap(ctx, broker.running(), outcome, space, account);
+            Ok(())
+        }
+    }
+}
+
+/// Turn a step failure into what the operator must know: before any commit point the journal is
+/// closed and the failure returned as is; after one, the journal stays and apply must be re-run.
+fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
+    if matches!(e, Error::LockLost(_)) {
+        return e;
+    }
+    if committed {
+        Error::Interrupted(format!(
+            "apply stopped at `{}` after a commit point: {e}\n\
+             the journal stays open: every removal it names is committed and will be finished.\n\
+             next: fix the cause and re-run `cotal apply`; if the broker is what blocks it, `cotal down` (which works while the journal is open) and `cotal apply` finish it with the broker stopped",
+            step.title()
+        ))
+    } else {
+        let _ = journal::close(root);
+        e
+    }
+}
+
+fn load_broker(root: &Root) -> Result<BrokerRecord> {
+    match broker_record::load(root)? {
+        broker_record::Loaded::Valid(record, _) => Ok(*record),
+        broker_record::Loaded::Absent => {
+            Err(Error::Refused(
+            "the broker record disappeared during apply.\nnext: restore .cotal/auth/broker.json from a backup".into(),
+        ))
+        }
+        broker_record::Loaded::Corrupt(why) => Err(Error::Refused(format!(
+            "{} is corrupt: {why}.\nnext: restore it from a backup",
+            root.broker_record().display()
+        ))),
+    }
+}
+
+/// Whether the journal observed blocks a verb other than apply.
+pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Result<()> {
+    match observed_journal {
+        JournalState::Closed => Ok(()),
+        JournalState::Open(j) => Err(Error::Interrupted(format!(
+            "an apply started at {} by pid {} on {} was interrupted (journal .cotal/maintenance/journal.json); `{verb}` refuses until it is finished.\n\
+             next: run `cotal apply` to finish it{}",
+            j.started_at,
+            j.pid,
+            j.host,
+            if j.removals.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " (it completes the removal of {})",
+                    j.removals
+                        .iter()
+                        .map(|r| plan::q(&r.space))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        ))),
+        JournalState::Corrupt { file, reason } => Err(Error::Interrupted(format!(
+            "the apply journal {} is corrupt ({reason}); `{verb}` refuses.\nnext: inspect it and run `cotal plan`",
+            file.display()
+        ))),
+    }
+}

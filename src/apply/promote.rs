@@ -1,0 +1,289 @@
+//! The one promotion of an apply, as named stages: read the inventory and check it is what the
+//! plan saw ([`checked_inventory`]), render and pre-flight every node's config
+//! ([`render_and_preflight`]), compare-and-set the generation ([`compare_and_set`]), promote,
+//! reload and confirm or roll back ([`reload_or_roll_back`]), advance the generation.
+//!
+//! Invariants: nothing is promoted unless the inventory on disk is exactly what the plan saw
+//! plus this apply's writes and the generation is still the plan's; a reload the broker does not
+//! confirm puts back the previous config and every record this apply wrote (exit 7).
+
+use super::undo::undo_writes;
+use super::users::space_user;
+use super::{Context, ExpectedInventory, State, lock_lost};
+use crate::broker::{Broker, Expectation, preflight};
+use crate::digest;
+use crate::error::{Error, Result};
+use crate::fault::{self, Point};
+use crate::observed::{
+    BrokerTrust, GenerationRecord, GenerationState, Inventory, JournaledRemoval,
+};
+use crate::permissions;
+use crate::plan::{self, Plan, Step};
+use crate::render;
+use crate::store::broker_record::BrokerRecord;
+use crate::store::{Root, account_record, generation, inventory, server_conf};
+
+/// Render from the inventory as it is on disk now (minus the journaled removals), promote by
+/// compare-and-set, reload and confirm a running broker (rolling back the config and every
+/// record this apply wrote when it does not confirm), then advance the generation. Returns
+/// (from, to).
+pub fn promote(
+    ctx: &Context,
+    record: &BrokerRecord,
+    expected: u64,
+    state: &mut State,
+    plan: &Plan,
+    broker: &mut dyn Broker,
+) -> Result<(u64, u64)> {
+    let root = ctx.root;
+    let trust = record.validate().map_err(Error::Other)?;
+    let inv = checked_inventory(root, &trust, &state.expected, &state.journal.removals)?;
+    let candidate = render_and_preflight(ctx, &trust, &inv)?;
+    let current = compare_and_set(root, expected)?;
+    // Everything the reload check needs is ready before the config changes.
+    let expectations = if broker.running() {
+        expectations(root, plan, &state.journal.removals)?
+    } else {
+        Vec::new()
+    };
+    ctx.lock.verify().map_err(lock_lost)?;
+    server_conf::promote_next(root)?;
+    tracing::info!(
+        generation = current,
+        spaces = inv.spaces.len(),
+        "config promoted"
+    );
+    fault::point(Point::AfterConfigPromoted);
+    fault::break_config(&root.server_conf());
+    if broker.running() {
+        fault::point(Point::BeforeReload);
+        reload_or_roll_back(root, broker, &candidate.digests, &expectations, state)?;
+    }
+    fault::point(Point::AfterReload);
+    generation::save(
+        root,
+        &GenerationRecord {
+            generation: current + 1,
+            inventory_digest: candidate.inventory_digest,
+        },
+    )?;
+    Ok((current, current + 1))
+}
+
+/// The inventory on disk, refused unless it is certain and exactly what this apply expects;
+/// the spaces being removed (which keep their records until the reap) left out.
+fn checked_inventory(
+    root: &Root,
+    trust: &BrokerTrust,
+    expected: &ExpectedInventory,
+    removals: &[JournaledRemoval],
+) -> Result<Inventory> {
+    let mut inv = inventory::read(root, &trust.operator_pub)?;
+    if let Some(c) = inv.corrupt.first() {
+        return Err(Error::Refused(format!(
+            "the inventory became uncertain during apply ({}: {}); an uncertain tenant list is not rendered.\nnext: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
+            c.file.display(),
+            c.reason
+        )));
+    }
+    check_inventory(root, &inv, expected)?;
+    inv.spaces.retain(|name, space| {
+        !removals
+            .iter()
+            .any(|r| &r.space == name && r.account == space.account_pub)
+    });
+    Ok(inv)
+}
+
+/// The rendered candidate: each node's config digest, and the inventory digest it renders.
+struct Candidate {
+    digests: Vec<String>,
+    inventory_digest: String,
+}
+
+/// Render every node's config to `server.conf.next` and have nats-server check it; one node
+/// today, each rendered and pre-flighted before any is promoted.
+fn render_and_preflight(ctx: &Context, trust: &BrokerTrust, inv: &Inventory) -> Result<Candidate> {
+    let root = ctx.root;
+    let preloads = render::inventory_preloads(&inv.spaces);
+    let mut digests = Vec::new();
+    for node in &plan::nodes(ctx.desired, ctx.observed) {
+        let rendered = render::render(trust, &preloads, node).map_err(Error::Refused)?;
+        let next = server_conf::write_next(root, &rendered.text)?;
+        if let Err(e) = preflight::check(&next) {
+            server_conf::discard_next(root)?;
+            return Err(e);
+        }
+        digests.push(rendered.digest);
+    }
+    Ok(Candidate {
+        digests,
+        inventory_digest: digest::preloads(&preloads),
+    })
+}
+
+/// The generation must still be the one this plan was made against. Returns it.
+fn compare_and_set(root: &Root, expected: u64) -> Result<u64> {
+    let current = match generation::load(root)? {
+        GenerationState::Corrupt { file, reason } => {
+            server_conf::discard_next(root)?;
+            return Err(Error::Refused(format!(
+                "{} became corrupt during apply: {reason}.\nnext: find who changed it during the apply; restore or delete it, then run `cotal plan`",
+                file.display()
+            )));
+        }
+        other => other.generation(),
+    };
+    if current != expected {
+        server_conf::discard_next(root)?;
+        return Err(Error::Refused(format!(
+            "the generation moved from {expected} to {current} while this apply held the lock: another writer promoted a config (a cotal that bypassed the lock, or a hand edit of {}).\n\
+             blast radius: none from this apply; its config was not promoted.\n\
+             next: run `cotal plan` to see the state now, then apply again",
+            root.generation_record().display()
+        )));
+    }
+    Ok(current)
+}
+
+/// Reload every node and confirm it on the broker and its data plane; when that fails, put
+/// back the previous config (confirmed the same way) and every record this apply wrote, and
+/// say so (exit 7).
+fn reload_or_roll_back(
+    root: &Root,
+    broker: &mut dyn Broker,
+    digests: &[String],
+    expectations: &[Expectation],
+    state: &mut State,
+) -> Result<()> {
+    let confirmed = broker
+        .reload(digests)
+        .and_then(|_| broker.verify(expectations));
+    let Err(e) = confirmed else {
+        return Ok(());
+    };
+    let reloaded = match server_conf::restore_prev(root).and_then(|_| broker.restore()) {
+        Ok(true) => "the previous config was restored and the broker confirmed it".to_string(),
+        Ok(false) => "the previous config was restored; no reload had reached the broker, so it still runs that config".to_string(),
+        Err(again) => format!("the previous config could not be restored and confirmed: {again}"),
+    };
+    let not_undone = undo_writes(&state.undo);
+    state.undo.clear();
+    let records = if not_undone.is_empty() {
+        "every record this apply wrote was put back; the generation is unchanged".to_string()
+    } else {
+        format!(
+            "some records this apply wrote could not be put back ({}); the generation is unchanged",
+            not_undone.join("; ")
+        )
+    };
+    Err(Error::RolledBack(format!(
+        "{e}\n{reloaded}; {records}.\nnext: `cotal plan` shows the refused change again; fix its cause and apply again"
+    )))
+}
+
+/// What the broker must show after the reload: added and re-issued spaces loaded with exactly
+/// their new JWT (asked through the system account, so a space at its connection limit is
+/// checked without a free slot); added active spaces accept a fresh user (all their slots are
+/// free); suspended ones refuse it; removed ones are unloaded and refuse it.
+fn expectations(
+    root: &Root,
+    plan: &Plan,
+    removals: &[JournaledRemoval],
+) -> Result<Vec<Expectation>> {
+    let mut out = Vec::new();
+    for step in &plan.steps {
+        let (space, spec, added) = match step {
+            Step::AddAccount { space, spec } => (space, spec, true),
+            Step::ReissueAccount { space, spec, .. } => (space, spec, false),
+            _ => continue,
+        };
+        let record = account_record::load(root, space)?;
+        let account = record.account.public.clone();
+        out.push(Expectation::Loaded {
+            space: space.clone(),
+            account: account.clone(),
+            jwt: record.account.jwt.clone(),
+        });
+        let active = spec.state == crate::model::SpaceState::Active;
+        if active && !added {
+            continue;
+        }
+        if let Some(creds) = space_user(
+            root,
+            space,
+            &account,
+            "cotal-verifier",
+            permissions::verifier(),
+        )? {
+            out.push(if active {
+                Expectation::Accepts {
+                    space: space.clone(),
+                    creds,
+                }
+            } else {
+                Expectation::Refuses {
+                    space: space.clone(),
+                    creds,
+                }
+            });
+        }
+    }
+    for r in removals {
+        out.push(Expectation::Unloaded {
+            space: r.space.clone(),
+            account: r.account.clone(),
+        });
+        if let Some(creds) = space_user(
+            root,
+            &r.space,
+            &r.account,
+            "cotal-verifier",
+            permissions::verifier(),
+        )? {
+            out.push(Expectation::Refuses {
+                space: r.space.clone(),
+                creds,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Refuse when the inventory on disk is not what this apply expects (what the plan saw plus
+/// its own writes): a record that vanished, changed or appeared under the lock would otherwise
+/// be rendered (or silently dropped, evicting its tenant).
+fn check_inventory(
+    root: &Root,
+    inv: &crate::observed::Inventory,
+    expected: &ExpectedInventory,
+) -> Result<()> {
+    let mut moved = Vec::new();
+    for (name, (account, jwt)) in expected {
+        match inv.spaces.get(name) {
+            None => moved.push(format!("{} vanished", plan::q(name))),
+            Some(s) if &s.account_pub != account => moved.push(format!(
+                "{} now holds account {} (the plan saw {account})",
+                plan::q(name),
+                s.account_pub
+            )),
+            Some(s) if &s.jwt != jwt => {
+                moved.push(format!("{} holds another account JWT", plan::q(name)))
+            }
+            Some(_) => {}
+        }
+    }
+    for name in inv.spaces.keys().filter(|n| !expected.contains_key(*n)) {
+        moved.push(format!("{} appeared", plan::q(name)));
+    }
+    if moved.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "the account inventory in {} changed under the lock since the plan was made: {}.\n\
+         blast radius: none from the promotion; it was not done, so the broker still serves the config it had.\n\
+         next: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
+        root.auth_dir().display(),
+        moved.join("; ")
+    )))
+}

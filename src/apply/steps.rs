@@ -1,0 +1,186 @@
+//! One function per kind of step: what the executor's `match` calls for each [`Step`] arm.
+//!
+//! Invariant: every step is idempotent (a re-run after a crash finds its work done and goes
+//! on), and every record a step writes is remembered so a rollback can put it back.
+
+use super::undo::{Undo, remember};
+use super::users::{space_user, write_sys_creds};
+use super::{Context, Outcome, ReapFailure, State};
+use crate::broker::Broker;
+use crate::error::{Error, Result};
+use crate::fault::{self, Point};
+use crate::mint;
+use crate::model::{SpaceName, SpaceSpec};
+use crate::observed::JournaledAdd;
+use crate::permissions;
+use crate::plan::q;
+use crate::store::broker_record::BrokerRecord;
+use crate::store::paths::SpaceFile;
+use crate::store::{account_record, jetstream_dir, journal, space_dir};
+
+/// A removal's commit point, then its teardown: the journal says the removal is committed (on
+/// disk) before anything is deleted, so a failure from here on leaves it to be finished.
+pub fn delete_streams(
+    ctx: &Context,
+    broker: &mut dyn Broker,
+    state: &mut State,
+    space: &SpaceName,
+    account: &str,
+) -> Result<()> {
+    let mut journal = state.journal.clone();
+    if let Some(r) = journal
+        .removals
+        .iter_mut()
+        .find(|r| &r.space == space && r.account == account)
+        && !r.committed
+    {
+        r.committed = true;
+        journal::save(ctx.root, &journal)?;
+        state.journal = journal;
+    }
+    fault::point(Point::AfterRemovalCommitted);
+    broker.delete_streams(space, account, &ctx.observed.store_dir)?;
+    fault::point(Point::AfterStreamsDeleted);
+    Ok(())
+}
+
+/// Mint a new account for the space and write its record, protection and $SYS creds.
+pub fn add_account(
+    ctx: &Context,
+    record: &BrokerRecord,
+    state: &mut State,
+    space: &SpaceName,
+    spec: &SpaceSpec,
+) -> Result<()> {
+    let root = ctx.root;
+    let account = mint::account(record, space, spec).map_err(Error::Other)?;
+    // A name this apply also removes (under its old account) is re-added: the journal says
+    // which new account its record may hold before the record is written.
+    if state.journal.removals.iter().any(|r| &r.space == space) {
+        state.journal.added.push(JournaledAdd {
+            space: space.clone(),
+            account: account.account.public.clone(),
+        });
+        journal::save(root, &state.journal)?;
+    }
+    remember(&mut state.undo, &root.account_record(space))?;
+    if std::fs::symlink_metadata(root.space_dir(space)).is_err() {
+        state.undo.push(Undo::Remove(root.space_dir(space)));
+    }
+    account_record::save(root, &account)?;
+    state.expected.insert(
+        space.clone(),
+        (account.account.public.clone(), account.account.jwt.clone()),
+    );
+    fault::point(Point::AfterRecordWritten);
+    space_dir::save_lifecycle(
+        root,
+        space,
+        &space_dir::Lifecycle {
+            account: account.account.public.clone(),
+            protect: spec.protect,
+        },
+    )?;
+    write_sys_creds(root, record, space, &account.account.public)
+}
+
+/// Re-sign the space's account JWT (same key) with the spec's limits and state.
+pub fn reissue_account(
+    ctx: &Context,
+    record: &BrokerRecord,
+    state: &mut State,
+    space: &SpaceName,
+    account: &str,
+    spec: &SpaceSpec,
+) -> Result<()> {
+    let root = ctx.root;
+    let current = account_record::load(root, space)?;
+    if current.account.public != account {
+        return Err(Error::Refused(format!(
+            "the record of {} changed under the lock (now account {}, the plan saw {account}).\n\
+             next: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
+            q(space),
+            current.account.public
+        )));
+    }
+    let updated = mint::reissue(record, &current, space, spec).map_err(Error::Other)?;
+    remember(&mut state.undo, &root.account_record(space))?;
+    account_record::save(root, &updated)?;
+    state.expected.insert(
+        space.clone(),
+        (updated.account.public.clone(), updated.account.jwt.clone()),
+    );
+    fault::point(Point::AfterRecordWritten);
+    Ok(())
+}
+
+/// Write the space's missing $SYS creds.
+pub fn heal_sys_creds(ctx: &Context, record: &BrokerRecord, space: &SpaceName) -> Result<()> {
+    let current = account_record::load(ctx.root, space)?;
+    write_sys_creds(ctx.root, record, space, &current.account.public)
+}
+
+/// Record the space's protection beside its material.
+pub fn record_protection(
+    ctx: &Context,
+    state: &mut State,
+    space: &SpaceName,
+    protect: bool,
+) -> Result<()> {
+    let root = ctx.root;
+    let current = account_record::load(root, space)?;
+    remember(
+        &mut state.undo,
+        &root.space_file(space, SpaceFile::Lifecycle),
+    )?;
+    space_dir::save_lifecycle(
+        root,
+        space,
+        &space_dir::Lifecycle {
+            account: current.account.public,
+            protect,
+        },
+    )
+}
+
+/// Create the space's missing streams and buckets under an ephemeral provisioner.
+pub fn provision(ctx: &Context, broker: &mut dyn Broker, space: &SpaceName) -> Result<()> {
+    let current = account_record::load(ctx.root, space)?;
+    let creds = space_user(
+        ctx.root,
+        space,
+        &current.account.public,
+        "cotal-provisioner",
+        permissions::provisioner(),
+    )?
+    .ok_or_else(|| Error::Other(format!("the record of {} disappeared", q(space))))?;
+    let done = broker.provision(space, &creds)?;
+    tracing::info!(space = %space, work = ?done, "provisioned");
+    Ok(())
+}
+
+/// Delete a removed space's local material; failures are reported, never thrown (they come
+/// after the removal's commit point).
+pub fn reap(ctx: &Context, running: bool, outcome: &mut Outcome, space: &SpaceName, account: &str) {
+    let root = ctx.root;
+    let mut failed = |part: &'static str, e: Error| {
+        outcome.reap_failures.push(ReapFailure {
+            space: space.clone(),
+            part,
+            error: e.to_string(),
+        })
+    };
+    // The account's (now empty) folder in the store: its streams were deleted through the
+    // broker (running) or with the folder itself (stopped).
+    if running && let Err(e) = jetstream_dir::remove(&ctx.observed.store_dir, account) {
+        failed("store folder", e);
+    }
+    if let Err(e) = account_record::remove_if_account(root, space, account) {
+        failed("account record", e);
+    }
+    fault::point(Point::MidReap);
+    if let Err(e) = space_dir::reap(root, space, account) {
+        failed("space folder", e);
+    }
+    fault::point(Point::AfterReap);
+}

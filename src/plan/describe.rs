@@ -1,0 +1,225 @@
+//! The words of a plan: each space's change as people read it (what, why, and its blast
+//! radius), and the warnings. Nothing here steers what apply does.
+
+use super::blast::{self, Blast};
+use super::diff::Diff;
+use super::removals::{Removal, Removals};
+use super::{Action, SpaceChange, list, q};
+use crate::desired::Desired;
+use crate::model::{SpaceName, SpaceSpec, SpaceState, human_bytes};
+use crate::observed::{Observed, UsageSource};
+use crate::render::Node;
+use std::collections::BTreeMap;
+
+/// The described changes, and the blast radius of the steps that carry one.
+#[derive(Debug, Clone, Default)]
+pub struct Described {
+    /// In space-name order, removals before adds before changes of one name.
+    pub changes: Vec<SpaceChange>,
+    pub removal_blasts: BTreeMap<SpaceName, Blast>,
+    pub reissue_blasts: BTreeMap<SpaceName, Blast>,
+}
+
+/// Describe every change of the plan.
+pub fn describe(
+    desired: &Desired,
+    observed: &Observed,
+    removals: &Removals,
+    diff: &Diff,
+) -> Described {
+    let mut out = Described::default();
+    for (name, r) in removals.iter() {
+        let (change, blast) = removal(observed, name, r);
+        out.changes.push(change);
+        out.removal_blasts.insert(name.clone(), blast);
+    }
+    for (name, spec) in &diff.adds {
+        out.changes.push(SpaceChange {
+            action: Action::Add,
+            space: name.clone(),
+            account: None,
+            details: spec_details(spec),
+            blast: Blast {
+                touched: vec![name.clone()],
+                ..Blast::default()
+            },
+        });
+    }
+    for name in diff.changed() {
+        let (change, reissue_blast) = existing(desired, observed, diff, name);
+        if let Some(b) = reissue_blast {
+            out.reissue_blasts.insert(name.clone(), b);
+        }
+        out.changes.push(change);
+    }
+    out.changes
+        .sort_by(|a, b| (a.space.cmp(&b.space)).then((a.action as u8).cmp(&(b.action as u8))));
+    out
+}
+
+/// A removal: what it destroys (or that it destroys everything, uncounted, without figures).
+fn removal(observed: &Observed, name: &SpaceName, r: &Removal) -> (SpaceChange, Blast) {
+    let usage = observed.inventory.spaces.get(name).map(|s| &s.usage);
+    let mut blast = blast::removal(
+        name,
+        usage.map(|u| u.streams.as_slice()).unwrap_or(&[]),
+        usage.and_then(|u| u.connections),
+    );
+    blast.data_uncounted = !r.committed && usage.is_none_or(|u| u.source == UsageSource::Unknown);
+    let mut details = Vec::new();
+    if r.journaled {
+        details.push(if r.committed {
+            "finishing a removal interrupted after its commit point".into()
+        } else {
+            "finishing a removal journaled by an interrupted apply".into()
+        });
+    }
+    (
+        SpaceChange {
+            action: Action::Remove,
+            space: name.clone(),
+            account: Some(r.account.clone()),
+            details,
+            blast: blast.clone(),
+        },
+        blast,
+    )
+}
+
+/// A change of an existing space, and the blast radius of its re-issue, if any.
+fn existing(
+    desired: &Desired,
+    observed: &Observed,
+    diff: &Diff,
+    name: &SpaceName,
+) -> (SpaceChange, Option<Blast>) {
+    let space = &observed.inventory.spaces[name];
+    let spec = &desired.spaces[name];
+    let mut details = Vec::new();
+    let mut blast = Blast {
+        touched: vec![name.clone()],
+        ..Blast::default()
+    };
+    let mut reissue_blast = None;
+    if let Some(reissue) = diff.reissues.get(name) {
+        details.extend(
+            reissue
+                .fields
+                .iter()
+                .map(|f| format!("{}: {} -> {}", f.field, f.from, f.to)),
+        );
+        let live = space.usage.connections;
+        if spec.state == SpaceState::Suspended && !space.limits.is_suspended() {
+            blast.connections_dropped = live;
+            blast.data_kept = true;
+            details.push("suspension closes every live connection of the space and refuses new ones; streams and buckets are kept".into());
+        } else if let (Some(max), Some(live)) = (spec.limits.max_connections, live)
+            && spec.state == SpaceState::Active
+            && live > max
+        {
+            blast.connections_dropped = Some(live - max);
+            details.push(format!(
+                "{live} live connections > new max {max}: the newest {} are closed",
+                live - max
+            ));
+        }
+        let used = space.usage.total_bytes();
+        if let Some(max) = spec.limits.max_storage
+            && used > max.0
+        {
+            details.push(format!(
+                "{} stored > new max_storage {max}: nothing is deleted, but JetStream refuses new writes until the space is under it",
+                human_bytes(used)
+            ));
+        }
+        reissue_blast = Some(blast.clone());
+    }
+    if let Some(protect) = diff.protections.get(name) {
+        details.push(format!("protect: {} -> {protect}", space.protect_recorded));
+    }
+    if diff.sys_heal.contains(name) {
+        details.push("$SYS credentials: missing -> written".into());
+    }
+    if let Some(work) = diff.provisions.get(name) {
+        details.push(format!("streams: {}", work.join(", ")));
+    }
+    (
+        SpaceChange {
+            action: Action::Change,
+            space: name.clone(),
+            account: Some(space.account_pub.clone()),
+            details,
+            blast,
+        },
+        reissue_blast,
+    )
+}
+
+/// The settings of a space being added, for people.
+fn spec_details(spec: &SpaceSpec) -> Vec<String> {
+    let mut out = Vec::new();
+    if spec.state != SpaceState::Active {
+        out.push(format!("state: {}", spec.state));
+    }
+    if spec.protect {
+        out.push("protect: true".into());
+    }
+    let limits: Vec<String> = spec
+        .limits
+        .entries()
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k} = {v}")))
+        .collect();
+    out.push(if limits.is_empty() {
+        "limits: unlimited".into()
+    } else {
+        format!("limits: {}", limits.join(", "))
+    });
+    out
+}
+
+/// What the operator should know but that changes nothing by itself.
+pub fn warnings(desired: &Desired, observed: &Observed, node: &Node) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Some(e) = &observed.live_error {
+        out.push(format!(
+            "the broker runs but its live figures could not be read ({e}); blast radii show no message or connection counts"
+        ));
+    }
+    let mut by_token: BTreeMap<String, Vec<&SpaceName>> = BTreeMap::new();
+    for name in desired.spaces.keys() {
+        by_token.entry(name.token()).or_default().push(name);
+    }
+    for (token, names) in by_token {
+        if names.len() > 1 {
+            out.push(format!(
+                "{} share the wire token {token:?}: they are different accounts and stay isolated, but their stream names look alike",
+                list(names)
+            ));
+        }
+    }
+    for (name, space) in &observed.inventory.spaces {
+        for (stream, fields) in &space.stream_drift {
+            let fixed: Vec<&str> = fields
+                .iter()
+                .map(String::as_str)
+                .filter(|f| !crate::streams::updatable(f))
+                .collect();
+            if !fixed.is_empty() {
+                out.push(format!(
+                    "{stream} of {} was recreated with another {} than cotal provisions, which nats-server cannot change in place: the space is not servable until it is put right. \
+                     To do so, delete that stream with a user of the space (its messages go with it); the next `cotal apply` creates it again",
+                    q(name),
+                    fixed.join(" and ")
+                ));
+            }
+        }
+    }
+    if let Some(old) = super::guards::listener_change(observed, node) {
+        out.push(format!(
+            "the listener changes from {old} to {}:{}: nats-server cannot move its listener on reload; restart the broker (`cotal down` then `cotal up`) for it to take effect",
+            node.host, node.port
+        ));
+    }
+    out
+}

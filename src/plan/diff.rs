@@ -1,0 +1,246 @@
+//! The per-space diff of desired against observed: spaces to add, JWTs to re-issue (with the
+//! fields that change and the state transition), protection to record, $SYS creds to heal and
+//! streams to provision. Types only; the words are [`super::describe`]'s.
+
+use super::removals::Removals;
+use super::{FieldChange, Transition};
+use crate::desired::Desired;
+use crate::jwt::AccountLimits;
+use crate::model::{SpaceName, SpaceSpec, SpaceState, human_bytes};
+use crate::observed::{Observed, ObservedSpace, UsageSource};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// A re-issue of a space's account JWT.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reissue {
+    pub fields: Vec<FieldChange>,
+    pub transition: Transition,
+}
+
+/// What changes, space by space.
+#[derive(Debug, Clone, Default)]
+pub struct Diff {
+    pub adds: BTreeMap<SpaceName, SpaceSpec>,
+    pub reissues: BTreeMap<SpaceName, Reissue>,
+    pub protections: BTreeMap<SpaceName, bool>,
+    /// Existing spaces whose $SYS creds are missing.
+    pub sys_heal: BTreeSet<SpaceName>,
+    /// Existing spaces' provisioning work (missing or drifted streams), broker running.
+    pub provisions: BTreeMap<SpaceName, Vec<String>>,
+}
+
+impl Diff {
+    /// Existing spaces with any change, in name order.
+    pub fn changed(&self) -> BTreeSet<&SpaceName> {
+        self.reissues
+            .keys()
+            .chain(self.protections.keys())
+            .chain(self.sys_heal.iter())
+            .chain(self.provisions.keys())
+            .collect()
+    }
+}
+
+/// Compare every desired space with what is observed of it.
+pub fn diff(desired: &Desired, observed: &Observed, removals: &Removals) -> Diff {
+    let inv = &observed.inventory;
+    let running = observed.process.is_running();
+    let mut out = Diff::default();
+    for (name, spec) in &desired.spaces {
+        let space = match inv.spaces.get(name) {
+            Some(space) if !removals.leaving(inv, name) => space,
+            _ => {
+                out.adds.insert(name.clone(), *spec);
+                continue;
+            }
+        };
+        let expected = AccountLimits::for_space(spec);
+        if expected != space.limits {
+            out.reissues.insert(
+                name.clone(),
+                Reissue {
+                    fields: field_changes(&space.limits, &expected),
+                    transition: match (space.limits.is_suspended(), expected.is_suspended()) {
+                        (false, true) => Transition::Suspend,
+                        (true, false) => Transition::Resume,
+                        _ => Transition::Limits,
+                    },
+                },
+            );
+        }
+        if spec.protect != space.protect_recorded {
+            out.protections.insert(name.clone(), spec.protect);
+        }
+        // Healing: missing $SYS creds, and (broker running) missing or drifted streams.
+        // Provisioning runs after the reload, so a space resumed by this plan is loaded.
+        if observed.sys_seed_retained && !space.sys_creds_present {
+            out.sys_heal.insert(name.clone());
+        }
+        if running && spec.state == SpaceState::Active {
+            let work = provisioning_work(name, space);
+            if !work.is_empty() {
+                out.provisions.insert(name.clone(), work);
+            }
+        }
+    }
+    out
+}
+
+/// What provisioning must do for an existing space, from live figures: missing streams and
+/// drifted configs nats-server can update in place. Empty when nothing is known (usage not
+/// live).
+pub fn provisioning_work(name: &SpaceName, space: &ObservedSpace) -> Vec<String> {
+    if space.usage.source != UsageSource::Live {
+        return Vec::new();
+    }
+    let present: BTreeSet<&str> = space
+        .usage
+        .streams
+        .iter()
+        .map(|s| s.name.as_str())
+        .collect();
+    let expected = crate::streams::expected(&name.token());
+    let missing: Vec<String> = expected
+        .iter()
+        .map(|e| e.stream_name())
+        .filter(|n| !present.contains(n.as_str()))
+        .collect();
+    let mut work = Vec::new();
+    if missing.len() == expected.len() {
+        work.push(format!(
+            "create all {} streams and buckets, seed the default delivery class",
+            missing.len()
+        ));
+    } else if !missing.is_empty() {
+        work.push(format!("create missing {}", missing.join(", ")));
+    }
+    for (stream, fields) in &space.stream_drift {
+        // Drift that cannot be updated in place is a warning of the plan, not a step.
+        if fields.iter().all(|f| crate::streams::updatable(f)) {
+            work.push(format!("update {stream} (drifted: {})", fields.join(", ")));
+        }
+    }
+    work
+}
+
+fn count(v: i64) -> String {
+    if v < 0 {
+        "unlimited".into()
+    } else {
+        v.to_string()
+    }
+}
+
+fn bytes(v: i64) -> String {
+    if v < 0 {
+        "unlimited".into()
+    } else {
+        human_bytes(v as u64)
+    }
+}
+
+/// The fields that differ between the observed account limits and the expected ones.
+pub fn field_changes(observed: &AccountLimits, expected: &AccountLimits) -> Vec<FieldChange> {
+    let state = |l: &AccountLimits| {
+        if l.is_suspended() {
+            SpaceState::Suspended
+        } else {
+            SpaceState::Active
+        }
+        .to_string()
+    };
+    let mut out = Vec::new();
+    let mut push = |field: &str, from: String, to: String| {
+        if from != to {
+            out.push(FieldChange {
+                field: field.into(),
+                from,
+                to,
+            });
+        }
+    };
+    push("state", state(observed), state(expected));
+    if !observed.is_suspended() && !expected.is_suspended() {
+        push(
+            "max_connections",
+            count(observed.conn),
+            count(expected.conn),
+        );
+    }
+    push(
+        "max_storage",
+        bytes(observed.disk_storage),
+        bytes(expected.disk_storage),
+    );
+    push(
+        "max_memory",
+        bytes(observed.mem_storage),
+        bytes(expected.mem_storage),
+    );
+    push(
+        "max_streams",
+        count(observed.streams),
+        count(expected.streams),
+    );
+    push(
+        "max_consumers",
+        count(observed.consumer),
+        count(expected.consumer),
+    );
+    push(
+        "max_payload",
+        bytes(observed.payload),
+        bytes(expected.payload),
+    );
+    if out.is_empty() {
+        // Something cotal.toml does not expose differs (a hand-made JWT): re-issue as the file says.
+        out.push(FieldChange {
+            field: "account limits".into(),
+            from: "differ from what cotal issues".into(),
+            to: "as cotal.toml says".into(),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Limits;
+
+    fn limits(state: SpaceState, max_connections: Option<u64>) -> AccountLimits {
+        AccountLimits::for_space(&SpaceSpec {
+            state,
+            protect: false,
+            limits: Limits {
+                max_connections,
+                ..Limits::default()
+            },
+        })
+    }
+
+    #[test]
+    fn a_state_change_names_the_state_and_not_the_connection_limit() {
+        let fields = field_changes(
+            &limits(SpaceState::Active, Some(5)),
+            &limits(SpaceState::Suspended, Some(5)),
+        );
+        assert_eq!(
+            fields,
+            vec![FieldChange {
+                field: "state".into(),
+                from: "active".into(),
+                to: "suspended".into()
+            }]
+        );
+        let fields = field_changes(
+            &limits(SpaceState::Active, None),
+            &limits(SpaceState::Active, Some(7)),
+        );
+        assert_eq!(fields[0].field, "max_connections");
+        assert_eq!(
+            (fields[0].from.as_str(), fields[0].to.as_str()),
+            ("unlimited", "7")
+        );
+    }
+}

@@ -1,0 +1,403 @@
+//! Guards: the refusals of a plan, as values. Each names what it saw, the blast radius of the
+//! refusal, and what to do next; the caller turns a [`Refusal`] into exit 3 once.
+//!
+//! Invariant: a guard only reads the observation; a refused plan has changed nothing.
+
+use super::blast;
+use super::removals::Removals;
+use super::{list, q};
+use crate::desired::Desired;
+use crate::error::Error;
+use crate::model::{Listener, SpaceName};
+use crate::observed::{
+    BrokerProcess, BrokerRecordState, BrokerTrust, GenerationState, Inventory, JournalState,
+    Observed,
+};
+use crate::render::Node;
+
+/// Why a plan is refused: what was seen, the blast radius of the refusal, what to do next. Each
+/// part carries its own punctuation; the message joins them on lines of their own.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub what: String,
+    pub blast: Option<String>,
+    pub next: Option<String>,
+}
+
+impl Refusal {
+    pub fn new(what: impl Into<String>, blast: &str, next: impl Into<String>) -> Refusal {
+        Refusal {
+            what: what.into(),
+            blast: Some(blast.to_string()),
+            next: Some(next.into()),
+        }
+    }
+
+    /// A refusal that is its own whole message (the renderer's checks of an inventory).
+    pub fn bare(what: impl Into<String>) -> Refusal {
+        Refusal {
+            what: what.into(),
+            blast: None,
+            next: None,
+        }
+    }
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.what)?;
+        if let Some(blast) = &self.blast {
+            write!(f, "\nblast radius: {blast}")?;
+        }
+        if let Some(next) = &self.next {
+            write!(f, "\nnext: {next}")?;
+        }
+        Ok(())
+    }
+}
+
+impl From<Refusal> for Error {
+    fn from(r: Refusal) -> Error {
+        Error::Refused(r.to_string())
+    }
+}
+
+const NOTHING_CHANGED: &str = "none, nothing was changed.";
+
+/// Refuse on anything that makes the tenant set or the trust uncertain.
+pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Refusal> {
+    let broker = match &observed.broker {
+        BrokerRecordState::Absent => {
+            return Err(Refusal::new(
+                "this root has no broker record (.cotal/auth/broker.json): a space is signed by an existing broker, never by a fresh operator.",
+                NOTHING_CHANGED,
+                "run `cotal init` to create the broker trust",
+            ));
+        }
+        BrokerRecordState::Corrupt { file, reason } => {
+            return Err(Refusal::new(
+                format!("the broker record {} is corrupt: {reason}.", file.display()),
+                "every space of this broker; nothing was changed.",
+                "restore the file from a backup; do not run `cotal init` over it (that would orphan every space)",
+            ));
+        }
+        BrokerRecordState::Valid(b) => b.clone(),
+    };
+    inventory(&observed.inventory)?;
+    if let GenerationState::Corrupt { file, reason } = &observed.generation {
+        return Err(Refusal::new(
+            format!(
+                "the generation record {} is corrupt: {reason}.",
+                file.display()
+            ),
+            "none yet; nothing was changed (promotion compares against it).",
+            "restore it, or delete it to let the next apply start the generation again from 0",
+        ));
+    }
+    if let JournalState::Corrupt { file, reason } = &observed.journal {
+        return Err(Refusal::new(
+            format!(
+                "the apply journal {} is corrupt: {reason}; an interrupted apply cannot be identified.",
+                file.display()
+            ),
+            "unknown; nothing was changed.",
+            "inspect it; when the spaces it names are known, remove it and run `cotal plan`",
+        ));
+    }
+    Ok(broker)
+}
+
+/// An inventory with a record that is not a valid record of this broker is uncertain: the
+/// record may be a real tenant.
+fn inventory(inv: &Inventory) -> Result<(), Refusal> {
+    if inv.corrupt.is_empty() {
+        return Ok(());
+    }
+    let mut what = String::from(
+        "the account inventory holds records that are not valid records of this broker; an unreadable record may be a real tenant, so the blast radius is unknown:",
+    );
+    for c in &inv.corrupt {
+        what.push_str(&format!("\n  {}: {}", c.file.display(), c.reason));
+    }
+    let foreign = inv.corrupt.iter().any(|c| c.foreign_issuer.is_some());
+    Err(Refusal::new(
+        what,
+        "unknown; nothing was changed.",
+        if foreign {
+            "a record signed by another operator belongs to another broker: move it out of .cotal/auth/ (and re-add that space here if it belongs here), or restore the right broker.json"
+        } else {
+            "restore each file from a backup, or move it out of .cotal/auth/ if it is not a tenant of this broker"
+        },
+    ))
+}
+
+/// Refuse when it is unknown whether this root's broker runs: a plan could neither say how a
+/// removal deletes data (through the broker, or its folder) nor be sure a reload reaches it.
+pub fn guard_liveness(observed: &Observed) -> Result<(), Refusal> {
+    match &observed.process {
+        BrokerProcess::Unknown { seen } => Err(Refusal::new(
+            format!("cannot tell whether this root's broker is running: {seen}."),
+            "unknown; nothing was changed.",
+            "if that process is this root's broker whose pidfile was lost, stop it (`kill PID`) and run `cotal up`; \
+             if another program holds the port, stop it or change [broker] port in cotal.toml; then run `cotal plan`",
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Refuse an open journal that local state contradicts: a journaled removal is finished only
+/// when its pinned account is not another space's, the record of its name holds the pinned
+/// account (or is gone, or holds the new account the journaled apply minted for that name),
+/// and its folder does not record it as protected.
+pub fn guard_journal(observed: &Observed) -> Result<(), Refusal> {
+    let JournalState::Open(j) = &observed.journal else {
+        return Ok(());
+    };
+    let inv = &observed.inventory;
+    let mut refusals = Vec::new();
+    for r in &j.removals {
+        for (name, s) in &inv.spaces {
+            if name != &r.space && s.account_pub == r.account {
+                refusals.push(format!(
+                    "it would remove account {} under the name {}, but that account is the one of {}",
+                    r.account,
+                    q(&r.space),
+                    q(name)
+                ));
+            }
+        }
+        if let Some(s) = inv.spaces.get(&r.space)
+            && s.account_pub != r.account
+            && !j
+                .added
+                .iter()
+                .any(|a| a.space == r.space && a.account == s.account_pub)
+        {
+            refusals.push(format!(
+                "it pins account {} for {}, but the record of {} holds account {}",
+                r.account,
+                q(&r.space),
+                q(&r.space),
+                s.account_pub
+            ));
+        }
+        if observed.journal_protected.contains(&r.space) {
+            refusals.push(format!(
+                "it would remove {}, which .cotal/space.{}/lifecycle.json records as protected",
+                q(&r.space),
+                r.space.hex()
+            ));
+        }
+    }
+    if refusals.is_empty() {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        format!(
+            "the open journal .cotal/maintenance/journal.json (started {} by pid {} on {}) contradicts what is on disk, so it is not finished:\n  {}",
+            j.started_at,
+            j.pid,
+            j.host,
+            refusals.join("\n  ")
+        ),
+        "none; nothing was changed.",
+        "find out where this journal came from; if no interrupted apply of this root wrote it, move it out of .cotal/maintenance/ and run `cotal plan`",
+    ))
+}
+
+/// Removal guards for removals the operator asks for now (journaled ones are finished): not
+/// the last space, not a protected one, not one with live local processes.
+pub fn guard_removals(
+    desired: &Desired,
+    inv: &Inventory,
+    removals: &Removals,
+) -> Result<(), Refusal> {
+    let fresh: Vec<&SpaceName> = removals.requested().collect();
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    let mut refusals = Vec::new();
+    if desired.spaces.is_empty() {
+        refusals.push(format!(
+            "removing {} would leave the broker with no space: that is the broker-wide teardown, not a space removal.\n\
+             next: keep at least one space in cotal.toml, or stop the broker (`cotal down`) and delete the root",
+            list(fresh.iter().copied())
+        ));
+    }
+    for name in &fresh {
+        let Some(space) = inv.spaces.get(*name) else {
+            continue;
+        };
+        if space.protect_recorded {
+            refusals.push(format!(
+                "{} is protected (protect = true was applied and is recorded in .cotal/space.{}/lifecycle.json); its removal would have this blast radius: {}.\n\
+                 next: first set `protect = false` in its [spaces.{}] table and run `cotal apply`, then delete the table and apply again",
+                q(name),
+                name.hex(),
+                blast::removal(name, &space.usage.streams, space.usage.connections).describe(),
+                toml_key(name)
+            ));
+        }
+        if !space.live_processes.is_empty() {
+            refusals.push(format!(
+                "{} has live local processes (pids {}); removing it would pull the account from under them.\n\
+                 next: stop them, then apply again",
+                q(name),
+                space
+                    .live_processes
+                    .iter()
+                    .map(|p| p.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+        }
+    }
+    if refusals.is_empty() {
+        Ok(())
+    } else {
+        // Each refusal names its own next step; the refusal as a whole changed nothing.
+        Err(Refusal::bare(format!(
+            "{}\nblast radius of this refusal: none, nothing was changed.",
+            refusals.join("\n")
+        )))
+    }
+}
+
+/// A listener change cannot be reloaded: refuse it while the broker runs.
+pub fn guard_listener(observed: &Observed, node: &Node) -> Result<(), Refusal> {
+    if !observed.process.is_running() {
+        return Ok(());
+    }
+    match listener_change(observed, node) {
+        Some(old) => Err(Refusal::new(
+            format!(
+                "the listener changes from {old} to {}:{} while the broker runs; nats-server cannot move its listener on reload, so the reload would be refused.",
+                node.host, node.port
+            ),
+            NOTHING_CHANGED,
+            "`cotal down`, `cotal apply`, then `cotal up` (a restart drops every tenant's connections briefly)",
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Adding a space needs the retained system signing seed (its $SYS creds).
+pub fn guard_sys_seed<'a>(
+    observed: &Observed,
+    adds: impl IntoIterator<Item = &'a SpaceName>,
+) -> Result<(), Refusal> {
+    let adds: Vec<&SpaceName> = adds.into_iter().collect();
+    if adds.is_empty() || observed.sys_seed_retained {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        format!(
+            "cannot add {}: this root keeps no system signing seed (.cotal/auth/sys.seed), so a new space could not get its $SYS credentials.",
+            list(adds)
+        ),
+        NOTHING_CHANGED,
+        "on a root with no spaces yet, move .cotal/auth/broker.json aside and run `cotal init --multi-space`; \
+         on a root with spaces, the system account must be rotated offline (not supported by this version)",
+    ))
+}
+
+/// The listener of the promoted config, when it differs from the node's.
+pub fn listener_change(observed: &Observed, node: &Node) -> Option<Listener> {
+    let view = &observed.server_conf.as_ref()?.view;
+    let (host, port) = (view.host.clone()?, view.port?);
+    (host != node.host || port != node.port).then_some(Listener { host, port })
+}
+
+/// The TOML key of a space's table.
+fn toml_key(name: &SpaceName) -> String {
+    let bare = name
+        .as_str()
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if bare { name.to_string() } else { q(name) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observed::PromotedConfig;
+
+    fn observed_with(conf: &str, process: BrokerProcess) -> Observed {
+        Observed {
+            broker: BrokerRecordState::Absent,
+            sys_seed_retained: true,
+            inventory: Inventory::default(),
+            server_conf: Some(PromotedConfig::new(conf.to_string())),
+            generation: GenerationState::Absent,
+            journal: JournalState::Closed,
+            process,
+            store_dir: "/s".into(),
+            desired_digest: String::new(),
+            live_error: None,
+            server: None,
+            listener: Listener {
+                host: "127.0.0.1".into(),
+                port: 4222,
+            },
+            journal_protected: Default::default(),
+        }
+    }
+
+    fn node(port: u16) -> Node {
+        Node {
+            name: "local".into(),
+            host: "127.0.0.1".into(),
+            port,
+            store_dir: "/s".into(),
+        }
+    }
+
+    #[test]
+    fn a_listener_change_is_refused_only_while_the_broker_runs() {
+        let conf = "host: \"127.0.0.1\"\nport: 4222\n";
+        let running = observed_with(conf, BrokerProcess::Running { pid: 1 });
+        let refusal = guard_listener(&running, &node(4333)).unwrap_err();
+        assert!(
+            refusal
+                .what
+                .contains("from 127.0.0.1:4222 to 127.0.0.1:4333")
+        );
+        assert_eq!(refusal.blast.as_deref(), Some(NOTHING_CHANGED));
+        assert!(
+            refusal
+                .next
+                .unwrap()
+                .starts_with("`cotal down`, `cotal apply`")
+        );
+        guard_listener(&running, &node(4222)).unwrap();
+        let stopped = observed_with(conf, BrokerProcess::Stopped);
+        guard_listener(&stopped, &node(4333)).unwrap();
+    }
+
+    #[test]
+    fn an_unknown_broker_is_refused_naming_what_was_seen() {
+        let o = observed_with(
+            "",
+            BrokerProcess::Unknown {
+                seen: "pid 9 (x) listens on 127.0.0.1:4222".into(),
+            },
+        );
+        let refusal = guard_liveness(&o).unwrap_err();
+        assert!(refusal.to_string().contains("pid 9 (x) listens"));
+        assert_eq!(
+            Error::from(refusal).exit_code(),
+            crate::error::exit::REFUSED
+        );
+        guard_liveness(&observed_with("", BrokerProcess::Stopped)).unwrap();
+    }
+
+    #[test]
+    fn a_refusal_renders_its_parts_on_lines_of_their_own() {
+        let r = Refusal::new("it is so.", "none.", "do this");
+        assert_eq!(
+            r.to_string(),
+            "it is so.\nblast radius: none.\nnext: do this"
+        );
+        assert_eq!(Refusal::bare("whole").to_string(), "whole");
+    }
+}

@@ -1,0 +1,111 @@
+//! The steps of a plan in DESIGN.md section 6's order: finish an open journal; delete the
+//! streams of removed spaces (each its commit point); write the records of added and changed
+//! spaces; one promotion; provision; reap.
+
+use super::describe::Described;
+use super::diff::Diff;
+use super::promotion::Promotion;
+use super::removals::Removals;
+use super::{Blast, Step};
+use crate::desired::Desired;
+use crate::model::SpaceState;
+use crate::observed::{JournalState, Observed};
+
+/// Every step of the plan, in order.
+pub fn steps(
+    desired: &Desired,
+    observed: &Observed,
+    removals: &Removals,
+    diff: &Diff,
+    described: &Described,
+    promotion: Option<Step>,
+) -> Vec<Step> {
+    let inv = &observed.inventory;
+    let running = observed.process.is_running();
+    let mut steps = Vec::new();
+    if let JournalState::Open(j) = &observed.journal {
+        steps.push(Step::FinishJournal {
+            started_at: j.started_at.clone(),
+            plan_digest: j.plan_digest.clone(),
+            removals: j.removals.iter().map(|r| r.space.clone()).collect(),
+        });
+    }
+    for (name, r) in removals.iter() {
+        steps.push(Step::DeleteStreams {
+            space: name.clone(),
+            account: r.account.clone(),
+            committed: r.committed,
+            blast: described
+                .removal_blasts
+                .get(name)
+                .cloned()
+                .unwrap_or_default(),
+        });
+    }
+    for (name, spec) in &diff.adds {
+        steps.push(Step::AddAccount {
+            space: name.clone(),
+            spec: *spec,
+        });
+    }
+    // Provisioning runs after the reload: added spaces first, then existing ones.
+    let mut late = Vec::new();
+    for (name, spec) in &diff.adds {
+        if running && spec.state == SpaceState::Active {
+            late.push(Step::Provision {
+                space: name.clone(),
+                work: vec![format!(
+                    "create its {} streams and buckets, seed the default delivery class",
+                    crate::streams::expected(&name.token()).len()
+                )],
+            });
+        }
+    }
+    for name in diff.changed() {
+        if let Some(reissue) = diff.reissues.get(name) {
+            steps.push(Step::ReissueAccount {
+                space: name.clone(),
+                account: inv.spaces[name].account_pub.clone(),
+                spec: desired.spaces[name],
+                transition: reissue.transition,
+                changes: reissue.fields.clone(),
+                blast: described
+                    .reissue_blasts
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_else(Blast::default),
+            });
+        }
+        if let Some(protect) = diff.protections.get(name) {
+            steps.push(Step::RecordProtection {
+                space: name.clone(),
+                protect: *protect,
+            });
+        }
+        if diff.sys_heal.contains(name) {
+            steps.push(Step::WriteSysCreds {
+                space: name.clone(),
+            });
+        }
+        if let Some(work) = diff.provisions.get(name) {
+            late.push(Step::Provision {
+                space: name.clone(),
+                work: work.clone(),
+            });
+        }
+    }
+    steps.extend(promotion);
+    steps.extend(late);
+    for (name, r) in removals.iter() {
+        steps.push(Step::Reap {
+            space: name.clone(),
+            account: r.account.clone(),
+        });
+    }
+    steps
+}
+
+/// The promotion step, if any, without the config it shows.
+pub fn promotion_step(p: &Option<Promotion>) -> Option<Step> {
+    p.as_ref().map(|p| p.step.clone())
+}

@@ -1,0 +1,240 @@
+//! The one promotion of a plan: why the config is rendered and promoted (typed [`Reason`]s),
+//! the config it will show, and the boot plan `cotal up` runs when the config on disk is not the
+//! rendering of the inventory.
+
+use super::blast::Blast;
+use super::diff::Diff;
+use super::guards::{Refusal, guard_trust};
+use super::removals::Removals;
+use super::{ConfigChange, Pins, Plan, Reason, Step};
+use crate::desired::Desired;
+use crate::digest;
+use crate::model::SpaceName;
+use crate::observed::{BrokerTrust, GenerationState, Inventory, Observed};
+use crate::render::{self, Node, Preload, Token};
+use std::collections::BTreeMap;
+
+/// The promotion step and the config change it shows, when the plan needs one.
+pub struct Promotion {
+    pub step: Step,
+    pub config: ConfigChange,
+}
+
+/// Why the plan promotes the config, in the order people read them. Empty when it need not.
+pub fn reasons(
+    trust: &BrokerTrust,
+    observed: &Observed,
+    removals: &Removals,
+    diff: &Diff,
+    node: &Node,
+) -> Result<Vec<Reason>, Refusal> {
+    let inv = &observed.inventory;
+    let mut reasons = Vec::new();
+    if !diff.adds.is_empty() {
+        reasons.push(Reason::Adds {
+            spaces: diff.adds.keys().cloned().collect(),
+        });
+    }
+    let still_loaded: Vec<SpaceName> = removals
+        .iter()
+        .filter(|(_, r)| observed.loads(&r.account))
+        .map(|(n, _)| n.clone())
+        .collect();
+    if !still_loaded.is_empty() {
+        reasons.push(Reason::Removes {
+            spaces: still_loaded,
+        });
+    }
+    if !diff.reissues.is_empty() {
+        reasons.push(Reason::Reissues {
+            spaces: diff.reissues.keys().cloned().collect(),
+        });
+    }
+    // `base` is the inventory without the spaces this plan removes: what the promoted config
+    // must hold when nothing is added or re-issued.
+    let base: Vec<Preload> = inv
+        .spaces
+        .iter()
+        .filter(|(n, _)| !removals.leaving(inv, n))
+        .map(|(n, s)| Preload {
+            space: n,
+            account: &s.account_pub,
+            token: Token::Signed(&s.jwt),
+        })
+        .collect();
+    if base.is_empty() {
+        return Ok(reasons);
+    }
+    let base_render = render::server_conf(trust, &base, node).map_err(Refusal::bare)?;
+    let explained = !reasons.is_empty();
+    match observed.server_conf_text() {
+        None => reasons.push(Reason::NoConfig),
+        Some(conf) if conf != base_render && !explained => reasons.push(Reason::ConfigDrift),
+        _ => {}
+    }
+    match &observed.generation {
+        GenerationState::Valid(g) if g.inventory_digest == digest::preloads(&base) => {}
+        _ if !reasons.is_empty() => {}
+        GenerationState::Valid(_) => reasons.push(Reason::GenerationBehind),
+        _ => reasons.push(Reason::NoGeneration),
+    }
+    Ok(reasons)
+}
+
+/// The promotion of the plan, with the config it will show, when there are reasons for one.
+pub fn promotion(
+    trust: &BrokerTrust,
+    observed: &Observed,
+    removals: &Removals,
+    diff: &Diff,
+    node: &Node,
+) -> Result<Option<Promotion>, Refusal> {
+    let reasons = reasons(trust, observed, removals, diff, node)?;
+    let inv = &observed.inventory;
+    let projected = projected_preloads(inv, diff, removals);
+    if reasons.is_empty() || projected.is_empty() {
+        return Ok(None);
+    }
+    let after = render::server_conf(trust, &projected, node).map_err(Refusal::bare)?;
+    let kept = projected.len() - diff.adds.len().min(projected.len());
+    let siblings = if observed.process.is_running() {
+        format!(
+            "rewrites the config every space shares; hot reload: the {kept} space{} kept see{} no dropped connection and no data change",
+            if kept == 1 { "" } else { "s" },
+            if kept == 1 { "s" } else { "" }
+        )
+    } else {
+        "the broker is stopped: the new config takes effect at the next `cotal up`".into()
+    };
+    let from = observed.generation.generation();
+    Ok(Some(Promotion {
+        step: Step::PromoteConfig {
+            from_generation: from,
+            to_generation: from + 1,
+            reasons,
+            blast: Blast {
+                siblings: Some(siblings),
+                ..Blast::default()
+            },
+        },
+        config: ConfigChange {
+            before: observed.server_conf_text().map(render::shorten_tokens),
+            after: render::shorten_tokens(&after),
+        },
+    }))
+}
+
+/// The inventory as it will be after the plan, with placeholders for tokens minted at apply.
+fn projected_preloads<'a>(
+    inv: &'a Inventory,
+    diff: &'a Diff,
+    removals: &Removals,
+) -> Vec<Preload<'a>> {
+    const NEW_ACCOUNT: &str = "<new account>";
+    let mut out: BTreeMap<&SpaceName, Preload<'a>> = BTreeMap::new();
+    for (name, space) in &inv.spaces {
+        if removals.leaving(inv, name) {
+            continue;
+        }
+        let token = if diff.reissues.contains_key(name) {
+            Token::Pending("(re-issued at apply)")
+        } else {
+            Token::Signed(&space.jwt)
+        };
+        out.insert(
+            name,
+            Preload {
+                space: name,
+                account: &space.account_pub,
+                token,
+            },
+        );
+    }
+    for name in diff.adds.keys() {
+        out.insert(
+            name,
+            Preload {
+                space: name,
+                account: NEW_ACCOUNT,
+                token: Token::Pending("(minted at apply)"),
+            },
+        );
+    }
+    // Every new account shows the same placeholder key; the render's duplicate check is for
+    // signed tokens only.
+    out.into_values().collect()
+}
+
+/// Why `cotal up` must promote before it starts the broker: the config on disk is not the
+/// rendering of the inventory, or the generation record does not match it. Empty when it is.
+pub fn boot_reasons(desired: &Desired, observed: &Observed) -> Result<Vec<Reason>, Refusal> {
+    let trust = guard_trust(observed)?;
+    let node = super::nodes(desired, observed).remove(0);
+    let preloads = render::inventory_preloads(&observed.inventory.spaces);
+    let rendered = render::server_conf(&trust, &preloads, &node).map_err(Refusal::bare)?;
+    let mut reasons = Vec::new();
+    if observed.server_conf_text() != Some(rendered.as_str()) {
+        reasons.push(Reason::BootConfigDrift);
+    }
+    if !matches!(&observed.generation,
+        GenerationState::Valid(g) if g.inventory_digest == digest::preloads(&preloads))
+    {
+        reasons.push(Reason::BootGenerationDrift);
+    }
+    Ok(reasons)
+}
+
+/// The plan `cotal up` runs before it starts the broker: only the promotion, when the promoted
+/// config is not the inventory's rendering (empty otherwise).
+pub fn boot_plan(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> {
+    let reasons = boot_reasons(desired, observed)?;
+    let g = observed.generation.generation();
+    Ok(Plan {
+        format_version: super::FORMAT_VERSION,
+        pins: Pins {
+            generation: g,
+            desired_digest: observed.desired_digest.clone(),
+            inventory_digest: String::new(),
+            config_digest: String::new(),
+        },
+        broker_running: false,
+        summary: Default::default(),
+        changes: Vec::new(),
+        steps: if reasons.is_empty() {
+            Vec::new()
+        } else {
+            vec![Step::PromoteConfig {
+                from_generation: g,
+                to_generation: g + 1,
+                reasons,
+                blast: Blast::default(),
+            }]
+        },
+        warnings: Vec::new(),
+        config: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_read_as_they_always_did() {
+        let a = SpaceName::parse("a").unwrap();
+        let b = SpaceName::parse("b").unwrap();
+        assert_eq!(
+            Reason::Adds {
+                spaces: vec![a.clone(), b.clone()]
+            }
+            .to_string(),
+            "adds \"a\" and \"b\""
+        );
+        assert_eq!(
+            Reason::Changes { spaces: vec![a, b] }.to_string(),
+            "changes \"a\", \"b\""
+        );
+        assert!(Reason::Reissues { spaces: vec![] }.is_space_change());
+        assert!(!Reason::ConfigDrift.is_space_change());
+    }
+}
