@@ -20,6 +20,7 @@ use crate::model::SpaceName;
 use crate::observed::BrokerTrust;
 use crate::permissions;
 use crate::secret::Seed;
+use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic, jetstream_dir};
 use crate::streams;
 use serde::{Deserialize, Serialize};
@@ -221,9 +222,12 @@ pub fn backup(
             created_at: crate::clock::timestamp(),
             streams: entries,
         };
-        let mut json = serde_json::to_vec_pretty(&manifest).expect("manifest serializes");
-        json.push(b'\n');
-        atomic::write(&partial.join(MANIFEST), &json, atomic::SECRET)?;
+        record::write(
+            &partial.join(MANIFEST),
+            &manifest,
+            Layout::Pretty,
+            atomic::SECRET,
+        )?;
         Ok(manifest)
     })();
     match result {

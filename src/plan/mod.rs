@@ -19,6 +19,8 @@ pub mod guards;
 mod order;
 mod promotion;
 mod removals;
+#[cfg(test)]
+mod testing;
 
 pub use blast::Blast;
 pub use compute::{compute, nodes};

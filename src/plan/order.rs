@@ -109,3 +109,49 @@ pub fn steps(
 pub fn promotion_step(p: &Option<Promotion>) -> Option<Step> {
     p.as_ref().map(|p| p.step.clone())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::SpaceSpec;
+    use crate::plan::testing::{journal, observed, space};
+    use crate::plan::{describe, diff, removals};
+
+    #[test]
+    fn steps_come_in_designs_order() {
+        let spec = SpaceSpec::default();
+        let mut o = observed(&[
+            ("keep", space("AKEEP", &spec)),
+            ("gone", space("AGONE", &spec)),
+        ]);
+        o.journal = journal("older", "AOLDER", true);
+        let desired = crate::desired::parse(
+            "version = 1\n[spaces.keep]\nstate = \"suspended\"\n[spaces.new]\n",
+            "f",
+        )
+        .unwrap();
+        let removals = removals::collect(&desired, &o);
+        let diff = diff::diff(&desired, &o, &removals);
+        let described = describe::describe(&desired, &o, &removals, &diff);
+        let kinds: Vec<&str> = steps(&desired, &o, &removals, &diff, &described, None)
+            .iter()
+            .map(|s| match s {
+                Step::FinishJournal { .. } => "finish",
+                Step::DeleteStreams { .. } => "delete",
+                Step::AddAccount { .. } => "add",
+                Step::ReissueAccount { .. } => "reissue",
+                Step::RecordProtection { .. } => "protect",
+                Step::WriteSysCreds { .. } => "creds",
+                Step::PromoteConfig { .. } => "promote",
+                Step::Provision { .. } => "provision",
+                Step::Reap { .. } => "reap",
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "finish", "delete", "delete", "add", "reissue", "reap", "reap"
+            ]
+        );
+    }
+}

@@ -70,3 +70,31 @@ pub fn collect(desired: &Desired, observed: &Observed) -> Removals {
     }
     Removals(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::SpaceSpec;
+    use crate::plan::testing::{journal, name, observed, space};
+
+    #[test]
+    fn journaled_removals_come_first_and_only_requested_ones_are_guarded() {
+        let spec = SpaceSpec::default();
+        let mut o = observed(&[
+            ("keep", space("AKEEP", &spec)),
+            ("gone", space("AGONE", &spec)),
+            ("old", space("ANEW", &spec)),
+        ]);
+        o.journal = journal("old", "AOLD", true);
+        let desired =
+            crate::desired::parse("version = 1\n[spaces.keep]\n[spaces.old]\n", "f").unwrap();
+        let r = collect(&desired, &o);
+        assert_eq!(r.0.len(), 2);
+        assert!(r.0[&name("old")].journaled && r.0[&name("old")].committed);
+        assert!(!r.0[&name("gone")].journaled);
+        assert_eq!(r.requested().collect::<Vec<_>>(), vec![&name("gone")]);
+        // "old" is being re-added under a new account: the removal of AOLD does not take it.
+        assert!(!r.leaving(&o.inventory, &name("old")));
+        assert!(r.leaving(&o.inventory, &name("gone")));
+    }
+}

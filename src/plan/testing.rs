@@ -1,0 +1,67 @@
+//! Observations for the stages' unit tests: plain data, no keys minted.
+
+use crate::jwt::AccountLimits;
+use crate::model::{Listener, SpaceName, SpaceSpec};
+use crate::observed::*;
+
+pub fn name(s: &str) -> SpaceName {
+    SpaceName::parse(s).unwrap()
+}
+
+/// An observed space with account key `A<name>` and the limits of `spec`.
+pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
+    ObservedSpace {
+        account_pub: account.into(),
+        signing_pub: format!("{account}-signing"),
+        jwt: format!("eyJ.{account}.jwt"),
+        limits: AccountLimits::for_space(spec),
+        protect_recorded: spec.protect,
+        usage: Usage::default(),
+        live_processes: Vec::new(),
+        sys_creds_present: true,
+        stream_drift: Vec::new(),
+    }
+}
+
+/// A stopped broker's root holding `spaces`.
+pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
+    Observed {
+        broker: BrokerRecordState::Absent,
+        sys_seed_retained: true,
+        inventory: Inventory {
+            spaces: spaces.iter().map(|(n, s)| (name(n), s.clone())).collect(),
+            corrupt: Vec::new(),
+        },
+        server_conf: None,
+        generation: GenerationState::Absent,
+        journal: JournalState::Closed,
+        process: BrokerProcess::Stopped,
+        store_dir: "/srv/s".into(),
+        desired_digest: String::new(),
+        live_error: None,
+        server: None,
+        listener: Listener {
+            host: "127.0.0.1".into(),
+            port: 4222,
+        },
+        journal_protected: Default::default(),
+    }
+}
+
+/// A journal removing `space` (account `account`).
+pub fn journal(space: &str, account: &str, committed: bool) -> JournalState {
+    JournalState::Open(Journal {
+        op: "apply".into(),
+        plan_digest: "sha256:x".into(),
+        started_at: "2026-11-30T10:00:00Z".into(),
+        pid: 1,
+        host: "h".into(),
+        removals: vec![JournaledRemoval {
+            space: name(space),
+            account: account.into(),
+            committed,
+        }],
+        added: Vec::new(),
+        steps: Vec::new(),
+    })
+}
