@@ -3,6 +3,11 @@
 
 use std::time::SystemTime;
 
+/// Now.
+pub fn current() -> SystemTime {
+    SystemTime::now()
+}
+
 /// Now, RFC 3339 UTC, seconds.
 pub fn timestamp() -> String {
     humantime::format_rfc3339_seconds(SystemTime::now()).to_string()

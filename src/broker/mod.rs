@@ -50,7 +50,7 @@ pub trait Broker {
     fn delete_streams(&mut self, space: &SpaceName, account: &str, store_dir: &Path) -> Result<()>;
     /// Reload every node with its promoted config and confirm through the broker that it
     /// loaded a config with `digests[i]`. `Err` means at least one node did not confirm; the
-    /// caller restores the previous config and reloads again.
+    /// caller puts the previous config back and calls [`Broker::restore`].
     fn reload(&mut self, digests: &[String]) -> Result<Duration>;
     /// After a failed reload (or a failed check) and the previous config put back: reload it
     /// and confirm the broker runs the config it ran before the failed attempt. `Ok(false)`

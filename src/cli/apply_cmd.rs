@@ -252,6 +252,21 @@ fn check_stale(saved: &Plan, now: &Plan) -> Result<()> {
     if saved.pins.config_digest != now.pins.config_digest {
         moved.push("server.conf changed".to_string());
     }
+    if saved.broker_running != now.broker_running {
+        moved.push(format!(
+            "the broker {} since the plan was made (a reload, and its evictions, would {})",
+            if now.broker_running {
+                "started"
+            } else {
+                "stopped"
+            },
+            if now.broker_running {
+                "now happen"
+            } else {
+                "no longer happen"
+            }
+        ));
+    }
     if moved.is_empty() && saved.decision_digest() != now.decision_digest() {
         moved.push("the broker's state changed, so the steps differ".to_string());
     }
@@ -267,7 +282,7 @@ fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
         if plan.destroys_data() && !args.allow_destroy {
             return Err(Error::Refused(format!(
                 "this plan destroys data ({}); --auto-approve alone does not allow that.\n\
-                 blast radius of this refusal: none, nothing was changed.\n\
+                 blast radius: none, nothing was changed.\n\
                  next: review the plan and re-run with --allow-destroy, or answer `yes` interactively",
                 plan.removed_spaces()
                     .iter()

@@ -26,7 +26,7 @@ fn since(raw: &str) -> Result<SystemTime> {
             "--since {raw:?}: write a time (2026-11-30T10:00:00Z) or an age (1h, 7d)"
         ))
     })?;
-    Ok(SystemTime::now() - age)
+    Ok(crate::clock::current() - age)
 }
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {

@@ -220,6 +220,31 @@ mod tests {
     }
 
     #[test]
+    fn a_reissue_carries_its_state_transition() {
+        use crate::plan::testing::{name, observed, space};
+        let active = SpaceSpec::default();
+        let suspended = SpaceSpec {
+            state: SpaceState::Suspended,
+            ..active
+        };
+        let o = observed(&[
+            ("a", space("AA", &active)),
+            ("s", space("AS", &suspended)),
+            ("l", space("AL", &active)),
+        ]);
+        let desired = crate::desired::parse(
+            "version = 1\n[spaces.a]\nstate = \"suspended\"\n[spaces.s]\n[spaces.l.limits]\nmax_connections = 9\n",
+            "f",
+        )
+        .unwrap();
+        let d = diff(&desired, &o, &Removals::default());
+        assert_eq!(d.reissues[&name("a")].transition, Transition::Suspend);
+        assert_eq!(d.reissues[&name("s")].transition, Transition::Resume);
+        assert_eq!(d.reissues[&name("l")].transition, Transition::Limits);
+        assert!(d.adds.is_empty());
+    }
+
+    #[test]
     fn a_state_change_names_the_state_and_not_the_connection_limit() {
         let fields = field_changes(
             &limits(SpaceState::Active, Some(5)),

@@ -33,13 +33,14 @@ impl Refusal {
         }
     }
 
-    /// A refusal that is its own whole message (the renderer's checks of an inventory).
-    pub fn bare(what: impl Into<String>) -> Refusal {
-        Refusal {
-            what: what.into(),
-            blast: None,
-            next: None,
-        }
+    /// The renderer refused the inventory (an account preloaded twice, one signed by another
+    /// operator): the records under `.cotal/auth/` are inconsistent.
+    pub fn render(why: String) -> Refusal {
+        Refusal::new(
+            format!("the inventory cannot be rendered: {why}."),
+            NOTHING_CHANGED,
+            "restore the records of .cotal/auth/ from a backup, or move the record it names out of that folder, then run `cotal plan`",
+        )
     }
 }
 
@@ -255,11 +256,12 @@ pub fn guard_removals(
     if refusals.is_empty() {
         Ok(())
     } else {
-        // Each refusal names its own next step; the refusal as a whole changed nothing.
-        Err(Refusal::bare(format!(
-            "{}\nblast radius of this refusal: none, nothing was changed.",
-            refusals.join("\n")
-        )))
+        // Each refusal names its own next step.
+        Err(Refusal {
+            what: refusals.join("\n"),
+            blast: Some(NOTHING_CHANGED.into()),
+            next: None,
+        })
     }
 }
 
@@ -398,6 +400,11 @@ mod tests {
             r.to_string(),
             "it is so.\nblast radius: none.\nnext: do this"
         );
-        assert_eq!(Refusal::bare("whole").to_string(), "whole");
+        let only_blast = Refusal {
+            what: "a\nnext: b".into(),
+            blast: Some("none.".into()),
+            next: None,
+        };
+        assert_eq!(only_blast.to_string(), "a\nnext: b\nblast radius: none.");
     }
 }

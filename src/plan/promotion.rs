@@ -65,7 +65,7 @@ pub fn reasons(
     if base.is_empty() {
         return Ok(reasons);
     }
-    let base_render = render::server_conf(trust, &base, node).map_err(Refusal::bare)?;
+    let base_render = render::server_conf(trust, &base, node).map_err(Refusal::render)?;
     let explained = !reasons.is_empty();
     match observed.server_conf_text() {
         None => reasons.push(Reason::NoConfig),
@@ -95,7 +95,7 @@ pub fn promotion(
     if reasons.is_empty() || projected.is_empty() {
         return Ok(None);
     }
-    let after = render::server_conf(trust, &projected, node).map_err(Refusal::bare)?;
+    let after = render::server_conf(trust, &projected, node).map_err(Refusal::render)?;
     let kept = projected.len() - diff.adds.len().min(projected.len());
     let siblings = if observed.process.is_running() {
         format!(
@@ -171,7 +171,7 @@ pub fn boot_reasons(desired: &Desired, observed: &Observed) -> Result<Vec<Reason
     let trust = guard_trust(observed)?;
     let node = super::nodes(desired, observed).remove(0);
     let preloads = render::inventory_preloads(&observed.inventory.spaces);
-    let rendered = render::server_conf(&trust, &preloads, &node).map_err(Refusal::bare)?;
+    let rendered = render::server_conf(&trust, &preloads, &node).map_err(Refusal::render)?;
     let mut reasons = Vec::new();
     if observed.server_conf_text() != Some(rendered.as_str()) {
         reasons.push(Reason::BootConfigDrift);
@@ -236,5 +236,55 @@ mod tests {
         );
         assert!(Reason::Reissues { spaces: vec![] }.is_space_change());
         assert!(!Reason::ConfigDrift.is_space_change());
+    }
+
+    fn root_of(names: &[&str]) -> (BrokerTrust, Observed, Desired) {
+        let (trust, spaces) = crate::plan::testing::minted(names);
+        let refs: Vec<(&str, _)> = spaces
+            .iter()
+            .map(|(n, s)| (n.as_str(), s.clone()))
+            .collect();
+        let mut o = crate::plan::testing::observed(&refs);
+        o.broker = crate::observed::BrokerRecordState::Valid(trust.clone());
+        let text: String = names.iter().map(|n| format!("[spaces.{n}]\n")).collect();
+        let desired = crate::desired::parse(&format!("version = 1\n{text}"), "f").unwrap();
+        (trust, o, desired)
+    }
+
+    #[test]
+    fn a_converged_root_needs_no_promotion_and_drift_says_why() {
+        let (trust, mut o, desired) = root_of(&["design"]);
+        let node = crate::plan::nodes(&desired, &o).remove(0);
+        let none = Removals::default();
+        let diff = Diff::default();
+        assert_eq!(
+            reasons(&trust, &o, &none, &diff, &node).unwrap(),
+            vec![Reason::NoConfig]
+        );
+        let preloads = render::inventory_preloads(&o.inventory.spaces);
+        let conf = render::server_conf(&trust, &preloads, &node).unwrap();
+        o.server_conf = Some(crate::observed::PromotedConfig::new(conf.clone()));
+        assert_eq!(
+            reasons(&trust, &o, &none, &diff, &node).unwrap(),
+            vec![Reason::NoGeneration]
+        );
+        o.generation = GenerationState::Valid(crate::observed::GenerationRecord {
+            generation: 3,
+            inventory_digest: digest::preloads(&preloads),
+        });
+        assert!(reasons(&trust, &o, &none, &diff, &node).unwrap().is_empty());
+        assert!(boot_plan(&desired, &o).unwrap().is_empty());
+        o.server_conf = Some(crate::observed::PromotedConfig::new(format!(
+            "{conf}# edited\n"
+        )));
+        assert_eq!(
+            reasons(&trust, &o, &none, &diff, &node).unwrap(),
+            vec![Reason::ConfigDrift]
+        );
+        let boot = boot_plan(&desired, &o).unwrap();
+        assert!(
+            matches!(&boot.steps[..], [Step::PromoteConfig { reasons, from_generation: 3, .. }]
+            if reasons == &vec![Reason::BootConfigDrift])
+        );
     }
 }

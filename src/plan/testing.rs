@@ -65,3 +65,57 @@ pub fn journal(space: &str, account: &str, committed: bool) -> JournalState {
         steps: Vec::new(),
     })
 }
+
+/// A broker trust and spaces whose account JWTs are really signed by its operator (the renderer
+/// checks issuers), keyed by name.
+pub fn minted(names: &[&str]) -> (BrokerTrust, Vec<(String, ObservedSpace)>) {
+    use crate::jwt;
+    use nkeys::KeyPair;
+    let operator = KeyPair::new_operator();
+    let sys = KeyPair::new_account();
+    let sys_signing = KeyPair::new_account();
+    let trust = BrokerTrust {
+        operator_pub: operator.public_key(),
+        operator_jwt: jwt::encode(
+            &mut jwt::operator_claims(&operator.public_key(), &sys.public_key(), 1),
+            &operator,
+        )
+        .unwrap(),
+        sys_pub: sys.public_key(),
+        sys_jwt: jwt::encode(
+            &mut jwt::account_claims(
+                "SYS",
+                &sys.public_key(),
+                &sys_signing.public_key(),
+                AccountLimits::system(),
+                1,
+            ),
+            &operator,
+        )
+        .unwrap(),
+    };
+    let spaces = names
+        .iter()
+        .map(|n| {
+            let account = KeyPair::new_account();
+            let signing = KeyPair::new_account();
+            let limits = AccountLimits::for_space(&SpaceSpec::default());
+            let token = jwt::encode(
+                &mut jwt::account_claims(
+                    n,
+                    &account.public_key(),
+                    &signing.public_key(),
+                    limits,
+                    1,
+                ),
+                &operator,
+            )
+            .unwrap();
+            let mut s = space(&account.public_key(), &SpaceSpec::default());
+            s.signing_pub = signing.public_key();
+            s.jwt = token;
+            (n.to_string(), s)
+        })
+        .collect();
+    (trust, spaces)
+}

@@ -39,20 +39,12 @@ pub fn parse(bytes: &[u8]) -> Result<AccountRecord, String> {
     record::parse(bytes)
 }
 
-/// Read one space's record (regular file only).
+/// Read one space's record (regular file only). Absent is an IO "not found" error naming the
+/// file; a link is refused.
 pub fn load(root: &Root, space: &SpaceName) -> Result<AccountRecord> {
     let path = root.account_record(space);
-    let bytes = match atomic::read_no_follow(&path)? {
-        atomic::Found::File(bytes) => bytes,
-        atomic::Found::NotRegular(what) => return Err(atomic::not_regular(&path, what)),
-        atomic::Found::Absent => {
-            return Err(Error::io(
-                &path,
-                std::io::Error::from(std::io::ErrorKind::NotFound),
-            ));
-        }
-    };
-    let record = parse(&bytes).map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+    let record: AccountRecord = record::read_optional(&path)?
+        .ok_or_else(|| Error::io(&path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
     if record.space != space.as_str() {
         return Err(Error::Other(format!(
             "{}: names space {:?}, not {:?}",
@@ -79,12 +71,8 @@ pub fn save(root: &Root, account: &AccountRecord) -> Result<()> {
 /// Delete a space's record if it still holds `account`. Returns true when it was removed.
 pub fn remove_if_account(root: &Root, space: &SpaceName, account: &str) -> Result<bool> {
     let path = root.account_record(space);
-    match atomic::read_optional(&path)? {
-        None => Ok(false),
-        Some(bytes) => match parse(&bytes) {
-            Ok(r) if r.account.public == account => atomic::remove_file(&path),
-            Ok(_) => Ok(false),
-            Err(e) => Err(Error::Other(format!("{}: {e}", path.display()))),
-        },
+    match record::read_optional::<AccountRecord>(&path)? {
+        Some(r) if r.account.public == account => atomic::remove_file(&path),
+        _ => Ok(false),
     }
 }

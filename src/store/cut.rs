@@ -4,8 +4,8 @@
 //! Invariant: a cut is written only after the broker was seen stopped and its listener seen
 //! unreachable.
 
-use crate::error::{Error, Result};
-use crate::store::record::{self, Layout, Record};
+use crate::error::Result;
+use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};
 
@@ -30,13 +30,7 @@ pub struct Cut {
 }
 
 pub fn load(root: &Root) -> Result<Option<Cut>> {
-    match record::read(&root.cut())? {
-        Record::Absent => Ok(None),
-        Record::Valid(cut) => Ok(Some(cut)),
-        Record::Corrupt { file, reason } => {
-            Err(Error::Other(format!("{}: {reason}", file.display())))
-        }
-    }
+    record::read_optional(&root.cut())
 }
 
 pub fn save(root: &Root, cut: &Cut) -> Result<()> {

@@ -45,6 +45,18 @@ pub fn read<T: DeserializeOwned>(path: &Path) -> Result<Record<T>> {
     read_with(path, parse)
 }
 
+/// Read a JSON record that may be absent, as an error when it is not: a link or another
+/// non-regular file is refused ([`atomic::not_regular`], exit 3), bytes that do not parse are
+/// an error naming the file.
+pub fn read_optional<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    match atomic::read_optional(path)? {
+        None => Ok(None),
+        Some(bytes) => parse(&bytes)
+            .map(Some)
+            .map_err(|reason| crate::error::Error::Other(format!("{}: {reason}", path.display()))),
+    }
+}
+
 /// Parse a JSON record's bytes.
 pub fn parse<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, String> {
     serde_json::from_slice(bytes).map_err(|e| format!("does not parse: {e}"))

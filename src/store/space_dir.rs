@@ -79,14 +79,7 @@ pub fn observer_creds(root: &Root, space: &SpaceName) -> Option<String> {
 
 /// The protection last applied to the space, if recorded.
 pub fn load_lifecycle(root: &Root, space: &SpaceName) -> Result<Option<Lifecycle>> {
-    match record::read(&root.space_file(space, SpaceFile::Lifecycle))? {
-        Record::Absent => Ok(None),
-        Record::Valid(l) => Ok(Some(l)),
-        Record::Corrupt { file, reason } => Err(crate::error::Error::Other(format!(
-            "{}: {reason}",
-            file.display()
-        ))),
-    }
+    record::read_optional(&root.space_file(space, SpaceFile::Lifecycle))
 }
 
 pub fn save_lifecycle(root: &Root, space: &SpaceName, lifecycle: &Lifecycle) -> Result<()> {

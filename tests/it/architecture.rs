@@ -50,6 +50,9 @@ const FORBIDDEN: &[&str] = &[
     "crate::cli",
     "crate::mint",
     "crate::backup",
+    "crate::clock",
+    "crate::operator",
+    "crate::fault",
 ];
 
 fn sources(path: &Path, out: &mut Vec<std::path::PathBuf>) {
@@ -62,6 +65,88 @@ fn sources(path: &Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
+/// A module's own code: without comments and without its unit-test module (`#[cfg(test)]`
+/// followed by `mod tests`), which may use what it likes.
+fn own_code(text: &str) -> String {
+    let cut = text.find("#[cfg(test)]\nmod tests").unwrap_or(text.len());
+    text[..cut]
+        .lines()
+        .map(|l| {
+            if l.trim_start().starts_with("//") {
+                ""
+            } else {
+                l
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Every path a `use` declaration names, its braces expanded: `use std::{env, fs::File};`
+/// names `std::env` and `std::fs::File`.
+fn used_paths(code: &str) -> Vec<String> {
+    fn expand(prefix: &str, tree: &str, out: &mut Vec<String>) {
+        let tree = tree.trim();
+        match tree.find('{') {
+            None => out.push(format!("{prefix}{tree}")),
+            Some(open) => {
+                let head = &tree[..open];
+                let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+                let mut depth = 0;
+                let mut start = 0;
+                for (i, c) in inner.char_indices() {
+                    match c {
+                        '{' => depth += 1,
+                        '}' => depth -= 1,
+                        ',' if depth == 0 => {
+                            expand(&format!("{prefix}{head}"), &inner[start..i], out);
+                            start = i + 1;
+                        }
+                        _ => {}
+                    }
+                }
+                if !inner[start..].trim().is_empty() {
+                    expand(&format!("{prefix}{head}"), &inner[start..], out);
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for stmt in code.split(';') {
+        let stmt: String = stmt.split_whitespace().collect::<Vec<_>>().join(" ");
+        if let Some(tree) = stmt
+            .rsplit_once("use ")
+            .filter(|(before, _)| before.trim().is_empty() || before.ends_with("pub "))
+            .map(|(_, t)| t.replace(' ', ""))
+        {
+            expand("", &tree, &mut out);
+        }
+    }
+    out
+}
+
+/// The forbidden names one module's text uses, with where.
+fn violations(file: &str, text: &str) -> Vec<String> {
+    let code = own_code(text);
+    let mut out = Vec::new();
+    for (i, line) in code.lines().enumerate() {
+        for f in FORBIDDEN {
+            if line.contains(f) {
+                out.push(format!("{file}:{}: `{f}` in {}", i + 1, line.trim()));
+            }
+        }
+    }
+    for path in used_paths(&code) {
+        for f in FORBIDDEN {
+            let f = f.trim_end_matches([';', ':']);
+            if path == f || path.starts_with(&format!("{f}::")) {
+                out.push(format!("{file}: `use {path}` names `{f}`"));
+            }
+        }
+    }
+    out
+}
+
 #[test]
 fn the_pure_core_imports_no_io_clock_randomness_or_broker() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -70,42 +155,40 @@ fn the_pure_core_imports_no_io_clock_randomness_or_broker() {
         sources(&root.join(p), &mut files);
     }
     assert!(files.len() >= PURE.len(), "every pure module was found");
-    let mut violations = Vec::new();
+    let mut found = Vec::new();
     for file in &files {
         let text = std::fs::read_to_string(file).unwrap();
-        // Unit tests may use what they like; only the module's own code is checked.
-        let code = text.split("#[cfg(test)]").next().unwrap();
-        for (i, line) in code.lines().enumerate() {
-            let trimmed = line.trim_start();
-            if trimmed.starts_with("//") {
-                continue;
-            }
-            for f in FORBIDDEN {
-                if line.contains(f) {
-                    violations.push(format!(
-                        "{}:{}: `{f}` in {}",
-                        file.strip_prefix(root).unwrap().display(),
-                        i + 1,
-                        line.trim()
-                    ));
-                }
-            }
-        }
+        let name = file.strip_prefix(root).unwrap().display().to_string();
+        found.extend(violations(&name, &text));
     }
     assert!(
-        violations.is_empty(),
+        found.is_empty(),
         "the pure core must not do IO, read the clock or the environment, draw randomness or reach the broker:\n{}",
-        violations.join("\n")
+        found.join("\n")
     );
 }
 
 #[test]
-fn the_check_itself_catches_a_forbidden_import() {
-    let line = "use std::fs::File;";
-    assert!(FORBIDDEN.iter().any(|f| line.contains(f)));
-    let observed = "use crate::observed::Observed;";
+fn the_check_itself_catches_every_way_of_naming_a_forbidden_module() {
+    let module = "//! a pure module, it says\n\
+        use crate::observed::Observed;\n\
+        use std::{collections::BTreeMap, env};\n\
+        use crate::{\n    model::SpaceName,\n    store::Root,\n};\n\
+        fn f() -> u64 { std::process::id() as u64 }\n\
+        #[cfg(test)]\nmod tests {\n    use std::fs;\n}\n";
+    let found = violations("m.rs", module).join("\n");
+    assert!(found.contains("`use std::env` names `std::env`"), "{found}");
     assert!(
-        !FORBIDDEN.iter().any(|f| observed.contains(f)),
-        "the plain data of an observation is allowed"
+        found.contains("`use crate::store::Root` names `crate::store`"),
+        "{found}"
+    );
+    assert!(found.contains("`std::process`"), "{found}");
+    assert!(
+        !found.contains("crate::observed"),
+        "plain observation data is allowed: {found}"
+    );
+    assert!(
+        !found.contains("std::fs"),
+        "unit tests may use what they like: {found}"
     );
 }

@@ -157,9 +157,14 @@ const TWO: &str = "[spaces.design]\n\n[spaces.release]\n";
 fn rendered_configs_pass_nats_servers_own_check() {
     let bin = cotal::broker::preflight::binary()
         .expect("the real-broker tier needs nats-server (COTAL_NATS_SERVER or PATH)");
-    for names in [vec!["design", "release"], crate::support::odd_names()] {
+    // The new user's two spaces (limits, protection) and every odd name.
+    let walkthrough = "version = 1\n[spaces.design]\nprotect = true\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n\n[spaces.release]\n".to_string();
+    for text in [
+        walkthrough,
+        crate::support::declaring(&crate::support::odd_names()),
+    ] {
         let root = TestRoot::init();
-        std::fs::write(root.file("cotal.toml"), crate::support::declaring(&names)).unwrap();
+        std::fs::write(root.file("cotal.toml"), &text).unwrap();
         root.apply().success();
         let checked = std::process::Command::new(&bin)
             .args(["-t", "-c"])
@@ -168,7 +173,7 @@ fn rendered_configs_pass_nats_servers_own_check() {
             .unwrap();
         assert!(
             checked.status.success(),
-            "{names:?}: {}",
+            "{text}: {}",
             String::from_utf8_lossy(&checked.stderr)
         );
     }
