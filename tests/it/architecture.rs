@@ -55,10 +55,25 @@ const FORBIDDEN: &[&str] = &[
     "crate::fault",
 ];
 
+/// The `.rs` files under `path`, without the test-only modules a folder's `mod.rs` declares
+/// under `#[cfg(test)]`.
 fn sources(path: &Path, out: &mut Vec<std::path::PathBuf>) {
     if path.is_dir() {
+        let test_only: Vec<String> = std::fs::read_to_string(path.join("mod.rs"))
+            .unwrap_or_default()
+            .split("#[cfg(test)]\nmod ")
+            .skip(1)
+            .filter_map(|rest| {
+                rest.split_once(';')
+                    .map(|(m, _)| format!("{}.rs", m.trim()))
+            })
+            .collect();
         for entry in std::fs::read_dir(path).unwrap() {
-            sources(&entry.unwrap().path(), out);
+            let entry = entry.unwrap().path();
+            let name = entry.file_name().unwrap().to_string_lossy().into_owned();
+            if !test_only.contains(&name) {
+                sources(&entry, out);
+            }
         }
     } else if path.extension().is_some_and(|e| e == "rs") {
         out.push(path.to_path_buf());

@@ -718,3 +718,46 @@ fn a_stream_a_tenant_recreated_beyond_repair_never_fails_other_work() {
         .code(0);
     assert!(stdout(&plan).contains("was recreated"), "{}", stdout(&plan));
 }
+
+#[test]
+fn a_saved_plan_survives_traffic_but_not_a_broker_that_stopped() {
+    let b = Broker::start(TWO);
+    let plans = tempfile::tempdir().unwrap();
+    let first = plans.path().join("first.json");
+    b.desire(&format!("{TWO}\n[spaces.third]\n"));
+    b.root
+        .cotal(&["plan", "--out", first.to_str().unwrap()])
+        .assert()
+        .success();
+    // Traffic moves the figures a plan shows, not its decisions.
+    let design = b.client("design").unwrap();
+    publish(&b, &design, "design", 5);
+    let out = b
+        .root
+        .cotal(&["apply", first.to_str().unwrap(), "--auto-approve"])
+        .assert()
+        .success();
+    assert!(
+        stdout(&out).contains("Apply complete: 1 added"),
+        "{}",
+        stdout(&out)
+    );
+    // A plan made while the broker ran is stale once it stopped.
+    let second = plans.path().join("second.json");
+    b.desire(&format!("{TWO}\n[spaces.third]\n\n[spaces.fourth]\n"));
+    b.root
+        .cotal(&["plan", "--out", second.to_str().unwrap()])
+        .assert()
+        .success();
+    b.root.cotal(&["down"]).assert().success();
+    let out = b
+        .root
+        .cotal(&["apply", second.to_str().unwrap(), "--auto-approve"])
+        .assert()
+        .code(5);
+    assert!(
+        stderr(&out).contains("the broker stopped since the plan was made"),
+        "{}",
+        stderr(&out)
+    );
+}
