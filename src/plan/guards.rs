@@ -325,24 +325,10 @@ mod tests {
     use crate::observed::PromotedConfig;
 
     fn observed_with(conf: &str, process: BrokerProcess) -> Observed {
-        Observed {
-            broker: BrokerRecordState::Absent,
-            sys_seed_retained: true,
-            inventory: Inventory::default(),
-            server_conf: Some(PromotedConfig::new(conf.to_string())),
-            generation: GenerationState::Absent,
-            journal: JournalState::Closed,
-            process,
-            store_dir: "/s".into(),
-            desired_digest: String::new(),
-            live_error: None,
-            server: None,
-            listener: Listener {
-                host: "127.0.0.1".into(),
-                port: 4222,
-            },
-            journal_protected: Default::default(),
-        }
+        let mut o = crate::plan::testing::observed(&[]);
+        o.server_conf = Some(PromotedConfig::new(conf.to_string()));
+        o.process = process;
+        o
     }
 
     fn node(port: u16) -> Node {
