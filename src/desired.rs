@@ -23,6 +23,11 @@ pub struct BrokerSettings {
     /// As written in the file; relative paths are relative to the root.
     pub store_dir: String,
     pub multi_space: bool,
+    /// The JetStream file store the broker may use (`jetstream { max_file_store }`); unset:
+    /// nats-server's own default (75% of the free disk when it starts).
+    pub max_file_store: Option<ByteSize>,
+    /// The JetStream memory store (`jetstream { max_memory_store }`); unset: 75% of memory.
+    pub max_memory_store: Option<ByteSize>,
 }
 
 impl Default for BrokerSettings {
@@ -32,14 +37,20 @@ impl Default for BrokerSettings {
             port: 4222,
             store_dir: ".cotal/nats".into(),
             multi_space: true,
+            max_file_store: None,
+            max_memory_store: None,
         }
     }
 }
 
-/// The desired state: broker settings and the spaces by name.
+/// The desired state: broker settings and the spaces by name, each space's limits already
+/// completed from `[defaults.limits]` (a limit a space does not set is the default's; one
+/// neither sets is unlimited).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Desired {
     pub broker: BrokerSettings,
+    /// `[defaults.limits]` as written.
+    pub defaults: Limits,
     pub spaces: BTreeMap<SpaceName, SpaceSpec>,
 }
 
@@ -50,7 +61,15 @@ struct RawFile {
     #[serde(default)]
     broker: Option<RawBroker>,
     #[serde(default)]
+    defaults: Option<RawDefaults>,
+    #[serde(default)]
     spaces: BTreeMap<Spanned<String>, RawSpace>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawDefaults {
+    limits: Option<RawLimits>,
 }
 
 #[derive(Deserialize)]
@@ -60,6 +79,8 @@ struct RawBroker {
     port: Option<Spanned<i64>>,
     store_dir: Option<Spanned<String>>,
     multi_space: Option<bool>,
+    max_file_store: Option<Spanned<toml::Value>>,
+    max_memory_store: Option<Spanned<toml::Value>>,
 }
 
 #[derive(Deserialize)]
@@ -136,13 +157,18 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         Some(b) => broker_settings(b, &loc)?,
     };
 
+    let defaults = match raw.defaults.and_then(|d| d.limits) {
+        None => Limits::default(),
+        Some(l) => limits(l, &loc)?,
+    };
     let mut spaces = BTreeMap::new();
     for (key, space) in raw.spaces {
         let name = SpaceName::parse(key.get_ref()).map_err(|e| loc.at(key.span().start, e))?;
         let limits = match space.limits {
             None => Limits::default(),
             Some(l) => limits(l, &loc)?,
-        };
+        }
+        .or(&defaults);
         spaces.insert(
             name,
             SpaceSpec {
@@ -152,7 +178,11 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
             },
         );
     }
-    Ok(Desired { broker, spaces })
+    Ok(Desired {
+        broker,
+        defaults,
+        spaces,
+    })
 }
 
 fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String> {
@@ -205,11 +235,23 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String
             v.clone()
         }
     };
+    let store =
+        |field: &str, v: Option<Spanned<toml::Value>>| -> Result<Option<ByteSize>, String> {
+            let Some(s) = v else { return Ok(None) };
+            size_value(s.get_ref()).map(Some).map_err(|e| {
+                loc.at(
+                    s.span().start,
+                    format!("{field}: {e}; omit it for nats-server's default"),
+                )
+            })
+        };
     Ok(BrokerSettings {
         host,
         port,
         store_dir,
         multi_space: b.multi_space.unwrap_or(defaults.multi_space),
+        max_file_store: store("max_file_store", b.max_file_store)?,
+        max_memory_store: store("max_memory_store", b.max_memory_store)?,
     })
 }
 
@@ -240,21 +282,7 @@ fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {
                 why: &str|
      -> Result<Option<ByteSize>, String> {
         let Some(s) = v else { return Ok(None) };
-        let parsed = match s.get_ref() {
-            toml::Value::Integer(n) if *n > 0 => Ok(ByteSize(*n as u64)),
-            toml::Value::Integer(n) => Err(format!("{n} is not a positive size")),
-            toml::Value::String(text) => ByteSize::parse(text).and_then(|b| {
-                if b.0 == 0 {
-                    Err(format!("{text:?} is not a positive size"))
-                } else {
-                    Ok(b)
-                }
-            }),
-            other => Err(format!(
-                "expected a size like \"10GiB\" or an integer, found {}",
-                other.type_str()
-            )),
-        };
+        let parsed = size_value(s.get_ref());
         let at = s.span().start;
         let parsed =
             parsed.map_err(|e| loc.at(at, format!("{field}: {e}; omit it for unlimited")))?;
@@ -289,6 +317,25 @@ fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {
     })
 }
 
+/// A positive size: an integer of bytes or a string with a unit.
+fn size_value(v: &toml::Value) -> Result<ByteSize, String> {
+    match v {
+        toml::Value::Integer(n) if *n > 0 => Ok(ByteSize(*n as u64)),
+        toml::Value::Integer(n) => Err(format!("{n} is not a positive size")),
+        toml::Value::String(text) => ByteSize::parse(text).and_then(|b| {
+            if b.0 == 0 {
+                Err(format!("{text:?} is not a positive size"))
+            } else {
+                Ok(b)
+            }
+        }),
+        other => Err(format!(
+            "expected a size like \"10GiB\" or an integer, found {}",
+            other.type_str()
+        )),
+    }
+}
+
 /// The starter file `cotal init` writes when the root has none.
 pub const STARTER: &str = r#"# cotal.toml: the spaces (tenants) this broker hosts. Edit, then `cotal plan` and `cotal apply`.
 version = 1
@@ -298,13 +345,25 @@ host = "127.0.0.1"        # listener; changing it needs a broker restart
 port = 4222
 store_dir = ".cotal/nats" # JetStream store, relative to this file
 multi_space = true        # keep the system signing seed so every space gets its $SYS creds
+# max_file_store = "50GiB"  # JetStream's disk (default: 75% of the free disk when it starts)
+# max_memory_store = "4GiB" # JetStream's memory (default: 75% of memory)
+
+# Limits for every space that does not set its own (each one separately); finite, so that
+# no tenant can take the whole broker. `cotal plan` checks what they commit the broker to.
+[defaults.limits]
+max_connections = 100
+max_storage = "1GiB"      # quota on disk; quotas may over-commit the disk (the plan says by how much)
+max_memory = "64MiB"
+max_streams = 50          # cotal provisions 12 per space
+max_consumers = 500
+max_payload = "1MiB"
 
 # One table per space, keyed by its name:
 #
 # [spaces.design]
 # state = "active"        # active | suspended (connections refused, data kept)
 # protect = true          # removal refused while set
-# [spaces.design.limits]  # omitted = unlimited
+# [spaces.design.limits]  # overrides [defaults.limits], key by key
 # max_connections = 200
 # max_storage = "10GiB"
 "#;
@@ -349,10 +408,40 @@ max_storage = "10GiB"
     }
 
     #[test]
-    fn starter_file_parses_to_no_spaces() {
+    fn starter_file_parses_to_no_spaces_and_finite_defaults() {
         let d = parse(STARTER, "cotal.toml").unwrap();
         assert!(d.spaces.is_empty());
         assert_eq!(d.broker, BrokerSettings::default());
+        assert!(
+            d.defaults.entries().iter().all(|(_, v)| v.is_some()),
+            "every default is finite: {:?}",
+            d.defaults
+        );
+    }
+
+    #[test]
+    fn defaults_fill_each_limit_a_space_does_not_set() {
+        let d = parse(
+            "version = 1\n[defaults.limits]\nmax_connections = 10\nmax_storage = \"1GiB\"\n\
+             [spaces.a]\n[spaces.b.limits]\nmax_connections = 99\n",
+            "f",
+        )
+        .unwrap();
+        let a = &d.spaces[&SpaceName::parse("a").unwrap()].limits;
+        let b = &d.spaces[&SpaceName::parse("b").unwrap()].limits;
+        assert_eq!(
+            (a.max_connections, a.max_storage),
+            (Some(10), Some(ByteSize(1 << 30)))
+        );
+        assert_eq!(
+            (b.max_connections, b.max_storage),
+            (Some(99), Some(ByteSize(1 << 30)))
+        );
+        assert_eq!(a.max_payload, None, "neither sets it: unlimited");
+        assert!(err("version = 1\n[defaults.limits]\nmax_streams = 3\n").contains("at least 12"));
+        assert!(err("version = 1\n[defaults]\nstate = \"suspended\"\n").contains("unknown field"));
+        let d = parse("version = 1\n[broker]\nmax_file_store = \"10GiB\"\n", "f").unwrap();
+        assert_eq!(d.broker.max_file_store, Some(ByteSize(10 << 30)));
     }
 
     #[test]
@@ -402,10 +491,10 @@ max_storage = "10GiB"
             e.starts_with("cotal.toml:3:15: max_payload = 16 B must be at least 4 KiB"),
             "{e}"
         );
-        let e = err("version = 1\n[spaces.a.limits]\nmax_storage = \"63MiB\"\n");
-        assert!(e.contains("must be at least 64 MiB"), "{e}");
+        let e = err("version = 1\n[spaces.a.limits]\nmax_storage = \"512KiB\"\n");
+        assert!(e.contains("must be at least 1 MiB"), "{e}");
         let ok = parse(
-            "version = 1\n[spaces.a.limits]\nmax_payload = \"4KiB\"\nmax_storage = \"64MiB\"\n",
+            "version = 1\n[spaces.a.limits]\nmax_payload = \"4KiB\"\nmax_storage = \"1MiB\"\n",
             "f",
         );
         assert!(ok.is_ok(), "the minimums themselves are accepted");

@@ -204,6 +204,18 @@ pub struct Limits {
 }
 
 impl Limits {
+    /// These limits, each one unset here taken from `defaults`.
+    pub fn or(self, defaults: &Limits) -> Limits {
+        Limits {
+            max_connections: self.max_connections.or(defaults.max_connections),
+            max_storage: self.max_storage.or(defaults.max_storage),
+            max_memory: self.max_memory.or(defaults.max_memory),
+            max_streams: self.max_streams.or(defaults.max_streams),
+            max_consumers: self.max_consumers.or(defaults.max_consumers),
+            max_payload: self.max_payload.or(defaults.max_payload),
+        }
+    }
+
     /// Each limit as `(name, value)` for display and comparison, in a fixed order.
     pub fn entries(&self) -> Vec<(&'static str, Option<String>)> {
         vec![

@@ -21,6 +21,9 @@ pub struct Node {
     pub port: u16,
     /// Absolute JetStream store directory.
     pub store_dir: PathBuf,
+    /// JetStream's file and memory stores, when the operator bounds them.
+    pub max_file_store: Option<u64>,
+    pub max_memory_store: Option<u64>,
 }
 
 /// An account's token in the preload: a signed JWT, or a placeholder for one the plan will
@@ -117,6 +120,12 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
         "  store_dir: {}",
         quote(&node.store_dir.to_string_lossy())
     );
+    if let Some(n) = node.max_file_store {
+        let _ = writeln!(out, "  max_file_store: {n}");
+    }
+    if let Some(n) = node.max_memory_store {
+        let _ = writeln!(out, "  max_memory_store: {n}");
+    }
     out.push_str("}\n");
     let _ = writeln!(out, "operator: {}", quote(&broker.operator_jwt));
     let _ = writeln!(out, "system_account: {}", broker.sys_pub);
@@ -158,6 +167,17 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         broker.sys_pub.clone(),
         Value::String(broker.sys_jwt.clone()),
     );
+    let mut jetstream = serde_json::Map::new();
+    jetstream.insert(
+        "store_dir".into(),
+        Value::String(node.store_dir.to_string_lossy().into_owned()),
+    );
+    if let Some(n) = node.max_file_store {
+        jetstream.insert("max_file_store".into(), json!(n));
+    }
+    if let Some(n) = node.max_memory_store {
+        jetstream.insert("max_memory_store".into(), json!(n));
+    }
     // serde_json's map is ordered by key, as Go's encoder orders map keys.
     let parsed = json!({
         "host": node.host,
@@ -165,7 +185,7 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         "max_control_line": MAX_CONTROL_LINE,
         "logfile_size_limit": LOG_SIZE_LIMIT,
         "logfile_max_num": LOG_MAX_FILES,
-        "jetstream": { "store_dir": node.store_dir.to_string_lossy() },
+        "jetstream": jetstream,
         "operator": broker.operator_jwt,
         "system_account": broker.sys_pub,
         "resolver": "MEMORY",
@@ -318,6 +338,8 @@ mod tests {
             host: "0.0.0.0".into(),
             port: 4333,
             store_dir: "/srv/s".into(),
+            max_file_store: None,
+            max_memory_store: None,
         };
         let text = render(
             &trust(),

@@ -102,7 +102,7 @@ const BUCKETS: [(&str, i64, u64, i64, bool); 7] = [
     ("channels", 1, 0, -1, true),
     ("members", 1, 0, -1, true),
     ("acl", 1, 0, -1, true),
-    ("membership", 1, 0, 64 << 20, false),
+    ("membership", 1, 0, 1 << 20, false),
     ("delivery", 1, 30, -1, false),
     ("manager", 1, 10, -1, false),
 ];

@@ -44,6 +44,8 @@ impl Isolated {
             host: "127.0.0.1".into(),
             port,
             store_dir: store_dir.to_path_buf(),
+            max_file_store: None,
+            max_memory_store: None,
         };
         let text = render::server_conf(
             trust,

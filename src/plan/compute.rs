@@ -15,6 +15,8 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
         host: desired.broker.host.clone(),
         port: desired.broker.port,
         store_dir: observed.store_dir.clone(),
+        max_file_store: desired.broker.max_file_store.map(|b| b.0),
+        max_memory_store: desired.broker.max_memory_store.map(|b| b.0),
     }]
 }
 

@@ -337,6 +337,8 @@ mod tests {
             host: "127.0.0.1".into(),
             port,
             store_dir: "/s".into(),
+            max_file_store: None,
+            max_memory_store: None,
         }
     }
 

@@ -92,7 +92,7 @@ fn corpus() -> Vec<Case> {
         toml("zero storage", "version = 1\n[spaces.a.limits]\nmax_storage = 0\n", "not a positive size"),
         toml("too few streams", "version = 1\n[spaces.a.limits]\nmax_streams = 5\n", "at least 12"),
         toml("payload below the JetStream API", "version = 1\n[spaces.a.limits]\nmax_payload = \"16B\"\n", "cotal.toml:3:15: max_payload = 16 B must be at least 4 KiB"),
-        toml("storage below the reservations", "version = 1\n[spaces.a.limits]\nmax_storage = \"1MiB\"\n", "max_storage = 1 MiB must be at least 64 MiB"),
+        toml("storage below the reservations", "version = 1\n[spaces.a.limits]\nmax_storage = \"512KiB\"\n", "max_storage = 512 KiB must be at least 1 MiB"),
         toml("not UTF-8", "version = 1\n[spaces.\u{0}]\n", "cotal.toml:2:"),
         file("record: bad JSON", "account:design", b"{\"space\": \"design\", ", 3, "does not parse"),
         file("record: empty", "account:design", b"", 3, "does not parse"),
