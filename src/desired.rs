@@ -349,11 +349,13 @@ multi_space = true        # keep the system signing seed so every space gets its
 # max_memory_store = "4GiB" # JetStream's memory (default: 75% of memory)
 
 # Limits for every space that does not set its own (each one separately); finite, so that
-# no tenant can take the whole broker. `cotal plan` checks what they commit the broker to.
+# no tenant can take the whole broker. Quotas are commitments: nats-server gives a space
+# JetStream only while every space's quota fits in its store, and `cotal plan` refuses a plan
+# that does not fit. These fit 1000 spaces on a machine with 24 GiB of memory and 50 GB free.
 [defaults.limits]
 max_connections = 100
-max_storage = "1GiB"      # quota on disk; quotas may over-commit the disk (the plan says by how much)
-max_memory = "64MiB"
+max_storage = "32MiB"     # JetStream disk quota (raise it per space: [spaces.NAME.limits])
+max_memory = "8MiB"       # JetStream memory quota
 max_streams = 50          # cotal provisions 12 per space
 max_consumers = 500
 max_payload = "1MiB"

@@ -9,8 +9,8 @@ use crate::desired::{self, Desired};
 use crate::digest;
 use crate::error::{Error, Result};
 use crate::observed::{
-    BrokerProcess, BrokerRecordState, Inventory, Observed, PromotedConfig, ServerInfo, StreamUsage,
-    Usage, UsageSource,
+    BrokerProcess, BrokerRecordState, Capacity, CapacitySource, Inventory, Observed,
+    PromotedConfig, ServerInfo, Store, StreamUsage, Usage, UsageSource,
 };
 use crate::store::{
     Root, broker_record, desired_file, generation, inventory, jetstream_dir, journal, server_conf,
@@ -49,11 +49,12 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
     let server_conf = server_conf::read(root)?.map(PromotedConfig::new);
     let listener = listener(desired, server_conf.as_ref());
     let process = broker_process(root, &listener)?;
-    let (mut live_error, mut server) = (None, None);
+    let (mut live_error, mut server, mut store) = (None, None, None);
     if let (BrokerProcess::Running { .. }, BrokerRecordState::Valid(_)) = (&process, &broker) {
         match live_figures(root, &listener) {
             Ok(figures) => {
                 apply_figures(&mut inventory, &figures);
+                store = figures.store;
                 server = Some(ServerInfo {
                     version: figures.version,
                     started: figures.start,
@@ -82,6 +83,12 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         running = ?process,
         "observed"
     );
+    let stored: u64 = inventory
+        .spaces
+        .values()
+        .map(|s| s.usage.total_bytes())
+        .sum();
+    let capacity = capacity(desired, &store_dir, store, stored);
     let journal = journal::load(root)?;
     let mut journal_protected = std::collections::BTreeSet::new();
     if let crate::observed::JournalState::Open(j) = &journal {
@@ -105,6 +112,7 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         generation: generation::load(root)?,
         journal,
         journal_protected,
+        capacity,
         process,
         store_dir,
         desired_digest,
@@ -158,6 +166,69 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures) {
             }
         }
     }
+}
+
+/// What the broker's JetStream can hold: the configured store sizes, else what the running
+/// broker reports, else nats-server's default estimated as it computes it at start (75% of the
+/// free disk of the store folder, 75% of the memory).
+fn capacity(
+    desired: &Desired,
+    store_dir: &std::path::Path,
+    live: Option<live::StoreFigures>,
+    stored: u64,
+) -> Capacity {
+    let resource =
+        |configured: Option<u64>, running: Option<u64>, estimate: fn(&std::path::Path) -> u64| {
+            match (configured, running) {
+                (Some(size), _) => (size, CapacitySource::Configured),
+                (None, Some(size)) => (size, CapacitySource::Broker),
+                (None, None) => (estimate(store_dir), CapacitySource::Estimated),
+            }
+        };
+    let (file, file_source) = resource(
+        desired.broker.max_file_store.map(|b| b.0),
+        live.map(|s| s.max_file),
+        |dir| free_disk(dir) / 4 * 3,
+    );
+    let (memory, memory_source) = resource(
+        desired.broker.max_memory_store.map(|b| b.0),
+        live.map(|s| s.max_memory),
+        |_| total_memory() / 4 * 3,
+    );
+    Capacity {
+        file: Store {
+            size: file,
+            source: file_source,
+            used: Some(live.map(|s| s.file_used).unwrap_or(stored)),
+        },
+        memory: Store {
+            size: memory,
+            source: memory_source,
+            used: live.map(|s| s.memory_used),
+        },
+    }
+}
+
+/// Bytes free for an unprivileged writer on the filesystem of `dir` (or of its nearest existing
+/// ancestor).
+fn free_disk(dir: &std::path::Path) -> u64 {
+    dir.ancestors()
+        .find_map(|d| nix::sys::statvfs::statvfs(d).ok())
+        .map(|s| s.blocks_available() * s.fragment_size())
+        .unwrap_or(0)
+}
+
+/// The machine's memory (`MemTotal` of `/proc/meminfo`).
+fn total_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kib| kib * 1024)
+        .unwrap_or(0)
 }
 
 /// Where the broker listens: the promoted config's listener (what a running broker loaded),

@@ -215,6 +215,47 @@ impl PromotedConfig {
     }
 }
 
+/// Where a JetStream store size comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CapacitySource {
+    /// `[broker] max_file_store` / `max_memory_store` in `cotal.toml`.
+    Configured,
+    /// The running broker says so (VARZ).
+    Broker,
+    /// nats-server's default, estimated: 75% of the free disk of the store, or of the memory.
+    Estimated,
+}
+
+impl std::fmt::Display for CapacitySource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            CapacitySource::Configured => "set in cotal.toml",
+            CapacitySource::Broker => "as the running broker reports it",
+            CapacitySource::Estimated => {
+                "nats-server's default, estimated: 75% of the free disk, or of the memory"
+            }
+        })
+    }
+}
+
+/// One JetStream store of the broker: its size, where that figure comes from, and what it
+/// holds now when known.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Store {
+    pub size: u64,
+    pub source: CapacitySource,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub used: Option<u64>,
+}
+
+/// What the broker can hold in JetStream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Capacity {
+    pub file: Store,
+    pub memory: Store,
+}
+
 /// What the running nats-server says of itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ServerInfo {
@@ -246,6 +287,8 @@ pub struct Observed {
     /// Spaces an open journal removes whose folder records protection for the pinned account
     /// (or whose protection record is unreadable: fail closed).
     pub journal_protected: std::collections::BTreeSet<SpaceName>,
+    /// What the broker's JetStream can hold.
+    pub capacity: Capacity,
 }
 
 impl Observed {

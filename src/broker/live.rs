@@ -171,11 +171,22 @@ impl Nats {
             for a in statz.data.account_statz {
                 accounts.entry(a.acc).or_default().connections = a.conns;
             }
+            let store = varz.data.jetstream.as_ref().and_then(|js| {
+                let config = js.config.as_ref()?;
+                let stats = js.stats.as_ref();
+                Some(StoreFigures {
+                    max_file: u64::try_from(config.max_storage).ok()?,
+                    max_memory: u64::try_from(config.max_memory).ok()?,
+                    file_used: stats.map(|s| s.storage).unwrap_or(0),
+                    memory_used: stats.map(|s| s.memory).unwrap_or(0),
+                })
+            });
             Ok(Figures {
                 version: varz.data.version,
                 start: varz.data.start,
                 now: varz.data.now,
                 accounts,
+                store,
             })
         })
     }
@@ -351,6 +362,17 @@ pub struct Figures {
     pub start: String,
     pub now: String,
     pub accounts: BTreeMap<String, AccountFigures>,
+    /// JetStream's file and memory stores as the broker runs them, and what it stores now.
+    pub store: Option<StoreFigures>,
+}
+
+/// The broker's JetStream stores: their size and their use.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct StoreFigures {
+    pub max_file: u64,
+    pub max_memory: u64,
+    pub file_used: u64,
+    pub memory_used: u64,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -420,6 +442,32 @@ struct Varz {
     start: String,
     #[serde(default)]
     now: String,
+    #[serde(default)]
+    jetstream: Option<VarzJetStream>,
+}
+
+#[derive(Deserialize, Default)]
+struct VarzJetStream {
+    #[serde(default)]
+    config: Option<VarzJsConfig>,
+    #[serde(default)]
+    stats: Option<VarzJsStats>,
+}
+
+#[derive(Deserialize, Default)]
+struct VarzJsConfig {
+    #[serde(default)]
+    max_storage: i64,
+    #[serde(default)]
+    max_memory: i64,
+}
+
+#[derive(Deserialize, Default)]
+struct VarzJsStats {
+    #[serde(default)]
+    storage: u64,
+    #[serde(default)]
+    memory: u64,
 }
 
 #[derive(Deserialize)]

@@ -31,7 +31,39 @@ struct Status {
     journal_open: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     cut: Option<String>,
+    jetstream: JetStreamStatus,
     spaces: Vec<SpaceStatus>,
+}
+
+/// What the broker's JetStream can hold, what the applied spaces commit it to, what it holds.
+#[derive(Serialize)]
+struct JetStreamStatus {
+    file: StoreStatus,
+    memory: StoreStatus,
+}
+
+#[derive(Serialize)]
+struct StoreStatus {
+    size: u64,
+    source: crate::observed::CapacitySource,
+    /// The applied spaces' quotas (or, without one, their reservations).
+    committed: u64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    used: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    available: Option<u64>,
+}
+
+impl StoreStatus {
+    fn of(store: &crate::observed::Store, committed: u64) -> Self {
+        StoreStatus {
+            size: store.size,
+            source: store.source,
+            committed,
+            used: store.used,
+            available: store.used.map(|u| store.size.saturating_sub(u)),
+        }
+    }
 }
 
 #[derive(Serialize)]
@@ -97,6 +129,14 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         generation: observed.generation.generation(),
         journal_open: matches!(observed.journal, JournalState::Open(_)),
         cut: crate::store::cut::load(&root)?.map(|c| c.at),
+        jetstream: {
+            // What the applied spaces commit (their records' limits), not what cotal.toml asks.
+            let applied = crate::plan::capacity::applied(&observed);
+            JetStreamStatus {
+                file: StoreStatus::of(&observed.capacity.file, applied.file),
+                memory: StoreStatus::of(&observed.capacity.memory, applied.memory),
+            }
+        },
         spaces: observed
             .inventory
             .spaces
@@ -144,6 +184,23 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
     }
     out.push('\n');
     let _ = writeln!(out, "generation  {}", s.generation);
+    for (label, st) in [
+        ("jetstream   file  ", &s.jetstream.file),
+        ("            memory", &s.jetstream.memory),
+    ] {
+        let _ = writeln!(
+            out,
+            "{label} {} committed of {} ({}){}",
+            human_bytes(st.committed),
+            human_bytes(st.size),
+            st.source,
+            match (st.used, st.available) {
+                (Some(u), Some(a)) =>
+                    format!(", {} used, {} available", human_bytes(u), human_bytes(a)),
+                _ => String::new(),
+            }
+        );
+    }
     if let Some(cut) = &s.cut {
         let _ = writeln!(
             out,

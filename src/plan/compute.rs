@@ -32,6 +32,7 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> 
     guards::guard_listener(observed, &node)?;
     let diff = diff::diff(desired, observed, &removals);
     guards::guard_sys_seed(observed, diff.adds.keys())?;
+    super::capacity::guard_capacity(desired, observed)?;
 
     let described = describe::describe(desired, observed, &removals, &diff);
     let promotion = promotion::promotion(&trust, observed, &removals, &diff, &node)?;

@@ -12,6 +12,7 @@
 //! blast radius, work lists, reason wording): [`Plan::decision_digest`] covers exactly those.
 
 mod blast;
+pub mod capacity;
 mod compute;
 mod describe;
 mod diff;

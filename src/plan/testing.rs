@@ -45,6 +45,18 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
             port: 4222,
         },
         journal_protected: Default::default(),
+        capacity: Capacity {
+            file: Store {
+                size: 1 << 40,
+                source: CapacitySource::Configured,
+                used: None,
+            },
+            memory: Store {
+                size: 1 << 36,
+                source: CapacitySource::Configured,
+                used: None,
+            },
+        },
     }
 }
 

@@ -106,6 +106,18 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
             port: 4222,
         },
         journal_protected: Default::default(),
+        capacity: Capacity {
+            file: Store {
+                size: 1 << 40,
+                source: CapacitySource::Configured,
+                used: None,
+            },
+            memory: Store {
+                size: 1 << 36,
+                source: CapacitySource::Configured,
+                used: None,
+            },
+        },
     };
     if !o.inventory.spaces.is_empty() {
         let preloads: Vec<Preload> = o

@@ -1289,3 +1289,43 @@ fn a_stream_whose_config_drifted_is_a_change_and_apply_repairs_it() {
         .code(0);
     assert_eq!(b.space_status("design").unwrap()["servable"], true);
 }
+
+#[test]
+fn a_thousand_spaces_with_the_starter_defaults_boot_on_a_machine_of_this_size() {
+    // `cotal init` writes the starter file, whose [defaults.limits] every space takes.
+    let root = TestRoot::init();
+    let port = free_port();
+    let starter = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
+    let mut text = starter.replace("port = 4222", &format!("port = {port}"));
+    for i in 1..=1000 {
+        text.push_str(&format!("[spaces.s{i:04}]\n"));
+    }
+    std::fs::write(root.file("cotal.toml"), text).unwrap();
+    root.apply().success();
+    let up = root.cotal(&["up"]).assert().success();
+    assert!(
+        stdout(&up).contains("1000 spaces served"),
+        "{}",
+        stdout(&up)
+    );
+    let status = root
+        .cotal(&["status", "--format", "json"])
+        .assert()
+        .success();
+    let status: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    let servable = status["spaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["servable"] == true)
+        .count();
+    assert_eq!(servable, 1000, "every space has its streams and buckets");
+    for store in ["file", "memory"] {
+        let s = &status["jetstream"][store];
+        assert!(
+            s["committed"].as_u64().unwrap() <= s["size"].as_u64().unwrap(),
+            "{store}: {s}"
+        );
+    }
+    root.cotal(&["down"]).assert().success();
+}

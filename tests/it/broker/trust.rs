@@ -761,3 +761,45 @@ fn a_saved_plan_survives_traffic_but_not_a_broker_that_stopped() {
         stderr(&out)
     );
 }
+
+#[test]
+fn a_plan_that_commits_more_storage_than_the_broker_has_is_refused_and_changes_nothing() {
+    let root = TestRoot::init();
+    let port = free_port();
+    let file = |spaces: &str| {
+        format!(
+            "version = 1\n[broker]\nport = {port}\nmax_file_store = \"100MiB\"\n\n[defaults.limits]\nmax_storage = \"32MiB\"\n\n{spaces}"
+        )
+    };
+    std::fs::write(root.file("cotal.toml"), file(TWO)).unwrap();
+    root.apply().success();
+    root.cotal(&["up"]).assert().success();
+    let status = root
+        .cotal(&["status", "--format", "json"])
+        .assert()
+        .success();
+    let status: serde_json::Value = serde_json::from_str(&stdout(&status)).unwrap();
+    assert_eq!(status["jetstream"]["file"]["size"], 100 << 20, "{status}");
+    assert_eq!(status["jetstream"]["file"]["source"], "configured");
+    assert_eq!(status["jetstream"]["file"]["committed"], 64 << 20);
+    // A third space of 48 MiB would commit 112 MiB of a 100 MiB store.
+    std::fs::write(
+        root.file("cotal.toml"),
+        file(&format!(
+            "{TWO}\n[spaces.big.limits]\nmax_storage = \"48MiB\"\n"
+        )),
+    )
+    .unwrap();
+    let before = root.snapshot();
+    for args in [&["plan"][..], &["apply", "--auto-approve"][..]] {
+        let out = root.cotal(args).assert().code(3);
+        let err = stderr(&out);
+        assert!(
+            err.contains("add up to 112 MiB, more than the broker's JetStream file store of 100 MiB (set in cotal.toml)"),
+            "{err}"
+        );
+        assert!(err.contains("\"big\" 48 MiB"), "{err}");
+    }
+    assert_eq!(root.snapshot(), before, "nothing changed");
+    root.cotal(&["down"]).assert().success();
+}

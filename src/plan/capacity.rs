@@ -1,0 +1,190 @@
+//! What the desired spaces commit the broker's JetStream to, and the refusal when it cannot
+//! hold it.
+//!
+//! nats-server (2.15, measured) enables JetStream for an account only while the sum of every
+//! account's positive `max_storage` (and `max_memory`) stays within its file (memory) store,
+//! and every stream's `max_bytes` is reserved up front within it: quotas cannot over-commit the
+//! broker, they are commitments. A space without a `max_storage` commits what its provisioned
+//! buckets reserve (and may then use everything left); one without `max_memory` commits none.
+//!
+//! Invariant: pure; the commitment is of the state the plan leads to (the desired spaces).
+
+use super::guards::Refusal;
+use super::list;
+use crate::desired::Desired;
+use crate::model::{SpaceName, human_bytes};
+use crate::observed::{Capacity, Observed};
+
+/// What one space commits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpaceCommitment {
+    pub space: SpaceName,
+    pub file: u64,
+    pub memory: u64,
+    /// It has no `max_storage`: it may take whatever is left of the file store.
+    pub unlimited_file: bool,
+}
+
+/// What the desired spaces commit the broker to.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Commitment {
+    pub file: u64,
+    pub memory: u64,
+    pub spaces: Vec<SpaceCommitment>,
+}
+
+/// The commitment of the desired spaces.
+pub fn commitment(desired: &Desired) -> Commitment {
+    let mut out = Commitment::default();
+    for (name, spec) in &desired.spaces {
+        let c = SpaceCommitment {
+            space: name.clone(),
+            file: spec
+                .limits
+                .max_storage
+                .map(|b| b.0)
+                .unwrap_or_else(crate::streams::reserved_storage),
+            memory: spec.limits.max_memory.map(|b| b.0).unwrap_or(0),
+            unlimited_file: spec.limits.max_storage.is_none(),
+        };
+        out.file = out.file.saturating_add(c.file);
+        out.memory = out.memory.saturating_add(c.memory);
+        out.spaces.push(c);
+    }
+    out
+}
+
+/// What the applied spaces commit: each record's own limits (`-1` storage: its reservation).
+pub fn applied(observed: &Observed) -> Commitment {
+    let mut out = Commitment::default();
+    for (name, space) in &observed.inventory.spaces {
+        let limits = &space.limits;
+        let c = SpaceCommitment {
+            space: name.clone(),
+            file: u64::try_from(limits.disk_storage)
+                .unwrap_or_else(|_| crate::streams::reserved_storage()),
+            memory: u64::try_from(limits.mem_storage).unwrap_or(0),
+            unlimited_file: limits.disk_storage < 0,
+        };
+        out.file = out.file.saturating_add(c.file);
+        out.memory = out.memory.saturating_add(c.memory);
+        out.spaces.push(c);
+    }
+    out
+}
+
+/// Refuse a plan whose spaces commit more than the broker's JetStream can hold.
+pub fn guard_capacity(desired: &Desired, observed: &Observed) -> Result<(), Refusal> {
+    let c = commitment(desired);
+    let cap = &observed.capacity;
+    let mut over = Vec::new();
+    if c.file > cap.file.size {
+        over.push(over_by("max_storage", "file", c.file, cap, &c, |s| s.file));
+    }
+    if c.memory > cap.memory.size {
+        over.push(over_by("max_memory", "memory", c.memory, cap, &c, |s| {
+            s.memory
+        }));
+    }
+    if over.is_empty() {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        format!(
+            "{}; nats-server enables JetStream for a space only while every space's quota fits in its store, so the spaces past it would get none.",
+            over.join("; ")
+        ),
+        "none, nothing was changed.",
+        "lower max_storage / max_memory (in [defaults.limits] or per space), or give the broker more ([broker] max_file_store / max_memory_store, within what the machine has)",
+    ))
+}
+
+/// One store over its size, in words, with the largest commitments named.
+fn over_by(
+    limit: &str,
+    store: &str,
+    committed: u64,
+    cap: &Capacity,
+    c: &Commitment,
+    of: fn(&SpaceCommitment) -> u64,
+) -> String {
+    let size = if store == "file" {
+        cap.file
+    } else {
+        cap.memory
+    };
+    let mut largest: Vec<&SpaceCommitment> = c.spaces.iter().filter(|s| of(s) > 0).collect();
+    largest.sort_by(|a, b| of(b).cmp(&of(a)).then(a.space.cmp(&b.space)));
+    let named: Vec<String> = largest
+        .iter()
+        .take(5)
+        .map(|s| format!("{} {}", list([&s.space]), human_bytes(of(s))))
+        .collect();
+    format!(
+        "the {} spaces' {limit} add up to {}, more than the broker's JetStream {store} store of {} ({}); the largest: {}",
+        c.spaces.len(),
+        human_bytes(committed),
+        human_bytes(size.size),
+        size.source,
+        named.join(", ")
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observed::{CapacitySource, Store};
+
+    fn with_capacity(file: u64, memory: u64) -> Observed {
+        let mut o = crate::plan::testing::observed(&[]);
+        o.capacity = Capacity {
+            file: Store {
+                size: file,
+                source: CapacitySource::Configured,
+                used: None,
+            },
+            memory: Store {
+                size: memory,
+                source: CapacitySource::Estimated,
+                used: None,
+            },
+        };
+        o
+    }
+
+    fn desired(text: &str) -> Desired {
+        crate::desired::parse(&format!("version = 1\n{text}"), "f").unwrap()
+    }
+
+    #[test]
+    fn quotas_are_commitments_and_a_space_without_one_commits_its_reservation() {
+        let d = desired(
+            "[defaults.limits]\nmax_storage = \"1GiB\"\nmax_memory = \"64MiB\"\n[spaces.a]\n[spaces.b.limits]\nmax_storage = \"3GiB\"\n",
+        );
+        let c = commitment(&d);
+        assert_eq!(c.file, 4 << 30);
+        assert_eq!(c.memory, 128 << 20);
+        let open = commitment(&desired("[spaces.a]\n"));
+        assert_eq!(open.file, crate::streams::reserved_storage());
+        assert!(open.spaces[0].unlimited_file);
+    }
+
+    #[test]
+    fn a_plan_that_commits_more_than_the_store_is_refused_naming_the_numbers() {
+        let d = desired(
+            "[spaces.a.limits]\nmax_storage = \"3GiB\"\n[spaces.b.limits]\nmax_storage = \"2GiB\"\n",
+        );
+        guard_capacity(&d, &with_capacity(5 << 30, 1 << 30)).unwrap();
+        let r = guard_capacity(&d, &with_capacity(4 << 30, 1 << 30)).unwrap_err();
+        let text = r.to_string();
+        assert!(
+            text.contains("add up to 5 GiB, more than the broker's JetStream file store of 4 GiB (set in cotal.toml)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("the largest: \"a\" 3 GiB, \"b\" 2 GiB"),
+            "{text}"
+        );
+        assert!(text.contains("next: lower max_storage"), "{text}");
+    }
+}
