@@ -1,9 +1,7 @@
 //! A minimal NATS client for the README and the demo: connects with a creds file, publishes a
-//! message to a space's chat stream and reads it back through JetStream.
+//! message to a space's chat stream and reads it back through JetStream (as a `member`).
 //!
 //! `cargo run --example pubsub -- URL CREDS SPACE_TOKEN [MESSAGE]`
-
-use futures::StreamExt;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
@@ -30,20 +28,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         "published to {subject}: stream {} sequence {}",
         ack.stream, ack.sequence
     );
+    // Read it back by its sequence: a `member` reads with the stream's message get (creating,
+    // changing or deleting a consumer it does not own is not its right).
     let stream = js.get_stream(format!("CHAT_{token}")).await?;
-    let consumer = stream
-        .create_consumer(async_nats::jetstream::consumer::pull::Config {
-            deliver_policy: async_nats::jetstream::consumer::DeliverPolicy::ByStartSequence {
-                start_sequence: ack.sequence,
-            },
-            ..Default::default()
-        })
-        .await?;
-    let mut messages = consumer.fetch().max_messages(1).messages().await?;
-    if let Some(m) = messages.next().await {
-        let m = m?;
-        println!("read back: {:?}", String::from_utf8_lossy(&m.payload));
-        m.ack().await?;
-    }
+    let m = stream.get_raw_message(ack.sequence).await?;
+    println!("read back: {:?}", String::from_utf8_lossy(&m.payload));
     Ok(())
 }

@@ -35,6 +35,15 @@ pub enum Event {
     SpaceRemovalStarted,
     #[serde(rename = "space.removed")]
     SpaceRemoved,
+    /// `cotal creds` minted a user (its name, key, profile and expiry; never a secret).
+    #[serde(rename = "creds.minted")]
+    CredsMinted,
+    /// `cotal creds revoke` recorded a revocation (it takes effect at the next apply).
+    #[serde(rename = "creds.revoked")]
+    CredsRevoked,
+    /// An apply loaded an account JWT carrying new revocations.
+    #[serde(rename = "space.users_revoked")]
+    UsersRevoked,
 }
 
 /// Who did it.

@@ -117,7 +117,7 @@ fn reader_creds(target: &Target) -> Result<String> {
         permissions::reader(),
         Some(permissions::EPHEMERAL),
     )
-    .map(|(creds, _)| creds)
+    .map(|u| u.creds)
     .map_err(Error::Other)
 }
 

@@ -159,6 +159,10 @@ pub struct Permissions {
     pub publish: Permission,
     #[serde(rename = "sub", default)]
     pub subscribe: Permission,
+    /// May publish once to the reply subject of a request it received (`None`: not granted
+    /// beyond `pub`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub resp: Option<ResponsePermission>,
 }
 
 /// Account payload.
@@ -169,10 +173,17 @@ pub struct AccountNats {
     pub signing_keys: Vec<String>,
     #[serde(default)]
     pub default_permissions: Permissions,
+    /// Revoked users: a user key (or `*`, every user) and the time up to which JWTs issued to
+    /// it are refused (nats-server refuses a user whose `iat` is at or before it).
+    #[serde(skip_serializing_if = "Revocations::is_empty", default)]
+    pub revocations: Revocations,
     #[serde(rename = "type")]
     pub kind: String,
     pub version: u32,
 }
+
+/// Revoked user keys and the time (unix seconds) up to which their JWTs are refused.
+pub type Revocations = std::collections::BTreeMap<String, i64>;
 
 /// Request-reply permission of a user: may publish to the reply subject of requests it got.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -291,6 +302,7 @@ pub fn account_claims(
             limits,
             signing_keys: vec![signing_pub.into()],
             default_permissions: Permissions::default(),
+            revocations: Revocations::new(),
             kind: "account".into(),
             version: 2,
         },
@@ -316,7 +328,7 @@ pub fn user_claims(
         nats: UserNats {
             publish: permissions.publish,
             subscribe: permissions.subscribe,
-            resp: None,
+            resp: permissions.resp,
             subs: UNLIMITED,
             data: UNLIMITED,
             payload: UNLIMITED,

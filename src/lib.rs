@@ -24,6 +24,7 @@
 //! | [`clock`] | the wall clock, read in one place | edge |
 //! | [`operator`] | who is acting: user, host, lock holder | edge |
 //! | [`audit`] | the lifecycle audit's record types | pure |
+//! | [`credentials`] | users handed to people: minted with a profile and an expiry, recorded, revoked | edge |
 //! | [`backup`] | per-space backup and restore of a preserved store | edge (IO) |
 //! | [`edit`] | format-preserving edits of `cotal.toml` for the space verbs | pure |
 //! | [`secret`] | a seed that never prints | pure |
@@ -39,6 +40,7 @@ pub mod backup;
 pub mod broker;
 pub mod cli;
 pub mod clock;
+pub mod credentials;
 pub mod desired;
 pub mod digest;
 pub mod edit;

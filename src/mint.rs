@@ -82,24 +82,25 @@ pub fn account(
     })
 }
 
-/// Re-issue a space's account JWT with the spec's limits: same account and signing keys.
+/// Re-issue a space's account JWT with the spec's limits and the given revocations: same
+/// account and signing keys.
 pub fn reissue(
     broker: &BrokerRecord,
     record: &AccountRecord,
     space: &SpaceName,
     spec: &SpaceSpec,
+    revocations: &jwt::Revocations,
 ) -> Result<AccountRecord, String> {
     let operator = broker.operator.seed.key_pair()?;
-    let token = jwt::encode(
-        &mut jwt::account_claims(
-            &space.token(),
-            &record.account.public,
-            &record.account.signing_pub,
-            AccountLimits::for_space(spec),
-            now(),
-        ),
-        &operator,
-    )?;
+    let mut claims = jwt::account_claims(
+        &space.token(),
+        &record.account.public,
+        &record.account.signing_pub,
+        AccountLimits::for_space(spec),
+        now(),
+    );
+    claims.nats.revocations = revocations.clone();
+    let token = jwt::encode(&mut claims, &operator)?;
     let mut out = record.clone();
     out.account.jwt = token;
     Ok(out)
@@ -130,26 +131,35 @@ pub fn system_user(
             root.sys_seed().display()
         ))
     })?;
-    let (creds, _) = user(
+    Ok(user(
         &sys_pub,
         &seed,
         name,
         permissions,
         Some(crate::permissions::EPHEMERAL),
     )
-    .map_err(Error::Other)?;
-    Ok(creds)
+    .map_err(Error::Other)?
+    .creds)
 }
 
-/// A user of an account, signed by the account's signing key. Returns the creds file text
-/// (secret) and the user's public key.
+/// A minted user.
+pub struct UserCreds {
+    /// The creds file text (secret).
+    pub creds: String,
+    /// The user's public key.
+    pub key: String,
+    pub issued_at: i64,
+    pub expires_at: Option<i64>,
+}
+
+/// A user of an account, signed by the account's signing key.
 pub fn user(
     account_pub: &str,
     signing_seed: &Seed,
     name: &str,
     permissions: Permissions,
     expires_in: Option<std::time::Duration>,
-) -> Result<(String, String), String> {
+) -> Result<UserCreds, String> {
     let signer = signing_seed.key_pair()?;
     let user = KeyPair::new_user();
     let iat = now();
@@ -159,5 +169,10 @@ pub fn user(
         &signer,
     )?;
     let seed = Seed::from(&user);
-    Ok((jwt::creds_file(&token, seed.expose()), user.public_key()))
+    Ok(UserCreds {
+        creds: jwt::creds_file(&token, seed.expose()),
+        key: user.public_key(),
+        issued_at: iat,
+        expires_at: exp,
+    })
 }

@@ -14,7 +14,7 @@ use crate::observed::{
 };
 use crate::store::{
     Root, broker_record, desired_file, generation, inventory, jetstream_dir, journal, server_conf,
-    space_dir,
+    space_dir, users,
 };
 use crate::{mint, permissions, streams};
 
@@ -72,6 +72,7 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
             Err(_) => true,
         };
         space.live_processes = space_dir::live_pids(root, name)?;
+        space.revoked = users::load(root, name, &space.account_pub)?.revoked;
         if process == BrokerProcess::Stopped {
             space.usage.source = UsageSource::Store;
             space.usage.streams = jetstream_dir::streams(&store_dir, &space.account_pub)?;

@@ -34,6 +34,10 @@ pub struct ObservedSpace {
     pub jwt: String,
     /// Limits as decoded from the account JWT.
     pub limits: AccountLimits,
+    /// Revocations as decoded from the account JWT (what the broker enforces once loaded).
+    pub revocations: crate::jwt::Revocations,
+    /// Revocations recorded by `cotal creds revoke` for this account (what the JWT should say).
+    pub revoked: crate::jwt::Revocations,
     /// Protection recorded on disk by the last apply (survives deletion from `cotal.toml`).
     pub protect_recorded: bool,
     pub usage: Usage,

@@ -6,7 +6,8 @@
 //! of a space is scoped to that space's account where NATS allows it (the evictor's KICK is
 //! broker-wide by NATS's design, seed 000 section 5).
 
-use crate::jwt::{Permission, Permissions};
+use crate::jwt::{Permission, Permissions, ResponsePermission};
+use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
 /// How long an ephemeral user (provisioner, teardown, verifier, monitor) lives.
@@ -22,12 +23,25 @@ fn allow(publish: &[&str], subscribe: &[&str]) -> Permissions {
             allow: subscribe.iter().map(|s| s.to_string()).collect(),
             deny: Vec::new(),
         },
+        resp: None,
     }
 }
 
-/// Creates and updates the space's streams and buckets, seeds the channel registry.
+/// Creates and updates the space's streams and buckets, seeds the channel registry. Holds no
+/// delete, purge or restore right: only the system account's purge (the teardown) deletes.
 pub fn provisioner() -> Permissions {
-    allow(&["$JS.API.>", "$KV.>"], &["_INBOX.>"])
+    allow(
+        &[
+            "$JS.API.INFO",
+            "$JS.API.STREAM.INFO.*",
+            "$JS.API.STREAM.CREATE.*",
+            "$JS.API.STREAM.UPDATE.*",
+            "$JS.API.DIRECT.GET.>",
+            "$JS.API.STREAM.MSG.GET.*",
+            "$KV.>",
+        ],
+        &["_INBOX.>"],
+    )
 }
 
 /// Reads stream info: the backup and restore checks on an isolated broker.
@@ -53,6 +67,7 @@ pub fn verifier() -> Permissions {
             allow: Vec::new(),
             deny: vec![">".into()],
         },
+        resp: None,
     }
 }
 
@@ -95,7 +110,144 @@ pub fn connection_evictor() -> Permissions {
     allow(&["$SYS.REQ.SERVER.*.KICK"], &["_INBOX.>"])
 }
 
-/// A user an operator asks for with `cotal creds`: everything inside its own account.
-pub fn operator_user() -> Permissions {
-    Permissions::default()
+/// What a user minted by `cotal creds` may do in its space.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "kebab-case")]
+pub enum Profile {
+    /// Publish and subscribe under `cotal.<token>.>`, read the space's streams through its own
+    /// consumers, read and write keys of its buckets; never create, delete, purge or
+    /// reconfigure a stream or bucket, nor touch another user's consumer.
+    Member,
+    /// Everything inside the space's account (its streams and buckets included).
+    Admin,
+}
+
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Profile::Member => "member",
+            Profile::Admin => "admin",
+        })
+    }
+}
+
+/// The permissions of a user of the space whose wire token is `token`, named `user` (a subject
+/// token, see [`valid_user_name`]).
+pub fn profile(profile: Profile, token: &str, user: &str) -> Permissions {
+    match profile {
+        Profile::Admin => Permissions::default(),
+        Profile::Member => member(token, user),
+    }
+}
+
+/// A member: the space's subjects, the read side of JetStream, its own consumers (named after
+/// the user, or unnamed ephemeral ones the server names), key writes. Replies to requests it
+/// received through `resp`, so it never needs a publish right on `_INBOX.>`.
+fn member(token: &str, user: &str) -> Permissions {
+    let space = format!("cotal.{token}.>");
+    let own = |api: &str| format!("$JS.API.CONSUMER.{api}.*.{user}");
+    let mut p = allow(
+        &[
+            &space,
+            "$KV.>",
+            "$JS.API.INFO",
+            "$JS.API.STREAM.NAMES",
+            "$JS.API.STREAM.LIST",
+            "$JS.API.STREAM.INFO.*",
+            "$JS.API.DIRECT.GET.>",
+            "$JS.API.STREAM.MSG.GET.*",
+            "$JS.API.CONSUMER.NAMES.*",
+            "$JS.API.CONSUMER.LIST.*",
+            "$JS.API.CONSUMER.INFO.*.*",
+            // An unnamed (ephemeral) consumer, which the server names: ordered readers and
+            // key watchers.
+            "$JS.API.CONSUMER.CREATE.*",
+            &own("CREATE"),
+            &format!("$JS.API.CONSUMER.CREATE.*.{user}.>"),
+            &own("DURABLE.CREATE"),
+            &own("MSG.NEXT"),
+            &own("DELETE"),
+            "$JS.ACK.>",
+            "$JS.FC.>",
+        ],
+        &[&space, "_INBOX.>"],
+    );
+    p.resp = Some(ResponsePermission { max: 1, ttl: 0 });
+    p
+}
+
+/// Whether `name` can name a user: it becomes a subject token of the user's consumers, so
+/// only `[A-Za-z0-9_-]`, 1 to 64 characters.
+pub fn valid_user_name(name: &str) -> Result<(), String> {
+    if name.is_empty() || name.len() > 64 {
+        return Err(format!(
+            "user name {name:?} must be 1 to 64 characters long"
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || *c == '_' || *c == '-'))
+    {
+        return Err(format!(
+            "user name {name:?} contains {c:?}: use letters, digits, '_' and '-' only (it names the user's consumers, a subject token)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_member_holds_no_right_that_changes_a_stream_or_another_users_consumer() {
+        let p = profile(Profile::Member, "design", "alice");
+        for forbidden in [
+            "STREAM.CREATE",
+            "STREAM.UPDATE",
+            "STREAM.DELETE",
+            "STREAM.PURGE",
+            "STREAM.MSG.DELETE",
+            "STREAM.RESTORE",
+            "STREAM.SNAPSHOT",
+            "ACCOUNT.",
+            "META.",
+        ] {
+            assert!(
+                !p.publish.allow.iter().any(|s| s.contains(forbidden)),
+                "{forbidden} granted: {:?}",
+                p.publish.allow
+            );
+        }
+        let consumer_writes: Vec<&String> = p
+            .publish
+            .allow
+            .iter()
+            .filter(|s| {
+                ["CONSUMER.DELETE", "CONSUMER.MSG.NEXT", "CONSUMER.DURABLE"]
+                    .iter()
+                    .any(|api| s.contains(api))
+            })
+            .collect();
+        assert!(!consumer_writes.is_empty());
+        assert!(consumer_writes.iter().all(|s| s.ends_with(".*.alice")));
+        assert!(!p.publish.allow.iter().any(|s| s.starts_with("_INBOX")));
+        assert_eq!(p.resp, Some(ResponsePermission { max: 1, ttl: 0 }));
+    }
+
+    #[test]
+    fn an_admin_is_unrestricted_inside_its_account() {
+        assert_eq!(
+            profile(Profile::Admin, "design", "root"),
+            Permissions::default()
+        );
+    }
+
+    #[test]
+    fn user_names_are_subject_tokens() {
+        assert!(valid_user_name("alice_01-x").is_ok());
+        for bad in ["", "a.b", "a*", ">", "a b", "é", &"x".repeat(65)] {
+            assert!(valid_user_name(bad).is_err(), "{bad:?} accepted");
+        }
+    }
 }

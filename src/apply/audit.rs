@@ -111,6 +111,7 @@ impl Auditor<'_> {
                             Transition::Suspend => Event::SpaceSuspended,
                             Transition::Resume => Event::SpaceResumed,
                             Transition::Limits => Event::SpaceLimitsChanged,
+                            Transition::Revoke => Event::UsersRevoked,
                         };
                         let what: Vec<String> = changes
                             .iter()

@@ -248,8 +248,9 @@ fn run_step(
             space,
             account,
             spec,
+            revocations,
             ..
-        } => steps::reissue_account(ctx, record, state, space, account, spec),
+        } => steps::reissue_account(ctx, record, state, space, account, spec, revocations),
         Step::WriteSysCreds { space } => steps::heal_sys_creds(ctx, record, space),
         Step::RecordProtection { space, protect } => {
             steps::record_protection(ctx, state, space, *protect)

@@ -92,6 +92,7 @@ pub fn reissue_account(
     space: &SpaceName,
     account: &str,
     spec: &SpaceSpec,
+    revocations: &crate::jwt::Revocations,
 ) -> Result<()> {
     let root = ctx.root;
     let current = account_record::load(root, space)?;
@@ -103,7 +104,8 @@ pub fn reissue_account(
             current.account.public
         )));
     }
-    let updated = mint::reissue(record, &current, space, spec).map_err(Error::Other)?;
+    let updated =
+        mint::reissue(record, &current, space, spec, revocations).map_err(Error::Other)?;
     remember(&mut state.undo, &root.account_record(space))?;
     account_record::save(root, &updated)?;
     state.expected.insert(

@@ -25,7 +25,7 @@ pub fn space_user(
         }
         Err(e) => return Err(e),
     };
-    let (creds, _) = mint::user(
+    let user = mint::user(
         account,
         &record.account.signing_seed,
         name,
@@ -33,7 +33,7 @@ pub fn space_user(
         Some(permissions::EPHEMERAL),
     )
     .map_err(Error::Other)?;
-    Ok(Some(creds))
+    Ok(Some(user.creds))
 }
 
 /// Mint and write the space's $SYS pair (needs the retained system signing seed).
@@ -47,7 +47,7 @@ pub fn write_sys_creds(
         return Ok(());
     };
     let sys = &record.sys.public;
-    let (observer, _) = mint::user(
+    let observer = mint::user(
         sys,
         &sys_seed,
         "membership-observer",
@@ -55,7 +55,7 @@ pub fn write_sys_creds(
         None,
     )
     .map_err(Error::Other)?;
-    let (evictor, _) = mint::user(
+    let evictor = mint::user(
         sys,
         &sys_seed,
         "connection-evictor",
@@ -63,5 +63,5 @@ pub fn write_sys_creds(
         None,
     )
     .map_err(Error::Other)?;
-    space_dir::save_sys_creds(root, space, account, &observer, &evictor)
+    space_dir::save_sys_creds(root, space, account, &observer.creds, &evictor.creds)
 }

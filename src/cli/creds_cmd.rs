@@ -1,69 +1,298 @@
-//! `cotal creds`: mint a user of a space, signed by the space's signing key, so an operator can
-//! connect a client.
+//! `cotal creds`: hand a person a user of a space (`cotal creds SPACE --user NAME`), list the
+//! users handed out, and revoke them. The work is [`crate::credentials`]'s; this file parses,
+//! takes the lock and prints.
 
 use super::Global;
+use crate::credentials::{self, DEFAULT_EXPIRY, Request, Target, stamp};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
-use crate::store::{account_record, atomic};
-use crate::{mint, observe, permissions, plan};
+use crate::observed::ObservedSpace;
+use crate::permissions::Profile;
+use crate::store::{atomic, lock, users};
+use crate::{observe, plan};
 use std::path::PathBuf;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct Args {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub mint: MintArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Mint a user (the same as `cotal creds SPACE --user NAME`; use it for a space named
+    /// `mint`, `list` or `revoke`).
+    Mint(MintArgs),
+    /// Revoke users of a space: recorded now, enforced by the next `cotal apply`, which closes
+    /// their connections and refuses them from then on.
+    Revoke(RevokeArgs),
+    /// The users minted for a space: profile, expiry, revocation.
+    List(ListArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MintArgs {
     /// The space.
-    pub space: String,
-    /// The user's name (shown in the broker's connection lists).
-    #[arg(long)]
-    pub user: String,
+    #[arg(required = true)]
+    pub space: Option<String>,
+    /// The user's name: letters, digits, '_' and '-' (it names the user's consumers and shows
+    /// in the broker's connection lists).
+    #[arg(long, required = true)]
+    pub user: Option<String>,
+    /// What the user may do: `member` publishes and subscribes under `cotal.<space>.>`, reads
+    /// streams through consumers named after it and writes bucket keys, but cannot create,
+    /// delete or reconfigure streams, buckets or other users' consumers; `admin` may do
+    /// anything inside the space's account.
+    #[arg(long, value_enum, default_value_t = Profile::Member)]
+    pub profile: Profile,
+    /// How long the creds work: a duration (1h, 7d, 30d) or `never`. Default: 30 days.
+    #[arg(long, value_parser = parse_expiry, default_value = "30d", value_name = "DURATION|never")]
+    pub expires: Expiry,
     /// Write the creds file here (0600) instead of standard output.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
-    /// Expire the user after this long (e.g. 1h, 30d); default: no expiry.
-    #[arg(long, value_parser = super::parse_duration)]
-    pub expires: Option<Duration>,
+    /// How long to wait for the root's lock.
+    #[arg(long, value_parser = super::parse_duration, default_value = "0")]
+    pub lock_timeout: Duration,
 }
 
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("target").required(true).args(["user", "key", "all"])))]
+pub struct RevokeArgs {
+    /// The space.
+    pub space: String,
+    /// Every key minted under this user name.
+    #[arg(long)]
+    pub user: Option<String>,
+    /// One user public key (U…), minted by cotal or not.
+    #[arg(long)]
+    pub key: Option<String>,
+    /// Every user of the space, whoever minted it (creds minted afterwards work).
+    #[arg(long)]
+    pub all: bool,
+    /// How long to wait for the root's lock.
+    #[arg(long, value_parser = super::parse_duration, default_value = "0")]
+    pub lock_timeout: Duration,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    /// The space.
+    pub space: String,
+    #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
+    pub format: super::status_cmd::Format,
+}
+
+/// `--expires`: a duration or never.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    After(Duration),
+    Never,
+}
+
+fn parse_expiry(raw: &str) -> std::result::Result<Expiry, String> {
+    if raw.trim() == "never" {
+        return Ok(Expiry::Never);
+    }
+    let d = super::parse_duration(raw)?;
+    if d.is_zero() {
+        return Err(
+            "0 would mint creds that are already expired: give a duration (1h, 30d) or `never`"
+                .into(),
+        );
+    }
+    Ok(Expiry::After(d))
+}
+
+const _: () = assert!(
+    DEFAULT_EXPIRY.as_secs() == 30 * 24 * 3600,
+    "keep --expires' default and its help in step"
+);
+
 pub fn run(global: &Global, args: Args) -> Result<i32> {
-    let root = global.root()?;
-    let space = SpaceName::parse(&args.space).map_err(Error::Input)?;
-    let (desired, digest) = observe::desired(&root)?;
-    let observed = observe::observe(&root, &desired, digest)?;
+    match args.command {
+        None => mint(global, args.mint),
+        Some(Command::Mint(m)) => mint(global, m),
+        Some(Command::Revoke(r)) => revoke(global, r),
+        Some(Command::List(l)) => list(global, l),
+    }
+}
+
+/// The space and what is observed of it (its validated account), from an observation that
+/// fails closed on any untrusted record.
+fn observed_space(root: &crate::store::Root, raw: &str) -> Result<(SpaceName, ObservedSpace)> {
+    let space = SpaceName::parse(raw).map_err(Error::Input)?;
+    let (desired, digest) = observe::desired(root)?;
+    let observed = observe::observe(root, &desired, digest)?;
     plan::guard_trust(&observed)?;
-    let Some(observed_space) = observed.inventory.spaces.get(&space) else {
-        return Err(Error::Input(format!(
+    match observed.inventory.spaces.get(&space) {
+        Some(s) => Ok((space, s.clone())),
+        None => Err(Error::Input(format!(
             "no space {} on this root (spaces: {})",
-            plan::q(&space),
+            space.quoted(),
             observed
                 .inventory
                 .spaces
                 .keys()
-                .map(plan::q)
+                .map(SpaceName::quoted)
                 .collect::<Vec<_>>()
                 .join(", ")
-        )));
+        ))),
+    }
+}
+
+fn mint(global: &Global, args: MintArgs) -> Result<i32> {
+    let root = global.root()?;
+    let (Some(raw_space), Some(user)) = (args.space, args.user) else {
+        return Err(Error::Input("give the space and --user NAME".into()));
     };
-    let record = account_record::load(&root, &space)?;
-    let (creds, user_pub) = mint::user(
-        &observed_space.account_pub,
-        &record.account.signing_seed,
-        &args.user,
-        permissions::operator_user(),
-        args.expires,
-    )
-    .map_err(Error::Other)?;
+    crate::permissions::valid_user_name(&user).map_err(Error::Input)?;
+    if let Some(path) = &args.out {
+        root.refuse_own_file(path)?;
+    }
+    let (space, observed) = observed_space(&root, &raw_space)?;
+    let account = observed.account_pub;
+    let lock = lock::acquire(&root, &crate::operator::holder(), args.lock_timeout)?;
+    let issued = credentials::mint(
+        &root,
+        &lock,
+        &account,
+        &Request {
+            space: space.clone(),
+            user,
+            profile: args.profile,
+            expires: match args.expires {
+                Expiry::After(d) => Some(d),
+                Expiry::Never => None,
+            },
+        },
+    )?;
+    let m = &issued.minted;
+    let expiry = match m.expires_at {
+        Some(t) => format!("expires {}", stamp(t)),
+        None => "never expires".into(),
+    };
     match &args.out {
         Some(path) => {
-            root.refuse_own_file(path)?;
-            atomic::write(path, creds.as_bytes(), atomic::SECRET)?;
+            atomic::write(path, issued.creds.expose().as_bytes(), atomic::SECRET)?;
             eprintln!(
-                "Wrote {} (0600): user {} ({user_pub}) of space {}.",
+                "Wrote {} (0600): {} user {:?} ({}) of space {}, {expiry}.",
                 path.display(),
-                args.user,
-                plan::q(&space)
+                m.profile,
+                m.name,
+                m.key,
+                space.quoted()
             );
         }
-        None => print!("{creds}"),
+        None => {
+            print!("{}", issued.creds.expose());
+            eprintln!(
+                "{} user {:?} ({}) of space {}, {expiry}.",
+                m.profile,
+                m.name,
+                m.key,
+                space.quoted()
+            );
+        }
+    }
+    Ok(0)
+}
+
+fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
+    let root = global.root()?;
+    let target = match (args.user, args.key, args.all) {
+        (Some(u), _, _) => Target::User(u),
+        (_, Some(k), _) => Target::Key(k),
+        _ => Target::All,
+    };
+    let (space, observed) = observed_space(&root, &args.space)?;
+    let account = observed.account_pub;
+    let lock = lock::acquire(&root, &crate::operator::holder(), args.lock_timeout)?;
+    let revoked = credentials::revoke(&root, &lock, &space, &account, &target)?;
+    eprintln!(
+        "Recorded the revocation of {} key{} of space {} at {}.\n\
+         next: `cotal apply` re-issues the account with it and reloads the broker: their connections close and they are refused from then on",
+        revoked.keys.len(),
+        if revoked.keys.len() == 1 { "" } else { "s" },
+        space.quoted(),
+        stamp(revoked.at)
+    );
+    Ok(0)
+}
+
+fn list(global: &Global, args: ListArgs) -> Result<i32> {
+    let root = global.root()?;
+    let (space, observed) = observed_space(&root, &args.space)?;
+    let account = observed.account_pub.clone();
+    let ledger = users::load(&root, &space, &account)?;
+    let loaded = users::Ledger {
+        revoked: observed.revocations.clone(),
+        ..users::Ledger::empty(&account)
+    };
+    let now = crate::clock::now();
+    let rows: Vec<serde_json::Value> = ledger
+        .minted
+        .iter()
+        .map(|m| {
+            let state = if loaded.is_revoked(&m.key, m.issued_at) {
+                "revoked"
+            } else if ledger.is_revoked(&m.key, m.issued_at) {
+                // Recorded, not yet in the account's JWT.
+                "revoking"
+            } else if m.expires_at.is_some_and(|e| e <= now) {
+                "expired"
+            } else {
+                "valid"
+            };
+            serde_json::json!({
+                "name": m.name,
+                "key": m.key,
+                "profile": m.profile,
+                "issued": stamp(m.issued_at),
+                "expires": m.expires_at.map(stamp),
+                "state": state,
+            })
+        })
+        .collect();
+    match args.format {
+        super::status_cmd::Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "space": space.as_str(),
+                "account": account,
+                "users": rows,
+                "revoked": ledger.revoked,
+            }))
+            .expect("json")
+        ),
+        super::status_cmd::Format::Text => {
+            println!(
+                "{:<20} {:<8} {:<8} {:<21} {:<21} KEY",
+                "USER", "PROFILE", "STATE", "ISSUED", "EXPIRES"
+            );
+            for r in &rows {
+                let s = |k: &str| r[k].as_str().unwrap_or("never").to_string();
+                println!(
+                    "{:<20} {:<8} {:<8} {:<21} {:<21} {}",
+                    s("name"),
+                    s("profile"),
+                    s("state"),
+                    s("issued"),
+                    s("expires"),
+                    s("key")
+                );
+            }
+            if ledger.revoked.contains_key("*") {
+                println!(
+                    "every user issued up to {} is revoked",
+                    stamp(ledger.revoked["*"])
+                );
+            }
+        }
     }
     Ok(0)
 }

@@ -123,6 +123,9 @@ fn existing(
                 live - max
             ));
         }
+        if space.revoked != space.revocations {
+            details.push("the revoked users' live connections are closed at the reload, and they are refused from then on".into());
+        }
         let used = space.usage.total_bytes();
         if let Some(max) = spec.limits.max_storage
             && used > max.0

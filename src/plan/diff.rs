@@ -55,14 +55,24 @@ pub fn diff(desired: &Desired, observed: &Observed, removals: &Removals) -> Diff
             }
         };
         let expected = AccountLimits::for_space(spec);
-        if expected != space.limits {
+        let revoking = space.revoked != space.revocations;
+        if expected != space.limits || revoking {
+            let mut fields = if expected != space.limits {
+                field_changes(&space.limits, &expected)
+            } else {
+                Vec::new()
+            };
+            if revoking {
+                fields.push(revocation_change(space));
+            }
             out.reissues.insert(
                 name.clone(),
                 Reissue {
-                    fields: field_changes(&space.limits, &expected),
+                    fields,
                     transition: match (space.limits.is_suspended(), expected.is_suspended()) {
                         (false, true) => Transition::Suspend,
                         (true, false) => Transition::Resume,
+                        _ if expected == space.limits => Transition::Revoke,
                         _ => Transition::Limits,
                     },
                 },
@@ -121,6 +131,25 @@ pub fn provisioning_work(name: &SpaceName, space: &ObservedSpace) -> Vec<String>
         }
     }
     work
+}
+
+/// The change of a space's revocations, counted (keys are not for people; `cotal creds list`
+/// names them).
+fn revocation_change(space: &ObservedSpace) -> FieldChange {
+    let new = space
+        .revoked
+        .iter()
+        .filter(|(k, ts)| space.revocations.get(*k) != Some(ts))
+        .count();
+    FieldChange {
+        field: "revoked users".into(),
+        from: space.revocations.len().to_string(),
+        to: if new > 0 {
+            format!("{} ({new} newly revoked)", space.revoked.len())
+        } else {
+            space.revoked.len().to_string()
+        },
+    }
 }
 
 fn count(v: i64) -> String {
@@ -266,6 +295,36 @@ mod tests {
         assert_eq!(
             (fields[0].from.as_str(), fields[0].to.as_str()),
             ("unlimited", "7")
+        );
+    }
+
+    #[test]
+    fn a_recorded_revocation_the_jwt_lacks_is_a_revoke() {
+        use crate::plan::testing::{name, observed, space};
+        let active = SpaceSpec::default();
+        let mut revoking = space("AR", &active);
+        revoking.revoked.insert("UOLD".into(), 10);
+        revoking.revoked.insert("UNEW".into(), 20);
+        revoking.revocations.insert("UOLD".into(), 10);
+        let mut loaded = space("AL", &active);
+        loaded.revoked.insert("UOLD".into(), 10);
+        loaded.revocations.insert("UOLD".into(), 10);
+        let o = observed(&[("r", revoking), ("l", loaded)]);
+        let desired = crate::desired::parse("version = 1\n[spaces.r]\n[spaces.l]\n", "f").unwrap();
+        let d = diff(&desired, &o, &Removals::default());
+        assert!(
+            !d.reissues.contains_key(&name("l")),
+            "loaded revocations are no change"
+        );
+        let r = &d.reissues[&name("r")];
+        assert_eq!(r.transition, Transition::Revoke);
+        assert_eq!(
+            r.fields,
+            vec![FieldChange {
+                field: "revoked users".into(),
+                from: "1".into(),
+                to: "2 (1 newly revoked)".into()
+            }]
         );
     }
 }

@@ -92,6 +92,8 @@ pub enum Transition {
     Resume,
     /// Same state, other limits.
     Limits,
+    /// Same state and limits; users revoked by `cotal creds revoke`.
+    Revoke,
 }
 
 /// Why the config is promoted.
@@ -196,6 +198,9 @@ pub enum Step {
         account: String,
         spec: SpaceSpec,
         transition: Transition,
+        /// The revocations the re-issued JWT carries (every one recorded for the account).
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        revocations: crate::jwt::Revocations,
         changes: Vec<FieldChange>,
         blast: Blast,
     },

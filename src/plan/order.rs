@@ -68,6 +68,7 @@ pub fn steps(
                 account: inv.spaces[name].account_pub.clone(),
                 spec: desired.spaces[name],
                 transition: reissue.transition,
+                revocations: inv.spaces[name].revoked.clone(),
                 changes: reissue.fields.clone(),
                 blast: described
                     .reissue_blasts

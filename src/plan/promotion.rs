@@ -96,10 +96,14 @@ pub fn promotion(
         return Ok(None);
     }
     let after = render::server_conf(trust, &projected, node).map_err(Refusal::render)?;
-    let kept = projected.len() - diff.adds.len().min(projected.len());
+    // The spaces this plan adds or re-issues have their own blast radius.
+    let kept = projected
+        .iter()
+        .filter(|p| !diff.adds.contains_key(p.space) && !diff.reissues.contains_key(p.space))
+        .count();
     let siblings = if observed.process.is_running() {
         format!(
-            "rewrites the config every space shares; hot reload: the {kept} space{} kept see{} no dropped connection and no data change",
+            "rewrites the config every space shares; hot reload: the {kept} untouched space{} see{} no dropped connection and no data change",
             if kept == 1 { "" } else { "s" },
             if kept == 1 { "s" } else { "" }
         )

@@ -15,6 +15,8 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         signing_pub: format!("{account}-signing"),
         jwt: format!("eyJ.{account}.jwt"),
         limits: AccountLimits::for_space(spec),
+        revocations: Default::default(),
+        revoked: Default::default(),
         protect_recorded: spec.protect,
         usage: Usage::default(),
         live_processes: Vec::new(),

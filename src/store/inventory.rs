@@ -22,6 +22,7 @@ pub struct ValidRecord {
     pub signing_pub: String,
     pub jwt: String,
     pub limits: jwt::AccountLimits,
+    pub revocations: jwt::Revocations,
 }
 
 /// Validate one namespace entry. Pure apart from its inputs.
@@ -97,6 +98,7 @@ pub fn validate(
         signing_pub: record.account.signing_pub,
         jwt: record.account.jwt,
         limits: claims.nats.limits,
+        revocations: claims.nats.revocations,
     })
 }
 
@@ -175,6 +177,8 @@ pub fn read(root: &Root, operator_pub: &str) -> Result<Inventory> {
                         signing_pub: v.signing_pub,
                         jwt: v.jwt,
                         limits: v.limits,
+                        revocations: v.revocations,
+                        revoked: Default::default(),
                         protect_recorded: false,
                         usage: Usage::default(),
                         live_processes: Vec::new(),

@@ -19,6 +19,7 @@ pub mod paths;
 pub mod record;
 pub mod server_conf;
 pub mod space_dir;
+pub mod users;
 
 pub use paths::Root;
 

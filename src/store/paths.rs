@@ -187,6 +187,8 @@ pub enum SpaceFile {
     EvictorCreds,
     /// `{"accountId": ...}`: the account the $SYS creds observe; written last.
     Membership,
+    /// The users `cotal creds` minted and the revocations recorded (no secrets).
+    Users,
 }
 
 impl SpaceFile {
@@ -196,6 +198,7 @@ impl SpaceFile {
             SpaceFile::ObserverCreds => "membership-observer.creds",
             SpaceFile::EvictorCreds => "connection-evictor.creds",
             SpaceFile::Membership => "membership.json",
+            SpaceFile::Users => "users.json",
         }
     }
 }

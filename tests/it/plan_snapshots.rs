@@ -70,6 +70,8 @@ fn space(n: u8, name: &str, spec: &SpaceSpec) -> (SpaceName, ObservedSpace) {
             signing_pub: signing.public_key(),
             jwt: token,
             limits: AccountLimits::for_space(spec),
+            revocations: Default::default(),
+            revoked: Default::default(),
             protect_recorded: spec.protect,
             usage: Usage::default(),
             live_processes: Vec::new(),

@@ -1,0 +1,222 @@
+//! Users of a space that an operator hands out: minting them with a profile and an expiry,
+//! recording them (without secrets) in the space's ledger and the audit, and recording their
+//! revocation, which the next apply loads into the account's JWT.
+//!
+//! Invariants: everything runs under the root's lock; a user is recorded in the ledger and the
+//! audit before its creds leave this module, so no user exists that `cotal creds list` cannot
+//! name; revocations are only ever added.
+
+use crate::audit::{Event, Generations, Record as AuditRecord};
+use crate::error::{Error, Result};
+use crate::model::SpaceName;
+use crate::observed::{GenerationState, JournalState};
+use crate::permissions::{self, Profile};
+use crate::store::users::{self, Minted};
+use crate::store::{Root, account_record, audit, generation, journal, lock::Lock};
+use std::time::Duration;
+
+/// How long a user lives when the operator does not say: long enough for a working month,
+/// short enough that a forgotten laptop's creds die on their own.
+pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// What to mint.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub space: SpaceName,
+    pub user: String,
+    pub profile: Profile,
+    /// `None`: never expires.
+    pub expires: Option<Duration>,
+}
+
+/// A minted user: the creds file (secret) and what the ledger recorded.
+pub struct Issued {
+    pub creds: crate::secret::Secret,
+    pub minted: Minted,
+}
+
+/// Which users to revoke.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Target {
+    /// Every key minted under this name.
+    User(String),
+    /// One user public key (minted by cotal or not).
+    Key(String),
+    /// Every user of the account, whoever minted it (`*`).
+    All,
+}
+
+/// What a revocation recorded.
+#[derive(Debug, Clone)]
+pub struct Revoked {
+    pub keys: Vec<String>,
+    pub at: i64,
+}
+
+/// Check, under the lock, that `space` still has `account` (the one the caller observed and
+/// validated), refusing while an interrupted apply is removing it.
+fn check_account(root: &Root, space: &SpaceName, account: &str) -> Result<()> {
+    if let JournalState::Open(j) = journal::load(root)?
+        && j.removals.iter().any(|r| &r.space == space)
+    {
+        return Err(Error::Refused(format!(
+            "an interrupted apply is removing space {}.\nnext: run `cotal apply` to finish it",
+            space.quoted()
+        )));
+    }
+    let record = account_record::load(root, space)?;
+    if record.account.public != account {
+        return Err(Error::Refused(format!(
+            "the record of space {} changed while cotal waited for the lock (now account {}).\nnext: run the command again",
+            space.quoted(),
+            record.account.public
+        )));
+    }
+    Ok(())
+}
+
+fn audit(root: &Root, event: Event, space: &SpaceName, outcome: String) -> Result<()> {
+    let before = match generation::load(root)? {
+        GenerationState::Valid(g) => g.generation,
+        _ => 0,
+    };
+    audit::append(
+        root,
+        &AuditRecord {
+            time: crate::clock::timestamp(),
+            event,
+            space: Some(space.clone()),
+            actor: crate::operator::actor(),
+            generation: Generations {
+                before,
+                after: None,
+            },
+            plan_digest: String::new(),
+            outcome,
+            counts: None,
+        },
+    )
+}
+
+/// A unix time for people (RFC 3339, seconds).
+pub fn stamp(t: i64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(t.max(0) as u64))
+        .to_string()
+}
+
+/// Mint a user of the space whose validated account is `account`. `_lock` proves the caller
+/// holds the root.
+pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Result<Issued> {
+    permissions::valid_user_name(&request.user).map_err(Error::Input)?;
+    if request.expires == Some(Duration::ZERO) {
+        return Err(Error::Input(
+            "--expires 0 would mint creds that are already expired: give a duration (1h, 30d) or `never`".into(),
+        ));
+    }
+    check_account(root, &request.space, account)?;
+    let record = account_record::load(root, &request.space)?;
+    let mut ledger = users::load(root, &request.space, account)?;
+    // nats-server refuses a JWT issued at or before a `*` revocation: wait the clock past it.
+    if let Some(all) = ledger.revoked.get("*").copied() {
+        while crate::clock::now() <= all {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    let user = crate::mint::user(
+        account,
+        &record.account.signing_seed,
+        &request.user,
+        permissions::profile(request.profile, &request.space.token(), &request.user),
+        request.expires,
+    )
+    .map_err(Error::Other)?;
+    let minted = Minted {
+        name: request.user.clone(),
+        key: user.key.clone(),
+        profile: request.profile,
+        issued_at: user.issued_at,
+        expires_at: user.expires_at,
+    };
+    ledger.minted.push(minted.clone());
+    users::save(root, &request.space, &ledger)?;
+    audit(
+        root,
+        Event::CredsMinted,
+        &request.space,
+        format!(
+            "user {:?} ({}), profile {}, expires {}",
+            minted.name,
+            minted.key,
+            minted.profile,
+            minted.expires_at.map_or("never".into(), stamp)
+        ),
+    )?;
+    Ok(Issued {
+        creds: crate::secret::Secret::new(user.creds),
+        minted,
+    })
+}
+
+/// Record a revocation for the space whose validated account is `account`; the next apply
+/// re-issues the account with it. `_lock` proves the caller holds the root.
+pub fn revoke(
+    root: &Root,
+    _lock: &Lock,
+    space: &SpaceName,
+    account: &str,
+    target: &Target,
+) -> Result<Revoked> {
+    check_account(root, space, account)?;
+    let mut ledger = users::load(root, space, account)?;
+    let keys: Vec<String> = match target {
+        Target::User(name) => {
+            let keys = ledger.keys_of(name);
+            if keys.is_empty() {
+                let mut names: Vec<&str> = ledger.minted.iter().map(|m| m.name.as_str()).collect();
+                names.sort_unstable();
+                names.dedup();
+                return Err(Error::Input(format!(
+                    "no user {name:?} was minted for space {} (minted: {}).\nnext: to revoke a key cotal did not mint, pass --key U…",
+                    space.quoted(),
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                )));
+            }
+            keys.into_iter().map(String::from).collect()
+        }
+        Target::Key(key) => {
+            if !key.starts_with('U') || nkeys::KeyPair::from_public_key(key).is_err() {
+                return Err(Error::Input(format!(
+                    "{key:?} is not a user public key (U… , 56 characters)"
+                )));
+            }
+            vec![key.clone()]
+        }
+        Target::All => vec!["*".into()],
+    };
+    let at = crate::clock::now();
+    for key in &keys {
+        let ts = ledger.revoked.entry(key.clone()).or_insert(at);
+        *ts = (*ts).max(at);
+    }
+    users::save(root, space, &ledger)?;
+    let what = match target {
+        Target::User(name) => format!(
+            "user {name:?} ({} key{})",
+            keys.len(),
+            if keys.len() == 1 { "" } else { "s" }
+        ),
+        Target::Key(key) => format!("key {key}"),
+        Target::All => "every user of the space".into(),
+    };
+    audit(
+        root,
+        Event::CredsRevoked,
+        space,
+        format!("{what} revoked; the next apply loads it"),
+    )?;
+    Ok(Revoked { keys, at })
+}

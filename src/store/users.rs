@@ -1,0 +1,107 @@
+//! `.cotal/space.<hex>/users.json`: the users `cotal creds` minted for a space (names, public
+//! keys, profiles, expiry; never a seed) and the revocations `cotal creds revoke` recorded.
+//!
+//! Invariants: the ledger is bound to the account it was written for, so a ledger left behind
+//! by a removed incarnation of the space is read as empty; revocations are only ever added
+//! (a revoked key stays revoked); the file is written under the root's lock.
+
+use crate::error::Result;
+use crate::jwt::Revocations;
+use crate::model::SpaceName;
+use crate::permissions::Profile;
+use crate::store::paths::SpaceFile;
+use crate::store::record::{self, Layout};
+use crate::store::{Root, atomic};
+use serde::{Deserialize, Serialize};
+
+/// One user minted by `cotal creds`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Minted {
+    pub name: String,
+    #[serde(rename = "pub")]
+    pub key: String,
+    pub profile: Profile,
+    #[serde(rename = "issuedAt")]
+    pub issued_at: i64,
+    /// Unix seconds; `None`: never expires.
+    #[serde(rename = "expiresAt", skip_serializing_if = "Option::is_none", default)]
+    pub expires_at: Option<i64>,
+}
+
+/// A space's users and revocations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ledger {
+    pub account: String,
+    #[serde(default)]
+    pub minted: Vec<Minted>,
+    /// User key (or `*`) to the time up to which its JWTs are refused.
+    #[serde(default)]
+    pub revoked: Revocations,
+}
+
+impl Ledger {
+    pub fn empty(account: &str) -> Self {
+        Ledger {
+            account: account.into(),
+            minted: Vec::new(),
+            revoked: Revocations::new(),
+        }
+    }
+
+    /// The keys minted under `name`, oldest first.
+    pub fn keys_of(&self, name: &str) -> Vec<&str> {
+        self.minted
+            .iter()
+            .filter(|m| m.name == name)
+            .map(|m| m.key.as_str())
+            .collect()
+    }
+
+    /// Whether `key` is revoked for a JWT issued at `issued_at`.
+    pub fn is_revoked(&self, key: &str, issued_at: i64) -> bool {
+        [key, "*"]
+            .iter()
+            .any(|k| self.revoked.get(*k).is_some_and(|ts| issued_at <= *ts))
+    }
+}
+
+/// The ledger of `space` for `account` (empty when absent or written for another account).
+/// A ledger that does not parse, or a link, is an error naming the file.
+pub fn load(root: &Root, space: &SpaceName, account: &str) -> Result<Ledger> {
+    Ok(
+        match record::read_optional::<Ledger>(&root.space_file(space, SpaceFile::Users))? {
+            Some(l) if l.account == account => l,
+            _ => Ledger::empty(account),
+        },
+    )
+}
+
+/// Write the ledger (0600) into the space's folder.
+pub fn save(root: &Root, space: &SpaceName, ledger: &Ledger) -> Result<()> {
+    atomic::ensure_dir(&root.space_dir(space), atomic::PRIVATE_DIR)?;
+    record::write(
+        &root.space_file(space, SpaceFile::Users),
+        ledger,
+        Layout::Pretty,
+        atomic::SECRET,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_revocation_covers_jwts_issued_up_to_its_time_and_star_covers_every_key() {
+        let mut l = Ledger::empty("A");
+        l.revoked.insert("UKEY".into(), 100);
+        assert!(l.is_revoked("UKEY", 100));
+        assert!(l.is_revoked("UKEY", 99));
+        assert!(!l.is_revoked("UKEY", 101));
+        assert!(!l.is_revoked("OTHER", 50));
+        l.revoked.insert("*".into(), 200);
+        assert!(l.is_revoked("OTHER", 150));
+    }
+}
