@@ -44,6 +44,9 @@ pub enum Event {
     /// An apply loaded an account JWT carrying new revocations.
     #[serde(rename = "space.users_revoked")]
     UsersRevoked,
+    /// `cotal space evict` closed a space's live connections.
+    #[serde(rename = "space.evicted")]
+    SpaceEvicted,
 }
 
 /// Who did it.

@@ -75,7 +75,8 @@ fn check_account(root: &Root, space: &SpaceName, account: &str) -> Result<()> {
     Ok(())
 }
 
-fn audit(root: &Root, event: Event, space: &SpaceName, outcome: String) -> Result<()> {
+/// Append one event about `space` (outside an apply) to the audit.
+pub fn audit(root: &Root, event: Event, space: &SpaceName, outcome: String) -> Result<()> {
     let before = match generation::load(root)? {
         GenerationState::Valid(g) => g.generation,
         _ => 0,

@@ -28,6 +28,9 @@ pub struct BrokerSettings {
     pub max_file_store: Option<ByteSize>,
     /// The JetStream memory store (`jetstream { max_memory_store }`); unset: 75% of memory.
     pub max_memory_store: Option<ByteSize>,
+    /// Mint each space a connection-evictor ($SYS KICK, broker-wide by NATS's design); off by
+    /// default: `cotal space evict` is the operator's way, scoped to one space.
+    pub evictor_creds: bool,
 }
 
 impl Default for BrokerSettings {
@@ -39,6 +42,7 @@ impl Default for BrokerSettings {
             multi_space: true,
             max_file_store: None,
             max_memory_store: None,
+            evictor_creds: false,
         }
     }
 }
@@ -52,6 +56,17 @@ pub struct Desired {
     /// `[defaults.limits]` as written.
     pub defaults: Limits,
     pub spaces: BTreeMap<SpaceName, SpaceSpec>,
+    /// What the operator asked to rotate in this run (`cotal rotate`); never read from the file.
+    pub rotate: Rotate,
+}
+
+/// Keys to replace, an intent of one run: the plan then re-issues with new keys what it names.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rotate {
+    /// New system signing keys (control, observer, evictor), every $SYS creds re-minted.
+    pub sys: bool,
+    /// New account signing keys for these spaces; users signed by the old keys are refused.
+    pub accounts: std::collections::BTreeSet<SpaceName>,
 }
 
 #[derive(Deserialize)]
@@ -81,6 +96,7 @@ struct RawBroker {
     multi_space: Option<bool>,
     max_file_store: Option<Spanned<toml::Value>>,
     max_memory_store: Option<Spanned<toml::Value>>,
+    evictor_creds: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -182,6 +198,7 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         broker,
         defaults,
         spaces,
+        rotate: Rotate::default(),
     })
 }
 
@@ -252,6 +269,7 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String
         multi_space: b.multi_space.unwrap_or(defaults.multi_space),
         max_file_store: store("max_file_store", b.max_file_store)?,
         max_memory_store: store("max_memory_store", b.max_memory_store)?,
+        evictor_creds: b.evictor_creds.unwrap_or(defaults.evictor_creds),
     })
 }
 
@@ -344,7 +362,8 @@ version = 1
 host = "127.0.0.1"        # listener; changing it needs a broker restart
 port = 4222
 store_dir = ".cotal/nats" # JetStream store, relative to this file
-multi_space = true        # keep the system signing seed so every space gets its $SYS creds
+multi_space = true        # keep the system signing keys so every space gets its $SYS creds
+# evictor_creds = true      # also mint each space a connection evictor: its KICK is broker-wide
 # max_file_store = "50GiB"  # JetStream's disk (default: 75% of the free disk when it starts)
 # max_memory_store = "4GiB" # JetStream's memory (default: 75% of memory)
 

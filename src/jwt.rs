@@ -44,6 +44,10 @@ pub struct Claims<T> {
 pub struct OperatorNats {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub system_account: Option<String>,
+    /// Keys that may sign accounts on the operator's behalf (so the identity key signs only
+    /// this JWT).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub signing_keys: Vec<String>,
     #[serde(rename = "type")]
     pub kind: String,
     pub version: u32,
@@ -170,7 +174,7 @@ pub struct Permissions {
 pub struct AccountNats {
     pub limits: AccountLimits,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
-    pub signing_keys: Vec<String>,
+    pub signing_keys: Vec<SigningKey>,
     #[serde(default)]
     pub default_permissions: Permissions,
     /// Revoked users: a user key (or `*`, every user) and the time up to which JWTs issued to
@@ -180,6 +184,65 @@ pub struct AccountNats {
     #[serde(rename = "type")]
     pub kind: String,
     pub version: u32,
+}
+
+/// A signing key of an account: plain (its users carry their own permissions) or scoped (its
+/// users carry none; the template applies to each, `{{name()}}` standing for the user's name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum SigningKey {
+    Plain(String),
+    Scoped(UserScope),
+}
+
+impl SigningKey {
+    pub fn key(&self) -> &str {
+        match self {
+            SigningKey::Plain(k) => k,
+            SigningKey::Scoped(s) => &s.key,
+        }
+    }
+}
+
+/// A scoped signing key: `{"kind":"user_scope","key":…,"role":…,"template":{…}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserScope {
+    pub kind: String,
+    pub key: String,
+    pub role: String,
+    pub template: UserTemplate,
+}
+
+impl UserScope {
+    pub fn new(key: &str, role: &str, permissions: Permissions) -> Self {
+        UserScope {
+            kind: "user_scope".into(),
+            key: key.into(),
+            role: role.into(),
+            template: UserTemplate {
+                publish: permissions.publish,
+                subscribe: permissions.subscribe,
+                resp: permissions.resp,
+                subs: UNLIMITED,
+                data: UNLIMITED,
+                payload: UNLIMITED,
+            },
+        }
+    }
+}
+
+/// What every user of a scoped key may do.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserTemplate {
+    #[serde(rename = "pub", default)]
+    pub publish: Permission,
+    #[serde(rename = "sub", default)]
+    pub subscribe: Permission,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub resp: Option<ResponsePermission>,
+    pub subs: i64,
+    pub data: i64,
+    pub payload: i64,
 }
 
 /// Revoked user keys and the time (unix seconds) up to which their JWTs are refused.
@@ -192,7 +255,8 @@ pub struct ResponsePermission {
     pub ttl: i64,
 }
 
-/// User payload.
+/// User payload. A user of a scoped key carries no permission and no limit of its own (the
+/// limits are `None` and not written).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct UserNats {
     #[serde(rename = "pub", default)]
@@ -201,9 +265,12 @@ pub struct UserNats {
     pub subscribe: Permission,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub resp: Option<ResponsePermission>,
-    pub subs: i64,
-    pub data: i64,
-    pub payload: i64,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub subs: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub data: Option<i64>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub payload: Option<i64>,
     pub issuer_account: String,
     #[serde(rename = "type")]
     pub kind: String,
@@ -277,6 +344,7 @@ pub fn operator_claims(operator_pub: &str, system_account: &str, iat: i64) -> Cl
         exp: None,
         nats: OperatorNats {
             system_account: Some(system_account.into()),
+            signing_keys: Vec::new(),
             kind: "operator".into(),
             version: 2,
         },
@@ -300,7 +368,7 @@ pub fn account_claims(
         exp: None,
         nats: AccountNats {
             limits,
-            signing_keys: vec![signing_pub.into()],
+            signing_keys: vec![SigningKey::Plain(signing_pub.into())],
             default_permissions: Permissions::default(),
             revocations: Revocations::new(),
             kind: "account".into(),
@@ -329,14 +397,44 @@ pub fn user_claims(
             publish: permissions.publish,
             subscribe: permissions.subscribe,
             resp: permissions.resp,
-            subs: UNLIMITED,
-            data: UNLIMITED,
-            payload: UNLIMITED,
+            subs: Some(UNLIMITED),
+            data: Some(UNLIMITED),
+            payload: Some(UNLIMITED),
             issuer_account: issuer_account.into(),
             kind: "user".into(),
             version: 2,
         },
     }
+}
+
+/// Unsigned claims of a user of a scoped signing key: no permission and no limit of its own.
+pub fn scoped_user_claims(
+    name: &str,
+    user_pub: &str,
+    issuer_account: &str,
+    iat: i64,
+    exp: Option<i64>,
+) -> Claims<UserNats> {
+    let mut claims = user_claims(
+        name,
+        user_pub,
+        issuer_account,
+        Permissions::default(),
+        iat,
+        exp,
+    );
+    claims.nats.subs = None;
+    claims.nats.data = None;
+    claims.nats.payload = None;
+    claims
+}
+
+/// The user JWT of a creds file (the first armoured block).
+pub fn creds_jwt(creds: &str) -> Option<&str> {
+    let start =
+        creds.find("-----BEGIN NATS USER JWT-----")? + "-----BEGIN NATS USER JWT-----".len();
+    let end = start + creds[start..].find("------END NATS USER JWT------")?;
+    Some(creds[start..end].trim())
 }
 
 /// The standard NATS creds file holding a user JWT and its seed. The result is secret.
@@ -383,7 +481,10 @@ mod tests {
         assert_eq!(back.iss, operator.public_key());
         assert_eq!(back.sub, account.public_key());
         assert_eq!(back.nats.limits, limits);
-        assert_eq!(back.nats.signing_keys, vec![signing.public_key()]);
+        assert_eq!(
+            back.nats.signing_keys,
+            vec![SigningKey::Plain(signing.public_key())]
+        );
         assert_eq!(back, claims);
         // Same inputs, same token.
         let again = encode(

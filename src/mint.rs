@@ -4,60 +4,101 @@
 //! `iat`. Everything it signs is built by the pure [`crate::jwt`] module.
 //!
 //! Invariants: seeds leave this module only inside records that are written 0600 or creds that
-//! are handed to the caller; the system account never has JetStream.
+//! are handed to the caller; the system account never has JetStream; accounts are signed by the
+//! operator's signing key where the root has one, never by its identity key.
 
 use crate::clock::now;
 use crate::jwt::{self, AccountLimits, Permissions};
 use crate::model::{SpaceName, SpaceSpec};
+use crate::permissions::SysRole;
 use crate::secret::Seed;
 use crate::store::account_record::{AccountKeys, AccountRecord};
-use crate::store::broker_record::{BrokerRecord, OperatorKeys, SysAccount};
+use crate::store::broker_record::{BrokerRecord, OperatorKeys, SysAccount, SysKeys};
 use nkeys::KeyPair;
 
-/// A new broker: operator, system account with one signing key. Returns the record and the
-/// system signing seed (retained only on multi-space roots).
-pub fn broker() -> Result<(BrokerRecord, Seed), String> {
+/// A new broker: an operator with a signing key, and a system account whose JWT lists scoped
+/// signing keys (control, observer, and evictor when `evictor`) when `multi_space`; a
+/// single-space root keeps no system key at rest.
+pub fn broker(multi_space: bool, evictor: bool) -> Result<BrokerRecord, String> {
     let iat = now();
     let operator = KeyPair::new_operator();
+    let signing = KeyPair::new_operator();
     let sys = KeyPair::new_account();
-    let sys_signing = KeyPair::new_account();
-    let operator_jwt = jwt::encode(
-        &mut jwt::operator_claims(&operator.public_key(), &sys.public_key(), iat),
-        &operator,
+    let mut operator_claims = jwt::operator_claims(&operator.public_key(), &sys.public_key(), iat);
+    operator_claims.nats.signing_keys = vec![signing.public_key()];
+    let operator_keys = OperatorKeys {
+        seed: Seed::from(&operator),
+        jwt: jwt::encode(&mut operator_claims, &operator)?,
+        signing_seed: Some(Seed::from(&signing)),
+    };
+    let keys = multi_space.then(|| new_sys_keys(evictor));
+    let sys_jwt = sys_account_jwt(
+        &operator_keys,
+        &sys.public_key(),
+        keys.as_ref(),
+        &jwt::Revocations::new(),
     )?;
-    let sys_jwt = jwt::encode(
-        &mut jwt::account_claims(
-            "SYS",
-            &sys.public_key(),
-            &sys_signing.public_key(),
-            AccountLimits::system(),
-            iat,
-        ),
-        &operator,
-    )?;
-    Ok((
-        BrokerRecord {
-            operator: OperatorKeys {
-                seed: Seed::from(&operator),
-                jwt: operator_jwt,
-            },
-            sys: SysAccount {
-                public: sys.public_key(),
-                jwt: sys_jwt,
-            },
-            trust_gen: 0,
+    Ok(BrokerRecord {
+        operator: operator_keys,
+        sys: SysAccount {
+            public: sys.public_key(),
+            jwt: sys_jwt,
+            keys,
         },
-        Seed::from(&sys_signing),
-    ))
+        trust_gen: 0,
+    })
 }
 
-/// A new account for a space, signed by the operator.
+/// Fresh system signing seeds.
+pub fn new_sys_keys(evictor: bool) -> SysKeys {
+    SysKeys {
+        control: new_account_seed(),
+        observer: new_account_seed(),
+        evictor: evictor.then(new_account_seed),
+    }
+}
+
+/// A fresh account-type seed (account identities and signing keys).
+pub fn new_account_seed() -> Seed {
+    Seed::from(&KeyPair::new_account())
+}
+
+/// The system account's JWT: no JetStream, each kept key scoped to its role's template, the
+/// given revocations; signed by the operator's account signer.
+pub fn sys_account_jwt(
+    operator: &OperatorKeys,
+    sys_pub: &str,
+    keys: Option<&SysKeys>,
+    revocations: &jwt::Revocations,
+) -> Result<String, String> {
+    let signer = operator.account_signer().key_pair()?;
+    let mut claims = jwt::account_claims("SYS", sys_pub, "", AccountLimits::system(), now());
+    claims.nats.signing_keys = Vec::new();
+    if let Some(keys) = keys {
+        for role in SysRole::ALL {
+            if let Some(seed) = keys.get(role) {
+                claims
+                    .nats
+                    .signing_keys
+                    .push(jwt::SigningKey::Scoped(jwt::UserScope::new(
+                        &seed.key_pair()?.public_key(),
+                        role.name(),
+                        role.template(),
+                    )));
+            }
+        }
+    }
+    claims.nats.revocations = revocations.clone();
+    jwt::encode(&mut claims, &signer)
+}
+
+/// A new account for a space, signed by the operator's account signer.
 pub fn account(
     broker: &BrokerRecord,
     space: &SpaceName,
     spec: &SpaceSpec,
 ) -> Result<AccountRecord, String> {
-    let operator = broker.operator.seed.key_pair()?;
+    let operator = broker.operator.account_signer().key_pair()?;
     let account = KeyPair::new_account();
     let signing = KeyPair::new_account();
     let token = jwt::encode(
@@ -82,32 +123,40 @@ pub fn account(
     })
 }
 
-/// Re-issue a space's account JWT with the spec's limits and the given revocations: same
-/// account and signing keys.
+/// Re-issue a space's account JWT with the spec's limits and the given revocations: the same
+/// account key, and the same signing key unless `rotate_signing` (then a new one, and the old
+/// one's users are refused).
 pub fn reissue(
     broker: &BrokerRecord,
     record: &AccountRecord,
     space: &SpaceName,
     spec: &SpaceSpec,
     revocations: &jwt::Revocations,
+    rotate_signing: bool,
 ) -> Result<AccountRecord, String> {
-    let operator = broker.operator.seed.key_pair()?;
+    let operator = broker.operator.account_signer().key_pair()?;
+    let mut out = record.clone();
+    if rotate_signing {
+        let signing = KeyPair::new_account();
+        out.account.signing_pub = signing.public_key();
+        out.account.signing_seed = Seed::from(&signing);
+    }
     let mut claims = jwt::account_claims(
         &space.token(),
-        &record.account.public,
-        &record.account.signing_pub,
+        &out.account.public,
+        &out.account.signing_pub,
         AccountLimits::for_space(spec),
         now(),
     );
     claims.nats.revocations = revocations.clone();
-    let token = jwt::encode(&mut claims, &operator)?;
-    let mut out = record.clone();
-    out.account.jwt = token;
+    out.account.jwt = jwt::encode(&mut claims, &operator)?;
     Ok(out)
 }
 
-/// An ephemeral user of the system account (in memory, short expiry), signed by the retained
-/// system signing seed. Reads the broker record and the seed; the creds returned are secret.
+/// An ephemeral user of the system account (in memory, short expiry): signed by the control
+/// key (scoped: `permissions` are the template's), or on a root made before the scoped keys by
+/// its unscoped `sys.seed` with `permissions`. Reads the broker record and the seed; the creds
+/// returned are secret.
 pub fn system_user(
     root: &crate::store::Root,
     name: &str,
@@ -115,8 +164,8 @@ pub fn system_user(
 ) -> crate::error::Result<String> {
     use crate::error::Error;
     use crate::store::broker_record;
-    let sys_pub = match broker_record::load(root)? {
-        broker_record::Loaded::Valid(record, _) => record.sys.public,
+    let record = match broker_record::load(root)? {
+        broker_record::Loaded::Valid(record, _) => record,
         _ => {
             return Err(Error::Refused(format!(
                 "{} is missing or corrupt, so no system user can be minted.\nnext: restore it from a backup",
@@ -124,15 +173,26 @@ pub fn system_user(
             )));
         }
     };
+    if let Some(keys) = &record.sys.keys {
+        return Ok(scoped_user(
+            &record.sys.public,
+            &keys.control,
+            name,
+            Some(crate::permissions::EPHEMERAL),
+        )
+        .map_err(Error::Other)?
+        .creds);
+    }
     let seed = broker_record::load_sys_seed(root)?.ok_or_else(|| {
         Error::Refused(format!(
-            "this root keeps no system signing seed ({}), so cotal cannot mint the system user it reloads and checks the running broker with.\n\
-             next: restore the seed from a backup, or stop the broker (`cotal down`) and apply with it stopped",
+            "this root keeps no system signing key (neither in {} nor in {}), so cotal cannot mint the system user it reloads and checks the running broker with.\n\
+             next: stop the broker (`cotal down`) and apply with it stopped; `cotal rotate sys` (broker stopped) gives a multi-space root new system keys",
+            root.broker_record().display(),
             root.sys_seed().display()
         ))
     })?;
     Ok(user(
-        &sys_pub,
+        &record.sys.public,
         &seed,
         name,
         permissions,
@@ -140,6 +200,30 @@ pub fn system_user(
     )
     .map_err(Error::Other)?
     .creds)
+}
+
+/// A user of a scoped signing key of `account_pub` (no permission of its own), named `name`.
+pub fn scoped_user(
+    account_pub: &str,
+    signing_seed: &Seed,
+    name: &str,
+    expires_in: Option<std::time::Duration>,
+) -> Result<UserCreds, String> {
+    let signer = signing_seed.key_pair()?;
+    let user = KeyPair::new_user();
+    let iat = now();
+    let exp = expires_in.map(|d| iat + d.as_secs().max(1) as i64);
+    let token = jwt::encode(
+        &mut jwt::scoped_user_claims(name, &user.public_key(), account_pub, iat, exp),
+        &signer,
+    )?;
+    let seed = Seed::from(&user);
+    Ok(UserCreds {
+        creds: jwt::creds_file(&token, seed.expose()),
+        key: user.public_key(),
+        issued_at: iat,
+        expires_at: exp,
+    })
 }
 
 /// A minted user.

@@ -10,7 +10,8 @@ use crate::digest;
 use crate::error::{Error, Result};
 use crate::observed::{
     BrokerProcess, BrokerRecordState, Capacity, CapacitySource, Inventory, Observed,
-    PromotedConfig, ServerInfo, Store, StreamUsage, Usage, UsageSource,
+    PromotedConfig, ServerInfo, Store, StreamUsage, SysKeysState, SystemObserved, Usage,
+    UsageSource,
 };
 use crate::store::{
     Root, broker_record, desired_file, generation, inventory, jetstream_dir, journal, server_conf,
@@ -33,17 +34,25 @@ pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
 
 /// Observe the root.
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
+    let mut system = SystemObserved {
+        keys: SysKeysState::None,
+        revocations: Default::default(),
+        templates_current: true,
+    };
     let broker = match broker_record::load(root)? {
         broker_record::Loaded::Absent => BrokerRecordState::Absent,
         broker_record::Loaded::Corrupt(reason) => BrokerRecordState::Corrupt {
             file: root.broker_record(),
             reason,
         },
-        broker_record::Loaded::Valid(_, trust) => BrokerRecordState::Valid(trust),
+        broker_record::Loaded::Valid(record, trust) => {
+            system = system_observed(&record, broker_record::sys_seed_retained(root));
+            BrokerRecordState::Valid(trust)
+        }
     };
     let store_dir = root.store_dir(&desired.broker.store_dir);
     let mut inventory = match &broker {
-        BrokerRecordState::Valid(trust) => inventory::read(root, &trust.operator_pub)?,
+        BrokerRecordState::Valid(trust) => inventory::read(root, trust)?,
         _ => Inventory::default(),
     };
     let server_conf = server_conf::read(root)?.map(PromotedConfig::new);
@@ -65,6 +74,9 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
     }
     for (name, space) in inventory.spaces.iter_mut() {
         space.sys_creds_present = space_dir::sys_creds_present(root, name, &space.account_pub);
+        if space.sys_creds_present {
+            space.sys_users = space_dir::sys_users(root, name);
+        }
         // Fail closed: an unreadable protection record counts as protected.
         space.protect_recorded = match space_dir::load_lifecycle(root, name) {
             Ok(Some(l)) => l.account == space.account_pub && l.protect,
@@ -106,7 +118,8 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
     }
     Ok(Observed {
         broker,
-        sys_seed_retained: broker_record::sys_seed_retained(root),
+        system,
+        now: crate::clock::now(),
         inventory,
         server_conf,
         listener,
@@ -120,6 +133,51 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         live_error,
         server,
     })
+}
+
+/// The system account as the broker record holds it: which scoped keys it keeps (or the legacy
+/// `sys.seed`), the JWT's revocations, and whether its scoped keys carry today's templates.
+fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> SystemObserved {
+    use crate::jwt::{self, AccountNats, SigningKey, UserScope};
+    use permissions::SysRole;
+    let claims = jwt::decode_verified::<AccountNats>(&record.sys.jwt).ok();
+    let revocations = claims
+        .as_ref()
+        .map(|c| c.nats.revocations.clone())
+        .unwrap_or_default();
+    let Some(keys) = &record.sys.keys else {
+        return SystemObserved {
+            keys: if legacy_seed {
+                SysKeysState::Legacy
+            } else {
+                SysKeysState::None
+            },
+            revocations,
+            templates_current: true,
+        };
+    };
+    let mut kept = std::collections::BTreeMap::new();
+    let mut templates_current = true;
+    for role in SysRole::ALL {
+        let Some(key) = keys
+            .get(role)
+            .and_then(|s| s.key_pair().ok())
+            .map(|k| k.public_key())
+        else {
+            continue;
+        };
+        let wanted = SigningKey::Scoped(UserScope::new(&key, role.name(), role.template()));
+        let listed = claims
+            .as_ref()
+            .is_some_and(|c| c.nats.signing_keys.contains(&wanted));
+        templates_current &= listed;
+        kept.insert(role, key);
+    }
+    SystemObserved {
+        keys: SysKeysState::Scoped(kept),
+        revocations,
+        templates_current,
+    }
 }
 
 /// Ask the running broker for every account's streams and connections, through an ephemeral

@@ -13,9 +13,18 @@ use std::path::PathBuf;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct BrokerTrust {
     pub operator_pub: String,
+    /// The operator's signing keys, as its JWT lists them.
+    pub operator_signing: Vec<String>,
     pub operator_jwt: String,
     pub sys_pub: String,
     pub sys_jwt: String,
+}
+
+impl BrokerTrust {
+    /// Whether `key` may sign accounts of this broker: the operator or one of its signing keys.
+    pub fn signs_accounts(&self, key: &str) -> bool {
+        key == self.operator_pub || self.operator_signing.iter().any(|k| k == key)
+    }
 }
 
 /// State of the broker record.
@@ -45,6 +54,8 @@ pub struct ObservedSpace {
     pub live_processes: Vec<u32>,
     /// Whether `.cotal/space.<hex>/` holds this account's $SYS creds.
     pub sys_creds_present: bool,
+    /// The $SYS users those creds hold (observer, evictor), as their JWTs say.
+    pub sys_users: Vec<SysUser>,
     /// Streams whose live config differs from the table, with the differing fields.
     pub stream_drift: Vec<(String, Vec<String>)>,
 }
@@ -243,6 +254,49 @@ impl std::fmt::Display for CapacitySource {
     }
 }
 
+/// One of a space's $SYS users, from its creds file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SysUser {
+    pub role: crate::permissions::SysRole,
+    /// The user's public key.
+    pub key: String,
+    /// The signing key that issued it.
+    pub issuer: String,
+    pub issued_at: i64,
+    pub expires_at: Option<i64>,
+}
+
+/// Which system signing keys the root keeps.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SysKeysState {
+    /// Scoped keys in the broker record: each kept role's public key.
+    Scoped(std::collections::BTreeMap<crate::permissions::SysRole, String>),
+    /// Only the unscoped `sys.seed` of a root made before the scoped keys.
+    Legacy,
+    /// No system key at rest: a single-space root, or a multi-space root whose keys are lost.
+    None,
+}
+
+/// The system account as recorded.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SystemObserved {
+    pub keys: SysKeysState,
+    /// The revocations of the system account's JWT.
+    pub revocations: crate::jwt::Revocations,
+    /// Whether the JWT's scoped keys carry exactly the templates this cotal writes.
+    pub templates_current: bool,
+}
+
+impl SystemObserved {
+    /// The public key kept for `role`, if any.
+    pub fn key(&self, role: crate::permissions::SysRole) -> Option<&str> {
+        match &self.keys {
+            SysKeysState::Scoped(keys) => keys.get(&role).map(String::as_str),
+            _ => None,
+        }
+    }
+}
+
 /// One JetStream store of the broker: its size, where that figure comes from, and what it
 /// holds now when known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -271,7 +325,7 @@ pub struct ServerInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
     pub broker: BrokerRecordState,
-    pub sys_seed_retained: bool,
+    pub system: SystemObserved,
     pub inventory: Inventory,
     /// The promoted `server.conf`, if any.
     pub server_conf: Option<PromotedConfig>,
@@ -293,6 +347,9 @@ pub struct Observed {
     pub journal_protected: std::collections::BTreeSet<SpaceName>,
     /// What the broker's JetStream can hold.
     pub capacity: Capacity,
+    /// When this was observed (unix seconds): expiry is judged against it, never against the
+    /// clock, so planning stays a pure function.
+    pub now: i64,
 }
 
 impl Observed {

@@ -2,9 +2,11 @@
 //!
 //! Each ephemeral user gets what its one job needs and nothing more (a removal's streams are
 //! deleted by the system account's account purge, so no user of a tenant account holds a
-//! delete right cotal needs); the long-lived $SYS pair
-//! of a space is scoped to that space's account where NATS allows it (the evictor's KICK is
-//! broker-wide by NATS's design, seed 000 section 5).
+//! delete right); the system account's users get what the template of their scoped signing key
+//! allows ([`SysRole`]): a space's $SYS pair reaches only that space's account, with its own
+//! inbox prefix, except the evictor's KICK, which is broker-wide by NATS's design (seed 000
+//! section 5) and minted only when the root opts in. The profiles of the users handed to people
+//! ([`Profile`]) are here too.
 
 use crate::jwt::{Permission, Permissions, ResponsePermission};
 use serde::{Deserialize, Serialize};
@@ -71,7 +73,8 @@ pub fn verifier() -> Permissions {
     }
 }
 
-/// System-account monitor: JSZ, VARZ and account STATZ for plan and status.
+/// System-account monitor: JSZ, VARZ and account STATZ for plan and status (the permissions of
+/// a user of an unscoped system key, on roots made before the scoped keys).
 pub fn monitor() -> Permissions {
     allow(
         &["$SYS.REQ.SERVER.PING.>", "$SYS.REQ.ACCOUNT.PING.STATZ"],
@@ -80,7 +83,8 @@ pub fn monitor() -> Permissions {
 }
 
 /// System-account controller of an apply: reload and confirm (`RELOAD`, `VARZ`), read which JWT
-/// an account is loaded with (`ACCOUNTZ`), and purge a removed account's JetStream.
+/// an account is loaded with (`ACCOUNTZ`), and purge a removed account's JetStream (the
+/// permissions of a user of an unscoped system key, on roots made before the scoped keys).
 pub fn control() -> Permissions {
     allow(
         &[
@@ -93,21 +97,79 @@ pub fn control() -> Permissions {
     )
 }
 
-/// A space's membership observer: CONNZ and connect/disconnect events of that account only.
-pub fn membership_observer(account: &str) -> Permissions {
-    allow(
-        &[&format!("$SYS.REQ.ACCOUNT.{account}.CONNZ")],
-        &[
-            &format!("$SYS.ACCOUNT.{account}.CONNECT"),
-            &format!("$SYS.ACCOUNT.{account}.DISCONNECT"),
-            "_INBOX.>",
-        ],
-    )
+/// How long a space's $SYS creds live (seed 000: renewed by the operator's rotation).
+pub const SYS_CREDS_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+/// An apply re-mints a space's $SYS creds that expire within this window.
+pub const SYS_CREDS_RENEW_WITHIN: Duration = Duration::from_secs(10 * 24 * 3600);
+
+/// The roles of the system account's scoped signing keys. A user of a scoped key carries no
+/// permission of its own: the key's template (in the system account's JWT) is all it may do,
+/// so whoever holds a seed can mint only users of that role. Space users are named after
+/// their space's account, which the template reads as `{{name()}}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SysRole {
+    /// cotal's own ephemeral users: reload and confirm, observe, purge, evict.
+    Control,
+    /// A space's membership observer: its own account's CONNZ and connect/disconnect events.
+    Observer,
+    /// A space's connection evictor (opt-in): KICK, which NATS makes broker-wide, and its own
+    /// account's CONNZ.
+    Evictor,
 }
 
-/// The connection evictor: `$SYS.REQ.SERVER.*.KICK` (broker-wide in NATS).
-pub fn connection_evictor() -> Permissions {
-    allow(&["$SYS.REQ.SERVER.*.KICK"], &["_INBOX.>"])
+impl SysRole {
+    pub const ALL: [SysRole; 3] = [SysRole::Control, SysRole::Observer, SysRole::Evictor];
+
+    /// The role as the system account's JWT names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SysRole::Control => "cotal-control",
+            SysRole::Observer => "space-observer",
+            SysRole::Evictor => "space-evictor",
+        }
+    }
+
+    /// What every user of the role's key may do.
+    pub fn template(self) -> Permissions {
+        let own = "{{name()}}";
+        match self {
+            SysRole::Control => allow(
+                &[
+                    "$SYS.REQ.SERVER.PING.>",
+                    "$SYS.REQ.ACCOUNT.PING.STATZ",
+                    "$SYS.REQ.SERVER.*.RELOAD",
+                    "$SYS.REQ.SERVER.*.VARZ",
+                    "$SYS.REQ.SERVER.*.ACCOUNTZ",
+                    "$SYS.REQ.SERVER.*.KICK",
+                    "$SYS.REQ.ACCOUNT.*.CONNZ",
+                    "$JS.API.ACCOUNT.PURGE.*",
+                ],
+                &["_INBOX.>"],
+            ),
+            SysRole::Observer => allow(
+                &[&format!("$SYS.REQ.ACCOUNT.{own}.CONNZ")],
+                &[
+                    &format!("$SYS.ACCOUNT.{own}.CONNECT"),
+                    &format!("$SYS.ACCOUNT.{own}.DISCONNECT"),
+                    &format!("{}.>", inbox_prefix(own)),
+                ],
+            ),
+            SysRole::Evictor => allow(
+                &[
+                    "$SYS.REQ.SERVER.*.KICK",
+                    &format!("$SYS.REQ.ACCOUNT.{own}.CONNZ"),
+                ],
+                &[&format!("{}.>", inbox_prefix(own))],
+            ),
+        }
+    }
+}
+
+/// The inbox prefix a space's $SYS users must use (`_INBOX_<account>`): they may subscribe to
+/// nothing else, so no space reads the replies of another's requests, nor cotal's.
+pub fn inbox_prefix(account: &str) -> String {
+    format!("_INBOX_{account}")
 }
 
 /// What a user minted by `cotal creds` may do in its space.

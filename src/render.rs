@@ -267,7 +267,7 @@ fn check_issuer(broker: &BrokerTrust, p: &Preload, token: &str) -> Result<(), St
             p.space.as_str()
         )
     })?;
-    if claims.iss != broker.operator_pub {
+    if !broker.signs_accounts(&claims.iss) {
         return Err(format!(
             "the account of space {:?} is signed by another operator ({}); refusing to preload it",
             p.space.as_str(),
@@ -324,6 +324,7 @@ mod tests {
     fn trust() -> BrokerTrust {
         BrokerTrust {
             operator_pub: "OP".into(),
+            operator_signing: Vec::new(),
             operator_jwt: "eyJop.x.y".into(),
             sys_pub: "ASYS".into(),
             sys_jwt: "eyJsys.x.y".into(),

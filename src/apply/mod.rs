@@ -20,6 +20,7 @@
 mod audit;
 mod promote;
 mod steps;
+mod system;
 mod undo;
 mod users;
 
@@ -84,7 +85,7 @@ struct State {
 
 /// Execute `plan`. The caller holds the lock and has confirmed.
 pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Outcome> {
-    let record = load_broker(ctx.root)?;
+    let mut record = load_broker(ctx.root)?;
     let audit = Auditor {
         root: ctx.root,
         actor: ctx.actor.clone(),
@@ -95,7 +96,7 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
     // Fail closed: nothing is changed before the apply is on the record.
     audit.write(Event::ApplyStarted, None, None, "started", None)?;
     let mut outcome = Outcome::default();
-    match run(ctx, plan, broker, &record, &audit, &mut outcome) {
+    match run(ctx, plan, broker, &mut record, &audit, &mut outcome) {
         Ok(()) => Ok(outcome),
         // The root may be another cotal's now: not even the audit is written.
         Err(e @ Error::LockLost(_)) => Err(e),
@@ -116,7 +117,7 @@ fn run(
     ctx: &Context,
     plan: &Plan,
     broker: &mut dyn Broker,
-    record: &BrokerRecord,
+    record: &mut BrokerRecord,
     audit: &Auditor,
     outcome: &mut Outcome,
 ) -> Result<()> {
@@ -231,7 +232,7 @@ fn first_line(s: &str) -> String {
 /// The one exhaustive `match` over [`Step`]: one call per kind of step.
 fn run_step(
     ctx: &Context,
-    record: &BrokerRecord,
+    record: &mut BrokerRecord,
     step: &Step,
     broker: &mut dyn Broker,
     state: &mut State,
@@ -240,6 +241,12 @@ fn run_step(
 ) -> Result<()> {
     match step {
         Step::FinishJournal { .. } => Ok(()),
+        Step::ReissueSystemAccount {
+            rotate,
+            evictor,
+            revoke,
+            ..
+        } => system::reissue_system_account(ctx.root, record, state, *rotate, *evictor, revoke),
         Step::DeleteStreams { space, account, .. } => {
             steps::delete_streams(ctx, broker, state, space, account)
         }
@@ -249,9 +256,21 @@ fn run_step(
             account,
             spec,
             revocations,
+            rotate_signing,
             ..
-        } => steps::reissue_account(ctx, record, state, space, account, spec, revocations),
-        Step::WriteSysCreds { space } => steps::heal_sys_creds(ctx, record, space),
+        } => steps::reissue_account(
+            ctx,
+            record,
+            state,
+            steps::AccountReissue {
+                space,
+                account,
+                spec,
+                revocations,
+                rotate_signing: *rotate_signing,
+            },
+        ),
+        Step::WriteSysCreds { space } => steps::heal_sys_creds(ctx, record, state, space),
         Step::RecordProtection { space, protect } => {
             steps::record_protection(ctx, state, space, *protect)
         }

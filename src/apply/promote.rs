@@ -42,7 +42,7 @@ pub fn promote(
     let current = compare_and_set(root, expected)?;
     // Everything the reload check needs is ready before the config changes.
     let expectations = if broker.running() {
-        expectations(root, plan, &state.journal.removals)?
+        expectations(root, record, plan, &state.journal.removals)?
     } else {
         Vec::new()
     };
@@ -78,7 +78,7 @@ fn checked_inventory(
     expected: &ExpectedInventory,
     removals: &[JournaledRemoval],
 ) -> Result<Inventory> {
-    let mut inv = inventory::read(root, &trust.operator_pub)?;
+    let mut inv = inventory::read(root, trust)?;
     if let Some(c) = inv.corrupt.first() {
         return Err(Error::Refused(format!(
             "the inventory became uncertain during apply ({}: {}); an uncertain tenant list is not rendered.\nnext: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
@@ -188,10 +188,21 @@ fn reload_or_roll_back(
 /// free); suspended ones refuse it; removed ones are unloaded and refuse it.
 fn expectations(
     root: &Root,
+    record: &BrokerRecord,
     plan: &Plan,
     removals: &[JournaledRemoval],
 ) -> Result<Vec<Expectation>> {
     let mut out = Vec::new();
+    if plan
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::ReissueSystemAccount { .. }))
+    {
+        out.push(Expectation::SystemLoaded {
+            account: record.sys.public.clone(),
+            jwt: record.sys.jwt.clone(),
+        });
+    }
     for step in &plan.steps {
         let (space, spec, added) = match step {
             Step::AddAccount { space, spec } => (space, spec, true),

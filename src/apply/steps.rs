@@ -81,19 +81,40 @@ pub fn add_account(
             protect: spec.protect,
         },
     )?;
+    // A space added suspended gets its $SYS creds when it is resumed.
+    if spec.state != crate::model::SpaceState::Active {
+        return Ok(());
+    }
+    for file in space_dir::sys_creds_files(root, space) {
+        remember(&mut state.undo, &file)?;
+    }
     write_sys_creds(root, record, space, &account.account.public)
 }
 
-/// Re-sign the space's account JWT (same key) with the spec's limits and state.
+/// What a re-issue step decided (its plan step's decision fields).
+pub struct AccountReissue<'a> {
+    pub space: &'a SpaceName,
+    pub account: &'a str,
+    pub spec: &'a SpaceSpec,
+    pub revocations: &'a crate::jwt::Revocations,
+    pub rotate_signing: bool,
+}
+
+/// Re-sign the space's account JWT (same key) with the spec's limits and state, its
+/// revocations, and a new signing key when the step rotates it.
 pub fn reissue_account(
     ctx: &Context,
     record: &BrokerRecord,
     state: &mut State,
-    space: &SpaceName,
-    account: &str,
-    spec: &SpaceSpec,
-    revocations: &crate::jwt::Revocations,
+    reissue: AccountReissue,
 ) -> Result<()> {
+    let AccountReissue {
+        space,
+        account,
+        spec,
+        revocations,
+        rotate_signing,
+    } = reissue;
     let root = ctx.root;
     let current = account_record::load(root, space)?;
     if current.account.public != account {
@@ -104,8 +125,8 @@ pub fn reissue_account(
             current.account.public
         )));
     }
-    let updated =
-        mint::reissue(record, &current, space, spec, revocations).map_err(Error::Other)?;
+    let updated = mint::reissue(record, &current, space, spec, revocations, rotate_signing)
+        .map_err(Error::Other)?;
     remember(&mut state.undo, &root.account_record(space))?;
     account_record::save(root, &updated)?;
     state.expected.insert(
@@ -117,8 +138,16 @@ pub fn reissue_account(
 }
 
 /// Write the space's missing $SYS creds.
-pub fn heal_sys_creds(ctx: &Context, record: &BrokerRecord, space: &SpaceName) -> Result<()> {
+pub fn heal_sys_creds(
+    ctx: &Context,
+    record: &BrokerRecord,
+    state: &mut State,
+    space: &SpaceName,
+) -> Result<()> {
     let current = account_record::load(ctx.root, space)?;
+    for file in space_dir::sys_creds_files(ctx.root, space) {
+        remember(&mut state.undo, &file)?;
+    }
     write_sys_creds(ctx.root, record, space, &current.account.public)
 }
 

@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::mint;
 use crate::model::SpaceName;
 use crate::permissions;
-use crate::store::broker_record::{self, BrokerRecord};
+use crate::store::broker_record::BrokerRecord;
 use crate::store::{Root, account_record, space_dir};
 
 /// An ephemeral user of a space (in memory, short expiry), signed by its signing key. `None`
@@ -36,32 +36,35 @@ pub fn space_user(
     Ok(Some(user.creds))
 }
 
-/// Mint and write the space's $SYS pair (needs the retained system signing seed).
+/// Mint and write the space's $SYS creds with the system keys `record` keeps: the membership
+/// observer, and the connection evictor when the root keeps an evictor key. Each is a user of
+/// a scoped key named after the space's account (its template reads the name), expiring after
+/// [`permissions::SYS_CREDS_LIFETIME`]. Nothing is written when the record keeps no system key
+/// (a single-space root). The caller remembers the files for undo.
 pub fn write_sys_creds(
     root: &Root,
     record: &BrokerRecord,
     space: &SpaceName,
     account: &str,
 ) -> Result<()> {
-    let Some(sys_seed) = broker_record::load_sys_seed(root)? else {
+    let Some(keys) = &record.sys.keys else {
         return Ok(());
     };
     let sys = &record.sys.public;
-    let observer = mint::user(
-        sys,
-        &sys_seed,
-        "membership-observer",
-        permissions::membership_observer(account),
-        None,
+    let lifetime = Some(permissions::SYS_CREDS_LIFETIME);
+    let observer =
+        mint::scoped_user(sys, &keys.observer, account, lifetime).map_err(Error::Other)?;
+    let evictor = keys
+        .evictor
+        .as_ref()
+        .map(|seed| mint::scoped_user(sys, seed, account, lifetime))
+        .transpose()
+        .map_err(Error::Other)?;
+    space_dir::save_sys_creds(
+        root,
+        space,
+        account,
+        &observer.creds,
+        evictor.as_ref().map(|e| e.creds.as_str()),
     )
-    .map_err(Error::Other)?;
-    let evictor = mint::user(
-        sys,
-        &sys_seed,
-        "connection-evictor",
-        permissions::connection_evictor(),
-        None,
-    )
-    .map_err(Error::Other)?;
-    space_dir::save_sys_creds(root, space, account, &observer.creds, &evictor.creds)
 }

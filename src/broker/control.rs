@@ -174,6 +174,13 @@ impl Control {
             Ok(_) => {}
         }
         let took = started.elapsed();
+        self.confirm(before, expected_digest)?;
+        Ok(took)
+    }
+
+    /// Confirm through VARZ that the server loaded a config with `expected_digest` after
+    /// `before`.
+    pub fn confirm(&self, before: &Loaded, expected_digest: &str) -> Result<(), NotConfirmed> {
         let after = self
             .varz()
             .map_err(|e| NotConfirmed::Unreachable(e.to_string()))?;
@@ -194,7 +201,41 @@ impl Control {
                 after.digest
             )));
         }
-        Ok(took)
+        Ok(())
+    }
+
+    /// The client ids of every connection of `account` on this server (CONNZ of the account,
+    /// paged).
+    pub fn account_connections(&self, account: &str) -> Result<Vec<u64>> {
+        const PAGE: u64 = 1024;
+        let subject = format!("$SYS.REQ.ACCOUNT.{account}.CONNZ");
+        let mut cids = Vec::new();
+        loop {
+            let body = serde_json::json!({ "offset": cids.len(), "limit": PAGE }).to_string();
+            let page: Connz = match self.request(&subject, &body, REQUEST_DEADLINE)? {
+                Ok(page) => page,
+                Err(why) => return Err(Error::Other(format!("{subject}: {why}"))),
+            };
+            let got = page.connections.len() as u64;
+            cids.extend(page.connections.into_iter().map(|c| c.cid));
+            if got < PAGE || cids.len() as u64 >= page.total {
+                return Ok(cids);
+            }
+        }
+    }
+
+    /// Close the client `cid` (`$SYS.REQ.SERVER.<id>.KICK`). `Ok(false)` when the server no
+    /// longer has it (it left on its own).
+    pub fn kick(&self, cid: u64) -> Result<bool> {
+        let subject = format!("$SYS.REQ.SERVER.{}.KICK", self.server_id);
+        let body = serde_json::json!({ "cid": cid }).to_string();
+        let envelope: Envelope<serde_json::Value> =
+            self.envelope(&subject, &body, REQUEST_DEADLINE)?;
+        match envelope.error {
+            None => Ok(true),
+            Some(e) if e.description.contains("not found") || e.code == Some(404) => Ok(false),
+            Some(e) => Err(Error::Other(format!("{subject}: {}", e.description))),
+        }
     }
 
     /// The JWT the server has `account` loaded with; `None` when it does not know the account
@@ -266,6 +307,8 @@ fn none<T>() -> Option<T> {
 #[derive(Deserialize)]
 struct ApiError {
     #[serde(default)]
+    code: Option<u16>,
+    #[serde(default)]
     description: String,
 }
 
@@ -277,6 +320,19 @@ struct Varz {
     config_digest: String,
     #[serde(default)]
     version: String,
+}
+
+#[derive(Deserialize)]
+struct Connz {
+    #[serde(default)]
+    total: u64,
+    #[serde(default)]
+    connections: Vec<ConnInfo>,
+}
+
+#[derive(Deserialize)]
+struct ConnInfo {
+    cid: u64,
 }
 
 #[derive(Deserialize)]

@@ -191,13 +191,21 @@ impl Nats {
         })
     }
 
-    /// `$SYS.REQ.ACCOUNT.<pub>.CONNZ` with a space's membership-observer creds: its live
+    /// `$SYS.REQ.ACCOUNT.<pub>.CONNZ` with a space's membership-observer creds (replies on the
+    /// space's own inbox prefix, the only one its template lets it subscribe to): its live
     /// connection count.
     pub fn connections(&self, observer_creds: &str, account: &str) -> Result<u64> {
         self.rt.block_on(async {
-            let client = connect(&self.url, observer_creds)
+            let client = async_nats::ConnectOptions::with_credentials(observer_creds)
+                .map_err(|e| Error::Other(format!("observer creds: {e}")))?
+                .connection_timeout(TIMEOUT)
+                .request_timeout(Some(TIMEOUT))
+                .max_reconnects(Some(0))
+                .custom_inbox_prefix(crate::permissions::inbox_prefix(account))
+                .name("cotal")
+                .connect(&self.url)
                 .await
-                .map_err(other("observer connect"))?;
+                .map_err(|e| Error::Other(format!("observer connect: {e}")))?;
             let connz: Reply<Connz> =
                 request(&client, &format!("$SYS.REQ.ACCOUNT.{account}.CONNZ"), "{}").await?;
             Ok(connz.data.num_connections)

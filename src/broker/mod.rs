@@ -34,6 +34,8 @@ pub enum Expectation {
     },
     /// The broker no longer knows the account.
     Unloaded { space: SpaceName, account: String },
+    /// The system account is in force with exactly this JWT (its keys and revocations).
+    SystemLoaded { account: String, jwt: String },
     /// A fresh user of the space connects (only for added spaces, whose slots are all free).
     Accepts { space: SpaceName, creds: String },
     /// A fresh user of the space is refused (suspended or removed spaces; a refused connection
@@ -102,6 +104,10 @@ pub struct Running {
     control: control::Control,
     /// What the broker had loaded before the last reload, for [`Broker::restore`].
     before: Option<control::Loaded>,
+    /// Every control creds this session minted (secret, in memory), newest last: a reload
+    /// that replaces the system keys closes the control connection, and a rollback may need
+    /// the creds of either key set.
+    creds: Vec<String>,
     /// Reload confirmation times, for the report.
     pub reloads: Vec<Duration>,
 }
@@ -118,8 +124,56 @@ impl Running {
             nats,
             control,
             before: None,
+            creds: vec![creds],
             reloads: Vec::new(),
         })
+    }
+
+    /// Connect again as a control user of the system keys on disk now (or of an earlier key
+    /// set this session used), to the same server.
+    fn reconnect(&mut self) -> Result<()> {
+        let fresh =
+            crate::mint::system_user(&self.root, "cotal-control", crate::permissions::control())?;
+        self.creds.push(fresh);
+        let mut last = None;
+        for creds in self.creds.iter().rev() {
+            match control::Control::connect(self.nats.url(), creds) {
+                Ok(c) if c.server_id() == self.control.server_id() => {
+                    self.control = c;
+                    return Ok(());
+                }
+                Ok(c) => {
+                    last = Some(Error::Other(format!(
+                        "the listener now answers as server {}, not {}",
+                        c.server_id(),
+                        self.control.server_id()
+                    )))
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::Other("no control creds".into())))
+    }
+
+    /// Reload and confirm. A reload that drops the key the control user is signed by (the
+    /// system keys replaced) closes its connection before the reply: the verdict is then asked
+    /// of the broker again as a user of the keys now in force, and only VARZ decides.
+    fn reload_confirmed(
+        &mut self,
+        before: &control::Loaded,
+        digest: &str,
+    ) -> std::result::Result<Duration, control::NotConfirmed> {
+        let started = std::time::Instant::now();
+        match self.control.reload(before, digest) {
+            Err(control::NotConfirmed::Unreachable(why)) => {
+                if self.reconnect().is_err() {
+                    return Err(control::NotConfirmed::Unreachable(why));
+                }
+                self.control.confirm(before, digest)?;
+                Ok(started.elapsed())
+            }
+            other => other,
+        }
     }
 
     pub fn control(&self) -> &control::Control {
@@ -163,7 +217,7 @@ impl Broker for Running {
             let before = self.control.varz()?;
             let log_start = process::log_offset(&self.root);
             self.before = Some(before.clone());
-            let took = self.control.reload(&before, digest).map_err(|e| {
+            let took = self.reload_confirmed(&before, digest).map_err(|e| {
                 // The log only quotes the server's own words in the message; it never decides.
                 Error::Other(format!("{e}{}", process::log_tail(&self.root, log_start)))
             })?;
@@ -176,9 +230,14 @@ impl Broker for Running {
         let Some(before) = self.before.take() else {
             return Ok(false);
         };
-        let now = self.control.varz()?;
-        self.control
-            .reload(&now, &before.digest)
+        let now = match self.control.varz() {
+            Ok(now) => now,
+            Err(_) => {
+                self.reconnect()?;
+                self.control.varz()?
+            }
+        };
+        self.reload_confirmed(&now, &before.digest)
             .map(|_| true)
             .map_err(|e| Error::Other(e.to_string()))
     }
@@ -197,6 +256,13 @@ impl Broker for Running {
                     )),
                     _ => {}
                 },
+                Expectation::SystemLoaded { account, jwt } => {
+                    if self.control.account_jwt(account)?.as_ref() != Some(jwt) {
+                        failures.push(
+                            "the system account is not in force with the re-issued JWT".into(),
+                        );
+                    }
+                }
                 Expectation::Unloaded { space, account } => {
                     if self.control.account_jwt(account)?.is_some() {
                         failures.push(format!("{} is still loaded", q(space)));

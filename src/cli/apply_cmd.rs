@@ -89,6 +89,8 @@ pub struct Request<'a> {
     pub only: Option<BTreeSet<SpaceName>>,
     /// The imperative verb, for refusals; `None` for apply.
     pub verb: Option<SpaceVerb>,
+    /// Keys this run replaces (`cotal rotate`).
+    pub rotate: crate::desired::Rotate,
 }
 
 /// Lock, observe, plan, confirm, execute.
@@ -101,7 +103,8 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         Some(edit) => edit(&text)?,
         None => text.clone(),
     };
-    let (desired, digest) = observe::desired_from_text(root, &new_text)?;
+    let (mut desired, digest) = observe::desired_from_text(root, &new_text)?;
+    desired.rotate = req.rotate.clone();
     let observed = observe::observe(root, &desired, digest)?;
     // What was observed is only this cotal's to act on while its lock is still the root's.
     lock.verify()?;

@@ -7,12 +7,12 @@ use crate::store::{atomic, broker_record, desired_file, journal, lock};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Retain the system signing seed so every space gets its $SYS creds (the default when
+    /// Retain the system signing keys so every space gets its $SYS creds (the default when
     /// cotal.toml says multi_space = true, or when there is no cotal.toml yet).
     #[arg(long, conflicts_with = "single_space")]
     pub multi_space: bool,
-    /// Do not retain the system signing seed (no broker-admin minting capability at rest; spaces
-    /// cannot be added later).
+    /// Do not retain any system signing key (no broker-admin minting capability at rest; spaces
+    /// cannot be added later, and a running broker cannot be reloaded by cotal).
     #[arg(long)]
     pub single_space: bool,
 }
@@ -60,12 +60,9 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
             .unwrap_or(true)
     };
 
-    let (record, sys_seed) = crate::mint::broker().map_err(Error::Other)?;
-    // The seed is written before the record: a crash between them leaves no broker record, so
-    // init can simply run again.
-    if multi_space {
-        broker_record::save_sys_seed(&root, &sys_seed)?;
-    }
+    let evictor = existing.as_ref().is_some_and(|d| d.broker.evictor_creds);
+    // One atomic write: the operator, the system account and the keys its JWT lists.
+    let record = crate::mint::broker(multi_space, evictor).map_err(Error::Other)?;
     broker_record::save(&root, &record)?;
     if existing.is_none() {
         desired_file::write(&root, desired::STARTER)?;
@@ -77,9 +74,9 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     println!(
         "  multi-space     {}",
         if multi_space {
-            "yes: the system signing seed is kept in .cotal/auth/sys.seed (0600)"
+            "yes: scoped system signing keys are kept in .cotal/auth/broker.json (0600)"
         } else {
-            "no: no system signing seed is kept, so spaces cannot be added"
+            "no: no system signing key is kept, so spaces cannot be added"
         }
     );
     if existing.is_none() {

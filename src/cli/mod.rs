@@ -6,9 +6,11 @@ mod audit_cmd;
 mod backup_cmd;
 mod broker_cmd;
 mod creds_cmd;
+mod evict_cmd;
 mod init;
 mod output;
 mod plan_cmd;
+mod rotate_cmd;
 mod space_cmd;
 mod status_cmd;
 
@@ -63,6 +65,9 @@ pub enum Command {
     /// Add, remove, suspend, resume or list spaces (edits cotal.toml, applies only that change).
     #[command(subcommand)]
     Space(space_cmd::Command),
+    /// Replace signing keys: the system account's, or one space's account's.
+    #[command(subcommand)]
+    Rotate(rotate_cmd::Command),
     /// Read the lifecycle audit.
     Audit(audit_cmd::Args),
     /// Print a shell completion script.
@@ -100,6 +105,7 @@ fn run(cli: Cli, colour: bool) -> Result<i32> {
         Command::Status(args) => status_cmd::run(&global, args),
         Command::Creds(args) => creds_cmd::run(&global, args),
         Command::Space(command) => space_cmd::run(&global, command),
+        Command::Rotate(command) => rotate_cmd::run(&global, command),
         Command::Audit(args) => audit_cmd::run(&global, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -60,6 +60,14 @@ pub enum Command {
         #[arg(long)]
         relocate: bool,
     },
+    /// Close every live connection of a space (its clients may reconnect); no other space's
+    /// connection is touched.
+    Evict {
+        name: String,
+        /// How long to wait for the root's lock.
+        #[arg(long, value_parser = super::parse_duration, default_value = "0")]
+        lock_timeout: std::time::Duration,
+    },
     /// List the spaces of cotal.toml and the root, with their states.
     List {
         #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
@@ -78,6 +86,7 @@ fn only(name: &SpaceName) -> Option<BTreeSet<SpaceName>> {
 pub fn run(global: &Global, command: Command) -> Result<i32> {
     let root = global.root()?;
     match command {
+        Command::Evict { name, lock_timeout } => super::evict_cmd::run(global, &name, lock_timeout),
         Command::Add {
             name,
             limits,

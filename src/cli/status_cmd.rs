@@ -32,7 +32,22 @@ struct Status {
     #[serde(skip_serializing_if = "Option::is_none")]
     cut: Option<String>,
     jetstream: JetStreamStatus,
+    system: SystemStatus,
     spaces: Vec<SpaceStatus>,
+}
+
+/// The system account's keys as the root keeps them, and the $SYS creds they signed.
+#[derive(Serialize)]
+struct SystemStatus {
+    /// `scoped`, `legacy` (an unscoped sys.seed, replaced at the next apply) or `none`.
+    keys: &'static str,
+    /// Whether each space gets a connection evictor; its KICK reaches every client of the
+    /// broker (NATS's design).
+    evictor: bool,
+    /// The earliest expiry (unix seconds) of the spaces' $SYS creds; apply renews them within
+    /// ten days of it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    creds_expire: Option<i64>,
 }
 
 /// What the broker's JetStream can hold, what the applied spaces commit it to, what it holds.
@@ -137,6 +152,23 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 memory: StoreStatus::of(&observed.capacity.memory, applied.memory),
             }
         },
+        system: SystemStatus {
+            keys: match observed.system.keys {
+                crate::observed::SysKeysState::Scoped(_) => "scoped",
+                crate::observed::SysKeysState::Legacy => "legacy",
+                crate::observed::SysKeysState::None => "none",
+            },
+            evictor: observed
+                .system
+                .key(crate::permissions::SysRole::Evictor)
+                .is_some(),
+            creds_expire: observed
+                .inventory
+                .spaces
+                .values()
+                .flat_map(|s| s.sys_users.iter().filter_map(|u| u.expires_at))
+                .min(),
+        },
         spaces: observed
             .inventory
             .spaces
@@ -201,6 +233,23 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
             }
         );
     }
+    let _ = writeln!(
+        out,
+        "system      {} keys{}{}",
+        s.system.keys,
+        match s.system.creds_expire {
+            Some(t) => format!(
+                ", $SYS creds expire from {} (apply renews them)",
+                crate::credentials::stamp(t)
+            ),
+            None => String::new(),
+        },
+        if s.system.evictor {
+            "\n            evictor creds minted per space: their KICK is broker-wide by NATS's design (any client of any space); `cotal space evict` is scoped to one space"
+        } else {
+            ""
+        }
+    );
     if let Some(cut) = &s.cut {
         let _ = writeln!(
             out,

@@ -2,7 +2,7 @@
 //! removals, the per-space diff, descriptions, the promotion, the order of steps.
 
 use super::guards::{self, Refusal};
-use super::{Action, Pins, Plan, Summary, describe, diff, order, promotion, removals};
+use super::{Action, Pins, Plan, Summary, describe, diff, order, promotion, removals, system};
 use crate::desired::Desired;
 use crate::digest;
 use crate::observed::Observed;
@@ -30,18 +30,21 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> 
     let removals = removals::collect(desired, observed);
     guards::guard_removals(desired, &observed.inventory, &removals)?;
     guards::guard_listener(observed, &node)?;
-    let diff = diff::diff(desired, observed, &removals);
-    guards::guard_sys_seed(observed, diff.adds.keys())?;
+    let system = system::reissue(desired, observed, &removals);
+    let diff = diff::diff(desired, observed, &removals, system.as_ref());
+    guards::guard_sys_keys(observed, system.as_ref(), diff.adds.keys())?;
     super::capacity::guard_capacity(desired, observed)?;
 
     let described = describe::describe(desired, observed, &removals, &diff);
-    let promotion = promotion::promotion(&trust, observed, &removals, &diff, &node)?;
+    let promotion =
+        promotion::promotion(&trust, observed, &removals, &diff, system.as_ref(), &node)?;
     let steps = order::steps(
         desired,
         observed,
         &removals,
         &diff,
         &described,
+        system.as_ref(),
         order::promotion_step(&promotion),
     );
 

@@ -140,8 +140,12 @@ fn existing(
     if let Some(protect) = diff.protections.get(name) {
         details.push(format!("protect: {} -> {protect}", space.protect_recorded));
     }
-    if diff.sys_heal.contains(name) {
-        details.push("$SYS credentials: missing -> written".into());
+    if let Some(why) = diff.sys_creds.get(name) {
+        details.push(if why == "missing" {
+            "$SYS credentials: missing -> written".to_string()
+        } else {
+            format!("$SYS credentials: re-minted ({why})")
+        });
     }
     if let Some(work) = diff.provisions.get(name) {
         details.push(format!("streams: {}", work.join(", ")));

@@ -3,6 +3,7 @@
 //! streams to provision. Types only; the words are [`super::describe`]'s.
 
 use super::removals::Removals;
+use super::system::SystemReissue;
 use super::{FieldChange, Transition};
 use crate::desired::Desired;
 use crate::jwt::AccountLimits;
@@ -13,6 +14,8 @@ use std::collections::{BTreeMap, BTreeSet};
 /// A re-issue of a space's account JWT.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reissue {
+    /// A new signing key (`cotal rotate account`).
+    pub rotate_signing: bool,
     pub fields: Vec<FieldChange>,
     pub transition: Transition,
 }
@@ -23,8 +26,8 @@ pub struct Diff {
     pub adds: BTreeMap<SpaceName, SpaceSpec>,
     pub reissues: BTreeMap<SpaceName, Reissue>,
     pub protections: BTreeMap<SpaceName, bool>,
-    /// Existing spaces whose $SYS creds are missing.
-    pub sys_heal: BTreeSet<SpaceName>,
+    /// Existing spaces whose $SYS creds are (re)minted, and why.
+    pub sys_creds: BTreeMap<SpaceName, String>,
     /// Existing spaces' provisioning work (missing or drifted streams), broker running.
     pub provisions: BTreeMap<SpaceName, Vec<String>>,
 }
@@ -35,14 +38,19 @@ impl Diff {
         self.reissues
             .keys()
             .chain(self.protections.keys())
-            .chain(self.sys_heal.iter())
+            .chain(self.sys_creds.keys())
             .chain(self.provisions.keys())
             .collect()
     }
 }
 
 /// Compare every desired space with what is observed of it.
-pub fn diff(desired: &Desired, observed: &Observed, removals: &Removals) -> Diff {
+pub fn diff(
+    desired: &Desired,
+    observed: &Observed,
+    removals: &Removals,
+    system: Option<&SystemReissue>,
+) -> Diff {
     let inv = &observed.inventory;
     let running = observed.process.is_running();
     let mut out = Diff::default();
@@ -56,7 +64,8 @@ pub fn diff(desired: &Desired, observed: &Observed, removals: &Removals) -> Diff
         };
         let expected = AccountLimits::for_space(spec);
         let revoking = space.revoked != space.revocations;
-        if expected != space.limits || revoking {
+        let rotating = desired.rotate.accounts.contains(name);
+        if expected != space.limits || revoking || rotating {
             let mut fields = if expected != space.limits {
                 field_changes(&space.limits, &expected)
             } else {
@@ -65,9 +74,17 @@ pub fn diff(desired: &Desired, observed: &Observed, removals: &Removals) -> Diff
             if revoking {
                 fields.push(revocation_change(space));
             }
+            if rotating {
+                fields.push(FieldChange {
+                    field: "signing key".into(),
+                    from: short_key(&space.signing_pub),
+                    to: "a new key (users signed by the old one are refused)".into(),
+                });
+            }
             out.reissues.insert(
                 name.clone(),
                 Reissue {
+                    rotate_signing: rotating,
                     fields,
                     transition: match (space.limits.is_suspended(), expected.is_suspended()) {
                         (false, true) => Transition::Suspend,
@@ -81,10 +98,10 @@ pub fn diff(desired: &Desired, observed: &Observed, removals: &Removals) -> Diff
         if spec.protect != space.protect_recorded {
             out.protections.insert(name.clone(), spec.protect);
         }
-        // Healing: missing $SYS creds, and (broker running) missing or drifted streams.
+        // Healing: $SYS creds to (re)mint, and (broker running) missing or drifted streams.
         // Provisioning runs after the reload, so a space resumed by this plan is loaded.
-        if observed.sys_seed_retained && !space.sys_creds_present {
-            out.sys_heal.insert(name.clone());
+        if let Some(why) = super::system::creds_reason(desired, observed, name, space, system) {
+            out.sys_creds.insert(name.clone(), why);
         }
         if running && spec.state == SpaceState::Active {
             let work = provisioning_work(name, space);
@@ -135,6 +152,11 @@ pub fn provisioning_work(name: &SpaceName, space: &ObservedSpace) -> Vec<String>
 
 /// The change of a space's revocations, counted (keys are not for people; `cotal creds list`
 /// names them).
+/// A public key shortened for people: its first 12 characters.
+fn short_key(key: &str) -> String {
+    format!("{}…", &key[..key.len().min(12)])
+}
+
 fn revocation_change(space: &ObservedSpace) -> FieldChange {
     let new = space
         .revoked
@@ -266,7 +288,7 @@ mod tests {
             "f",
         )
         .unwrap();
-        let d = diff(&desired, &o, &Removals::default());
+        let d = diff(&desired, &o, &Removals::default(), None);
         assert_eq!(d.reissues[&name("a")].transition, Transition::Suspend);
         assert_eq!(d.reissues[&name("s")].transition, Transition::Resume);
         assert_eq!(d.reissues[&name("l")].transition, Transition::Limits);
@@ -311,7 +333,7 @@ mod tests {
         loaded.revocations.insert("UOLD".into(), 10);
         let o = observed(&[("r", revoking), ("l", loaded)]);
         let desired = crate::desired::parse("version = 1\n[spaces.r]\n[spaces.l]\n", "f").unwrap();
-        let d = diff(&desired, &o, &Removals::default());
+        let d = diff(&desired, &o, &Removals::default(), None);
         assert!(
             !d.reissues.contains_key(&name("l")),
             "loaded revocations are no change"

@@ -283,23 +283,25 @@ pub fn guard_listener(observed: &Observed, node: &Node) -> Result<(), Refusal> {
     }
 }
 
-/// Adding a space needs the retained system signing seed (its $SYS creds).
-pub fn guard_sys_seed<'a>(
+/// Adding a space needs a system signing key (its $SYS creds): scoped keys, the legacy
+/// `sys.seed` (replaced by scoped keys in the same apply), or a rotation that makes new ones.
+pub fn guard_sys_keys<'a>(
     observed: &Observed,
+    system: Option<&super::system::SystemReissue>,
     adds: impl IntoIterator<Item = &'a SpaceName>,
 ) -> Result<(), Refusal> {
     let adds: Vec<&SpaceName> = adds.into_iter().collect();
-    if adds.is_empty() || observed.sys_seed_retained {
+    let keyless = matches!(observed.system.keys, crate::observed::SysKeysState::None);
+    if adds.is_empty() || !keyless || system.is_some_and(|s| s.rotate) {
         return Ok(());
     }
     Err(Refusal::new(
         format!(
-            "cannot add {}: this root keeps no system signing seed (.cotal/auth/sys.seed), so a new space could not get its $SYS credentials.",
+            "cannot add {}: this root keeps no system signing key (neither scoped keys in .cotal/auth/broker.json nor .cotal/auth/sys.seed), so a new space could not get its $SYS credentials.",
             list(adds)
         ),
         NOTHING_CHANGED,
-        "on a root with no spaces yet, move .cotal/auth/broker.json aside and run `cotal init --multi-space`; \
-         on a root with spaces, the system account must be rotated offline (not supported by this version)",
+        "`cotal rotate sys` gives the system account new keys (with the broker stopped when it runs: `cotal down`, `cotal rotate sys`, `cotal up`), then add the space again",
     ))
 }
 

@@ -2,7 +2,9 @@
 //! and blast radius, computed by a pure function of (desired, observed).
 //!
 //! [`compute`] is a pipeline of named pure stages: [`guards`] (refusals as values), [`removals`]
-//! (journaled and requested), [`diff`] (what changes per space, as types), [`describe`] (the
+//! (journaled and requested), [`system`] (the system account's re-issue: rotation, the legacy
+//! seed's replacement, the evictor opt-in, revocations of $SYS users; and why a space's $SYS
+//! creds are re-minted), [`diff`] (what changes per space, as types), [`describe`] (the
 //! words and blast radius people read), [`promotion`] (why the one config promotion happens,
 //! and the config it shows) and [`order`] (the steps in DESIGN.md's order).
 //!
@@ -20,6 +22,7 @@ pub mod guards;
 mod order;
 mod promotion;
 mod removals;
+mod system;
 #[cfg(test)]
 mod testing;
 
@@ -108,6 +111,8 @@ pub enum Reason {
     Reissues { spaces: Vec<SpaceName> },
     /// An imperative verb's own change of these spaces.
     Changes { spaces: Vec<SpaceName> },
+    /// The plan re-issues the system account's JWT.
+    SystemAccount,
     /// There is no `server.conf` yet.
     NoConfig,
     /// `server.conf` is not the rendering of the inventory (hand edit, interrupted apply).
@@ -128,7 +133,10 @@ impl Reason {
     pub fn is_space_change(&self) -> bool {
         matches!(
             self,
-            Reason::Adds { .. } | Reason::Removes { .. } | Reason::Reissues { .. }
+            Reason::Adds { .. }
+                | Reason::Removes { .. }
+                | Reason::Reissues { .. }
+                | Reason::SystemAccount
         )
     }
 }
@@ -144,6 +152,7 @@ impl std::fmt::Display for Reason {
                 "changes {}",
                 spaces.iter().map(q).collect::<Vec<_>>().join(", ")
             ),
+            Reason::SystemAccount => f.write_str("re-issues the system account"),
             Reason::NoConfig => f.write_str("server.conf does not exist yet"),
             Reason::ConfigDrift => f.write_str(
                 "server.conf differs from the rendering of the inventory (edited by hand, or left by an interrupted apply)",
@@ -190,6 +199,20 @@ pub enum Step {
         committed: bool,
         blast: Blast,
     },
+    /// Re-issue the system account's JWT (kept or new scoped keys, revocations of the $SYS
+    /// users of suspended and removed spaces) and write it with its keys in the broker record.
+    ReissueSystemAccount {
+        /// New keys for every role.
+        rotate: bool,
+        /// Whether an evictor key is listed afterwards; `None` keeps it as it is.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        evictor: Option<bool>,
+        /// $SYS user keys to revoke, per space.
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        revoke: std::collections::BTreeMap<SpaceName, Vec<String>>,
+        /// Why, for people.
+        changes: Vec<String>,
+    },
     /// Mint a new account for a space and write its record.
     AddAccount { space: SpaceName, spec: SpaceSpec },
     /// Re-issue a space's account JWT (same key) with new limits or state.
@@ -201,6 +224,10 @@ pub enum Step {
         /// The revocations the re-issued JWT carries (every one recorded for the account).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         revocations: crate::jwt::Revocations,
+        /// Replace the account's signing key (`cotal rotate account`): users it signed are
+        /// refused after the reload.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        rotate_signing: bool,
         changes: Vec<FieldChange>,
         blast: Blast,
     },
@@ -238,6 +265,7 @@ impl Step {
                 *blast = Blast::default();
             }
             Step::Provision { work, .. } => work.clear(),
+            Step::ReissueSystemAccount { changes, .. } => changes.clear(),
             Step::FinishJournal { .. }
             | Step::AddAccount { .. }
             | Step::WriteSysCreds { .. }
@@ -250,7 +278,9 @@ impl Step {
     /// The space a step acts on (none for the journal and the promotion).
     pub fn space(&self) -> Option<&SpaceName> {
         match self {
-            Step::FinishJournal { .. } | Step::PromoteConfig { .. } => None,
+            Step::FinishJournal { .. }
+            | Step::PromoteConfig { .. }
+            | Step::ReissueSystemAccount { .. } => None,
             Step::DeleteStreams { space, .. }
             | Step::AddAccount { space, .. }
             | Step::ReissueAccount { space, .. }
@@ -265,7 +295,10 @@ impl Step {
     fn changes_config(&self) -> bool {
         matches!(
             self,
-            Step::DeleteStreams { .. } | Step::AddAccount { .. } | Step::ReissueAccount { .. }
+            Step::DeleteStreams { .. }
+                | Step::AddAccount { .. }
+                | Step::ReissueAccount { .. }
+                | Step::ReissueSystemAccount { .. }
         )
     }
 
@@ -288,6 +321,13 @@ impl Step {
                         "delete the streams and buckets of {} (commit point)",
                         q(space)
                     )
+                }
+            }
+            Step::ReissueSystemAccount { rotate, .. } => {
+                if *rotate {
+                    "rotate the system account's signing keys and re-issue its JWT".into()
+                } else {
+                    "re-issue the system account's JWT".into()
                 }
             }
             Step::AddAccount { space, .. } => {
@@ -387,7 +427,31 @@ impl Plan {
                 keep.extend(removals.iter().cloned());
             }
         }
-        let kept = |s: &Step| s.space().is_some_and(|sp| keep.contains(sp));
+        // The system account's re-issue keeps only the revocations of the kept spaces.
+        let system = self.steps.iter().find_map(|s| match s {
+            Step::ReissueSystemAccount { revoke, .. } => Some(revoke),
+            _ => None,
+        });
+        let narrowed_system = system.and_then(|revoke| {
+            let revoke: std::collections::BTreeMap<SpaceName, Vec<String>> = revoke
+                .iter()
+                .filter(|(n, _)| keep.contains(*n))
+                .map(|(n, k)| (n.clone(), k.clone()))
+                .collect();
+            (!revoke.is_empty()).then(|| Step::ReissueSystemAccount {
+                rotate: false,
+                evictor: None,
+                changes: revoke
+                    .keys()
+                    .map(|n| format!("revoke the $SYS creds of {}", q(n)))
+                    .collect(),
+                revoke,
+            })
+        });
+        let kept = |s: &Step| {
+            s.space().is_some_and(|sp| keep.contains(sp))
+                || (matches!(s, Step::ReissueSystemAccount { .. }) && narrowed_system.is_some())
+        };
         let dropped_config_change = self.steps.iter().any(|s| s.changes_config() && !kept(s));
         let kept_config_change = self.steps.iter().any(|s| s.changes_config() && kept(s));
         let mut steps = Vec::new();
@@ -422,6 +486,7 @@ impl Plan {
                         });
                     }
                 }
+                Step::ReissueSystemAccount { .. } => steps.extend(narrowed_system.clone()),
                 s if kept(s) => steps.push(s.clone()),
                 _ => {}
             }

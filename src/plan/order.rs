@@ -6,6 +6,7 @@ use super::describe::Described;
 use super::diff::Diff;
 use super::promotion::Promotion;
 use super::removals::Removals;
+use super::system::SystemReissue;
 use super::{Blast, Step};
 use crate::desired::Desired;
 use crate::model::SpaceState;
@@ -18,6 +19,7 @@ pub fn steps(
     removals: &Removals,
     diff: &Diff,
     described: &Described,
+    system: Option<&SystemReissue>,
     promotion: Option<Step>,
 ) -> Vec<Step> {
     let inv = &observed.inventory;
@@ -40,6 +42,15 @@ pub fn steps(
                 .get(name)
                 .cloned()
                 .unwrap_or_default(),
+        });
+    }
+    // The system account first: the $SYS creds written below are signed by its keys.
+    if let Some(r) = system {
+        steps.push(Step::ReissueSystemAccount {
+            rotate: r.rotate,
+            evictor: r.evictor,
+            revoke: r.revoke.clone(),
+            changes: r.changes.clone(),
         });
     }
     for (name, spec) in &diff.adds {
@@ -69,6 +80,7 @@ pub fn steps(
                 spec: desired.spaces[name],
                 transition: reissue.transition,
                 revocations: inv.spaces[name].revoked.clone(),
+                rotate_signing: reissue.rotate_signing,
                 changes: reissue.fields.clone(),
                 blast: described
                     .reissue_blasts
@@ -83,7 +95,7 @@ pub fn steps(
                 protect: *protect,
             });
         }
-        if diff.sys_heal.contains(name) {
+        if diff.sys_creds.contains_key(name) {
             steps.push(Step::WriteSysCreds {
                 space: name.clone(),
             });
@@ -132,26 +144,41 @@ mod tests {
         )
         .unwrap();
         let removals = removals::collect(&desired, &o);
-        let diff = diff::diff(&desired, &o, &removals);
+        let diff = diff::diff(&desired, &o, &removals, None);
         let described = describe::describe(&desired, &o, &removals, &diff);
-        let kinds: Vec<&str> = steps(&desired, &o, &removals, &diff, &described, None)
-            .iter()
-            .map(|s| match s {
-                Step::FinishJournal { .. } => "finish",
-                Step::DeleteStreams { .. } => "delete",
-                Step::AddAccount { .. } => "add",
-                Step::ReissueAccount { .. } => "reissue",
-                Step::RecordProtection { .. } => "protect",
-                Step::WriteSysCreds { .. } => "creds",
-                Step::PromoteConfig { .. } => "promote",
-                Step::Provision { .. } => "provision",
-                Step::Reap { .. } => "reap",
-            })
-            .collect();
+        let system = SystemReissue {
+            rotate: false,
+            evictor: None,
+            revoke: Default::default(),
+            changes: vec!["templates".into()],
+        };
+        let kinds: Vec<&str> = steps(
+            &desired,
+            &o,
+            &removals,
+            &diff,
+            &described,
+            Some(&system),
+            None,
+        )
+        .iter()
+        .map(|s| match s {
+            Step::FinishJournal { .. } => "finish",
+            Step::ReissueSystemAccount { .. } => "system",
+            Step::DeleteStreams { .. } => "delete",
+            Step::AddAccount { .. } => "add",
+            Step::ReissueAccount { .. } => "reissue",
+            Step::RecordProtection { .. } => "protect",
+            Step::WriteSysCreds { .. } => "creds",
+            Step::PromoteConfig { .. } => "promote",
+            Step::Provision { .. } => "provision",
+            Step::Reap { .. } => "reap",
+        })
+        .collect();
         assert_eq!(
             kinds,
             [
-                "finish", "delete", "delete", "add", "reissue", "reap", "reap"
+                "finish", "delete", "delete", "system", "add", "reissue", "reap", "reap"
             ]
         );
     }

@@ -6,6 +6,7 @@ use super::blast::Blast;
 use super::diff::Diff;
 use super::guards::{Refusal, guard_trust};
 use super::removals::Removals;
+use super::system::SystemReissue;
 use super::{ConfigChange, Pins, Plan, Reason, Step};
 use crate::desired::Desired;
 use crate::digest;
@@ -26,10 +27,14 @@ pub fn reasons(
     observed: &Observed,
     removals: &Removals,
     diff: &Diff,
+    system: Option<&SystemReissue>,
     node: &Node,
 ) -> Result<Vec<Reason>, Refusal> {
     let inv = &observed.inventory;
     let mut reasons = Vec::new();
+    if system.is_some() {
+        reasons.push(Reason::SystemAccount);
+    }
     if !diff.adds.is_empty() {
         reasons.push(Reason::Adds {
             spaces: diff.adds.keys().cloned().collect(),
@@ -87,15 +92,20 @@ pub fn promotion(
     observed: &Observed,
     removals: &Removals,
     diff: &Diff,
+    system: Option<&SystemReissue>,
     node: &Node,
 ) -> Result<Option<Promotion>, Refusal> {
-    let reasons = reasons(trust, observed, removals, diff, node)?;
+    let reasons = reasons(trust, observed, removals, diff, system, node)?;
     let inv = &observed.inventory;
     let projected = projected_preloads(inv, diff, removals);
     if reasons.is_empty() || projected.is_empty() {
         return Ok(None);
     }
-    let after = render::server_conf(trust, &projected, node).map_err(Refusal::render)?;
+    let mut projected_trust = trust.clone();
+    if system.is_some() {
+        projected_trust.sys_jwt = "(re-issued at apply)".into();
+    }
+    let after = render::server_conf(&projected_trust, &projected, node).map_err(Refusal::render)?;
     // The spaces this plan adds or re-issues have their own blast radius.
     let kept = projected
         .iter()
@@ -262,27 +272,31 @@ mod tests {
         let none = Removals::default();
         let diff = Diff::default();
         assert_eq!(
-            reasons(&trust, &o, &none, &diff, &node).unwrap(),
+            reasons(&trust, &o, &none, &diff, None, &node).unwrap(),
             vec![Reason::NoConfig]
         );
         let preloads = render::inventory_preloads(&o.inventory.spaces);
         let conf = render::server_conf(&trust, &preloads, &node).unwrap();
         o.server_conf = Some(crate::observed::PromotedConfig::new(conf.clone()));
         assert_eq!(
-            reasons(&trust, &o, &none, &diff, &node).unwrap(),
+            reasons(&trust, &o, &none, &diff, None, &node).unwrap(),
             vec![Reason::NoGeneration]
         );
         o.generation = GenerationState::Valid(crate::observed::GenerationRecord {
             generation: 3,
             inventory_digest: digest::preloads(&preloads),
         });
-        assert!(reasons(&trust, &o, &none, &diff, &node).unwrap().is_empty());
+        assert!(
+            reasons(&trust, &o, &none, &diff, None, &node)
+                .unwrap()
+                .is_empty()
+        );
         assert!(boot_plan(&desired, &o).unwrap().is_empty());
         o.server_conf = Some(crate::observed::PromotedConfig::new(format!(
             "{conf}# edited\n"
         )));
         assert_eq!(
-            reasons(&trust, &o, &none, &diff, &node).unwrap(),
+            reasons(&trust, &o, &none, &diff, None, &node).unwrap(),
             vec![Reason::ConfigDrift]
         );
         let boot = boot_plan(&desired, &o).unwrap();

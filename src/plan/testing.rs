@@ -21,6 +21,7 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         usage: Usage::default(),
         live_processes: Vec::new(),
         sys_creds_present: true,
+        sys_users: Vec::new(),
         stream_drift: Vec::new(),
     }
 }
@@ -29,7 +30,12 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
 pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
     Observed {
         broker: BrokerRecordState::Absent,
-        sys_seed_retained: true,
+        system: crate::observed::SystemObserved {
+            keys: crate::observed::SysKeysState::Scoped(Default::default()),
+            revocations: Default::default(),
+            templates_current: true,
+        },
+        now: 1_800_000_000,
         inventory: Inventory {
             spaces: spaces.iter().map(|(n, s)| (name(n), s.clone())).collect(),
             corrupt: Vec::new(),
@@ -90,6 +96,7 @@ pub fn minted(names: &[&str]) -> (BrokerTrust, Vec<(String, ObservedSpace)>) {
     let sys_signing = KeyPair::new_account();
     let trust = BrokerTrust {
         operator_pub: operator.public_key(),
+        operator_signing: Vec::new(),
         operator_jwt: jwt::encode(
             &mut jwt::operator_claims(&operator.public_key(), &sys.public_key(), 1),
             &operator,

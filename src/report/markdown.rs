@@ -58,6 +58,11 @@ pub fn markdown(plan: &Plan) -> String {
     out.push_str("\n**Steps**\n\n");
     for (i, step) in plan.steps.iter().enumerate() {
         let _ = writeln!(out, "{}. {}", i + 1, cell(&step.title()));
+        if let Step::ReissueSystemAccount { changes, .. } = step {
+            for c in changes {
+                let _ = writeln!(out, "   - {}", cell(c));
+            }
+        }
     }
     if !plan.warnings.is_empty() {
         out.push_str("\n**Warnings**\n\n");

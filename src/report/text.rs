@@ -87,6 +87,11 @@ pub fn text(plan: &Plan, p: &Palette) -> String {
     let _ = writeln!(out, "{}", p.bold.apply_to("Steps:"));
     for (i, step) in plan.steps.iter().enumerate() {
         let _ = writeln!(out, "  {}. {}", i + 1, step.title());
+        if let Step::ReissueSystemAccount { changes, .. } = step {
+            for c in changes {
+                let _ = writeln!(out, "     {} {c}", p.change.apply_to("~"));
+            }
+        }
         if let Step::PromoteConfig { reasons, blast, .. } = step {
             let _ = writeln!(
                 out,
@@ -116,10 +121,19 @@ pub fn text(plan: &Plan, p: &Palette) -> String {
     }
     out.push('\n');
     let _ = writeln!(out, "{}", p.bold.apply_to(summary_line(plan)));
+    let system = plan
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::ReissueSystemAccount { .. }));
     if plan.changes.is_empty() {
         let _ = writeln!(
             out,
-            "No space changes: the config is promoted again to repair drift."
+            "{}",
+            if system {
+                "No space changes: the system account is re-issued."
+            } else {
+                "No space changes: the config is promoted again to repair drift."
+            }
         );
     }
     if plan.destroys_data() {

@@ -1,9 +1,14 @@
-//! `.cotal/auth/broker.json`: the broker's trust root (operator and system account), and
-//! `.cotal/auth/sys.seed`, the retained system signing seed.
+//! `.cotal/auth/broker.json`: the broker's trust root: the operator (its identity seed, its
+//! signing seed, its JWT) and the system account (its JWT and the scoped signing seeds cotal
+//! keeps for it); and `.cotal/auth/sys.seed`, the unscoped system signing seed of roots made
+//! before the scoped keys (read until the next apply replaces it).
 //!
 //! Invariants: a record is accepted only when its operator JWT is self-signed by the operator
-//! key its seed encodes and names the recorded system account; [`save`] refuses to replace a
-//! record whose operator differs (a second operator over existing tenants orphans them all).
+//! key its seed encodes, names the recorded system account and lists the operator signing key;
+//! when the record keeps system keys, the system JWT lists each of them, scoped to its role. The
+//! system JWT and the keys it lists are written in one atomic write, so a rotation can never
+//! leave a key on disk that the JWT does not list, or the reverse. [`save`] refuses to replace
+//! a record whose operator differs (a second operator over existing tenants orphans them all).
 
 use crate::error::{Error, Result};
 use crate::jwt::{self, AccountNats, OperatorNats};
@@ -16,8 +21,24 @@ use serde::{Deserialize, Serialize};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OperatorKeys {
+    /// The identity seed: signs the operator JWT only.
     pub seed: Seed,
     pub jwt: String,
+    /// The operator signing seed, listed in the operator JWT: signs the system and space
+    /// accounts. Absent on roots made before it (their accounts are signed by the identity).
+    #[serde(
+        rename = "signingSeed",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub signing_seed: Option<Seed>,
+}
+
+impl OperatorKeys {
+    /// The key that signs accounts: the signing key when the root has one.
+    pub fn account_signer(&self) -> &Seed {
+        self.signing_seed.as_ref().unwrap_or(&self.seed)
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -26,6 +47,34 @@ pub struct SysAccount {
     #[serde(rename = "pub")]
     pub public: String,
     pub jwt: String,
+    /// The scoped signing seeds of the system account (multi-space roots).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub keys: Option<SysKeys>,
+}
+
+/// The system account's signing seeds, one per role (see [`crate::permissions::SysRole`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SysKeys {
+    /// Signs cotal's own ephemeral system users (reload, confirm, observe, purge, evict).
+    pub control: Seed,
+    /// Signs each space's membership observer.
+    pub observer: Seed,
+    /// Signs each space's connection evictor; only when the root opts in.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub evictor: Option<Seed>,
+}
+
+impl SysKeys {
+    /// The seed of `role`, when kept.
+    pub fn get(&self, role: crate::permissions::SysRole) -> Option<&Seed> {
+        use crate::permissions::SysRole;
+        match role {
+            SysRole::Control => Some(&self.control),
+            SysRole::Observer => Some(&self.observer),
+            SysRole::Evictor => self.evictor.as_ref(),
+        }
+    }
 }
 
 /// The broker record as stored.
@@ -54,17 +103,41 @@ impl BrokerRecord {
         if claims.nats.system_account.as_deref() != Some(self.sys.public.as_str()) {
             return Err("operator JWT names a different system account".into());
         }
-        let sys: jwt::Claims<AccountNats> =
-            jwt::decode_verified(&self.sys.jwt).map_err(|e| format!("SYS JWT: {e}"))?;
-        if sys.iss != operator_pub || sys.sub != self.sys.public {
-            return Err("SYS account JWT is not signed by the recorded operator".into());
+        if let Some(signing) = &self.operator.signing_seed {
+            let key = signing.key_pair()?.public_key();
+            if !claims.nats.signing_keys.contains(&key) {
+                return Err("operator JWT does not list the recorded operator signing key".into());
+            }
         }
-        Ok(BrokerTrust {
+        let trust = BrokerTrust {
             operator_pub,
+            operator_signing: claims.nats.signing_keys.clone(),
             operator_jwt: self.operator.jwt.clone(),
             sys_pub: self.sys.public.clone(),
             sys_jwt: self.sys.jwt.clone(),
-        })
+        };
+        let sys: jwt::Claims<AccountNats> =
+            jwt::decode_verified(&self.sys.jwt).map_err(|e| format!("SYS JWT: {e}"))?;
+        if !trust.signs_accounts(&sys.iss) || sys.sub != self.sys.public {
+            return Err("SYS account JWT is not signed by the recorded operator".into());
+        }
+        if let Some(keys) = &self.sys.keys {
+            use crate::permissions::SysRole;
+            for role in SysRole::ALL {
+                let Some(seed) = keys.get(role) else { continue };
+                let key = seed.key_pair()?.public_key();
+                let listed = sys.nats.signing_keys.iter().any(|k| {
+                    matches!(k, jwt::SigningKey::Scoped(s) if s.key == key && s.role == role.name())
+                });
+                if !listed {
+                    return Err(format!(
+                        "SYS account JWT does not list the recorded {} key as scoped",
+                        role.name()
+                    ));
+                }
+            }
+        }
+        Ok(trust)
     }
 }
 

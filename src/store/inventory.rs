@@ -9,7 +9,7 @@
 use crate::error::{IoContext, Result};
 use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
-use crate::observed::{CorruptRecord, Inventory, ObservedSpace, Usage};
+use crate::observed::{BrokerTrust, CorruptRecord, Inventory, ObservedSpace, Usage};
 use crate::store::Root;
 use crate::store::account_record;
 use crate::store::paths::{ACCOUNT_PREFIX, ACCOUNT_SUFFIX};
@@ -31,7 +31,7 @@ pub fn validate(
     file_name: &str,
     is_regular_file: bool,
     bytes: Option<&[u8]>,
-    operator_pub: &str,
+    trust: &BrokerTrust,
 ) -> Result<ValidRecord, CorruptRecord> {
     let corrupt = |reason: String, foreign_issuer: Option<String>| CorruptRecord {
         file: path.to_path_buf(),
@@ -67,11 +67,11 @@ pub fn validate(
     }
     let claims: jwt::Claims<AccountNats> = jwt::decode_verified(&record.account.jwt)
         .map_err(|e| corrupt(format!("account JWT: {e}"), None))?;
-    if claims.iss != operator_pub {
+    if !trust.signs_accounts(&claims.iss) {
         return Err(corrupt(
             format!(
-                "account JWT is signed by another operator ({}), not this broker's ({operator_pub})",
-                claims.iss
+                "account JWT is signed by another operator ({}), not this broker's ({})",
+                claims.iss, trust.operator_pub
             ),
             Some(claims.iss),
         ));
@@ -85,7 +85,8 @@ pub fn validate(
     if !claims
         .nats
         .signing_keys
-        .contains(&record.account.signing_pub)
+        .iter()
+        .any(|k| k.key() == record.account.signing_pub)
     {
         return Err(corrupt(
             "account JWT does not list the record's signing key".into(),
@@ -105,7 +106,7 @@ pub fn validate(
 /// Read every entry of the namespace. IO errors on the directory itself are errors; anything
 /// wrong with one entry makes that entry corrupt. Usage and process fields are left empty for
 /// the observer to fill.
-pub fn read(root: &Root, operator_pub: &str) -> Result<Inventory> {
+pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
     let dir = root.auth_dir();
     let mut inventory = Inventory::default();
     let entries = match std::fs::read_dir(&dir) {
@@ -156,7 +157,7 @@ pub fn read(root: &Root, operator_pub: &str) -> Result<Inventory> {
                 scope.spawn(move || {
                     part.iter()
                         .map(|(path, name, is_file, bytes)| {
-                            validate(path, name, *is_file, bytes.as_deref(), operator_pub)
+                            validate(path, name, *is_file, bytes.as_deref(), trust)
                         })
                         .collect::<Vec<_>>()
                 })
@@ -183,6 +184,7 @@ pub fn read(root: &Root, operator_pub: &str) -> Result<Inventory> {
                         usage: Usage::default(),
                         live_processes: Vec::new(),
                         sys_creds_present: false,
+                        sys_users: Vec::new(),
                         stream_drift: Vec::new(),
                     },
                 );

@@ -20,20 +20,39 @@ pub struct Lifecycle {
     pub protect: bool,
 }
 
+/// `membership.json`: the account the $SYS creds observe, and the inbox prefix their clients
+/// must use (they may subscribe to no other inbox).
 #[derive(Debug, Serialize, Deserialize)]
 struct Membership {
     #[serde(rename = "accountId")]
     account_id: String,
+    #[serde(
+        rename = "inboxPrefix",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    inbox_prefix: String,
 }
 
-/// Write the space's $SYS creds (0600) and `membership.json`, the latter last: its presence
-/// says the pair is complete.
+/// The files a write of the space's $SYS creds may touch, for undo.
+pub fn sys_creds_files(root: &Root, space: &SpaceName) -> [std::path::PathBuf; 3] {
+    [
+        SpaceFile::ObserverCreds,
+        SpaceFile::EvictorCreds,
+        SpaceFile::Membership,
+    ]
+    .map(|f| root.space_file(space, f))
+}
+
+/// Write the space's $SYS creds (0600): the observer's, the evictor's when minted (else any old
+/// evictor creds are removed), then `membership.json` last: its presence says the set is
+/// complete.
 pub fn save_sys_creds(
     root: &Root,
     space: &SpaceName,
     account: &str,
     observer: &str,
-    evictor: &str,
+    evictor: Option<&str>,
 ) -> Result<()> {
     atomic::ensure_dir(&root.space_dir(space), atomic::PRIVATE_DIR)?;
     let file = |f: SpaceFile| root.space_file(space, f);
@@ -42,22 +61,29 @@ pub fn save_sys_creds(
         observer.as_bytes(),
         atomic::SECRET,
     )?;
-    atomic::write(
-        &file(SpaceFile::EvictorCreds),
-        evictor.as_bytes(),
-        atomic::SECRET,
-    )?;
+    match evictor {
+        Some(creds) => atomic::write(
+            &file(SpaceFile::EvictorCreds),
+            creds.as_bytes(),
+            atomic::SECRET,
+        )?,
+        None => {
+            atomic::remove_file(&file(SpaceFile::EvictorCreds))?;
+        }
+    }
     record::write(
         &file(SpaceFile::Membership),
         &Membership {
             account_id: account.to_string(),
+            inbox_prefix: crate::permissions::inbox_prefix(account),
         },
         Layout::Compact,
         atomic::SECRET,
     )
 }
 
-/// Whether the space's $SYS creds exist for `account`.
+/// Whether the space's $SYS creds exist for `account` (the observer's; the evictor's are
+/// optional).
 pub fn sys_creds_present(root: &Root, space: &SpaceName, account: &str) -> bool {
     let file = |f: SpaceFile| root.space_file(space, f);
     let regular =
@@ -66,7 +92,36 @@ pub fn sys_creds_present(root: &Root, space: &SpaceName, account: &str) -> bool 
         record::read::<Membership>(&file(SpaceFile::Membership)),
         Ok(Record::Valid(m)) if m.account_id == account
     );
-    bound && regular(SpaceFile::ObserverCreds) && regular(SpaceFile::EvictorCreds)
+    bound && regular(SpaceFile::ObserverCreds)
+}
+
+/// The $SYS users the space's creds files hold, as their JWTs say (a file that is absent, a
+/// link, or does not decode is skipped: the planner re-mints what it does not see).
+pub fn sys_users(root: &Root, space: &SpaceName) -> Vec<crate::observed::SysUser> {
+    use crate::permissions::SysRole;
+    let mut out = Vec::new();
+    for (role, f) in [
+        (SysRole::Observer, SpaceFile::ObserverCreds),
+        (SysRole::Evictor, SpaceFile::EvictorCreds),
+    ] {
+        let Ok(Some(bytes)) = atomic::read_optional(&root.space_file(space, f)) else {
+            continue;
+        };
+        let text = String::from_utf8_lossy(&bytes);
+        let Some(token) = crate::jwt::creds_jwt(&text) else {
+            continue;
+        };
+        if let Ok(claims) = crate::jwt::decode_verified::<crate::jwt::UserNats>(token) {
+            out.push(crate::observed::SysUser {
+                role,
+                key: claims.sub,
+                issuer: claims.iss,
+                issued_at: claims.iat,
+                expires_at: claims.exp,
+            });
+        }
+    }
+    out
 }
 
 /// The space's membership-observer creds, if written (secret). A link is never followed.

@@ -44,10 +44,33 @@ fn init_creates_the_broker_trust_with_the_documented_modes() {
     assert_eq!(mode(&root.file(".cotal")), 0o700);
     assert_eq!(mode(&root.file(".cotal/auth")), 0o700);
     assert_eq!(mode(&root.file(".cotal/auth/broker.json")), 0o600);
-    assert_eq!(mode(&root.file(".cotal/auth/sys.seed")), 0o600);
+    assert!(
+        !root.file(".cotal/auth/sys.seed").exists(),
+        "the system keys are scoped, in broker.json"
+    );
     let broker: serde_json::Value =
         serde_json::from_slice(&std::fs::read(root.file(".cotal/auth/broker.json")).unwrap())
             .unwrap();
+    assert!(
+        broker["operator"]["signingSeed"]
+            .as_str()
+            .unwrap()
+            .starts_with("SO"),
+        "accounts are signed by an operator signing key"
+    );
+    for role in ["control", "observer"] {
+        assert!(
+            broker["sys"]["keys"][role]
+                .as_str()
+                .unwrap()
+                .starts_with("SA"),
+            "{role}"
+        );
+    }
+    assert!(
+        broker["sys"]["keys"].get("evictor").is_none(),
+        "no evictor key unless the root opts in"
+    );
     assert!(
         broker["operator"]["seed"]
             .as_str()
@@ -267,9 +290,24 @@ fn a_root_without_the_system_seed_refuses_to_add_naming_the_recovery() {
     let before = root.snapshot();
     let out = root.apply().code(3);
     let err = stderr(&out);
-    assert!(err.contains("no system signing seed"), "{err}");
-    assert!(err.contains("next:"), "{err}");
+    assert!(err.contains("no system signing key"), "{err}");
+    assert!(err.contains("next: `cotal rotate sys`"), "{err}");
     assert_eq!(root.snapshot(), before);
+    // The recovery it names: new system keys (broker stopped), then the space is added with
+    // its $SYS creds.
+    root.cotal(&["rotate", "sys", "--auto-approve"])
+        .assert()
+        .success();
+    assert!(
+        root.file(&format!(
+            ".cotal/space.{}/membership-observer.creds",
+            hex::encode("a")
+        ))
+        .exists()
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
 }
 
 #[test]

@@ -52,6 +52,7 @@ impl Broker for Fake {
                     self.loaded.push((space.to_string(), true))
                 }
                 Expectation::Unloaded { space, .. } => self.loaded.push((space.to_string(), false)),
+                Expectation::SystemLoaded { .. } => self.loaded.push(("$SYS".into(), true)),
             }
         }
         if self.verify_fails {
@@ -135,6 +136,7 @@ fn an_unverified_reload_is_rolled_back_and_a_verified_one_checks_every_change() 
     assert_eq!(
         loaded,
         vec![
+            ("$SYS".to_string(), true),
             ("gone".to_string(), false),
             ("keep".to_string(), true),
             ("new".to_string(), true),

@@ -27,6 +27,7 @@ fn trust() -> BrokerTrust {
     let sys_signing = key(KeyPairType::Account, 3);
     BrokerTrust {
         operator_pub: op.public_key(),
+        operator_signing: Vec::new(),
         operator_jwt: jwt::encode(
             &mut jwt::operator_claims(&op.public_key(), &sys.public_key(), IAT),
             &op,
@@ -76,6 +77,7 @@ fn space(n: u8, name: &str, spec: &SpaceSpec) -> (SpaceName, ObservedSpace) {
             usage: Usage::default(),
             live_processes: Vec::new(),
             sys_creds_present: true,
+            sys_users: Vec::new(),
             stream_drift: Vec::new(),
         },
     )
@@ -90,7 +92,12 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
     let spaces: BTreeMap<_, _> = spaces.into_iter().collect();
     let mut o = Observed {
         broker: BrokerRecordState::Valid(trust()),
-        sys_seed_retained: true,
+        system: cotal::observed::SystemObserved {
+            keys: cotal::observed::SysKeysState::Scoped(Default::default()),
+            revocations: Default::default(),
+            templates_current: true,
+        },
+        now: 1_800_000_000,
         inventory: Inventory {
             spaces,
             corrupt: Vec::new(),
@@ -422,7 +429,7 @@ fn guards_refuse_naming_tenants_blast_radius_and_next_step() {
     insta::assert_snapshot!("refuse_live_processes", refusal(&d1, &o));
 
     let mut o = observed(vec![space(1, "design", &SpaceSpec::default())]);
-    o.sys_seed_retained = false;
+    o.system.keys = cotal::observed::SysKeysState::None;
     insta::assert_snapshot!(
         "refuse_no_sys_seed",
         refusal(&desired("[spaces.design]\n[spaces.new]\n"), &o)

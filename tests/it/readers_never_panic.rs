@@ -7,6 +7,16 @@ use std::path::Path;
 
 const OPERATOR: &str = "ODSQ6XOMVKAXSQR5B5V6G5SYPAT6ZMRE4UTCMHHTEQOSEAN3QHM7P5V4";
 
+fn trust() -> cotal::observed::BrokerTrust {
+    cotal::observed::BrokerTrust {
+        operator_pub: OPERATOR.into(),
+        operator_signing: Vec::new(),
+        operator_jwt: String::new(),
+        sys_pub: String::new(),
+        sys_jwt: String::new(),
+    }
+}
+
 fn toml_like() -> impl Strategy<Value = String> {
     let atoms = prop::sample::select(vec![
         "version = 1\n",
@@ -66,7 +76,7 @@ proptest! {
     fn record_journal_generation_and_plan_readers_never_panic(key in "[0-9a-fA-Z.]{0,12}", bytes in prop::collection::vec(any::<u8>(), 0..300)) {
         let _ = cotal::store::account_record::parse(&bytes);
         let name = format!("account.{key}.json");
-        if let Ok(valid) = cotal::store::inventory::validate(Path::new(&name), &name, true, Some(&bytes), OPERATOR) {
+        if let Ok(valid) = cotal::store::inventory::validate(Path::new(&name), &name, true, Some(&bytes), &trust()) {
             prop_assert_eq!(valid.space.hex(), key);
         }
         let _ = cotal::store::journal::parse(&bytes);

@@ -1,0 +1,84 @@
+//! The system account's re-issue step: its scoped signing keys (kept, adjusted to the evictor
+//! opt-in, or new on a rotation or when replacing the legacy `sys.seed`), its revocations, and
+//! one atomic write of the broker record that holds both.
+//!
+//! Invariants: the JWT and the keys it lists are written together (one file); the previous
+//! broker record and `sys.seed` are remembered, so a reload that does not confirm puts them
+//! back; the step is idempotent (a re-run re-issues the same keys with the same revocations).
+
+use super::State;
+use super::undo::remember;
+use crate::error::{Error, Result};
+use crate::jwt::{self, AccountNats};
+use crate::mint;
+use crate::model::SpaceName;
+use crate::permissions::SYS_CREDS_LIFETIME;
+use crate::store::broker_record::{self, BrokerRecord};
+use crate::store::{Root, atomic};
+use std::collections::BTreeMap;
+
+/// A day of slack on top of the creds' lifetime before a revocation is dropped.
+const PRUNE_SLACK: i64 = 24 * 3600;
+
+/// Re-issue the system account's JWT and write it with its keys; `record` is updated, so the
+/// steps after this one (creds, promotion) use the new keys.
+pub fn reissue_system_account(
+    root: &Root,
+    record: &mut BrokerRecord,
+    state: &mut State,
+    rotate: bool,
+    evictor: Option<bool>,
+    revoke: &BTreeMap<SpaceName, Vec<String>>,
+) -> Result<()> {
+    remember(&mut state.undo, &root.broker_record())?;
+    remember(&mut state.undo, &root.sys_seed())?;
+    let kept_evictor = record
+        .sys
+        .keys
+        .as_ref()
+        .is_some_and(|k| k.evictor.is_some());
+    let evictor = evictor.unwrap_or(kept_evictor);
+    let keys = match (&record.sys.keys, rotate) {
+        (Some(kept), false) => {
+            let mut keys = kept.clone();
+            match (evictor, keys.evictor.is_some()) {
+                (true, false) => keys.evictor = Some(mint::new_account_seed()),
+                (false, true) => keys.evictor = None,
+                _ => {}
+            }
+            keys
+        }
+        _ => mint::new_sys_keys(evictor),
+    };
+    let now = crate::clock::now();
+    let mut revocations = jwt::decode_verified::<AccountNats>(&record.sys.jwt)
+        .map(|c| c.nats.revocations)
+        .unwrap_or_default();
+    // A revocation older than the longest lifetime of a $SYS user refuses nothing that has not
+    // expired anyway.
+    revocations.retain(|_, at| *at + SYS_CREDS_LIFETIME.as_secs() as i64 + PRUNE_SLACK >= now);
+    for key in revoke.values().flatten() {
+        revocations.insert(key.clone(), now);
+    }
+    let token = mint::sys_account_jwt(
+        &record.operator,
+        &record.sys.public,
+        Some(&keys),
+        &revocations,
+    )
+    .map_err(Error::Other)?;
+    let mut next = record.clone();
+    next.sys.jwt = token;
+    next.sys.keys = Some(keys);
+    broker_record::save(root, &next)?;
+    // The unscoped legacy seed is no longer listed by the JWT: nothing it signs is accepted.
+    atomic::remove_file(&root.sys_seed())?;
+    tracing::info!(
+        rotate,
+        evictor,
+        revoked = revoke.values().map(Vec::len).sum::<usize>(),
+        "system account re-issued"
+    );
+    *record = next;
+    Ok(())
+}

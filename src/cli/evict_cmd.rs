@@ -1,0 +1,65 @@
+//! `cotal space evict NAME`: close every live connection of one space, with cotal's own
+//! control user: the CONNZ of that account only, then a KICK of exactly the client ids it
+//! listed. nats-server never reuses a client id while it runs, so a client of another space
+//! can never be named, even when the list is stale by the time it is used.
+
+use super::Global;
+use crate::audit::Event;
+use crate::broker::Running;
+use crate::error::{Error, Result};
+use crate::model::SpaceName;
+use crate::observed::BrokerProcess;
+use crate::store::lock;
+use crate::{apply, credentials, observe, plan};
+use std::time::Duration;
+
+pub fn run(global: &Global, name: &str, lock_timeout: Duration) -> Result<i32> {
+    let root = global.root()?;
+    let space = SpaceName::parse(name).map_err(Error::Input)?;
+    let _lock = lock::acquire(&root, &crate::operator::holder(), lock_timeout)?;
+    let (desired, digest) = observe::desired(&root)?;
+    let observed = observe::observe(&root, &desired, digest)?;
+    plan::guard_trust(&observed)?;
+    plan::guard_liveness(&observed)?;
+    apply::refuse_if_journal_open(&observed.journal, "space evict")?;
+    let Some(account) = observed
+        .inventory
+        .spaces
+        .get(&space)
+        .map(|s| &s.account_pub)
+    else {
+        return Err(Error::Input(format!(
+            "no space {} on this root",
+            space.quoted()
+        )));
+    };
+    if observed.process == BrokerProcess::Stopped {
+        println!(
+            "The broker is stopped: space {} has no connection to evict.",
+            space.quoted()
+        );
+        return Ok(0);
+    }
+    let running = Running::connect(&root, &observed.listener)?;
+    let cids = running.control().account_connections(account)?;
+    let mut closed = 0usize;
+    for cid in &cids {
+        if running.control().kick(*cid)? {
+            closed += 1;
+        }
+    }
+    credentials::audit(
+        &root,
+        Event::SpaceEvicted,
+        &space,
+        format!("closed {closed} connection(s)"),
+    )?;
+    println!(
+        "Closed {closed} connection{} of space {} (no other space was touched).\n\
+         Its clients may reconnect at once: to keep them out, suspend the space (`cotal space suspend {}`) or revoke their creds (`cotal creds revoke`).",
+        if closed == 1 { "" } else { "s" },
+        space.quoted(),
+        space.as_str()
+    );
+    Ok(0)
+}

@@ -1,0 +1,257 @@
+//! The $SYS creds cotal writes for each space, tried as a hostile tenant would: what they reach
+//! (their own space's connections, through their own inbox only), when they stop working
+//! (suspension, removal, `cotal rotate sys`), and the operator's `cotal space evict`, which
+//! never touches another space. Every refusal is the broker's own (a permissions violation, a
+//! closed connection, a refused connect).
+
+use super::{Broker, Client, TWO, wait_for};
+use crate::support::stdout;
+
+/// A $SYS creds file cotal wrote for `space`.
+fn sys_creds(b: &Broker, space: &str, file: &str) -> String {
+    std::fs::read_to_string(sys_creds_path(b, space, file)).unwrap()
+}
+
+fn sys_creds_path(b: &Broker, space: &str, file: &str) -> std::path::PathBuf {
+    b.root
+        .file(&format!(".cotal/space.{}/{file}", hex::encode(space)))
+}
+
+/// The inbox prefix a space's $SYS users may subscribe under.
+fn own_inbox(b: &Broker, space: &str) -> String {
+    format!("_INBOX_{}", b.root.account_pub(space))
+}
+
+/// The live connection count of `account` as the $SYS user `client` reads it.
+fn connz(b: &Broker, client: &Client, account: &str) -> serde_json::Value {
+    b.rt.block_on(async {
+        let reply = client
+            .client
+            .request(format!("$SYS.REQ.ACCOUNT.{account}.CONNZ"), "{}".into())
+            .await
+            .unwrap();
+        serde_json::from_slice(&reply.payload).unwrap()
+    })
+}
+
+/// Whether the broker reported a permissions violation naming `what` to `client`.
+fn violation(b: &Broker, client: &mut Client, what: &str) -> bool {
+    let seen = |events: &[String]| {
+        events
+            .iter()
+            .any(|e| e.contains("Permissions Violation") && e.contains(what))
+    };
+    seen(&client.events.lock().unwrap()) || wait_for(b, client, what)
+}
+
+#[test]
+fn a_spaces_sys_users_read_its_own_connections_only_through_any_inbox() {
+    let b = Broker::start(&format!("evictor_creds = true\n\n{TWO}"));
+    let _design = b.client("design").unwrap();
+    let _release = b.client("release").unwrap();
+    let design = b.root.account_pub("design");
+    let release = b.root.account_pub("release");
+    for file in ["membership-observer.creds", "connection-evictor.creds"] {
+        let creds = sys_creds(&b, "design", file);
+        // Through its own inbox, its own space's CONNZ answers.
+        let mut own = b
+            .connect_with_inbox(&creds, Some(own_inbox(&b, "design")))
+            .unwrap();
+        let v = connz(&b, &own, &design);
+        assert_eq!(v["data"]["num_connections"], 1, "{file}: {v}");
+        // Another space's CONNZ is refused by the broker.
+        let subject = format!("$SYS.REQ.ACCOUNT.{release}.CONNZ");
+        b.rt.block_on(async {
+            own.client
+                .publish(subject.clone(), "{}".into())
+                .await
+                .unwrap();
+            own.client.flush().await.unwrap();
+        });
+        assert!(
+            violation(&b, &mut own, &format!("Publish to \"{subject}\"")),
+            "{file}: {:?}",
+            own.events.lock().unwrap()
+        );
+        // No other inbox can even be subscribed: not the shared one cotal's own requests use,
+        // not the sibling's.
+        for inbox in [
+            "_INBOX.>".to_string(),
+            format!("{}.>", own_inbox(&b, "release")),
+        ] {
+            let mut other = b.connect(&creds).unwrap();
+            b.rt.block_on(async {
+                let _sub = other.client.subscribe(inbox.clone()).await.unwrap();
+                other.client.flush().await.unwrap();
+            });
+            assert!(
+                violation(&b, &mut other, &format!("Subscription to \"{inbox}\"")),
+                "{file} subscribing {inbox}: {:?}",
+                other.events.lock().unwrap()
+            );
+        }
+    }
+    // status says the evictor is opted in, and that its KICK is broker-wide.
+    let status = stdout(&b.root.cotal(&["status"]).assert().success());
+    assert!(status.contains("broker-wide"), "{status}");
+}
+
+#[test]
+fn a_suspended_or_removed_spaces_sys_creds_are_closed_and_refused() {
+    let b = Broker::start(TWO);
+    assert!(
+        !sys_creds_path(&b, "design", "connection-evictor.creds").exists(),
+        "no evictor unless the root opts in"
+    );
+    let design_old = sys_creds(&b, "design", "membership-observer.creds");
+    let release_old = sys_creds(&b, "release", "membership-observer.creds");
+    let inbox = Some(own_inbox(&b, "design"));
+    let mut live = b.connect_with_inbox(&design_old, inbox.clone()).unwrap();
+
+    b.desire("[spaces.design]\nstate = \"suspended\"\n\n[spaces.release]\n");
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("revoke the $SYS creds of \"design\""),
+        "{plan}"
+    );
+    b.root.apply().success();
+    assert!(
+        wait_for(&b, &mut live, "disconnected"),
+        "the suspended space's $SYS user was closed: {:?}",
+        live.events.lock().unwrap()
+    );
+    assert!(b.connect_with_inbox(&design_old, inbox.clone()).is_err());
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+
+    b.desire("[spaces.design]\nstate = \"suspended\"\n");
+    b.root.apply().success();
+    assert!(
+        b.connect_with_inbox(&release_old, Some(format!("_INBOX_{}", "x")))
+            .is_err(),
+        "the removed space's $SYS creds are refused"
+    );
+
+    // Resumed: new creds that work; the old ones stay refused.
+    b.desire("[spaces.design]\n");
+    b.root.apply().success();
+    let design_new = sys_creds(&b, "design", "membership-observer.creds");
+    assert_ne!(design_new, design_old);
+    let fresh = b.connect_with_inbox(&design_new, inbox.clone()).unwrap();
+    let design = b.root.account_pub("design");
+    assert_eq!(connz(&b, &fresh, &design)["data"]["num_connections"], 0);
+    assert!(b.connect_with_inbox(&design_old, inbox).is_err());
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn space_evict_closes_one_spaces_connections_and_never_another_spaces() {
+    let b = Broker::start(TWO);
+    let mut first = b.client("design").unwrap();
+    let mut second = b.client("design").unwrap();
+    let release = b.client("release").unwrap();
+    let out = stdout(
+        &b.root
+            .cotal(&["space", "evict", "design"])
+            .assert()
+            .success(),
+    );
+    assert!(out.contains("Closed 2 connections"), "{out}");
+    for client in [&mut first, &mut second] {
+        assert!(wait_for(&b, client, "disconnected"));
+    }
+    // The sibling's client still round-trips, and was never disconnected.
+    b.rt.block_on(async { release.client.flush().await.unwrap() });
+    assert_eq!(release.disconnects(), 0);
+    let audit = stdout(
+        &b.root
+            .cotal(&["audit", "--space", "design"])
+            .assert()
+            .success(),
+    );
+    assert!(audit.contains("space.evicted"), "{audit}");
+}
+
+#[test]
+fn rotate_sys_re_mints_every_spaces_sys_creds_and_refuses_the_old_ones() {
+    let b = Broker::start(TWO);
+    let broker_before = std::fs::read_to_string(b.root.file(".cotal/auth/broker.json")).unwrap();
+    let old: Vec<(String, String)> = ["design", "release"]
+        .iter()
+        .map(|s| (s.to_string(), sys_creds(&b, s, "membership-observer.creds")))
+        .collect();
+    let mut live = b
+        .connect_with_inbox(&old[0].1, Some(own_inbox(&b, "design")))
+        .unwrap();
+    let _tenant = b.client("design").unwrap();
+
+    let out = stdout(
+        &b.root
+            .cotal(&["rotate", "sys", "--auto-approve"])
+            .assert()
+            .success(),
+    );
+    assert!(
+        out.contains("rotate the system account's signing keys"),
+        "{out}"
+    );
+    assert!(out.contains("Reload confirmed"), "{out}");
+    let broker_after = std::fs::read_to_string(b.root.file(".cotal/auth/broker.json")).unwrap();
+    let control = |text: &str| {
+        serde_json::from_str::<serde_json::Value>(text).unwrap()["sys"]["keys"]["control"].clone()
+    };
+    assert_ne!(control(&broker_before), control(&broker_after));
+    assert!(
+        wait_for(&b, &mut live, "disconnected"),
+        "the old key's live user was closed"
+    );
+    for (space, creds) in &old {
+        let inbox = Some(own_inbox(&b, space));
+        assert!(
+            b.connect_with_inbox(creds, inbox.clone()).is_err(),
+            "{space}'s old creds refused"
+        );
+        let new = sys_creds(&b, space, "membership-observer.creds");
+        assert_ne!(&new, creds);
+        let fresh = b.connect_with_inbox(&new, inbox).unwrap();
+        let account = b.root.account_pub(space);
+        let expected = if space == "design" { 1 } else { 0 };
+        assert_eq!(
+            connz(&b, &fresh, &account)["data"]["num_connections"],
+            expected,
+            "{space}"
+        );
+    }
+    // cotal itself works with the new keys, and a second run is a no-op.
+    b.root.cotal(&["status"]).assert().success();
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn rotate_account_refuses_the_users_of_the_old_signing_key() {
+    let b = Broker::start(TWO);
+    let creds = b.mint("design", &["--user", "alice"]);
+    let mut alice = b.connect(&creds).unwrap();
+    let release = b.client("release").unwrap();
+    b.root
+        .cotal(&["rotate", "account", "design", "--auto-approve"])
+        .assert()
+        .success();
+    assert!(wait_for(&b, &mut alice, "disconnected"));
+    assert!(b.connect(&creds).is_err(), "the old key's user is refused");
+    let again = b.mint("design", &["--user", "alice"]);
+    b.connect(&again).unwrap();
+    assert_eq!(release.disconnects(), 0, "the sibling was not touched");
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
