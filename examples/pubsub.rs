@@ -1,13 +1,14 @@
 //! A minimal NATS client for the README and the demo: connects with a creds file, publishes a
-//! message to a space's chat stream and reads it back through JetStream (as a `member`).
+//! message to a space's chat stream and reads it back through JetStream (as a `member`, whose
+//! replies come on its own inbox prefix `_INBOX_<user>`).
 //!
-//! `cargo run --example pubsub -- URL CREDS SPACE_TOKEN [MESSAGE]`
+//! `cargo run --example pubsub -- URL CREDS SPACE_TOKEN USER [MESSAGE]`
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [url, creds, token, rest @ ..] = args.as_slice() else {
-        eprintln!("usage: pubsub URL CREDS SPACE_TOKEN [MESSAGE]");
+    let [url, creds, token, user, rest @ ..] = args.as_slice() else {
+        eprintln!("usage: pubsub URL CREDS SPACE_TOKEN USER [MESSAGE]");
         std::process::exit(2);
     };
     let message = rest
@@ -16,6 +17,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .unwrap_or_else(|| "hello from cotal".into());
     let client = async_nats::ConnectOptions::with_credentials_file(creds)
         .await?
+        .custom_inbox_prefix(format!("_INBOX_{user}"))
         .connect(url)
         .await?;
     let js = async_nats::jetstream::new(client);

@@ -22,7 +22,7 @@ step "$cotal" apply --auto-approve
 step "$cotal" up
 step "$cotal" status
 step "$cotal" creds design --user alice --out "$root/alice.creds"
-step "$pubsub" "nats://127.0.0.1:$port" "$root/alice.creds" design
+step "$pubsub" "nats://127.0.0.1:$port" "$root/alice.creds" design alice
 pid=$(cat "$root/.cotal/nats.pid")
 printf '\n[spaces.ops]\n' >> "$root/cotal.toml"
 step "$cotal" plan --format markdown

@@ -137,6 +137,7 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
         profile: request.profile,
         issued_at: user.issued_at,
         expires_at: user.expires_at,
+        signed_by: Some(record.account.signing_pub.clone()),
     };
     ledger.minted.push(minted.clone());
     users::save(root, &request.space, &ledger)?;

@@ -8,6 +8,8 @@
 //!   it opens the FIFO (which the test holds open), prints `cotal: paused at <name>`, and reads
 //!   until the test closes its end: a rendezvous without sleeps.
 //! - `COTAL_FAULT=break-config` corrupts a promoted config after the preflight.
+//! - `COTAL_FAULT=refuse-verify` fails the data-plane check after a reload the broker confirmed,
+//!   so the rollback of a config the broker already runs is exercised.
 
 /// Declares [`Point`], its names and [`Point::ALL`] from one list, so no point can be left out.
 macro_rules! points {
@@ -79,6 +81,17 @@ pub fn break_config(_path: &std::path::Path) {
             .expect("promoted config");
         writeln!(f, "max_payload: \"not a size\"").expect("append");
     }
+}
+
+/// Fail the data-plane check of a confirmed reload when `COTAL_FAULT=refuse-verify`
+/// (fault-injection builds only).
+#[inline(always)]
+pub fn refuse_verify() -> Result<(), String> {
+    #[cfg(feature = "fault-injection")]
+    if std::env::var("COTAL_FAULT").as_deref() == Ok("refuse-verify") {
+        return Err("the data-plane check was failed by COTAL_FAULT=refuse-verify".into());
+    }
+    Ok(())
 }
 
 /// Abort (or pause) here when `COTAL_CRASH_AT` (or `COTAL_PAUSE_AT`) names this point

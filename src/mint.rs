@@ -55,6 +55,7 @@ pub fn new_sys_keys(evictor: bool) -> SysKeys {
         control: new_account_seed(),
         observer: new_account_seed(),
         evictor: evictor.then(new_account_seed),
+        previous_control: None,
     }
 }
 
@@ -162,6 +163,17 @@ pub fn system_user(
     name: &str,
     permissions: Permissions,
 ) -> crate::error::Result<String> {
+    Ok(system_users(root, name, permissions)?.remove(0))
+}
+
+/// [`system_user`], then one of the previous control key when a change of the control key
+/// has not been confirmed by a promotion yet (the broker may still run the JWT listing it).
+/// Never empty.
+pub fn system_users(
+    root: &crate::store::Root,
+    name: &str,
+    permissions: Permissions,
+) -> crate::error::Result<Vec<String>> {
     use crate::error::Error;
     use crate::store::broker_record;
     let record = match broker_record::load(root)? {
@@ -173,15 +185,22 @@ pub fn system_user(
             )));
         }
     };
+    let sys = &record.sys.public;
+    let ephemeral = Some(crate::permissions::EPHEMERAL);
+    let mint = |seed: &Seed, scoped: bool| -> crate::error::Result<String> {
+        let creds = if scoped {
+            scoped_user(sys, seed, name, ephemeral)
+        } else {
+            user(sys, seed, name, permissions.clone(), ephemeral)
+        };
+        creds.map(|c| c.creds).map_err(Error::Other)
+    };
     if let Some(keys) = &record.sys.keys {
-        return Ok(scoped_user(
-            &record.sys.public,
-            &keys.control,
-            name,
-            Some(crate::permissions::EPHEMERAL),
-        )
-        .map_err(Error::Other)?
-        .creds);
+        let mut out = vec![mint(&keys.control, true)?];
+        if let Some(previous) = &keys.previous_control {
+            out.push(mint(&previous.seed, previous.scoped)?);
+        }
+        return Ok(out);
     }
     let seed = broker_record::load_sys_seed(root)?.ok_or_else(|| {
         Error::Refused(format!(
@@ -191,15 +210,7 @@ pub fn system_user(
             root.sys_seed().display()
         ))
     })?;
-    Ok(user(
-        &record.sys.public,
-        &seed,
-        name,
-        permissions,
-        Some(crate::permissions::EPHEMERAL),
-    )
-    .map_err(Error::Other)?
-    .creds)
+    Ok(vec![mint(&seed, false)?])
 }
 
 /// A user of a scoped signing key of `account_pub` (no permission of its own), named `name`.

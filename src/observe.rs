@@ -34,10 +34,12 @@ pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
 
 /// Observe the root.
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
+    let now = crate::clock::now();
     let mut system = SystemObserved {
         keys: SysKeysState::None,
         revocations: Default::default(),
         templates_current: true,
+        previous_control: false,
     };
     let broker = match broker_record::load(root)? {
         broker_record::Loaded::Absent => BrokerRecordState::Absent,
@@ -77,6 +79,7 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         if space.sys_creds_present {
             space.sys_users = space_dir::sys_users(root, name);
         }
+        space.sys_issued = space_dir::sys_issued(root, name, &space.account_pub, now);
         // Fail closed: an unreadable protection record counts as protected.
         space.protect_recorded = match space_dir::load_lifecycle(root, name) {
             Ok(Some(l)) => l.account == space.account_pub && l.protect,
@@ -119,7 +122,7 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
     Ok(Observed {
         broker,
         system,
-        now: crate::clock::now(),
+        now,
         inventory,
         server_conf,
         listener,
@@ -154,6 +157,7 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
             },
             revocations,
             templates_current: true,
+            previous_control: false,
         };
     };
     let mut kept = std::collections::BTreeMap::new();
@@ -177,6 +181,7 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
         keys: SysKeysState::Scoped(kept),
         revocations,
         templates_current,
+        previous_control: keys.previous_control.is_some(),
     }
 }
 

@@ -56,6 +56,9 @@ pub struct ObservedSpace {
     pub sys_creds_present: bool,
     /// The $SYS users those creds hold (observer, evictor), as their JWTs say.
     pub sys_users: Vec<SysUser>,
+    /// Every $SYS user minted for the space and not expired (its ledger): what a suspension or
+    /// removal revokes, the replaced ones included.
+    pub sys_issued: Vec<SysUser>,
     /// Streams whose live config differs from the table, with the differing fields.
     pub stream_drift: Vec<(String, Vec<String>)>,
 }
@@ -285,6 +288,9 @@ pub struct SystemObserved {
     pub revocations: crate::jwt::Revocations,
     /// Whether the JWT's scoped keys carry exactly the templates this cotal writes.
     pub templates_current: bool,
+    /// A previous control key is still kept: a change of the control key was interrupted
+    /// before its promotion was confirmed.
+    pub previous_control: bool,
 }
 
 impl SystemObserved {

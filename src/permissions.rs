@@ -82,15 +82,19 @@ pub fn monitor() -> Permissions {
     )
 }
 
-/// System-account controller of an apply: reload and confirm (`RELOAD`, `VARZ`), read which JWT
-/// an account is loaded with (`ACCOUNTZ`), and purge a removed account's JetStream (the
-/// permissions of a user of an unscoped system key, on roots made before the scoped keys).
+/// System-account controller: reload and confirm (`RELOAD`, `VARZ`), read which JWT an account
+/// is loaded with (`ACCOUNTZ`), purge a removed account's JetStream, and evict one space's
+/// clients (its account's `CONNZ`, then `KICK`): the permissions of a user of an unscoped
+/// system key, on roots made before the scoped keys. The scoped control key's template is
+/// [`SysRole::Control`]'s.
 pub fn control() -> Permissions {
     allow(
         &[
             "$SYS.REQ.SERVER.*.RELOAD",
             "$SYS.REQ.SERVER.*.VARZ",
             "$SYS.REQ.SERVER.*.ACCOUNTZ",
+            "$SYS.REQ.SERVER.*.KICK",
+            "$SYS.REQ.ACCOUNT.*.CONNZ",
             "$JS.API.ACCOUNT.PURGE.*",
         ],
         &["_INBOX.>"],
@@ -203,7 +207,7 @@ pub fn profile(profile: Profile, token: &str, user: &str) -> Permissions {
 }
 
 /// A member: the space's subjects, the read side of JetStream, its own consumers (named after
-/// the user, or unnamed ephemeral ones the server names), key writes. Replies to requests it
+/// the user), key writes, replies on its own inbox prefix ([`member_inbox`]). Replies to requests it
 /// received through `resp`, so it never needs a publish right on `_INBOX.>`.
 fn member(token: &str, user: &str) -> Permissions {
     let space = format!("cotal.{token}.>");
@@ -221,21 +225,31 @@ fn member(token: &str, user: &str) -> Permissions {
             "$JS.API.CONSUMER.NAMES.*",
             "$JS.API.CONSUMER.LIST.*",
             "$JS.API.CONSUMER.INFO.*.*",
-            // An unnamed (ephemeral) consumer, which the server names: ordered readers and
-            // key watchers.
-            "$JS.API.CONSUMER.CREATE.*",
+            // Only consumers named after the user: nats-server checks the name in the subject
+            // against the request's. The unnamed create subject (`CONSUMER.CREATE.<stream>`)
+            // is not granted: nats-server 2.15 lets a request on it that names a durable in
+            // its body update that (another user's) consumer.
             &own("CREATE"),
             &format!("$JS.API.CONSUMER.CREATE.*.{user}.>"),
             &own("DURABLE.CREATE"),
             &own("MSG.NEXT"),
             &own("DELETE"),
-            "$JS.ACK.>",
-            "$JS.FC.>",
+            // Acks and flow control of its own consumers only: `$JS.ACK.<stream>.<consumer>.…`.
+            &format!("$JS.ACK.*.{user}.>"),
+            &format!("$JS.FC.*.{user}.>"),
         ],
-        &[&space, "_INBOX.>"],
+        // Replies on its own inbox prefix only: no member reads another's replies (its pull
+        // deliveries, its acks).
+        &[&space, &format!("{}.>", member_inbox(user))],
     );
     p.resp = Some(ResponsePermission { max: 1, ttl: 0 });
     p
+}
+
+/// The inbox prefix a `member` named `user` must connect with (`_INBOX_<user>`): the only
+/// inbox it may subscribe under.
+pub fn member_inbox(user: &str) -> String {
+    format!("_INBOX_{user}")
 }
 
 /// Whether `name` can name a user: it becomes a subject token of the user's consumers, so

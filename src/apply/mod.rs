@@ -279,7 +279,7 @@ fn run_step(
         } => {
             let generations = promote::promote(ctx, record, *from_generation, state, plan, broker)?;
             outcome.generation = Some(generations);
-            Ok(())
+            system::forget_previous_control(ctx.root, record)
         }
         Step::Provision { space, .. } => steps::provision(ctx, broker, space),
         Step::Reap { space, account } => {

@@ -158,17 +158,21 @@ fn reload_or_roll_back(
 ) -> Result<()> {
     let confirmed = broker
         .reload(digests)
-        .and_then(|_| broker.verify(expectations));
+        .and_then(|_| broker.verify(expectations))
+        .and_then(|_| fault::refuse_verify().map_err(Error::Other));
     let Err(e) = confirmed else {
         return Ok(());
     };
-    let reloaded = match server_conf::restore_prev(root).and_then(|_| broker.restore()) {
+    // The records first: the broker record put back holds the system keys of the config being
+    // restored, so cotal can mint a control user the broker accepts once it runs it again.
+    let restored_conf = server_conf::restore_prev(root);
+    let not_undone = undo_writes(&state.undo);
+    state.undo.clear();
+    let reloaded = match restored_conf.and_then(|_| broker.restore()) {
         Ok(true) => "the previous config was restored and the broker confirmed it".to_string(),
         Ok(false) => "the previous config was restored; no reload had reached the broker, so it still runs that config".to_string(),
         Err(again) => format!("the previous config could not be restored and confirmed: {again}"),
     };
-    let not_undone = undo_writes(&state.undo);
-    state.undo.clear();
     let records = if not_undone.is_empty() {
         "every record this apply wrote was put back; the generation is unchanged".to_string()
     } else {

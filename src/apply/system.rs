@@ -13,7 +13,7 @@ use crate::jwt::{self, AccountNats};
 use crate::mint;
 use crate::model::SpaceName;
 use crate::permissions::SYS_CREDS_LIFETIME;
-use crate::store::broker_record::{self, BrokerRecord};
+use crate::store::broker_record::{self, BrokerRecord, PreviousControl};
 use crate::store::{Root, atomic};
 use std::collections::BTreeMap;
 
@@ -48,7 +48,22 @@ pub fn reissue_system_account(
             }
             keys
         }
-        _ => mint::new_sys_keys(evictor),
+        // The control key changes: the old one is kept until the promotion is confirmed.
+        (kept, _) => {
+            let previous = match kept {
+                Some(k) => Some(k.previous_control.clone().unwrap_or(PreviousControl {
+                    seed: k.control.clone(),
+                    scoped: true,
+                })),
+                None => broker_record::load_sys_seed(root)?.map(|seed| PreviousControl {
+                    seed,
+                    scoped: false,
+                }),
+            };
+            let mut keys = mint::new_sys_keys(evictor);
+            keys.previous_control = previous;
+            keys
+        }
     };
     let now = crate::clock::now();
     let mut revocations = jwt::decode_verified::<AccountNats>(&record.sys.jwt)
@@ -80,5 +95,19 @@ pub fn reissue_system_account(
         "system account re-issued"
     );
     *record = next;
+    Ok(())
+}
+
+/// After a confirmed promotion: the broker runs the JWT of the keys on disk, so a previous
+/// control key kept for an interrupted change is dropped.
+pub fn forget_previous_control(root: &Root, record: &mut BrokerRecord) -> Result<()> {
+    let Some(keys) = record.sys.keys.as_mut() else {
+        return Ok(());
+    };
+    if keys.previous_control.take().is_none() {
+        return Ok(());
+    }
+    broker_record::save(root, record)?;
+    tracing::info!("previous control key dropped");
     Ok(())
 }

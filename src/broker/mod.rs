@@ -117,16 +117,27 @@ impl Running {
     /// retained system signing seed.
     pub fn connect(root: &Root, listener: &identity::Listener) -> Result<Self> {
         let nats = live::Nats::new(&listener.host, listener.port)?;
-        let creds = crate::mint::system_user(root, "cotal-control", crate::permissions::control())?;
-        let control = control::Control::connect(nats.url(), &creds)?;
-        Ok(Running {
-            root: root.clone(),
-            nats,
-            control,
-            before: None,
-            creds: vec![creds],
-            reloads: Vec::new(),
-        })
+        // The previous control key's user, when one is kept, reaches a broker that still runs
+        // the system JWT of an apply interrupted before its promotion.
+        let creds =
+            crate::mint::system_users(root, "cotal-control", crate::permissions::control())?;
+        let mut last = None;
+        for user in &creds {
+            match control::Control::connect(nats.url(), user) {
+                Ok(control) => {
+                    return Ok(Running {
+                        root: root.clone(),
+                        nats,
+                        control,
+                        before: None,
+                        creds,
+                        reloads: Vec::new(),
+                    });
+                }
+                Err(e) => last = Some(e),
+            }
+        }
+        Err(last.expect("system_users is never empty"))
     }
 
     /// Connect again as a control user of the system keys on disk now (or of an earlier key
@@ -169,6 +180,7 @@ impl Running {
                 if self.reconnect().is_err() {
                     return Err(control::NotConfirmed::Unreachable(why));
                 }
+                tracing::info!(%why, "the reload closed the control connection; confirming as a user of the keys in force");
                 self.control.confirm(before, digest)?;
                 Ok(started.elapsed())
             }

@@ -199,6 +199,12 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
             );
         }
     }
+    if m.profile == crate::permissions::Profile::Member {
+        eprintln!(
+            "Connect it with the inbox prefix {:?} (the only inbox a member may subscribe under).",
+            crate::permissions::member_inbox(&m.name)
+        );
+    }
     Ok(0)
 }
 
@@ -245,6 +251,13 @@ fn list(global: &Global, args: ListArgs) -> Result<i32> {
                 "revoking"
             } else if m.expires_at.is_some_and(|e| e <= now) {
                 "expired"
+            } else if m
+                .signed_by
+                .as_ref()
+                .is_some_and(|k| k != &observed.signing_pub)
+            {
+                // `cotal rotate account` replaced the key that signed it.
+                "refused (old signing key)"
             } else {
                 "valid"
             };

@@ -41,19 +41,14 @@ pub fn run(global: &Global, name: &str, lock_timeout: Duration) -> Result<i32> {
         return Ok(0);
     }
     let running = Running::connect(&root, &observed.listener)?;
-    let cids = running.control().account_connections(account)?;
     let mut closed = 0usize;
-    for cid in &cids {
-        if running.control().kick(*cid)? {
-            closed += 1;
-        }
-    }
-    credentials::audit(
-        &root,
-        Event::SpaceEvicted,
-        &space,
-        format!("closed {closed} connection(s)"),
-    )?;
+    let result = kick_all(running.control(), account, &mut closed);
+    let outcome = match &result {
+        Ok(()) => format!("closed {closed} connection(s)"),
+        Err(e) => format!("closed {closed} connection(s), then failed: {e}"),
+    };
+    credentials::audit(&root, Event::SpaceEvicted, &space, outcome)?;
+    result?;
     println!(
         "Closed {closed} connection{} of space {} (no other space was touched).\n\
          Its clients may reconnect at once: to keep them out, suspend the space (`cotal space suspend {}`) or revoke their creds (`cotal creds revoke`).",
@@ -62,4 +57,34 @@ pub fn run(global: &Global, name: &str, lock_timeout: Duration) -> Result<i32> {
         space.as_str()
     );
     Ok(0)
+}
+
+/// Kick every client the account had when the eviction started. CONNZ is paged, and a page
+/// read while clients leave can skip some: the account is listed again until no client up to
+/// the highest id first seen is left (clients that connect later, with higher ids, are not
+/// chased, so this ends).
+fn kick_all(
+    control: &crate::broker::control::Control,
+    account: &str,
+    closed: &mut usize,
+) -> Result<()> {
+    let mut bound = None;
+    let mut kicked = std::collections::BTreeSet::new();
+    loop {
+        let cids = control.account_connections(account)?;
+        let bound = *bound.get_or_insert_with(|| cids.iter().copied().max().unwrap_or(0));
+        let targets: Vec<u64> = cids
+            .into_iter()
+            .filter(|c| *c <= bound && !kicked.contains(c))
+            .collect();
+        if targets.is_empty() {
+            return Ok(());
+        }
+        for cid in targets {
+            kicked.insert(cid);
+            if control.kick(cid)? {
+                *closed += 1;
+            }
+        }
+    }
 }

@@ -427,26 +427,34 @@ impl Plan {
                 keep.extend(removals.iter().cloned());
             }
         }
-        // The system account's re-issue keeps only the revocations of the kept spaces.
-        let system = self.steps.iter().find_map(|s| match s {
-            Step::ReissueSystemAccount { revoke, .. } => Some(revoke),
-            _ => None,
-        });
-        let narrowed_system = system.and_then(|revoke| {
-            let revoke: std::collections::BTreeMap<SpaceName, Vec<String>> = revoke
-                .iter()
-                .filter(|(n, _)| keep.contains(*n))
-                .map(|(n, k)| (n.clone(), k.clone()))
-                .collect();
-            (!revoke.is_empty()).then(|| Step::ReissueSystemAccount {
-                rotate: false,
-                evictor: None,
-                changes: revoke
-                    .keys()
-                    .map(|n| format!("revoke the $SYS creds of {}", q(n)))
-                    .collect(),
+        // The system account's re-issue is the root's, not another space's pending edit: it is
+        // kept whole (rotation, evictor, migration, templates), but revokes only the $SYS users
+        // of the kept spaces. Its changes end with one line per revoked space, in name order.
+        let narrowed_system = self.steps.iter().find_map(|s| match s {
+            Step::ReissueSystemAccount {
+                rotate,
+                evictor,
                 revoke,
-            })
+                changes,
+            } => {
+                let own = changes.len().saturating_sub(revoke.len());
+                let mut kept_changes = changes[..own].to_vec();
+                let mut kept_revoke = std::collections::BTreeMap::new();
+                for ((name, keys), line) in revoke.iter().zip(&changes[own..]) {
+                    if keep.contains(name) {
+                        kept_revoke.insert(name.clone(), keys.clone());
+                        kept_changes.push(line.clone());
+                    }
+                }
+                let keep_step = !kept_changes.is_empty();
+                keep_step.then_some(Step::ReissueSystemAccount {
+                    rotate: *rotate,
+                    evictor: *evictor,
+                    revoke: kept_revoke,
+                    changes: kept_changes,
+                })
+            }
+            _ => None,
         });
         let kept = |s: &Step| {
             s.space().is_some_and(|sp| keep.contains(sp))
@@ -540,5 +548,70 @@ impl Plan {
                 _ => None,
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn name(s: &str) -> SpaceName {
+        SpaceName::parse(s).unwrap()
+    }
+
+    fn plan(steps: Vec<Step>) -> Plan {
+        Plan {
+            format_version: FORMAT_VERSION,
+            pins: Pins {
+                generation: 1,
+                desired_digest: String::new(),
+                inventory_digest: String::new(),
+                config_digest: String::new(),
+            },
+            broker_running: true,
+            summary: Summary {
+                add: 0,
+                change: 0,
+                remove: 0,
+            },
+            changes: Vec::new(),
+            steps,
+            warnings: Vec::new(),
+            config: None,
+        }
+    }
+
+    fn system(revoke: &[&str], own: &[&str]) -> Step {
+        let mut changes: Vec<String> = own.iter().map(|s| s.to_string()).collect();
+        changes.extend(revoke.iter().map(|n| format!("revoke {n}")));
+        Step::ReissueSystemAccount {
+            rotate: false,
+            evictor: None,
+            revoke: revoke
+                .iter()
+                .map(|n| (name(n), vec![format!("U{n}")]))
+                .collect(),
+            changes,
+        }
+    }
+
+    fn promote() -> Step {
+        Step::PromoteConfig {
+            from_generation: 1,
+            to_generation: 2,
+            reasons: vec![Reason::SystemAccount],
+            blast: Blast::default(),
+        }
+    }
+
+    #[test]
+    fn only_keeps_the_system_step_whole_but_revokes_only_the_kept_spaces() {
+        let keep = std::collections::BTreeSet::from([name("a")]);
+        let narrowed = plan(vec![system(&["a", "b"], &["templates"]), promote()]).only(&keep);
+        assert_eq!(narrowed.steps[0], system(&["a"], &["templates"]));
+        assert!(matches!(narrowed.steps[1], Step::PromoteConfig { .. }));
+        // Only another space's revocation: nothing of the system account is this verb's.
+        let narrowed = plan(vec![system(&["b"], &[]), promote()]).only(&keep);
+        assert!(narrowed.steps.is_empty(), "{:?}", narrowed.steps);
     }
 }

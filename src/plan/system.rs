@@ -11,7 +11,7 @@ use crate::desired::Desired;
 use crate::model::{SpaceName, SpaceState};
 use crate::observed::{Observed, ObservedSpace, SysKeysState};
 use crate::permissions::{SYS_CREDS_RENEW_WITHIN, SysRole};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A re-issue of the system account's JWT.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,7 +22,8 @@ pub struct SystemReissue {
     pub evictor: Option<bool>,
     /// The $SYS user keys of suspended and removed spaces to revoke, per space.
     pub revoke: BTreeMap<SpaceName, Vec<String>>,
-    /// Why, for people.
+    /// Why, for people. Invariant: it ends with one line per entry of `revoke`, in name order
+    /// ([`crate::plan::Plan::only`] narrows both together).
     pub changes: Vec<String>,
 }
 
@@ -65,6 +66,9 @@ pub fn reissue(
     if matches!(system.keys, SysKeysState::Scoped(_)) && !system.templates_current && !rotate {
         changes.push("the scoped keys' permission templates are brought up to date".into());
     }
+    if system.previous_control && !rotate {
+        changes.push("finish an interrupted change of the control key: the previous key is dropped once the broker runs the new JWT".into());
+    }
     // Revocations: live $SYS users (issued by a key the JWT keeps, not expired, not revoked
     // yet) of spaces this plan leaves suspended or removes. A rotation refuses them all anyway.
     let mut revoke = BTreeMap::new();
@@ -78,14 +82,17 @@ pub fn reissue(
             if !leaving && !suspended {
                 continue;
             }
-            let keys: Vec<String> = space
+            // Every one minted and not expired (the ledger), not only those the files hold.
+            let keys: BTreeSet<String> = space
                 .sys_users
                 .iter()
+                .chain(&space.sys_issued)
                 .filter(|u| system.key(u.role) == Some(u.issuer.as_str()))
                 .filter(|u| u.expires_at.is_none_or(|exp| exp > observed.now))
                 .filter(|u| !system.revocations.contains_key(&u.key))
                 .map(|u| u.key.clone())
                 .collect();
+            let keys: Vec<String> = keys.into_iter().collect();
             if !keys.is_empty() {
                 changes.push(format!(
                     "revoke the $SYS creds of {} ({}): closed at the reload, refused from then on",
@@ -162,4 +169,153 @@ pub fn creds_reason(
         }
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::SpaceSpec;
+    use crate::observed::SysUser;
+    use crate::plan::testing::{name, observed, space};
+
+    const NOW: i64 = 1_800_000_000;
+    const DAY: i64 = 24 * 3600;
+
+    /// A root whose scoped keys are `OBS` (observer) and, with `evictor`, `EVI`.
+    fn scoped(o: &mut Observed, evictor: bool) {
+        let mut keys = BTreeMap::from([
+            (SysRole::Control, "CTL".to_string()),
+            (SysRole::Observer, "OBS".to_string()),
+        ]);
+        if evictor {
+            keys.insert(SysRole::Evictor, "EVI".into());
+        }
+        o.system.keys = SysKeysState::Scoped(keys);
+        o.now = NOW;
+    }
+
+    fn observer(key: &str, expires_at: i64) -> SysUser {
+        SysUser {
+            role: SysRole::Observer,
+            key: key.into(),
+            issuer: "OBS".into(),
+            issued_at: expires_at - 30 * DAY,
+            expires_at: Some(expires_at),
+        }
+    }
+
+    fn desired(text: &str) -> Desired {
+        crate::desired::parse(&format!("version = 1\n{text}"), "cotal.toml").unwrap()
+    }
+
+    fn with_observer(user: SysUser) -> Observed {
+        let mut s = space("AD", &SpaceSpec::default());
+        s.sys_users = vec![user];
+        let mut o = observed(&[("design", s)]);
+        scoped(&mut o, false);
+        o
+    }
+
+    #[test]
+    fn creds_are_renewed_within_ten_days_of_their_expiry_and_not_before() {
+        let d = desired("[spaces.design]\n");
+        let fresh = with_observer(observer("U1", NOW + 11 * DAY));
+        let s = &fresh.inventory.spaces[&name("design")];
+        assert_eq!(creds_reason(&d, &fresh, &name("design"), s, None), None);
+        let due = with_observer(observer("U1", NOW + 9 * DAY));
+        let s = &due.inventory.spaces[&name("design")];
+        let why = creds_reason(&d, &due, &name("design"), s, None).unwrap();
+        assert!(why.starts_with("the space-observer expires"), "{why}");
+        assert_eq!(
+            reissue(&d, &due, &Default::default()),
+            None,
+            "no JWT change"
+        );
+    }
+
+    #[test]
+    fn a_suspended_space_revokes_every_unexpired_user_it_was_issued_once() {
+        let d = desired("[spaces.design]\nstate = \"suspended\"\n");
+        let mut o = with_observer(observer("U2", NOW + 20 * DAY));
+        let s = o.inventory.spaces.get_mut(&name("design")).unwrap();
+        // The ledger: a replaced user still valid, one expired, one of a retired key.
+        s.sys_issued = vec![
+            observer("U1", NOW + 5 * DAY),
+            observer("U0", NOW - DAY),
+            SysUser {
+                issuer: "OLD".into(),
+                ..observer("UX", NOW + 5 * DAY)
+            },
+            observer("U2", NOW + 20 * DAY),
+        ];
+        let r = reissue(&d, &o, &Default::default()).unwrap();
+        assert_eq!(r.revoke[&name("design")], ["U1", "U2"]);
+        assert_eq!(
+            r.changes.last().unwrap(),
+            "revoke the $SYS creds of \"design\" (suspended): closed at the reload, refused from then on"
+        );
+        assert_eq!(
+            creds_reason(
+                &d,
+                &o,
+                &name("design"),
+                &o.inventory.spaces[&name("design")],
+                Some(&r)
+            ),
+            None,
+            "a suspended space gets no creds"
+        );
+        // Once loaded, nothing more.
+        o.system.revocations = [("U1".to_string(), NOW), ("U2".to_string(), NOW)].into();
+        assert_eq!(reissue(&d, &o, &Default::default()), None);
+    }
+
+    #[test]
+    fn the_evictor_opt_in_and_out_re_issue_once_and_re_mint_the_creds() {
+        let on = desired("[broker]\nevictor_creds = true\n[spaces.design]\n");
+        let mut o = with_observer(observer("U1", NOW + 20 * DAY));
+        let r = reissue(&on, &o, &Default::default()).unwrap();
+        assert_eq!(r.evictor, Some(true));
+        let s = &o.inventory.spaces[&name("design")];
+        assert_eq!(
+            creds_reason(&on, &o, &name("design"), s, Some(&r)).as_deref(),
+            Some("no evictor yet")
+        );
+        // Applied: the key is kept and the space has its evictor.
+        scoped(&mut o, true);
+        let s = o.inventory.spaces.get_mut(&name("design")).unwrap();
+        s.sys_users.push(SysUser {
+            role: SysRole::Evictor,
+            issuer: "EVI".into(),
+            ..observer("E1", NOW + 20 * DAY)
+        });
+        assert_eq!(reissue(&on, &o, &Default::default()), None);
+        let s = &o.inventory.spaces[&name("design")];
+        assert_eq!(creds_reason(&on, &o, &name("design"), s, None), None);
+        // Opted out again.
+        let off = desired("[spaces.design]\n");
+        let r = reissue(&off, &o, &Default::default()).unwrap();
+        assert_eq!(r.evictor, Some(false));
+        assert_eq!(
+            creds_reason(&off, &o, &name("design"), s, Some(&r)).as_deref(),
+            Some("its evictor goes")
+        );
+    }
+
+    #[test]
+    fn a_rotation_re_mints_every_active_space_and_a_keyless_root_only_with_one() {
+        let mut d = desired("[spaces.design]\n");
+        let mut o = with_observer(observer("U1", NOW + 20 * DAY));
+        o.system.keys = SysKeysState::None;
+        assert_eq!(reissue(&d, &o, &Default::default()), None);
+        let s = &o.inventory.spaces[&name("design")];
+        assert_eq!(creds_reason(&d, &o, &name("design"), s, None), None);
+        d.rotate.sys = true;
+        let r = reissue(&d, &o, &Default::default()).unwrap();
+        assert!(r.rotate && r.revoke.is_empty());
+        assert_eq!(
+            creds_reason(&d, &o, &name("design"), s, Some(&r)).as_deref(),
+            Some("signed by a key this plan replaces")
+        );
+    }
 }

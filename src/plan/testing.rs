@@ -22,6 +22,7 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         live_processes: Vec::new(),
         sys_creds_present: true,
         sys_users: Vec::new(),
+        sys_issued: Vec::new(),
         stream_drift: Vec::new(),
     }
 }
@@ -34,6 +35,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
             keys: crate::observed::SysKeysState::Scoped(Default::default()),
             revocations: Default::default(),
             templates_current: true,
+            previous_control: false,
         },
         now: 1_800_000_000,
         inventory: Inventory {

@@ -63,6 +63,25 @@ pub struct SysKeys {
     /// Signs each space's connection evictor; only when the root opts in.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub evictor: Option<Seed>,
+    /// The control key of the system JWT the broker may still run: kept from a change of the
+    /// control key (a rotation, the legacy seed's replacement) until the promotion that loads
+    /// the new JWT is confirmed, so an apply interrupted in between can still reach the broker.
+    /// Never listed in the new JWT.
+    #[serde(
+        rename = "previousControl",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub previous_control: Option<PreviousControl>,
+}
+
+/// A control key being replaced.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviousControl {
+    pub seed: Seed,
+    /// A scoped key (its users carry no permissions), else the legacy unscoped `sys.seed`.
+    pub scoped: bool,
 }
 
 impl SysKeys {

@@ -185,6 +185,7 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                         live_processes: Vec::new(),
                         sys_creds_present: false,
                         sys_users: Vec::new(),
+                        sys_issued: Vec::new(),
                         stream_drift: Vec::new(),
                     },
                 );

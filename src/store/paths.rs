@@ -189,6 +189,9 @@ pub enum SpaceFile {
     Membership,
     /// The users `cotal creds` minted and the revocations recorded (no secrets).
     Users,
+    /// Every $SYS user minted for the space and not expired yet (public keys only), so a
+    /// suspension or removal revokes the replaced ones too.
+    SysUsers,
 }
 
 impl SpaceFile {
@@ -199,6 +202,7 @@ impl SpaceFile {
             SpaceFile::EvictorCreds => "connection-evictor.creds",
             SpaceFile::Membership => "membership.json",
             SpaceFile::Users => "users.json",
+            SpaceFile::SysUsers => "sys-users.json",
         }
     }
 }

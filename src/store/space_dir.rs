@@ -34,14 +34,107 @@ struct Membership {
     inbox_prefix: String,
 }
 
+/// The ledger of the $SYS users minted for a space (public keys, no secret), bound to its
+/// account: every one not expired yet, so a suspension or removal can revoke them all, not
+/// only those the creds files hold now.
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SysLedger {
+    account: String,
+    users: Vec<LedgerEntry>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct LedgerEntry {
+    key: String,
+    role: crate::permissions::SysRole,
+    issuer: String,
+    #[serde(rename = "issuedAt")]
+    issued_at: i64,
+    #[serde(rename = "expiresAt")]
+    expires_at: Option<i64>,
+}
+
 /// The files a write of the space's $SYS creds may touch, for undo.
-pub fn sys_creds_files(root: &Root, space: &SpaceName) -> [std::path::PathBuf; 3] {
+pub fn sys_creds_files(root: &Root, space: &SpaceName) -> [std::path::PathBuf; 4] {
     [
+        SpaceFile::SysUsers,
         SpaceFile::ObserverCreds,
         SpaceFile::EvictorCreds,
         SpaceFile::Membership,
     ]
     .map(|f| root.space_file(space, f))
+}
+
+/// The $SYS users ever minted for the space's `account` and not expired at `now` (from its
+/// ledger; an unreadable ledger reads as empty: the creds files still name the current ones).
+pub fn sys_issued(
+    root: &Root,
+    space: &SpaceName,
+    account: &str,
+    now: i64,
+) -> Vec<crate::observed::SysUser> {
+    match record::read::<SysLedger>(&root.space_file(space, SpaceFile::SysUsers)) {
+        Ok(Record::Valid(l)) if l.account == account => l
+            .users
+            .into_iter()
+            .filter(|u| u.expires_at.is_none_or(|e| e > now))
+            .map(|u| crate::observed::SysUser {
+                role: u.role,
+                key: u.key,
+                issuer: u.issuer,
+                issued_at: u.issued_at,
+                expires_at: u.expires_at,
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Add `minted` to the space's ledger, dropping what expired by `now` (written before the
+/// creds, so no creds exist that the ledger does not name).
+fn record_sys_users(
+    root: &Root,
+    space: &SpaceName,
+    account: &str,
+    minted: &[crate::observed::SysUser],
+    now: i64,
+) -> Result<()> {
+    let mut users: Vec<LedgerEntry> = sys_issued(root, space, account, now)
+        .into_iter()
+        .chain(minted.iter().cloned())
+        .map(|u| LedgerEntry {
+            key: u.key,
+            role: u.role,
+            issuer: u.issuer,
+            issued_at: u.issued_at,
+            expires_at: u.expires_at,
+        })
+        .collect();
+    users.dedup_by(|a, b| a.key == b.key);
+    record::write(
+        &root.space_file(space, SpaceFile::SysUsers),
+        &SysLedger {
+            account: account.to_string(),
+            users,
+        },
+        Layout::Pretty,
+        atomic::SECRET,
+    )
+}
+
+/// The $SYS user a creds text holds, as its JWT says.
+fn sys_user_of(role: crate::permissions::SysRole, creds: &str) -> Option<crate::observed::SysUser> {
+    let token = crate::jwt::creds_jwt(creds)?;
+    let claims = crate::jwt::decode_verified::<crate::jwt::UserNats>(token).ok()?;
+    Some(crate::observed::SysUser {
+        role,
+        key: claims.sub,
+        issuer: claims.iss,
+        issued_at: claims.iat,
+        expires_at: claims.exp,
+    })
 }
 
 /// Write the space's $SYS creds (0600): the observer's, the evictor's when minted (else any old
@@ -54,7 +147,16 @@ pub fn save_sys_creds(
     observer: &str,
     evictor: Option<&str>,
 ) -> Result<()> {
+    use crate::permissions::SysRole;
     atomic::ensure_dir(&root.space_dir(space), atomic::PRIVATE_DIR)?;
+    let minted: Vec<_> = [
+        (SysRole::Observer, Some(observer)),
+        (SysRole::Evictor, evictor),
+    ]
+    .into_iter()
+    .filter_map(|(role, creds)| sys_user_of(role, creds?))
+    .collect();
+    record_sys_users(root, space, account, &minted, crate::clock::now())?;
     let file = |f: SpaceFile| root.space_file(space, f);
     atomic::write(
         &file(SpaceFile::ObserverCreds),
@@ -99,29 +201,16 @@ pub fn sys_creds_present(root: &Root, space: &SpaceName, account: &str) -> bool 
 /// link, or does not decode is skipped: the planner re-mints what it does not see).
 pub fn sys_users(root: &Root, space: &SpaceName) -> Vec<crate::observed::SysUser> {
     use crate::permissions::SysRole;
-    let mut out = Vec::new();
-    for (role, f) in [
+    [
         (SysRole::Observer, SpaceFile::ObserverCreds),
         (SysRole::Evictor, SpaceFile::EvictorCreds),
-    ] {
-        let Ok(Some(bytes)) = atomic::read_optional(&root.space_file(space, f)) else {
-            continue;
-        };
-        let text = String::from_utf8_lossy(&bytes);
-        let Some(token) = crate::jwt::creds_jwt(&text) else {
-            continue;
-        };
-        if let Ok(claims) = crate::jwt::decode_verified::<crate::jwt::UserNats>(token) {
-            out.push(crate::observed::SysUser {
-                role,
-                key: claims.sub,
-                issuer: claims.iss,
-                issued_at: claims.iat,
-                expires_at: claims.exp,
-            });
-        }
-    }
-    out
+    ]
+    .into_iter()
+    .filter_map(|(role, f)| {
+        let bytes = atomic::read_optional(&root.space_file(space, f)).ok()??;
+        sys_user_of(role, &String::from_utf8_lossy(&bytes))
+    })
+    .collect()
 }
 
 /// The space's membership-observer creds, if written (secret). A link is never followed.

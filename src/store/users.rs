@@ -27,6 +27,10 @@ pub struct Minted {
     /// Unix seconds; `None`: never expires.
     #[serde(rename = "expiresAt", skip_serializing_if = "Option::is_none", default)]
     pub expires_at: Option<i64>,
+    /// The account signing key that signed it (absent in ledgers written before it was
+    /// recorded): after `cotal rotate account` a user of an older key is refused.
+    #[serde(rename = "signedBy", skip_serializing_if = "Option::is_none", default)]
+    pub signed_by: Option<String>,
 }
 
 /// A space's users and revocations.

@@ -78,6 +78,7 @@ fn space(n: u8, name: &str, spec: &SpaceSpec) -> (SpaceName, ObservedSpace) {
             live_processes: Vec::new(),
             sys_creds_present: true,
             sys_users: Vec::new(),
+            sys_issued: Vec::new(),
             stream_drift: Vec::new(),
         },
     )
@@ -96,6 +97,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
             keys: cotal::observed::SysKeysState::Scoped(Default::default()),
             revocations: Default::default(),
             templates_current: true,
+            previous_control: false,
         },
         now: 1_800_000_000,
         inventory: Inventory {

@@ -190,15 +190,19 @@ fn rotate_sys_re_mints_every_spaces_sys_creds_and_refuses_the_old_ones() {
         .unwrap();
     let _tenant = b.client("design").unwrap();
 
-    let out = stdout(
-        &b.root
-            .cotal(&["rotate", "sys", "--auto-approve"])
-            .assert()
-            .success(),
-    );
+    let rotated = b
+        .root
+        .cotal(&["-v", "rotate", "sys", "--auto-approve"])
+        .assert()
+        .success();
+    let out = stdout(&rotated);
     assert!(
         out.contains("rotate the system account's signing keys"),
         "{out}"
+    );
+    assert!(
+        crate::support::stderr(&rotated).contains("the reload closed the control connection"),
+        "cotal's own control connection was closed by the reload and the verdict asked again"
     );
     assert!(out.contains("Reload confirmed"), "{out}");
     let broker_after = std::fs::read_to_string(b.root.file(".cotal/auth/broker.json")).unwrap();
@@ -249,7 +253,199 @@ fn rotate_account_refuses_the_users_of_the_old_signing_key() {
     assert!(b.connect(&creds).is_err(), "the old key's user is refused");
     let again = b.mint("design", &["--user", "alice"]);
     b.connect(&again).unwrap();
+    let listed = stdout(
+        &b.root
+            .cotal(&["creds", "list", "design"])
+            .assert()
+            .success(),
+    );
+    let states: Vec<&str> = listed
+        .lines()
+        .filter(|l| l.starts_with("alice"))
+        .map(|l| {
+            if l.contains("refused (old signing key)") {
+                "refused"
+            } else if l.contains("valid") {
+                "valid"
+            } else {
+                "other"
+            }
+        })
+        .collect();
+    assert_eq!(states, ["refused", "valid"], "{listed}");
     assert_eq!(release.disconnects(), 0, "the sibling was not touched");
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+/// Turn a root into one made before the scoped system keys: the system JWT lists one plain
+/// signing key, whose seed is `.cotal/auth/sys.seed`, and broker.json keeps no system key.
+fn make_legacy(root: &crate::support::TestRoot) {
+    use cotal::jwt;
+    let path = root.file(".cotal/auth/broker.json");
+    let mut broker: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let signer =
+        nkeys::KeyPair::from_seed(broker["operator"]["signingSeed"].as_str().unwrap()).unwrap();
+    let legacy = nkeys::KeyPair::new_account();
+    let sys_pub = broker["sys"]["pub"].as_str().unwrap().to_string();
+    let token = jwt::encode(
+        &mut jwt::account_claims(
+            "SYS",
+            &sys_pub,
+            &legacy.public_key(),
+            jwt::AccountLimits::system(),
+            1_700_000_000,
+        ),
+        &signer,
+    )
+    .unwrap();
+    broker["sys"]["jwt"] = token.into();
+    broker["sys"].as_object_mut().unwrap().remove("keys");
+    std::fs::write(&path, serde_json::to_vec_pretty(&broker).unwrap()).unwrap();
+    let seed = root.file(".cotal/auth/sys.seed");
+    std::fs::write(&seed, format!("{}\n", legacy.seed().unwrap())).unwrap();
+    std::fs::set_permissions(&seed, std::os::unix::fs::PermissionsExt::from_mode(0o600)).unwrap();
+}
+
+#[test]
+fn a_root_with_the_legacy_sys_seed_is_migrated_by_the_next_apply_while_the_broker_runs() {
+    let root = crate::support::TestRoot::init();
+    let port = super::free_port();
+    root.desire_on(port, TWO);
+    root.apply().success();
+    make_legacy(&root);
+    root.cotal(&["up"]).assert().success();
+    let b = Broker {
+        root,
+        port,
+        rt: tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap(),
+    };
+    let status = stdout(&b.root.cotal(&["status"]).assert().success());
+    assert!(status.contains("system      legacy keys"), "{status}");
+    let before = sys_creds(&b, "design", "membership-observer.creds");
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("sys.seed is replaced by scoped keys"),
+        "{plan}"
+    );
+    assert!(plan.contains("$SYS credentials: re-minted"), "{plan}");
+    // The reload drops the key cotal's own control user was signed by: the broker closes that
+    // connection before it replies, and cotal confirms the reload with the new control key.
+    let applied = b
+        .root
+        .cotal(&["-v", "apply", "--auto-approve"])
+        .assert()
+        .success();
+    let out = stdout(&applied);
+    assert!(out.contains("Reload confirmed"), "{out}");
+    let log = crate::support::stderr(&applied);
+    assert!(
+        log.contains("the reload closed the control connection"),
+        "the path under test was taken: {log}"
+    );
+    assert!(!b.root.file(".cotal/auth/sys.seed").exists());
+    let status = stdout(&b.root.cotal(&["status"]).assert().success());
+    assert!(status.contains("system      scoped keys"), "{status}");
+    let after = sys_creds(&b, "design", "membership-observer.creds");
+    assert_ne!(before, after);
+    let fresh = b
+        .connect_with_inbox(&after, Some(own_inbox(&b, "design")))
+        .unwrap();
+    let design = b.root.account_pub("design");
+    assert_eq!(connz(&b, &fresh, &design)["data"]["num_connections"], 0);
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+/// The observer creds of every space, by space.
+#[cfg(feature = "fault-injection")]
+fn all_observers(b: &Broker) -> Vec<(String, String)> {
+    ["design", "release"]
+        .iter()
+        .map(|s| (s.to_string(), sys_creds(b, s, "membership-observer.creds")))
+        .collect()
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_rotation_the_broker_ran_but_did_not_verify_is_rolled_back_whole() {
+    let b = Broker::start(TWO);
+    let broker_json = std::fs::read(b.root.file(".cotal/auth/broker.json")).unwrap();
+    let before = all_observers(&b);
+    let out = b
+        .root
+        .cotal(&["-v", "rotate", "sys", "--auto-approve"])
+        .env("COTAL_FAULT", "refuse-verify")
+        .assert()
+        .code(7);
+    let err = crate::support::stderr(&out);
+    assert!(
+        err.contains("the reload closed the control connection"),
+        "the new config was in force (it closed cotal's old-key connection): {err}"
+    );
+    assert!(
+        err.contains("restored and the broker confirmed it"),
+        "{err}"
+    );
+    assert_eq!(
+        std::fs::read(b.root.file(".cotal/auth/broker.json")).unwrap(),
+        broker_json,
+        "the broker record (keys and JWT) was put back"
+    );
+    assert_eq!(all_observers(&b), before, "the $SYS creds were put back");
+    for (space, creds) in &before {
+        b.connect_with_inbox(creds, Some(own_inbox(&b, space)))
+            .unwrap();
+    }
+    b.root.cotal(&["status"]).assert().success();
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_rotation_interrupted_before_its_reload_is_finished_by_the_next_apply() {
+    let b = Broker::start(TWO);
+    let before = all_observers(&b);
+    let crashed = b
+        .root
+        .cotal(&["rotate", "sys", "--auto-approve"])
+        .env("COTAL_CRASH_AT", "before-reload")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&crashed.stderr);
+    assert!(
+        stderr.contains("crash injected at before-reload") && !crashed.status.success(),
+        "the crash point was reached: {stderr}"
+    );
+    // The broker still runs the old system JWT; the new keys are on disk. cotal reaches it
+    // with the previous control key it kept, and the next apply finishes the change.
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("finish an interrupted change of the control key"),
+        "{plan}"
+    );
+    b.root.apply().success();
+    let broker: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.root.file(".cotal/auth/broker.json")).unwrap())
+            .unwrap();
+    assert!(broker["sys"]["keys"].get("previousControl").is_none());
+    for (space, old) in &before {
+        let inbox = Some(own_inbox(&b, space));
+        assert!(b.connect_with_inbox(old, inbox.clone()).is_err(), "{space}");
+        let new = sys_creds(&b, space, "membership-observer.creds");
+        b.connect_with_inbox(&new, inbox).unwrap();
+    }
     b.root
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()

@@ -35,7 +35,9 @@ fn a_member_publishes_subscribes_reads_streams_and_writes_keys_but_cannot_change
         .unwrap();
     });
     let creds = b.mint("design", &["--user", "alice"]);
-    let mut alice = b.connect(&creds).unwrap();
+    let mut alice = b
+        .connect_with_inbox(&creds, Some("_INBOX_alice".into()))
+        .unwrap();
     b.rt.block_on(async {
         let c = &alice.client;
         // Core publish and subscribe in the space's namespace.
@@ -105,12 +107,46 @@ fn a_member_publishes_subscribes_reads_streams_and_writes_keys_but_cannot_change
             alice.events.lock().unwrap()
         );
     }
+    // The unnamed create subject, with a body naming another user's consumer (nats-server
+    // would update it), and any inbox but its own (other users' deliveries and replies).
+    let unnamed = "$JS.API.CONSUMER.CREATE.CHAT_design";
+    b.rt.block_on(async {
+        let body = r#"{"stream_name":"CHAT_design","config":{"name":"bob","description":"hijacked","ack_policy":"explicit","deliver_policy":"all"}}"#;
+        alice
+            .client
+            .publish(unnamed, body.into())
+            .await
+            .unwrap();
+        let _sub = alice.client.subscribe("_INBOX.>").await.unwrap();
+        alice.client.flush().await.unwrap();
+    });
+    assert!(
+        violation(&b, &mut alice, unnamed),
+        "{:?}",
+        alice.events.lock().unwrap()
+    );
+    let other_inbox = "Subscription to \"_INBOX.>\"";
+    assert!(
+        alice
+            .events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| e.contains(other_inbox))
+            || wait_for(&b, &mut alice, other_inbox),
+        "{:?}",
+        alice.events.lock().unwrap()
+    );
     // The space is as it was: the stream with its message, the other user's consumer, the bucket.
     b.rt.block_on(async {
         let js = jetstream::new(admin.client.clone());
         let mut chat = js.get_stream("CHAT_design").await.unwrap();
         assert_eq!(chat.info().await.unwrap().state.messages, 1);
-        assert!(chat.consumer_info("bob").await.is_ok());
+        assert_eq!(
+            chat.consumer_info("bob").await.unwrap().config.description,
+            None,
+            "the other user's consumer was not changed"
+        );
         assert!(js.get_stream("KV_cotal_channels_design").await.is_ok());
         assert!(js.get_stream("EVIL").await.is_err());
     });
