@@ -188,8 +188,17 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
 /// Ask the running broker for every account's streams and connections, through an ephemeral
 /// system-account user (one connection, three requests, whatever the number of spaces).
 pub fn live_figures(root: &Root, listener: &Listener) -> Result<live::Figures> {
-    let creds = mint::system_user(root, "cotal-monitor", permissions::monitor())?;
-    live::Nats::new(&listener.host, listener.port)?.figures(&creds)
+    let nats = live::Nats::new(&listener.host, listener.port)?;
+    // The previous control key, when kept, reaches a broker still running the system JWT of
+    // an interrupted key change.
+    let mut last = None;
+    for creds in mint::system_users(root, "cotal-monitor", permissions::monitor())? {
+        match nats.figures(&creds) {
+            Ok(figures) => return Ok(figures),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.expect("system_users is never empty"))
 }
 
 /// Fill each space's usage and stream drift from live figures.

@@ -435,6 +435,10 @@ fn a_rotation_interrupted_before_its_reload_is_finished_by_the_next_apply() {
         plan.contains("finish an interrupted change of the control key"),
         "{plan}"
     );
+    assert!(
+        !plan.contains("live figures could not be read"),
+        "observation reached the broker with the previous control key: {plan}"
+    );
     b.root.apply().success();
     let broker: serde_json::Value =
         serde_json::from_slice(&std::fs::read(b.root.file(".cotal/auth/broker.json")).unwrap())
