@@ -52,9 +52,13 @@ pub struct MintArgs {
     /// How long the creds work: a duration (1h, 7d, 30d) or `never`. Default: 30 days.
     #[arg(long, value_parser = parse_expiry, default_value = "30d", value_name = "DURATION|never")]
     pub expires: Expiry,
-    /// Write the creds file here (0600) instead of standard output.
+    /// Write the creds file here (0600) instead of standard output (`-`: standard output). An
+    /// existing file is replaced only with --force; a link or special file never.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Replace an existing --out file.
+    #[arg(long, requires = "out")]
+    pub force: bool,
     /// How long to wait for the root's lock.
     #[arg(long, value_parser = super::parse_duration, default_value = "0")]
     pub lock_timeout: Duration,
@@ -151,9 +155,12 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         return Err(Error::Input("give the space and --user NAME".into()));
     };
     crate::permissions::valid_user_name(&user).map_err(Error::Input)?;
-    if let Some(path) = &args.out {
-        root.refuse_own_file(path)?;
-    }
+    let out = args
+        .out
+        .as_deref()
+        .map(|raw| super::out_file::Target::check(raw, args.force, Some(&root)))
+        .transpose()?
+        .unwrap_or(super::out_file::Target::Stdout);
     let (space, observed) = observed_space(&root, &raw_space)?;
     let account = observed.account_pub;
     let lock = lock::acquire(&root, &crate::operator::holder(), args.lock_timeout)?;
@@ -176,29 +183,19 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         Some(t) => format!("expires {}", stamp(t)),
         None => "never expires".into(),
     };
-    match &args.out {
-        Some(path) => {
-            atomic::write(path, issued.creds.expose().as_bytes(), atomic::SECRET)?;
-            eprintln!(
-                "Wrote {} (0600): {} user {:?} ({}) of space {}, {expiry}.",
-                path.display(),
-                m.profile,
-                m.name,
-                m.key,
-                space.quoted()
-            );
-        }
-        None => {
-            print!("{}", issued.creds.expose());
-            eprintln!(
-                "{} user {:?} ({}) of space {}, {expiry}.",
-                m.profile,
-                m.name,
-                m.key,
-                space.quoted()
-            );
-        }
-    }
+    out.write(issued.creds.expose().as_bytes(), atomic::SECRET)?;
+    let written = if out.is_stdout() {
+        String::new()
+    } else {
+        format!("Wrote {out} (0600): ")
+    };
+    eprintln!(
+        "{written}{} user {:?} ({}) of space {}, {expiry}.",
+        m.profile,
+        m.name,
+        m.key,
+        space.quoted()
+    );
     if m.profile == crate::permissions::Profile::Member {
         eprintln!(
             "Connect it with the inbox prefix {:?} (the only inbox a member may subscribe under).",

@@ -8,6 +8,7 @@ mod broker_cmd;
 mod creds_cmd;
 mod evict_cmd;
 mod init;
+mod out_file;
 mod output;
 mod plan_cmd;
 mod rotate_cmd;

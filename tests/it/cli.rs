@@ -1094,3 +1094,65 @@ fn apply_with_json_prints_only_json_on_stdout() {
     let empty: serde_json::Value = serde_json::from_str(&stdout(&again)).unwrap();
     assert_eq!(empty["steps"].as_array().unwrap().len(), 0);
 }
+
+#[test]
+fn out_never_writes_through_a_link_or_over_a_special_file_and_replaces_only_with_force() {
+    let root = TestRoot::init();
+    root.desire("[spaces.design]\n");
+    root.apply().success();
+    let target = root.file("target.txt");
+    std::fs::write(&target, "keep").unwrap();
+    let link = root.file("link.json");
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    let fifo = root.file("fifo");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let existing = root.file("existing.json");
+    let device = std::path::PathBuf::from("/dev/null");
+    for verb in [
+        vec!["plan", "--out"],
+        vec!["creds", "design", "--user", "a", "--out"],
+    ] {
+        std::fs::write(&existing, "old").unwrap();
+        for (path, what) in [
+            (&link, "a symbolic link"),
+            (&fifo, "a FIFO"),
+            (&device, "a device node"),
+            (&existing, "an existing file"),
+        ] {
+            let mut args = verb.clone();
+            args.push(path.to_str().unwrap());
+            let out = root.cotal(&args).assert().code(1);
+            let err = stderr(&out);
+            assert!(err.contains(what), "{args:?}: {err}");
+            assert!(err.contains("nothing was written"), "{err}");
+        }
+        assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
+        assert_eq!(std::fs::read_to_string(&existing).unwrap(), "old");
+        assert!(
+            std::fs::symlink_metadata(&link)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
+        let mut args = verb.clone();
+        args.extend([existing.to_str().unwrap(), "--force"]);
+        root.cotal(&args).assert().success();
+        assert_ne!(std::fs::read_to_string(&existing).unwrap(), "old");
+    }
+    // Every refusal came before the mint: only the --force run minted a user.
+    let listed = stdout(&root.cotal(&["creds", "list", "design"]).assert().success());
+    assert_eq!(
+        listed.lines().filter(|l| l.starts_with("a ")).count(),
+        1,
+        "{listed}"
+    );
+    // `-` is standard output.
+    let plan = root.cotal(&["plan", "--out", "-"]).assert().success();
+    let saved: serde_json::Value = serde_json::from_str(&stdout(&plan)).unwrap();
+    assert_eq!(saved["format_version"], 2);
+    let creds = root
+        .cotal(&["creds", "design", "--user", "b", "--out", "-"])
+        .assert()
+        .success();
+    assert!(stdout(&creds).contains("BEGIN NATS USER JWT"));
+}
