@@ -119,8 +119,13 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
             }
         }
     }
+    let tenant_material = match broker {
+        BrokerRecordState::Absent => broker_record::tenant_material(root)?,
+        _ => Vec::new(),
+    };
     Ok(Observed {
         broker,
+        tenant_material,
         system,
         now,
         inventory,

@@ -331,6 +331,9 @@ pub struct ServerInfo {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
     pub broker: BrokerRecordState,
+    /// With the broker record absent: the tenant material still on disk (account records,
+    /// config, generation, journal, space folders), named for people. Empty otherwise.
+    pub tenant_material: Vec<String>,
     pub system: SystemObserved,
     pub inventory: Inventory,
     /// The promoted `server.conf`, if any.

@@ -18,7 +18,8 @@ pub struct Args {
 }
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
-    let root = global.root()?;
+    let root = global.new_root()?;
+    refuse_ancestor(global, &root)?;
     // Bad input changes nothing: read cotal.toml before creating anything.
     let desired_path = root.desired_file();
     let existing = match desired_file::read(&root)? {
@@ -31,7 +32,18 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     let _lock = lock::acquire(&root, &crate::operator::holder(), std::time::Duration::ZERO)?;
     crate::apply::refuse_if_journal_open(&journal::load(&root)?, "init")?;
     match broker_record::load(&root)? {
-        broker_record::Loaded::Absent => {}
+        broker_record::Loaded::Absent => {
+            let material = broker_record::tenant_material(&root)?;
+            if !material.is_empty() {
+                return Err(Error::Refused(format!(
+                    "{} holds tenant material ({}) but no broker record: the operator that signed those tenants is missing, and a new operator would orphan them.\n\
+                     blast radius: none, nothing was changed.\n\
+                     next: restore .cotal/auth/broker.json from a backup",
+                    root.dir().display(),
+                    material.join(", ")
+                )));
+            }
+        }
         broker_record::Loaded::Valid(_, trust) => {
             return Err(Error::Refused(format!(
                 "{} already holds the broker trust (operator {}); a second operator would orphan every space signed by the first.\n\
@@ -84,4 +96,24 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     }
     println!("\nNext: add a [spaces.NAME] table to cotal.toml, then run `cotal plan`.");
     Ok(0)
+}
+
+/// Without `--root` or `COTAL_ROOT`, the root is found by walking up from the working folder:
+/// `init` refuses one found in an ancestor (it would write the seeds there, not here).
+fn refuse_ancestor(global: &Global, root: &crate::store::Root) -> Result<()> {
+    if global.root.is_some() || std::env::var_os("COTAL_ROOT").is_some_and(|v| !v.is_empty()) {
+        return Ok(());
+    }
+    let here = crate::store::Root::at(std::env::current_dir().map_err(|e| Error::io(".", e))?)?;
+    if here.dir() == root.dir() {
+        return Ok(());
+    }
+    Err(Error::Refused(format!(
+        "{} is inside the cotal root {} (it holds a cotal.toml or .cotal/): `cotal init` here would initialise that root, not this folder.\n\
+         blast radius: none, nothing was changed.\n\
+         next: `cotal init --root .` makes a new root here; `cotal --root {} init` the enclosing one",
+        here.dir().display(),
+        root.dir().display(),
+        root.dir().display()
+    )))
 }

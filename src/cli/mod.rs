@@ -80,6 +80,7 @@ pub enum Command {
 
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
+    output::quiet_on_broken_pipe();
     let cli = Cli::parse();
     output::init_logging(cli.verbose);
     let colour = output::colour_enabled(cli.color);
@@ -123,7 +124,23 @@ pub struct Global {
 }
 
 impl Global {
+    /// The root every verb but `init` works on: one that exists (a `cotal.toml` or a `.cotal/`).
+    /// A verb run outside any root refuses and creates nothing.
     pub fn root(&self) -> Result<crate::store::Root> {
+        let root = self.new_root()?;
+        let exists = |p: std::path::PathBuf| std::fs::symlink_metadata(p).is_ok();
+        if exists(root.desired_file()) || exists(root.state_dir()) {
+            return Ok(root);
+        }
+        Err(crate::error::Error::Input(format!(
+            "{} is not a cotal root (no cotal.toml, no .cotal/, here or in any parent folder); nothing was read or written.\n\
+             next: run it from a root (or pass --root DIR, or set COTAL_ROOT), or make one with `cotal init`",
+            root.dir().display()
+        )))
+    }
+
+    /// The root `init` makes: found like [`Global::root`], but it need not exist yet.
+    pub fn new_root(&self) -> Result<crate::store::Root> {
         crate::store::Root::discover(self.root.as_deref())
     }
 }

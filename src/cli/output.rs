@@ -1,4 +1,5 @@
-//! Terminal concerns: colour choice (flag, NO_COLOR, TTY), logging setup, error printing.
+//! Terminal concerns: colour choice (flag, NO_COLOR, TTY), logging setup, error printing, and
+//! a reader that stops reading (`cotal audit | head -1`).
 
 use super::ColorChoice;
 use crate::error::Error;
@@ -39,4 +40,24 @@ pub fn print_error(e: &Error, colour: bool) {
         .bold()
         .force_styling(colour && std::io::stderr().is_terminal());
     eprintln!("{} {e}", label.apply_to("error:"));
+}
+
+/// A reader that closed the pipe (`cotal audit | head -1`) ends the process quietly with exit
+/// 0: Rust's `print!` panics on a broken pipe, and SIGPIPE stays ignored (restoring its default
+/// would also kill cotal when the broker closes a socket under it). Any other panic is
+/// reported as usual.
+pub fn quiet_on_broken_pipe() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if payload.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        default(info);
+    }));
 }

@@ -68,6 +68,16 @@ const NOTHING_CHANGED: &str = "none, nothing was changed.";
 /// Refuse on anything that makes the tenant set or the trust uncertain.
 pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Refusal> {
     let broker = match &observed.broker {
+        BrokerRecordState::Absent if !observed.tenant_material.is_empty() => {
+            return Err(Refusal::new(
+                format!(
+                    "this root has no broker record (.cotal/auth/broker.json) but holds tenant material ({}): the operator that signed those tenants is missing, and a new one would orphan them.",
+                    observed.tenant_material.join(", ")
+                ),
+                "every space of this root; nothing was changed.",
+                "restore .cotal/auth/broker.json from a backup (`cotal init` refuses here)",
+            ));
+        }
         BrokerRecordState::Absent => {
             return Err(Refusal::new(
                 "this root has no broker record (.cotal/auth/broker.json): a space is signed by an existing broker, never by a fresh operator.",

@@ -31,6 +31,7 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
 pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
     Observed {
         broker: BrokerRecordState::Absent,
+        tenant_material: Vec::new(),
         system: crate::observed::SystemObserved {
             keys: crate::observed::SysKeysState::Scoped(Default::default()),
             revocations: Default::default(),

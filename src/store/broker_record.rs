@@ -212,6 +212,45 @@ pub fn save(root: &Root, broker: &BrokerRecord) -> Result<()> {
     )
 }
 
+/// What of a broker's tenants is on disk, named for people: account records, the promoted
+/// config, the generation record, an open journal, space folders. Asked when the broker record
+/// is absent: a new operator minted over any of it would orphan those tenants.
+pub fn tenant_material(root: &Root) -> Result<Vec<String>> {
+    use crate::store::paths::{ACCOUNT_PREFIX, ACCOUNT_SUFFIX};
+    let count = |dir: std::path::PathBuf, keep: &dyn Fn(&str) -> bool| -> Result<usize> {
+        match std::fs::read_dir(&dir) {
+            Ok(entries) => Ok(entries
+                .flatten()
+                .filter(|e| keep(&e.file_name().to_string_lossy()))
+                .count()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+            Err(e) => Err(Error::io(dir, e)),
+        }
+    };
+    let mut out = Vec::new();
+    let accounts = count(root.auth_dir(), &|n| {
+        n.starts_with(ACCOUNT_PREFIX) && n.ends_with(ACCOUNT_SUFFIX)
+    })?;
+    if accounts > 0 {
+        out.push(format!("{accounts} account record(s)"));
+    }
+    let spaces = count(root.state_dir(), &|n| n.starts_with("space."))?;
+    if spaces > 0 {
+        out.push(format!("{spaces} space folder(s)"));
+    }
+    for (path, what) in [
+        (root.server_conf(), "the promoted server.conf"),
+        (root.generation_record(), "the generation record"),
+        (root.journal(), "an apply journal"),
+        (root.sys_seed(), "the system signing seed"),
+    ] {
+        if std::fs::symlink_metadata(&path).is_ok() {
+            out.push(what.to_string());
+        }
+    }
+    Ok(out)
+}
+
 /// Whether the retained system signing seed exists.
 pub fn sys_seed_retained(root: &Root) -> bool {
     std::fs::symlink_metadata(root.sys_seed())

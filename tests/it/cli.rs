@@ -1156,3 +1156,104 @@ fn out_never_writes_through_a_link_or_over_a_special_file_and_replaces_only_with
         .success();
     assert!(stdout(&creds).contains("BEGIN NATS USER JWT"));
 }
+
+/// `cotal` run in `dir` without `--root`.
+fn cotal_in(dir: &std::path::Path, args: &[&str]) -> assert_cmd::Command {
+    let mut cmd = assert_cmd::Command::cargo_bin("cotal").unwrap();
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("COTAL_ROOT")
+        .env("NO_COLOR", "1")
+        .write_stdin("");
+    cmd
+}
+
+#[test]
+fn verbs_outside_a_root_refuse_and_create_nothing() {
+    let empty = TestRoot::new();
+    for args in [
+        vec!["down"],
+        vec!["status"],
+        vec!["audit"],
+        vec!["space", "list"],
+        vec!["plan"],
+        vec!["creds", "list", "x"],
+        vec!["space", "evict", "x"],
+    ] {
+        let out = cotal_in(empty.path(), &args).assert().code(1);
+        assert!(
+            stderr(&out).contains("is not a cotal root"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert_eq!(
+        std::fs::read_dir(empty.path()).unwrap().count(),
+        0,
+        "nothing created"
+    );
+}
+
+#[test]
+fn init_refuses_an_enclosing_root_and_a_root_whose_broker_record_is_lost() {
+    let parent = TestRoot::new();
+    std::fs::write(parent.file("cotal.toml"), "version = 1\n").unwrap();
+    let child = parent.file("child");
+    std::fs::create_dir(&child).unwrap();
+    let out = cotal_in(&child, &["init"]).assert().code(3);
+    assert!(
+        stderr(&out).contains("is inside the cotal root"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !parent.file(".cotal").exists(),
+        "no seed written into the parent"
+    );
+    cotal_in(&child, &["init", "--root", "."])
+        .assert()
+        .success();
+    assert!(child.join(".cotal/auth/broker.json").exists());
+
+    // A root with tenants whose broker record is lost: plan and init point at the backup.
+    let root = TestRoot::init();
+    root.desire("[spaces.design]\n");
+    root.apply().success();
+    std::fs::remove_file(root.file(".cotal/auth/broker.json")).unwrap();
+    let before = root.snapshot();
+    let plan = root.cotal(&["plan"]).assert().code(3);
+    assert!(
+        stderr(&plan).contains("1 account record(s)"),
+        "{}",
+        stderr(&plan)
+    );
+    assert!(stderr(&plan).contains("restore .cotal/auth/broker.json"));
+    let init = root.cotal(&["init"]).assert().code(3);
+    assert!(
+        stderr(&init).contains("holds tenant material"),
+        "{}",
+        stderr(&init)
+    );
+    assert!(!root.file(".cotal/auth/broker.json").exists());
+    let mut after = root.snapshot();
+    after.0.retain(|k, _| !k.starts_with(".cotal/maintenance"));
+    let mut before = before;
+    before.0.retain(|k, _| !k.starts_with(".cotal/maintenance"));
+    assert_eq!(after, before);
+}
+
+#[test]
+fn a_reader_that_closes_the_pipe_ends_cotal_quietly() {
+    use std::os::fd::OwnedFd;
+    let (read, write): (OwnedFd, OwnedFd) = nix::unistd::pipe().unwrap();
+    drop(read);
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("cotal"))
+        .args(["completions", "zsh"])
+        .stdout(std::process::Stdio::from(write))
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}

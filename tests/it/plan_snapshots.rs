@@ -93,6 +93,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
     let spaces: BTreeMap<_, _> = spaces.into_iter().collect();
     let mut o = Observed {
         broker: BrokerRecordState::Valid(trust()),
+        tenant_material: Vec::new(),
         system: cotal::observed::SystemObserved {
             keys: cotal::observed::SysKeysState::Scoped(Default::default()),
             revocations: Default::default(),
