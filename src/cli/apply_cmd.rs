@@ -116,10 +116,23 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             apply::refuse_if_journal_open(&observed.journal, &verb.to_string())?;
         }
     }
-    let mut plan = plan::compute(&desired, &observed)?;
-    if let Some(only) = &req.only {
-        plan = plan.only(only);
-    }
+    // An imperative verb is judged on its own spaces' change alone: every other space is
+    // planned as it is applied, so no other space's pending edit can refuse it.
+    let plan = match &req.only {
+        Some(only) => {
+            let narrowed = plan::narrow(&desired, &observed, only);
+            let mut plan = plan::compute(&narrowed, &observed)?.only(only);
+            let others = plan::pending_elsewhere(&desired, &narrowed, only);
+            if !others.is_empty() {
+                plan.warnings.push(format!(
+                    "cotal.toml has other pending changes ({}); they are left for `cotal apply`",
+                    plan::list(&others)
+                ));
+            }
+            plan
+        }
+        None => plan::compute(&desired, &observed)?,
+    };
     if let Some(saved) = &req.saved {
         check_stale(saved, &plan)?;
     }

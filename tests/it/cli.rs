@@ -551,6 +551,15 @@ fn an_open_journal_blocks_other_verbs_and_apply_finishes_it() {
     root.crashed_removal("release");
 
     let before = root.snapshot();
+    let creds = root
+        .cotal(&["creds", "release", "--user", "late"])
+        .assert()
+        .code(3);
+    assert!(
+        stderr(&creds).contains("an interrupted apply is removing space \"release\""),
+        "{}",
+        stderr(&creds)
+    );
     let out = root.cotal(&["init"]).assert().code(6);
     assert!(
         stderr(&out).contains("run `cotal apply` to finish it"),
@@ -1256,4 +1265,75 @@ fn a_reader_that_closes_the_pipe_ends_cotal_quietly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!err.contains("panicked"), "{err}");
     assert_eq!(out.status.code(), Some(0), "{err}");
+}
+
+#[test]
+fn an_imperative_verb_is_judged_on_its_own_space_alone() {
+    let root = TestRoot::init();
+    root.desire("[spaces.keep]\nprotect = true\n\n[spaces.other]\n");
+    root.apply().success();
+    // Pending in the file: the protected space's removal (refused) and another space's change.
+    root.desire("[spaces.other]\n[spaces.other.limits]\nmax_connections = 5\n");
+    root.cotal(&["plan"]).assert().code(3);
+    let out = root
+        .cotal(&["space", "add", "new", "--auto-approve"])
+        .assert()
+        .success();
+    let text = stdout(&out);
+    assert!(
+        text.contains("other pending changes (\"keep\" and \"other\")"),
+        "{text}"
+    );
+    assert!(root.account_record("new").exists());
+    assert!(
+        root.account_record("keep").exists(),
+        "the removal was left alone"
+    );
+    let status = stdout(
+        &root
+            .cotal(&["status", "--format", "json"])
+            .assert()
+            .success(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(v["spaces"].as_array().unwrap().len(), 3);
+    // The file still holds the other pending edits, and the full plan still refuses them.
+    root.cotal(&["plan"]).assert().code(3);
+}
+
+#[test]
+fn a_torn_final_audit_line_is_set_aside_and_a_corrupt_middle_line_still_fails_closed() {
+    let root = TestRoot::init();
+    root.desire("[spaces.design]\n");
+    root.apply().success();
+    let log = root.file(".cotal/audit.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    let records = text.lines().count();
+    text.push_str("{\"time\":\"2026-11-30T00:0");
+    std::fs::write(&log, &text).unwrap();
+    root.cotal(&["audit"]).assert().success();
+    let added = root
+        .cotal(&["space", "add", "ops", "--auto-approve"])
+        .assert()
+        .success();
+    assert!(stderr(&added).contains("torn line"), "{}", stderr(&added));
+    assert_eq!(
+        std::fs::read_to_string(root.file(".cotal/audit.jsonl.torn")).unwrap(),
+        "{\"time\":\"2026-11-30T00:0\n"
+    );
+    let after = std::fs::read_to_string(&log).unwrap();
+    assert!(after.lines().count() > records);
+    for line in after.lines() {
+        serde_json::from_str::<serde_json::Value>(line).unwrap();
+    }
+    // Damage anywhere else is not a crash's: the log is refused, naming the line.
+    let mut lines: Vec<&str> = after.lines().collect();
+    lines[1] = "not json";
+    std::fs::write(&log, lines.join("\n") + "\n").unwrap();
+    let out = root.cotal(&["audit"]).assert().code(1);
+    assert!(
+        stderr(&out).contains("audit.jsonl:2: not an audit record"),
+        "{}",
+        stderr(&out)
+    );
 }
