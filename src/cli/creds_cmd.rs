@@ -130,7 +130,10 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
 /// fails closed on any untrusted record.
 fn observed_space(root: &crate::store::Root, raw: &str) -> Result<(SpaceName, ObservedSpace)> {
     let space = SpaceName::parse(raw).map_err(Error::Input)?;
-    let (desired, digest) = observe::desired(root)?;
+    let (desired, digest, broken) = observe::desired_for_reading(root)?;
+    if let Some(why) = &broken {
+        eprintln!("warning: cotal.toml cannot be read ({why}); the spaces on disk are used");
+    }
     let observed = observe::observe(root, &desired, digest)?;
     plan::guard_trust(&observed)?;
     match observed.inventory.spaces.get(&space) {

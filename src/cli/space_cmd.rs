@@ -218,8 +218,15 @@ struct Row {
 }
 
 fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<i32> {
-    let (desired, digest) = observe::desired(root)?;
+    let (desired, digest, broken) = observe::desired_for_reading(root)?;
+    if let Some(why) = &broken {
+        eprintln!("warning: cotal.toml cannot be read ({why}); only the applied spaces are listed");
+    }
     let observed = observe::observe(root, &desired, digest)?;
+    let problems = observed.problems();
+    for p in &problems {
+        eprintln!("problem: {p}");
+    }
     let names: BTreeSet<&SpaceName> = desired
         .spaces
         .keys()
@@ -278,5 +285,9 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
             }
         }
     }
-    Ok(0)
+    Ok(if problems.is_empty() {
+        crate::error::exit::OK
+    } else {
+        crate::error::exit::REFUSED
+    })
 }

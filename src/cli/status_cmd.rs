@@ -1,5 +1,6 @@
-//! `cotal status`: the root, the broker, the generation, and every space's derived state and
-//! figures. Read-only; takes no lock.
+//! `cotal status`: the root, the broker, the generation, and every space's derived state,
+//! figures, limits and protection. Read-only; takes no lock. It works with a broken
+//! `cotal.toml` (and says so), and names every record it cannot trust, exiting 3 like `plan`.
 
 use super::Global;
 use crate::error::Result;
@@ -23,9 +24,18 @@ pub enum Format {
     Json,
 }
 
+/// Bumped when the JSON shape of `status` changes incompatibly.
+const FORMAT_VERSION: u32 = 1;
+
 #[derive(Serialize)]
 struct Status {
+    format_version: u32,
     root: String,
+    /// Why `cotal.toml` could not be read, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    desired_error: Option<String>,
+    /// Records that cannot be trusted (status exits 3 when there are any).
+    problems: Vec<String>,
     broker: BrokerStatus,
     generation: u64,
     journal_open: bool,
@@ -110,15 +120,23 @@ struct SpaceStatus {
     bytes: u64,
     #[serde(skip_serializing_if = "Option::is_none")]
     connections: Option<u64>,
+    /// The applied protection.
+    protect: bool,
+    /// The applied limits (from the account JWT; absent: unlimited).
+    limits: crate::model::Limits,
 }
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
     let root = global.root()?;
-    let (desired, digest) = observe::desired(&root)?;
+    let (desired, digest, desired_error) = observe::desired_for_reading(&root)?;
     let observed = observe::observe(&root, &desired, digest)?;
     let server = observed.server.as_ref();
+    let problems = observed.problems();
     let status = Status {
+        format_version: FORMAT_VERSION,
         root: root.dir().display().to_string(),
+        desired_error,
+        problems,
         broker: BrokerStatus {
             state: match observed.process {
                 BrokerProcess::Running { .. } => "running",
@@ -181,6 +199,8 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 messages: s.usage.total_messages(),
                 bytes: s.usage.total_bytes(),
                 connections: s.usage.connections,
+                protect: s.protect_recorded,
+                limits: crate::plan::applied_spec(s).limits,
             })
             .collect(),
     };
@@ -191,12 +211,26 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         ),
         Format::Text => print!("{}", text(&status, &observed)),
     }
-    Ok(0)
+    Ok(if status.problems.is_empty() {
+        crate::error::exit::OK
+    } else {
+        crate::error::exit::REFUSED
+    })
 }
 
 fn text(s: &Status, observed: &crate::observed::Observed) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "root        {}", s.root);
+    if let Some(why) = &s.desired_error {
+        let _ = writeln!(
+            out,
+            "cotal.toml  BROKEN: {}\n            (what is on disk is shown; plan and apply refuse until it is fixed)",
+            why.replace('\n', "\n            ")
+        );
+    }
+    for p in &s.problems {
+        let _ = writeln!(out, "PROBLEM     {p}");
+    }
     let _ = write!(out, "broker      {} {}", s.broker.state, s.broker.url);
     if let Some(pid) = s.broker.pid {
         let _ = write!(out, " (pid {pid}");
@@ -290,7 +324,11 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
         }
     }
     if s.spaces.is_empty() {
-        out.push_str("(no spaces)\n");
+        out.push_str(if s.problems.is_empty() {
+            "(no spaces)\n"
+        } else {
+            "(no space can be listed with certainty: see the problems above)\n"
+        });
     }
     out
 }

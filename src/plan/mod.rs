@@ -30,7 +30,7 @@ mod testing;
 pub use blast::Blast;
 pub use compute::{compute, nodes};
 pub use guards::{Refusal, guard_liveness, guard_trust};
-pub use narrow::{narrow, pending_elsewhere};
+pub use narrow::{applied_spec, narrow, pending_elsewhere};
 pub use promotion::boot_plan;
 
 use crate::model::{SpaceName, SpaceSpec};

