@@ -78,7 +78,7 @@ pub fn applied_spec(space: &ObservedSpace) -> SpaceSpec {
 #[cfg(test)]
 fn round_trips(limits: &AccountLimits) -> bool {
     let mut space = crate::plan::testing::space("A", &SpaceSpec::default());
-    space.limits = limits.clone();
+    space.limits = *limits;
     AccountLimits::for_space(&applied_spec(&space)) == *limits
 }
 
