@@ -28,6 +28,7 @@
 //! | [`backup`] | per-space backup and restore of a preserved store | edge (IO) |
 //! | [`edit`] | format-preserving edits of `cotal.toml` for the space verbs | pure |
 //! | [`secret`] | a seed that never prints | pure |
+//! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) | pure |
 //! | [`error`] | the error kinds and their exit codes | pure |
 //! | [`fault`] | named crash and pause points (fault-injection builds) | edge |
 //!
@@ -58,5 +59,6 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub mod secret;
+pub mod state;
 pub mod store;
 pub mod streams;

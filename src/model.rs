@@ -320,7 +320,7 @@ mod tests {
 }
 
 /// Where a broker listens (host and port of its client listener).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Listener {
     pub host: String,
     pub port: u16,

@@ -234,7 +234,7 @@ impl PromotedConfig {
 }
 
 /// Where a JetStream store size comes from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum CapacitySource {
     /// `[broker] max_file_store` / `max_memory_store` in `cotal.toml`.
@@ -257,8 +257,8 @@ impl std::fmt::Display for CapacitySource {
     }
 }
 
-/// One of a space's $SYS users, from its creds file.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One of a space's $SYS users, from its creds file (public: no secret).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SysUser {
     pub role: crate::permissions::SysRole,
     /// The user's public key.
@@ -305,7 +305,7 @@ impl SystemObserved {
 
 /// One JetStream store of the broker: its size, where that figure comes from, and what it
 /// holds now when known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Store {
     pub size: u64,
     pub source: CapacitySource,
@@ -314,7 +314,7 @@ pub struct Store {
 }
 
 /// What the broker can hold in JetStream.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capacity {
     pub file: Store,
     pub memory: Store,

@@ -226,6 +226,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     if let Some((from, to)) = outcome.generation {
         report(format!("Generation {from} -> {to}."));
     }
+    super::state_cmd::write_after_apply(root);
     for f in &outcome.reap_failures {
         report(format!(
             "{} could not reap {f} (the removal is complete; delete it by hand)",
@@ -235,7 +236,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     Ok(0)
 }
 
-fn load_saved(path: &std::path::Path) -> Result<Plan> {
+pub fn load_saved(path: &std::path::Path) -> Result<Plan> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let plan: Plan = serde_json::from_slice(&bytes)
         .map_err(|e| Error::Input(format!("{}: not a saved cotal plan: {e}", path.display())))?;

@@ -13,6 +13,7 @@ mod output;
 mod plan_cmd;
 mod rotate_cmd;
 mod space_cmd;
+mod state_cmd;
 mod status_cmd;
 
 use crate::error::Result;
@@ -69,6 +70,11 @@ pub enum Command {
     /// Replace signing keys: the system account's, or one space's account's.
     #[command(subcommand)]
     Rotate(rotate_cmd::Command),
+    /// The secret-free state `plan --state` plans against.
+    #[command(subcommand)]
+    State(state_cmd::Command),
+    /// Print a saved plan (`plan --out FILE`) in any format, without applying it.
+    Show(plan_cmd::ShowArgs),
     /// Read the lifecycle audit.
     Audit(audit_cmd::Args),
     /// Print a shell completion script.
@@ -108,6 +114,8 @@ fn run(cli: Cli, colour: bool) -> Result<i32> {
         Command::Creds(args) => creds_cmd::run(&global, args),
         Command::Space(command) => space_cmd::run(&global, command),
         Command::Rotate(command) => rotate_cmd::run(&global, command),
+        Command::State(command) => state_cmd::run(&global, command),
+        Command::Show(args) => plan_cmd::show(&global, args),
         Command::Audit(args) => audit_cmd::run(&global, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;

@@ -25,6 +25,26 @@ pub struct Args {
     /// Exit 2 when there are changes, 0 when there are none.
     #[arg(long)]
     pub detailed_exitcode: bool,
+    /// Plan cotal.toml against a secret-free state (`cotal state export`, or a root's
+    /// `.cotal/state.json`) instead of the root: no seed, no broker, no `.cotal/` needed (a
+    /// pull request's CI). Figures that need the broker are unavailable.
+    #[arg(long, value_name = "FILE")]
+    pub state: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// A plan saved with `cotal plan --out FILE`.
+    pub file: PathBuf,
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+}
+
+/// `cotal show FILE`: a saved plan, printed.
+pub fn show(global: &Global, args: ShowArgs) -> Result<i32> {
+    let plan = super::apply_cmd::load_saved(&args.file)?;
+    print!("{}", super::format_plan(&plan, args.format, global.colour));
+    Ok(exit::OK)
 }
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
@@ -35,7 +55,10 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         .map(|raw| Target::check(raw, args.force, Some(&root)))
         .transpose()?;
     let (desired, digest) = observe::desired(&root)?;
-    let observed = observe::observe(&root, &desired, digest)?;
+    let observed = match &args.state {
+        Some(file) => from_state(file, digest)?,
+        None => observe::observe(&root, &desired, digest)?,
+    };
     let plan = plan::compute(&desired, &observed)?;
     let shown = super::format_plan(&plan, args.format, global.colour);
     match &out {
@@ -57,4 +80,14 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     } else {
         exit::OK
     })
+}
+
+/// The observation a state file stands for (no root, no seed, no broker).
+fn from_state(file: &std::path::Path, digest: String) -> Result<crate::observed::Observed> {
+    use crate::error::Error;
+    let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
+    let state: crate::state::State = serde_json::from_slice(&bytes)
+        .map_err(|e| Error::Input(format!("{}: not a cotal state: {e}", file.display())))?;
+    crate::state::observed(&state, digest, crate::clock::now())
+        .map_err(|e| Error::Input(format!("{}: {e}", file.display())))
 }

@@ -128,6 +128,11 @@ impl Root {
     pub fn server_conf_prev(&self) -> PathBuf {
         self.auth_dir().join("server.conf.prev")
     }
+    /// The secret-free state every successful apply writes (`cotal state export`).
+    pub fn state_file(&self) -> PathBuf {
+        self.state_dir().join("state.json")
+    }
+
     pub fn generation_record(&self) -> PathBuf {
         self.auth_dir().join("broker-config.json")
     }

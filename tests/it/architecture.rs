@@ -18,6 +18,7 @@ const PURE: &[&str] = &[
     "src/streams.rs",
     "src/edit.rs",
     "src/secret.rs",
+    "src/state.rs",
     "src/audit.rs",
     "src/error.rs",
     "src/plan",

@@ -1408,3 +1408,87 @@ fn status_names_what_it_cannot_trust_and_reads_through_a_broken_cotal_toml() {
     assert_eq!(v["problems"].as_array().unwrap().len(), 1, "{v}");
     root.cotal(&["space", "list"]).assert().code(3);
 }
+
+#[test]
+fn a_pull_request_plans_against_the_secret_free_state_as_the_root_would() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    assert!(
+        root.file(".cotal/state.json").exists(),
+        "every apply leaves the state"
+    );
+    let exported = stdout(&root.cotal(&["state", "export"]).assert().success());
+    for seed in seeds(&root) {
+        assert!(!exported.contains(&seed), "a seed in the state");
+    }
+    let schema: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string("schemas/state.schema.json").unwrap())
+            .unwrap();
+    let state: serde_json::Value = serde_json::from_str(&exported).unwrap();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&state)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:?}");
+
+    // The pull request: an added space and a suspension. CI has cotal.toml and the state only.
+    root.desire(&format!(
+        "{}\n[spaces.ops]\n",
+        TWO_SPACES.replace(
+            "[spaces.release]\n",
+            "[spaces.release]\nstate = \"suspended\"\n"
+        )
+    ));
+    let ci = TestRoot::new();
+    std::fs::copy(root.file("cotal.toml"), ci.file("cotal.toml")).unwrap();
+    std::fs::write(ci.file("state.json"), &exported).unwrap();
+    let state_file = ci.file("state.json");
+    let state_arg = state_file.to_str().unwrap();
+    let json = |out: &assert_cmd::assert::Assert| -> serde_json::Value {
+        serde_json::from_str(&stdout(out)).unwrap()
+    };
+    let on_root = json(&root.cotal(&["plan", "--format", "json"]).assert().success());
+    let on_ci = json(
+        &ci.cotal(&["plan", "--state", state_arg, "--format", "json"])
+            .assert()
+            .success(),
+    );
+    for key in ["pins", "changes", "steps", "summary", "config"] {
+        assert_eq!(on_root[key], on_ci[key], "{key}");
+    }
+    ci.cotal(&["plan", "--state", state_arg, "--detailed-exitcode"])
+        .assert()
+        .code(2);
+    let md = stdout(
+        &ci.cotal(&["plan", "--state", state_arg, "--format", "markdown"])
+            .assert()
+            .success(),
+    );
+    assert!(md.contains("\"ops\""), "{md}");
+    // Saved in CI, shown, then applied on the broker host: its pins are the root's.
+    let saved = ci.file("plan.json");
+    ci.cotal(&[
+        "plan",
+        "--state",
+        state_arg,
+        "--out",
+        saved.to_str().unwrap(),
+    ])
+    .assert()
+    .success();
+    let shown = stdout(
+        &ci.cotal(&["show", saved.to_str().unwrap()])
+            .assert()
+            .success(),
+    );
+    assert!(shown.contains("+ \"ops\" add"), "{shown}");
+    root.cotal(&["apply", saved.to_str().unwrap(), "--auto-approve"])
+        .assert()
+        .success();
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    assert!(!ci.file(".cotal").exists(), "CI never needed a root");
+}

@@ -1,0 +1,67 @@
+//! `cotal state export`: the secret-free state of the root (see [`crate::state`]), for
+//! `cotal plan --state FILE` where the root and its seeds are not (a pull request's CI).
+//! Also written by every successful apply to `.cotal/state.json`.
+
+use super::Global;
+use super::out_file::Target;
+use crate::error::{Error, Result};
+use crate::observe;
+use crate::store::{Root, atomic};
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum Command {
+    /// Write the secret-free state (public keys, JWTs, the promoted config, each space's
+    /// limits, state, protection and streams; never a seed) to standard output or --out.
+    Export {
+        /// Where to write it (`-`: standard output, the default).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+        /// Replace an existing --out file.
+        #[arg(long, requires = "out")]
+        force: bool,
+    },
+}
+
+pub fn run(global: &Global, command: Command) -> Result<i32> {
+    let root = global.root()?;
+    match command {
+        Command::Export { out, force } => {
+            let target = match out {
+                Some(raw) => Target::check(&raw, force, Some(&root))?,
+                None => Target::Stdout,
+            };
+            target.write(&export(&root)?, atomic::PUBLIC)?;
+            if !target.is_stdout() {
+                eprintln!("Wrote the state to {target} (no secret in it).");
+            }
+            Ok(0)
+        }
+    }
+}
+
+/// The root's state as JSON.
+pub fn export(root: &Root) -> Result<Vec<u8>> {
+    let (desired, digest, _) = observe::desired_for_reading(root)?;
+    let observed = observe::observe(root, &desired, digest)?;
+    let state = crate::state::export(&observed, &crate::clock::timestamp()).map_err(|e| {
+        Error::Refused(format!(
+            "no state exported: {e}\nblast radius: none, nothing was written."
+        ))
+    })?;
+    let mut bytes = serde_json::to_vec_pretty(&state).expect("the state serializes");
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// After a successful apply: `.cotal/state.json`, so the state the review loop needs is always
+/// the latest. A failure is a warning (the apply itself is done).
+pub fn write_after_apply(root: &Root) {
+    match export(root).and_then(|b| atomic::write(&root.state_file(), &b, atomic::PUBLIC)) {
+        Ok(()) => {}
+        Err(e) => eprintln!(
+            "warning: the apply is complete, but {} could not be written: {e}",
+            root.state_file().display()
+        ),
+    }
+}

@@ -1,0 +1,294 @@
+//! The secret-free state: what `cotal plan --state FILE` plans against with no root, no seed
+//! and no broker (Terraform's state, for pull-request review). It holds the public part of an
+//! observation: the operator's and the system account's public keys and JWTs, the promoted
+//! config and generation, and per space its account key, signing key, JWT, applied limits,
+//! state and protection, the revocations recorded, its $SYS users' public keys and the streams
+//! seen. JWTs and public keys are not secrets (every client of the broker sees them); seeds never
+//! enter it.
+//!
+//! Invariants: pure (no IO, no clock: the caller gives the time); [`export`] refuses an
+//! observation that is not certain (a record that cannot be trusted, an open journal);
+//! [`observed`] of an export plans like the root it came from, without live figures.
+
+use crate::jwt::{self, Revocations};
+use crate::model::{Limits, Listener, SpaceName, SpaceState};
+use crate::observed::{
+    BrokerProcess, BrokerRecordState, BrokerTrust, Capacity, GenerationRecord, GenerationState,
+    Inventory, JournalState, Observed, ObservedSpace, PromotedConfig, StreamUsage, SysKeysState,
+    SysUser, SystemObserved, Usage, UsageSource,
+};
+use crate::permissions::SysRole;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Bumped when the state's JSON shape changes incompatibly.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The state file (`schemas/state.schema.json`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    pub format_version: u32,
+    /// When it was exported (RFC 3339).
+    pub exported_at: String,
+    /// The promoted generation record.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub generation: Option<GenerationRecord>,
+    pub broker: BrokerState,
+    /// The promoted `server.conf` (it holds JWTs and paths, no seed).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_conf: Option<String>,
+    pub spaces: BTreeMap<SpaceName, AppliedSpace>,
+}
+
+/// The broker: trust (public), where it listens and stores, whether it ran at the export.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BrokerState {
+    pub operator: String,
+    pub operator_jwt: String,
+    pub system_account: String,
+    pub system_jwt: String,
+    /// The system account's kept signing keys by role (`scoped`), or `legacy` / `none`.
+    pub system_keys: SystemKeys,
+    #[serde(default)]
+    pub previous_control: bool,
+    pub listener: Listener,
+    pub store_dir: PathBuf,
+    pub capacity: Capacity,
+    pub running: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SystemKeys {
+    Scoped(BTreeMap<SysRole, String>),
+    Legacy,
+    None,
+}
+
+/// One space as applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AppliedSpace {
+    pub account: String,
+    pub signing_key: String,
+    pub jwt: String,
+    /// Read from the JWT, for people (the JWT is what is planned against).
+    pub state: SpaceState,
+    pub limits: Limits,
+    pub protect: bool,
+    /// The revocations recorded for the next apply (`cotal creds revoke`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub revoked: Revocations,
+    pub sys_creds: bool,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub sys_users: Vec<SysUser>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub sys_issued: Vec<SysUser>,
+    /// The streams and buckets seen at the export.
+    #[serde(default)]
+    pub streams: Vec<String>,
+}
+
+/// The public part of `observed`, exported at `now` (RFC 3339); refused when the observation
+/// is not certain.
+pub fn export(observed: &Observed, now: &str) -> Result<State, String> {
+    let problems = observed.problems();
+    if !problems.is_empty() {
+        return Err(format!(
+            "the root holds records that cannot be trusted: {}",
+            problems.join("; ")
+        ));
+    }
+    if matches!(observed.journal, JournalState::Open(_)) {
+        return Err(
+            "an apply was interrupted (the journal is open): the state would not be one the broker runs.\nnext: run `cotal apply` to finish it, then export"
+                .into(),
+        );
+    }
+    let BrokerRecordState::Valid(trust) = &observed.broker else {
+        return Err("the broker record is missing".into());
+    };
+    let system_keys = match &observed.system.keys {
+        SysKeysState::Scoped(keys) => SystemKeys::Scoped(keys.clone()),
+        SysKeysState::Legacy => SystemKeys::Legacy,
+        SysKeysState::None => SystemKeys::None,
+    };
+    Ok(State {
+        format_version: FORMAT_VERSION,
+        exported_at: now.to_string(),
+        generation: match &observed.generation {
+            GenerationState::Valid(g) => Some(g.clone()),
+            _ => None,
+        },
+        broker: BrokerState {
+            operator: trust.operator_pub.clone(),
+            operator_jwt: trust.operator_jwt.clone(),
+            system_account: trust.sys_pub.clone(),
+            system_jwt: trust.sys_jwt.clone(),
+            system_keys,
+            previous_control: observed.system.previous_control,
+            listener: observed.listener.clone(),
+            store_dir: observed.store_dir.clone(),
+            capacity: observed.capacity,
+            running: observed.process.is_running(),
+        },
+        server_conf: observed.server_conf.as_ref().map(|c| c.text.clone()),
+        spaces: observed
+            .inventory
+            .spaces
+            .iter()
+            .map(|(name, s)| {
+                let spec = crate::plan::applied_spec(s);
+                (
+                    name.clone(),
+                    AppliedSpace {
+                        account: s.account_pub.clone(),
+                        signing_key: s.signing_pub.clone(),
+                        jwt: s.jwt.clone(),
+                        state: spec.state,
+                        limits: spec.limits,
+                        protect: s.protect_recorded,
+                        revoked: s.revoked.clone(),
+                        sys_creds: s.sys_creds_present,
+                        sys_users: s.sys_users.clone(),
+                        sys_issued: s.sys_issued.clone(),
+                        streams: s.usage.streams.iter().map(|u| u.name.clone()).collect(),
+                    },
+                )
+            })
+            .collect(),
+    })
+}
+
+/// Plan input from a state: what the root looked like at the export, without live figures
+/// (`live_error` says so when the broker ran). Refuses a state whose JWTs do not verify or
+/// do not match the keys it names.
+pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Observed, String> {
+    if state.format_version != FORMAT_VERSION {
+        return Err(format!(
+            "state format_version {} is not {FORMAT_VERSION}, the one this cotal reads",
+            state.format_version
+        ));
+    }
+    let b = &state.broker;
+    let operator: jwt::Claims<jwt::OperatorNats> =
+        jwt::decode_verified(&b.operator_jwt).map_err(|e| format!("operator JWT: {e}"))?;
+    if operator.sub != b.operator {
+        return Err("the operator JWT is not the operator's".into());
+    }
+    let sys: jwt::Claims<jwt::AccountNats> =
+        jwt::decode_verified(&b.system_jwt).map_err(|e| format!("system JWT: {e}"))?;
+    let trust = BrokerTrust {
+        operator_pub: b.operator.clone(),
+        operator_signing: operator.nats.signing_keys.clone(),
+        operator_jwt: b.operator_jwt.clone(),
+        sys_pub: b.system_account.clone(),
+        sys_jwt: b.system_jwt.clone(),
+    };
+    let mut inventory = Inventory::default();
+    for (name, s) in &state.spaces {
+        let claims: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&s.jwt)
+            .map_err(|e| format!("the JWT of space {}: {e}", name.quoted()))?;
+        if claims.sub != s.account || !trust.signs_accounts(&claims.iss) {
+            return Err(format!(
+                "the JWT of space {} is not its account's, or not signed by this operator",
+                name.quoted()
+            ));
+        }
+        inventory.spaces.insert(
+            name.clone(),
+            ObservedSpace {
+                account_pub: s.account.clone(),
+                signing_pub: s.signing_key.clone(),
+                jwt: s.jwt.clone(),
+                limits: claims.nats.limits,
+                revocations: claims.nats.revocations,
+                revoked: s.revoked.clone(),
+                protect_recorded: s.protect,
+                usage: Usage {
+                    source: UsageSource::Unknown,
+                    streams: s
+                        .streams
+                        .iter()
+                        .map(|n| StreamUsage {
+                            name: n.clone(),
+                            messages: None,
+                            bytes: 0,
+                        })
+                        .collect(),
+                    connections: None,
+                },
+                live_processes: Vec::new(),
+                sys_creds_present: s.sys_creds,
+                sys_users: s.sys_users.clone(),
+                sys_issued: s.sys_issued.clone(),
+                stream_drift: Vec::new(),
+            },
+        );
+    }
+    let keys = match &b.system_keys {
+        SystemKeys::Scoped(k) => SysKeysState::Scoped(k.clone()),
+        SystemKeys::Legacy => SysKeysState::Legacy,
+        SystemKeys::None => SysKeysState::None,
+    };
+    let templates_current = match &keys {
+        SysKeysState::Scoped(k) => k.iter().all(|(role, key)| {
+            let wanted =
+                jwt::SigningKey::Scoped(jwt::UserScope::new(key, role.name(), role.template()));
+            sys.nats.signing_keys.contains(&wanted)
+        }),
+        _ => true,
+    };
+    Ok(Observed {
+        broker: BrokerRecordState::Valid(trust),
+        tenant_material: Vec::new(),
+        system: SystemObserved {
+            keys,
+            revocations: sys.nats.revocations.clone(),
+            templates_current,
+            previous_control: b.previous_control,
+        },
+        inventory,
+        server_conf: state.server_conf.clone().map(PromotedConfig::new),
+        generation: match &state.generation {
+            Some(g) => GenerationState::Valid(g.clone()),
+            None => GenerationState::Absent,
+        },
+        journal: JournalState::Closed,
+        process: if b.running {
+            BrokerProcess::Running { pid: 0 }
+        } else {
+            BrokerProcess::Stopped
+        },
+        store_dir: b.store_dir.clone(),
+        desired_digest,
+        live_error: b.running.then(|| {
+            format!(
+                "planned from a state exported at {}, not from the broker: `cotal apply` on the broker host plans again under the lock",
+                state.exported_at
+            )
+        }),
+        server: None,
+        listener: b.listener.clone(),
+        journal_protected: Default::default(),
+        capacity: b.capacity,
+        now,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_states_roles_serialize_as_the_jwt_names_them() {
+        let keys = SystemKeys::Scoped(BTreeMap::from([(SysRole::Observer, "AOBS".to_string())]));
+        assert_eq!(
+            serde_json::to_string(&keys).unwrap(),
+            r#"{"scoped":{"observer":"AOBS"}}"#
+        );
+    }
+}
