@@ -86,6 +86,19 @@ impl Blast {
     }
 }
 
+impl Blast {
+    /// [`Blast::describe`], or what an empty blast radius means (for a table cell that must
+    /// never be blank): the step touches only its own space.
+    pub fn describe_or_contained(&self) -> String {
+        let d = self.describe();
+        if d.is_empty() {
+            "nothing destroyed, no connection closed; no other space touched".into()
+        } else {
+            d
+        }
+    }
+}
+
 /// Blast of deleting a space's streams.
 pub fn removal(space: &SpaceName, streams: &[StreamUsage], connections: Option<u64>) -> Blast {
     Blast {

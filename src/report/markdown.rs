@@ -52,16 +52,35 @@ pub fn markdown(plan: &Plan) -> String {
             c.action.symbol(),
             cell(&super::name(&c.space)),
             cell(&c.details.join("; ")),
-            cell(&c.blast.describe())
+            cell(&c.blast.describe_or_contained())
         );
     }
     out.push_str("\n**Steps**\n\n");
     for (i, step) in plan.steps.iter().enumerate() {
         let _ = writeln!(out, "{}. {}", i + 1, cell(&step.title()));
-        if let Step::ReissueSystemAccount { changes, .. } = step {
-            for c in changes {
-                let _ = writeln!(out, "   - {}", cell(c));
+        match step {
+            Step::ReissueSystemAccount { changes, .. } => {
+                for c in changes {
+                    let _ = writeln!(out, "   - {}", cell(c));
+                }
             }
+            Step::PromoteConfig { reasons, blast, .. } => {
+                let reasons: Vec<String> = reasons.iter().map(|r| r.to_string()).collect();
+                let _ = writeln!(out, "   - because: {}", cell(&reasons.join("; ")));
+                let _ = writeln!(
+                    out,
+                    "   - blast radius: {}",
+                    cell(&blast.describe_or_contained())
+                );
+            }
+            Step::DeleteStreams { blast, .. } | Step::ReissueAccount { blast, .. } => {
+                let _ = writeln!(
+                    out,
+                    "   - blast radius: {}",
+                    cell(&blast.describe_or_contained())
+                );
+            }
+            _ => {}
         }
     }
     if !plan.warnings.is_empty() {
