@@ -70,6 +70,25 @@ pub struct Context<'a> {
     pub actor: Actor,
     /// The root's lock, held by the caller.
     pub lock: &'a Lock,
+    /// Who watches the steps go by (the CLI's progress bar, or [`Silent`]).
+    pub progress: &'a dyn Progress,
+}
+
+/// An observer of an apply's steps: told before each one and once at the end, whatever the
+/// outcome. The executor never depends on what it does.
+pub trait Progress {
+    /// Step `index` (0-based) of `total` starts.
+    fn step(&self, index: usize, total: usize, step: &Step);
+    /// The apply ended (done or failed).
+    fn finished(&self);
+}
+
+/// No progress shown.
+pub struct Silent;
+
+impl Progress for Silent {
+    fn step(&self, _index: usize, _total: usize, _step: &Step) {}
+    fn finished(&self) {}
 }
 
 /// The inventory the promotion must find on disk: account key and JWT per space.
@@ -96,7 +115,9 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
     // Fail closed: nothing is changed before the apply is on the record.
     audit.write(Event::ApplyStarted, None, None, "started", None)?;
     let mut outcome = Outcome::default();
-    match run(ctx, plan, broker, &mut record, &audit, &mut outcome) {
+    let result = run(ctx, plan, broker, &mut record, &audit, &mut outcome);
+    ctx.progress.finished();
+    match result {
         Ok(()) => Ok(outcome),
         // The root may be another cotal's now: not even the audit is written.
         Err(e @ Error::LockLost(_)) => Err(e),
@@ -167,7 +188,8 @@ fn run(
     fault::point(Point::AfterJournalOpen);
 
     let mut committed = state.journal.removals.iter().any(|r| r.committed);
-    for step in &plan.steps {
+    for (index, step) in plan.steps.iter().enumerate() {
+        ctx.progress.step(index, plan.steps.len(), step);
         // A lost lock stops the apply where it is, journal untouched: another cotal may own it.
         ctx.lock.verify().map_err(lock_lost)?;
         state.journal.steps.push(JournaledStep {

@@ -174,12 +174,14 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     confirm(&plan, confirm_args)?;
     write_file()?;
 
+    let progress = super::progress::Bar::new();
     let ctx = Context {
         root,
         desired: &desired,
         observed: &observed,
         actor: crate::operator::actor(),
         lock: &lock,
+        progress: &progress,
     };
     let executed = match running.as_mut() {
         Some(broker) => apply::execute(&ctx, &plan, broker),
@@ -218,8 +220,11 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     report(
         p.bold
             .apply_to(format!(
-                "Apply complete: {} added, {} changed, {} removed.",
-                plan.summary.add, plan.summary.change, plan.summary.remove
+                "Apply complete: {} added, {} changed, {} removed, in {}.",
+                plan.summary.add,
+                plan.summary.change,
+                plan.summary.remove,
+                super::progress::took(progress.elapsed())
             ))
             .to_string(),
     );

@@ -38,6 +38,7 @@ pub struct DownArgs {
 /// Render from the inventory, start nats-server, provision what is missing.
 pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     let root = global.root()?;
+    let progress = super::progress::Bar::new();
     let (desired, digest) = observe::desired(&root)?;
     let lock = lock::acquire(&root, &crate::operator::holder(), args.lock_timeout)?;
     let observed = observe::observe(&root, &desired, digest.clone())?;
@@ -79,6 +80,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             observed: &observed,
             actor: crate::operator::actor(),
             lock: &lock,
+            progress: &progress,
         };
         apply::execute(&ctx, &boot, &mut Stopped)?;
     }
@@ -114,6 +116,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             observed: &observed,
             actor: crate::operator::actor(),
             lock: &lock,
+            progress: &progress,
         };
         let mut broker = Running::connect(&root, &observed.listener)?;
         apply::execute(&ctx, &provisioning, &mut broker)?;
@@ -122,14 +125,15 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         }
     }
     println!(
-        "{} space{} served; generation {}.",
+        "{} space{} served; generation {}; up in {}.",
         observed.inventory.spaces.len(),
         if observed.inventory.spaces.len() == 1 {
             ""
         } else {
             "s"
         },
-        observed.generation.generation()
+        observed.generation.generation(),
+        super::progress::took(progress.elapsed())
     );
     Ok(0)
 }

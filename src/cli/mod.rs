@@ -11,6 +11,7 @@ mod init;
 mod out_file;
 mod output;
 mod plan_cmd;
+mod progress;
 mod rotate_cmd;
 mod space_cmd;
 mod state_cmd;

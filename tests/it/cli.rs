@@ -1492,3 +1492,24 @@ fn a_pull_request_plans_against_the_secret_free_state_as_the_root_would() {
         .code(0);
     assert!(!ci.file(".cotal").exists(), "CI never needed a root");
 }
+
+#[test]
+fn without_a_terminal_an_apply_prints_no_bar_but_says_how_long_it_took() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    let out = root.apply().success();
+    let text = stdout(&out);
+    let summary = text
+        .lines()
+        .find(|l| l.starts_with("Apply complete: 2 added, 0 changed, 0 removed, in "))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        summary.ends_with(" ms.") || summary.ends_with(" s."),
+        "{summary}"
+    );
+    let err = stderr(&out);
+    assert!(
+        !err.contains("[00:") && !err.contains("/3 "),
+        "no bar: {err}"
+    );
+}

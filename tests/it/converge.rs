@@ -90,6 +90,7 @@ fn apply_once(root: &TestRoot) -> Result<(), i32> {
             host: "test".into(),
         },
         lock: &lock,
+        progress: &cotal::apply::Silent,
     };
     apply::execute(&ctx, &plan, &mut Stopped)
         .map(|_| ())

@@ -93,6 +93,7 @@ fn apply_with(root: &TestRoot, broker: &mut Fake, before_execute: impl FnOnce())
             host: "t".into(),
         },
         lock: &lock,
+        progress: &cotal::apply::Silent,
     };
     apply::execute(&ctx, &plan, broker).map(|_| ())
 }
