@@ -24,7 +24,6 @@ use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic, jetstream_dir};
 use crate::streams;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -148,9 +147,11 @@ pub fn backup(
     tenants: &BTreeMap<String, SpaceName>,
     dir: &Path,
 ) -> Result<Manifest> {
-    if dir.exists() {
+    // Anything at the path, a dangling link included, is refused: the artifact is renamed into
+    // place, never written through a link.
+    if std::fs::symlink_metadata(dir).is_ok() {
         return Err(Error::Refused(format!(
-            "{} already exists; a backup never writes into an existing folder.\nnext: choose a new folder, or move the old one aside",
+            "{} already exists (or is a link); a backup never writes into an existing path.\nnext: choose a new folder, or move the old one aside",
             dir.display()
         )));
     }
@@ -230,11 +231,8 @@ pub fn backup(
         )?;
         Ok(manifest)
     })();
-    match result {
-        Ok(manifest) => {
-            atomic::rename(&partial, dir)?;
-            Ok(manifest)
-        }
+    match result.and_then(|manifest| atomic::rename(&partial, dir).map(|_| manifest)) {
+        Ok(manifest) => Ok(manifest),
         Err(e) => {
             let _ = atomic::remove_tree(&partial);
             Err(e)
@@ -264,12 +262,13 @@ fn copy_into(from: &Path, to: &Path, rel: &str, out: &mut Vec<FileEntry>) -> Res
         if kind.is_dir() {
             copy_into(&entry.path(), &to.join(&name), &child_rel, out)?;
         } else if kind.is_file() {
-            let bytes = std::fs::read(entry.path()).at(entry.path())?;
-            atomic::write(&to.join(&name), &bytes, atomic::SECRET)?;
+            // Streamed: a stream file of any size is copied and hashed in bounded memory.
+            let (sha256, bytes) =
+                atomic::copy_file(&entry.path(), &to.join(&name), atomic::SECRET)?;
             out.push(FileEntry {
                 path: child_rel,
-                sha256: hex::encode(Sha256::digest(&bytes)),
-                bytes: bytes.len() as u64,
+                sha256,
+                bytes,
             });
         } else {
             return Err(Error::Refused(format!(
@@ -330,11 +329,19 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
             crate::plan::q(space)
         )));
     }
+    // Folders are real folders: a link anywhere inside the artifact is refused, never followed.
+    let real_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_dir());
+    if !real_dir(&dir.join("streams")) {
+        return Err(Error::Refused(format!(
+            "{}: streams/ is missing or is not a folder (a link is refused)",
+            dir.display()
+        )));
+    }
     for stream in &manifest.streams {
         let base = dir.join("streams").join(&stream.name);
-        if !base.is_dir() {
+        if !real_dir(&base) {
             return Err(Error::Refused(format!(
-                "{}: stream {} is missing from the artifact",
+                "{}: stream {} is missing from the artifact, or is a link",
                 dir.display(),
                 stream.name
             )));
@@ -363,8 +370,18 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
                     path.display()
                 )));
             }
-            let data = std::fs::read(&path).at(&path)?;
-            if data.len() as u64 != f.bytes || hex::encode(Sha256::digest(&data)) != f.sha256 {
+            // The size first (a sparse or grown file is refused unread), then the checksum,
+            // streamed.
+            if meta.len() != f.bytes {
+                return Err(Error::Refused(format!(
+                    "{} is {} bytes, the manifest says {}: the artifact was truncated or tampered with",
+                    path.display(),
+                    meta.len(),
+                    f.bytes
+                )));
+            }
+            let (sha256, len) = atomic::hash_file(&path)?;
+            if len != f.bytes || sha256 != f.sha256 {
                 return Err(Error::Refused(format!(
                     "{} does not match its checksum in the manifest: the artifact was truncated or tampered with",
                     path.display()
@@ -395,10 +412,17 @@ fn list_files(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
         } else {
             format!("{rel}/{name}")
         };
-        if entry.file_type().at(entry.path())?.is_dir() {
+        let kind = entry.file_type().at(entry.path())?;
+        if kind.is_dir() {
             list_files(&entry.path(), &child, out)?;
-        } else {
+        } else if kind.is_file() {
             out.push(child);
+        } else {
+            return Err(Error::Refused(format!(
+                "{} is {}, not a regular file or folder: links are refused, never followed",
+                entry.path().display(),
+                atomic::kind_of(&kind)
+            )));
         }
     }
     Ok(())
@@ -446,10 +470,23 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
     let mut placed: Vec<PathBuf> = Vec::new();
     let result = (|| -> Result<Vec<Verified>> {
         for stream in &manifest.streams {
-            copy_tree(
+            let copied = copy_tree(
                 &dir.join("streams").join(&stream.name),
                 &staging.join(&stream.name),
             )?;
+            // What is placed is what was verified: the copy's own checksums must match.
+            let same = copied.len() == stream.files.len()
+                && copied
+                    .iter()
+                    .zip(&stream.files)
+                    .all(|(c, m)| c.path == m.path && c.sha256 == m.sha256 && c.bytes == m.bytes);
+            if !same {
+                return Err(Error::Refused(format!(
+                    "{}: stream {} changed while it was being restored; nothing was placed",
+                    dir.display(),
+                    stream.name
+                )));
+            }
         }
         atomic::ensure_dir(
             &jetstream_dir::streams_dir(target.store_dir, target.account),

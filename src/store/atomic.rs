@@ -56,6 +56,81 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     sync_dir(dir)
 }
 
+/// Atomically copy the regular file `from` to `to` (created with `mode`), streaming: memory
+/// stays bounded whatever the size, and the sha256 (hex) and length returned are of the bytes
+/// written, so what was placed is what was checked. `from` must be a regular file (a link is
+/// not followed).
+pub fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<(String, u64)> {
+    use sha2::Digest as _;
+    let mut src = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(from)
+        .at(from)?;
+    let meta = src.metadata().at(from)?;
+    if !meta.is_file() {
+        return Err(not_regular(from, kind_of(&meta.file_type())));
+    }
+    let dir = parent_of(to);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(".cotal-tmp.")
+        .make_in(dir, |candidate| {
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
+                .open(candidate)
+        })
+        .at(dir)?;
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(mode))
+        .at(tmp.path())?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut len = 0u64;
+    loop {
+        let n = src.read(&mut buf).at(from)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        tmp.write_all(&buf[..n]).at(to)?;
+        len += n as u64;
+    }
+    tmp.as_file().sync_all().at(to)?;
+    tmp.persist(to).map_err(|e| e.error).at(to)?;
+    sync_dir(dir)?;
+    Ok((hex::encode(hasher.finalize()), len))
+}
+
+/// The sha256 (hex) and length of the regular file `path`, streaming (bounded memory). A link
+/// is not followed.
+pub fn hash_file(path: &Path) -> Result<(String, u64)> {
+    use sha2::Digest as _;
+    let mut f = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
+        .open(path)
+        .at(path)?;
+    let meta = f.metadata().at(path)?;
+    if !meta.is_file() {
+        return Err(not_regular(path, kind_of(&meta.file_type())));
+    }
+    let mut hasher = sha2::Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    let mut len = 0u64;
+    loop {
+        let n = f.read(&mut buf).at(path)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+        len += n as u64;
+    }
+    Ok((hex::encode(hasher.finalize()), len))
+}
+
 /// fsync a directory so a rename or unlink in it is durable.
 pub fn sync_dir(dir: &Path) -> Result<()> {
     fs::File::open(dir).and_then(|f| f.sync_all()).at(dir)

@@ -985,6 +985,34 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
     std::fs::remove_dir_all(missing.join("streams/DM_design")).unwrap();
     let extra = copy("extra");
     std::fs::write(extra.join("streams/CHAT_design/smuggled"), b"x").unwrap();
+    // A stream folder that is a link to an intact copy elsewhere: refused, never followed.
+    let linked = copy("linked");
+    let elsewhere = artifacts.path().join("elsewhere");
+    std::fs::rename(linked.join("streams/DM_design"), &elsewhere).unwrap();
+    std::os::unix::fs::symlink(&elsewhere, linked.join("streams/DM_design")).unwrap();
+    // A file grown sparse to 2 GiB: refused by its size, unread.
+    let sparse = copy("sparse");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(sparse.join("streams/CHAT_design/meta.inf"))
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    // A backup to a dangling link: refused, nothing left behind.
+    let dangling = artifacts.path().join("dangling");
+    std::os::unix::fs::symlink(artifacts.path().join("nowhere"), &dangling).unwrap();
+    let out = a
+        .root
+        .cotal(&["space", "backup", "design", dangling.to_str().unwrap()])
+        .assert()
+        .code(3);
+    assert!(
+        crate::support::stderr(&out).contains("is a link"),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    assert!(!artifacts.path().join(".dangling.cotal-partial").exists());
+    assert!(!artifacts.path().join("nowhere").exists());
 
     // Restoring needs an empty namespace: design's streams exist, so free it first by restoring
     // into a root whose design has no streams yet.
@@ -1037,6 +1065,28 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
                 "--relocate",
             ],
             "does not list",
+        ),
+        (
+            "linked stream folder",
+            vec![
+                "space",
+                "restore",
+                "design",
+                linked.to_str().unwrap(),
+                "--relocate",
+            ],
+            "or is a link",
+        ),
+        (
+            "sparse file",
+            vec![
+                "space",
+                "restore",
+                "design",
+                sparse.to_str().unwrap(),
+                "--relocate",
+            ],
+            "is 2147483648 bytes, the manifest says",
         ),
         (
             "another space",
