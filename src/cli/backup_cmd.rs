@@ -49,6 +49,34 @@ fn with_target<T>(
         )));
     };
     let record = account_record::load(&root, &space)?;
+    // The isolated broker reads the streams as a user of the space: a suspended space (fenced
+    // before a move) is loaded there with an active JWT, minted in memory and never written.
+    let isolated_jwt = if observed_space.limits.is_suspended() {
+        let broker = match crate::store::broker_record::load(&root)? {
+            crate::store::broker_record::Loaded::Valid(b, _) => b,
+            _ => {
+                return Err(Error::Refused(
+                    "the broker record changed while cotal read it.\nnext: run the command again"
+                        .into(),
+                ));
+            }
+        };
+        let mut active = plan::applied_spec(observed_space);
+        active.state = crate::model::SpaceState::Active;
+        crate::mint::reissue(
+            &broker,
+            &record,
+            &space,
+            &active,
+            &observed_space.revocations,
+            false,
+        )
+        .map_err(Error::Other)?
+        .account
+        .jwt
+    } else {
+        observed_space.jwt.clone()
+    };
     let tenants: BTreeMap<String, SpaceName> = observed
         .inventory
         .spaces
@@ -59,7 +87,7 @@ fn with_target<T>(
         trust: &trust,
         space: &space,
         account: &observed_space.account_pub,
-        jwt: &observed_space.jwt,
+        jwt: &isolated_jwt,
         signing_seed: &record.account.signing_seed,
         store_dir: &observed.store_dir,
     };

@@ -812,7 +812,20 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
     });
     let before = dump(&a, "design");
     assert!(before.len() >= 11, "{before:?}");
-    drop((design, sibling));
+    drop(sibling);
+
+    // The fence: suspended before the cut, the space accepts no write on A from then on (its
+    // client is closed and refused), so nothing written after the backup can be lost.
+    let mut design = design;
+    a.root
+        .cotal(&["space", "suspend", "design", "--auto-approve"])
+        .assert()
+        .success();
+    assert!(wait_for(&a, &mut design, "disconnected"));
+    assert!(
+        a.client("design").is_err(),
+        "the fenced space refuses writers"
+    );
 
     let artifact = tempfile::tempdir().unwrap();
     let dir = artifact.path().join("design.backup");
@@ -852,6 +865,10 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
         .unwrap();
     assert_eq!(task["messages"], 3, "the work-queue backlog");
     a.root.cotal(&["up"]).assert().success();
+    assert!(
+        a.client("design").is_err(),
+        "A serves again, the moved space still fenced"
+    );
 
     // Root B, another broker: the space is added while B is stopped, then restored, then served.
     let b_root = TestRoot::init();
