@@ -26,6 +26,7 @@
 //! | [`audit`] | the lifecycle audit's record types | pure |
 //! | [`credentials`] | users handed to people: minted with a profile and an expiry, recorded, revoked | edge |
 //! | [`backup`] | per-space backup and restore of a preserved store | edge (IO) |
+//! | [`root_backup`] | the root's trust and records, backed up and brought up on a new host | edge (IO) |
 //! | [`edit`] | format-preserving edits of `cotal.toml` for the space verbs | pure |
 //! | [`secret`] | a seed that never prints | pure |
 //! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) | pure |
@@ -58,6 +59,7 @@ pub mod permissions;
 pub mod plan;
 pub mod render;
 pub mod report;
+pub mod root_backup;
 pub mod secret;
 pub mod state;
 pub mod store;

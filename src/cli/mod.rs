@@ -12,6 +12,7 @@ mod out_file;
 mod output;
 mod plan_cmd;
 mod progress;
+mod root_cmd;
 mod rotate_cmd;
 mod space_cmd;
 mod state_cmd;
@@ -71,6 +72,9 @@ pub enum Command {
     /// Replace signing keys: the system account's, or one space's account's.
     #[command(subcommand)]
     Rotate(rotate_cmd::Command),
+    /// Back up the root's trust and records, or bring such a backup up on a new host.
+    #[command(subcommand)]
+    Root(root_cmd::Command),
     /// The secret-free state `plan --state` plans against.
     #[command(subcommand)]
     State(state_cmd::Command),
@@ -115,6 +119,7 @@ fn run(cli: Cli, colour: bool) -> Result<i32> {
         Command::Creds(args) => creds_cmd::run(&global, args),
         Command::Space(command) => space_cmd::run(&global, command),
         Command::Rotate(command) => rotate_cmd::run(&global, command),
+        Command::Root(command) => root_cmd::run(&global, command),
         Command::State(command) => state_cmd::run(&global, command),
         Command::Show(args) => plan_cmd::show(&global, args),
         Command::Audit(args) => audit_cmd::run(&global, args),

@@ -1513,3 +1513,65 @@ fn without_a_terminal_an_apply_prints_no_bar_but_says_how_long_it_took() {
         "no bar: {err}"
     );
 }
+
+#[test]
+fn a_root_backup_refuses_unsafe_destinations_and_a_damaged_artifact() {
+    let root = TestRoot::init();
+    root.desire("[spaces.design]\n");
+    root.apply().success();
+    let vault = TestRoot::new();
+    // A folder other users can write: refused.
+    let shared = vault.file("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let out = root
+        .cotal(&["root", "backup", shared.join("b").to_str().unwrap()])
+        .assert()
+        .code(3);
+    assert!(
+        stderr(&out).contains("writable by other users"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
+    let good = vault.file("good");
+    root.cotal(&["root", "backup", good.to_str().unwrap()])
+        .assert()
+        .success();
+    let out = root
+        .cotal(&["root", "backup", good.to_str().unwrap()])
+        .assert()
+        .code(3);
+    assert!(stderr(&out).contains("already exists"));
+    // No seed is printed.
+    let listed = stdout(
+        &root
+            .cotal(&["root", "backup", vault.file("again").to_str().unwrap()])
+            .assert()
+            .success(),
+    );
+    for seed in seeds(&root) {
+        assert!(!listed.contains(&seed));
+    }
+    // A damaged artifact is refused before anything is written.
+    let record = good.join("files/.cotal/auth/broker.json");
+    let mut bytes = std::fs::read(&record).unwrap();
+    let last = bytes.len() - 2;
+    bytes[last] ^= 1;
+    std::fs::write(&record, bytes).unwrap();
+    let target = TestRoot::new();
+    let out = target
+        .cotal(&["root", "restore", good.to_str().unwrap()])
+        .assert()
+        .code(3);
+    assert!(
+        stderr(&out).contains("does not match its checksum"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_dir(target.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}

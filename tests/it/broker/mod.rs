@@ -5,6 +5,7 @@
 
 #[cfg(feature = "fault-injection")]
 mod crash;
+mod root_backup;
 mod system_creds;
 mod tenancy;
 mod trust;
