@@ -5,19 +5,26 @@ use crate::desired;
 use crate::error::{Error, Result};
 use crate::store::{atomic, broker_record, desired_file, journal, lock};
 
+/// Every root keeps scoped system signing keys: without them cotal could not confirm a reload
+/// of its broker, observe it, nor give a space its $SYS creds, so the single-space mode of the
+/// design (no system key at rest) could not hold even its first space. It was removed; its flag
+/// is refused with that reason.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Retain the system signing keys so every space gets its $SYS creds (the default when
-    /// cotal.toml says multi_space = true, or when there is no cotal.toml yet).
-    #[arg(long, conflicts_with = "single_space")]
+    /// The default (and only) mode; accepted for old scripts.
+    #[arg(long, hide = true, conflicts_with = "single_space")]
     pub multi_space: bool,
-    /// Do not retain any system signing key (no broker-admin minting capability at rest; spaces
-    /// cannot be added later, and a running broker cannot be reloaded by cotal).
-    #[arg(long)]
+    /// Removed: refused with the reason.
+    #[arg(long, hide = true)]
     pub single_space: bool,
 }
 
+const NO_SINGLE_SPACE: &str = "a root without system signing keys (single-space) could not confirm a reload of its broker, observe it, or give even its first space its $SYS creds, so cotal no longer makes one. Every root keeps scoped system keys, each able to mint only the users of its role (README, \"The credential model\").\nnext: run `cotal init` without --single-space (and without `multi_space = false` in cotal.toml)";
+
 pub fn run(global: &Global, args: Args) -> Result<i32> {
+    if args.single_space {
+        return Err(Error::Input(NO_SINGLE_SPACE.into()));
+    }
     let root = global.new_root()?;
     refuse_ancestor(global, &root)?;
     // Bad input changes nothing: read cotal.toml before creating anything.
@@ -61,20 +68,13 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
             )));
         }
     }
-    let multi_space = if args.multi_space {
-        true
-    } else if args.single_space {
-        false
-    } else {
-        existing
-            .as_ref()
-            .map(|d| d.broker.multi_space)
-            .unwrap_or(true)
-    };
+    if existing.as_ref().is_some_and(|d| !d.broker.multi_space) {
+        return Err(Error::Input(NO_SINGLE_SPACE.into()));
+    }
 
     let evictor = existing.as_ref().is_some_and(|d| d.broker.evictor_creds);
     // One atomic write: the operator, the system account and the keys its JWT lists.
-    let record = crate::mint::broker(multi_space, evictor).map_err(Error::Other)?;
+    let record = crate::mint::broker(true, evictor).map_err(Error::Other)?;
     broker_record::save(&root, &record)?;
     if existing.is_none() {
         desired_file::write(&root, desired::STARTER)?;
@@ -84,15 +84,20 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     println!("  operator        {}", trust.operator_pub);
     println!("  system account  {}", trust.sys_pub);
     println!(
-        "  multi-space     {}",
-        if multi_space {
-            "yes: scoped system signing keys are kept in .cotal/auth/broker.json (0600)"
-        } else {
-            "no: no system signing key is kept, so spaces cannot be added"
-        }
+        "  system keys     scoped (control, observer{}), kept in .cotal/auth/broker.json (0600)",
+        if evictor { ", evictor" } else { "" }
     );
     if existing.is_none() {
         println!("  wrote           cotal.toml (starter)");
+    }
+    let ignored = std::fs::read_to_string(root.dir().join(".gitignore")).is_ok_and(|t| {
+        t.lines()
+            .any(|l| l.trim().trim_end_matches('/') == ".cotal")
+    });
+    if !ignored {
+        println!(
+            "  git             add `.cotal/` to .gitignore: it holds every seed of this broker (commit cotal.toml, and .cotal/state.json's export, never .cotal/)"
+        );
     }
     println!("\nNext: add a [spaces.NAME] table to cotal.toml, then run `cotal plan`.");
     Ok(0)

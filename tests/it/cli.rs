@@ -283,8 +283,29 @@ fn protection_survives_deleting_the_table_from_the_file() {
 
 #[test]
 fn a_root_without_the_system_seed_refuses_to_add_naming_the_recovery() {
+    // Single-space roots are no longer made, and say why.
     let root = TestRoot::new();
-    root.cotal(&["init", "--single-space"]).assert().success();
+    let out = root.cotal(&["init", "--single-space"]).assert().code(1);
+    assert!(
+        stderr(&out).contains("no longer makes one"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!root.file(".cotal").exists());
+    std::fs::write(
+        root.file("cotal.toml"),
+        "version = 1\n[broker]\nmulti_space = false\n",
+    )
+    .unwrap();
+    root.cotal(&["init"]).assert().code(1);
+    std::fs::remove_file(root.file("cotal.toml")).unwrap();
+    // A root whose system keys are lost (or made single-space by an older cotal).
+    root.cotal(&["init"]).assert().success();
+    let path = root.file(".cotal/auth/broker.json");
+    let mut broker: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    broker["sys"].as_object_mut().unwrap().remove("keys");
+    std::fs::write(&path, serde_json::to_vec_pretty(&broker).unwrap()).unwrap();
     assert!(!root.file(".cotal/auth/sys.seed").exists());
     root.desire("[spaces.a]\n");
     let before = root.snapshot();

@@ -1,7 +1,7 @@
 //! `cotal root backup` and `cotal root restore` against a real broker: the host is lost, the
 //! backup is brought up on a new one, and the creds handed out before work there.
 
-use super::Broker;
+use super::{Broker, TWO};
 use crate::support::stdout;
 
 #[test]
