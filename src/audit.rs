@@ -44,6 +44,9 @@ pub enum Event {
     /// An apply loaded an account JWT carrying new revocations.
     #[serde(rename = "space.users_revoked")]
     UsersRevoked,
+    /// An apply wrote a space's channel registry (what it wrote, per key).
+    #[serde(rename = "space.channels_written")]
+    ChannelsWritten,
     /// `cotal space evict` closed a space's live connections.
     #[serde(rename = "space.evicted")]
     SpaceEvicted,

@@ -58,6 +58,9 @@ pub struct Desired {
     pub spaces: BTreeMap<SpaceName, SpaceSpec>,
     /// What the operator asked to rotate in this run (`cotal rotate`); never read from the file.
     pub rotate: Rotate,
+    /// The channels each space declares (`[spaces.X.channel_defaults]`,
+    /// `[spaces.X.channels.NAME]`, `prune_channels`); a space that declares none is absent.
+    pub channels: BTreeMap<SpaceName, crate::channels::SpaceChannels>,
 }
 
 /// Keys to replace, an intent of one run: the plan then re-issues with new keys what it names.
@@ -105,6 +108,19 @@ struct RawSpace {
     state: Option<SpaceState>,
     protect: Option<bool>,
     limits: Option<RawLimits>,
+    channel_defaults: Option<Spanned<RawChannel>>,
+    #[serde(default)]
+    channels: BTreeMap<Spanned<String>, RawChannel>,
+    prune_channels: Option<bool>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChannel {
+    delivery_class: Option<crate::channels::DeliveryClass>,
+    replay_window: Option<Spanned<String>>,
+    description: Option<Spanned<String>>,
+    instructions: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -178,8 +194,18 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         Some(l) => limits(l, &loc)?,
     };
     let mut spaces = BTreeMap::new();
+    let mut channels = BTreeMap::new();
     for (key, space) in raw.spaces {
         let name = SpaceName::parse(key.get_ref()).map_err(|e| loc.at(key.span().start, e))?;
+        let declared = space_channels(
+            space.channel_defaults,
+            space.channels,
+            space.prune_channels,
+            &loc,
+        )?;
+        if declared != crate::channels::SpaceChannels::default() {
+            channels.insert(name.clone(), declared);
+        }
         let limits = match space.limits {
             None => Limits::default(),
             Some(l) => limits(l, &loc)?,
@@ -199,7 +225,70 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         defaults,
         spaces,
         rotate: Rotate::default(),
+        channels,
     })
+}
+
+/// A space's channel declarations, validated (each error at its line and column).
+fn space_channels(
+    defaults: Option<Spanned<RawChannel>>,
+    raw: BTreeMap<Spanned<String>, RawChannel>,
+    prune: Option<bool>,
+    loc: &Located,
+) -> Result<crate::channels::SpaceChannels, String> {
+    use crate::channels::{self, Settings};
+    let settings = |c: RawChannel, is_defaults: bool| -> Result<Settings, String> {
+        if is_defaults {
+            if let Some(field) = c.description.as_ref().or(c.instructions.as_ref()) {
+                return Err(loc.at(
+                    field.span().start,
+                    "channel_defaults carry only delivery_class and replay_window (description and instructions belong to a channel)",
+                ));
+            }
+        }
+        let text = |f: Option<Spanned<String>>,
+                    what: &str,
+                    max: usize|
+         -> Result<Option<String>, String> {
+            match f {
+                None => Ok(None),
+                Some(v) if v.get_ref().chars().count() > max => Err(loc.at(
+                    v.span().start,
+                    format!(
+                        "{what} is {} characters; at most {max}",
+                        v.get_ref().chars().count()
+                    ),
+                )),
+                Some(v) => Ok(Some(v.into_inner())),
+            }
+        };
+        let replay_window = match c.replay_window {
+            None => None,
+            Some(w) => {
+                channels::valid_replay_window(w.get_ref())
+                    .map_err(|e| loc.at(w.span().start, e))?;
+                Some(w.into_inner())
+            }
+        };
+        Ok(Settings {
+            delivery_class: c.delivery_class,
+            replay_window,
+            description: text(c.description, "description", channels::DESCRIPTION_MAX)?,
+            instructions: text(c.instructions, "instructions", channels::INSTRUCTIONS_MAX)?,
+        })
+    };
+    let mut out = crate::channels::SpaceChannels {
+        defaults: defaults
+            .map(|d| settings(d.into_inner(), true))
+            .transpose()?,
+        channels: BTreeMap::new(),
+        prune: prune.unwrap_or(false),
+    };
+    for (name, c) in raw {
+        channels::valid_channel_name(name.get_ref()).map_err(|e| loc.at(name.span().start, e))?;
+        out.channels.insert(name.into_inner(), settings(c, false)?);
+    }
+    Ok(out)
 }
 
 fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String> {
@@ -472,7 +561,7 @@ max_storage = "10GiB"
                 .lines()
                 .next()
                 .unwrap(),
-            "cotal.toml:3:1: unknown field `stat`, expected one of `state`, `protect`, `limits`"
+            "cotal.toml:3:1: unknown field `stat`, expected one of `state`, `protect`, `limits`, `channel_defaults`, `channels`, `prune_channels`"
         );
         assert!(
             err("version = 1\n[spaces.\"\"]\n")

@@ -28,6 +28,7 @@
 //! | [`backup`] | per-space backup and restore of a preserved store | edge (IO) |
 //! | [`root_backup`] | the root's trust and records, backed up and brought up on a new host | edge (IO) |
 //! | [`edit`] | format-preserving edits of `cotal.toml` for the space verbs | pure |
+//! | [`channels`] | channels declared per space: validation, wire form, diff against the registry | pure |
 //! | [`secret`] | a seed that never prints | pure |
 //! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) | pure |
 //! | [`error`] | the error kinds and their exit codes | pure |
@@ -40,6 +41,7 @@ pub mod apply;
 pub mod audit;
 pub mod backup;
 pub mod broker;
+pub mod channels;
 pub mod cli;
 pub mod clock;
 pub mod credentials;

@@ -83,6 +83,7 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         match live_figures(root, &listener) {
             Ok(figures) => {
                 apply_figures(&mut inventory, &figures);
+                read_registries(root, &listener, &mut inventory)?;
                 store = figures.store;
                 server = Some(ServerInfo {
                     version: figures.version,
@@ -222,6 +223,46 @@ pub fn live_figures(root: &Root, listener: &Listener) -> Result<live::Figures> {
         }
     }
     Err(last.expect("system_users is never empty"))
+}
+
+/// Read every active space's channel registry from the running broker, as an ephemeral user of
+/// each space that may touch nothing but its registry (spaces read concurrently).
+fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) -> Result<()> {
+    use crate::observed::RegistryState;
+    let mut wanted = Vec::new();
+    for (name, space) in &inventory.spaces {
+        if space.limits.is_suspended() {
+            continue;
+        }
+        let record = crate::store::account_record::load(root, name)?;
+        if record.account.public != space.account_pub {
+            continue;
+        }
+        let creds = mint::user(
+            &space.account_pub,
+            &record.account.signing_seed,
+            "cotal-registry",
+            permissions::registry(&name.token()),
+            Some(permissions::EPHEMERAL),
+        )
+        .map_err(Error::Other)?
+        .creds;
+        wanted.push((name.clone(), name.token(), creds));
+    }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let results = live::Nats::new(&listener.host, listener.port)?.registries(wanted);
+    for (name, result) in results {
+        if let Some(space) = inventory.spaces.get_mut(&name) {
+            space.registry = match result {
+                Ok(Some(registry)) => RegistryState::Read(registry),
+                Ok(None) => RegistryState::Missing,
+                Err(e) => RegistryState::Failed(e),
+            };
+        }
+    }
+    Ok(())
 }
 
 /// Fill each space's usage and stream drift from live figures.

@@ -61,6 +61,21 @@ pub struct ObservedSpace {
     pub sys_issued: Vec<SysUser>,
     /// Streams whose live config differs from the table, with the differing fields.
     pub stream_drift: Vec<(String, Vec<String>)>,
+    /// The channel registry, as the running broker holds it.
+    pub registry: RegistryState,
+}
+
+/// What is known of a space's channel registry.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum RegistryState {
+    /// Not read (the broker is stopped, or the space is suspended).
+    #[default]
+    Unknown,
+    /// The space has no registry bucket yet (provisioning creates it).
+    Missing,
+    Read(crate::channels::Registry),
+    /// Reading it failed.
+    Failed(String),
 }
 
 /// Where usage figures came from.

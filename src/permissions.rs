@@ -46,6 +46,24 @@ pub fn provisioner() -> Permissions {
     )
 }
 
+/// Reads and writes one space's channel registry (`cotal_channels_<t>`), nothing else: the
+/// stream info that lists its keys, direct gets of their latest values, and puts (with the
+/// expected revision) and delete markers.
+pub fn registry(token: &str) -> Permissions {
+    let stream = format!("KV_{}", crate::streams::registry_bucket(token));
+    allow(
+        &[
+            "$JS.API.INFO",
+            &format!("$JS.API.STREAM.INFO.{stream}"),
+            &format!("$JS.API.DIRECT.GET.{stream}.>"),
+            &format!("$JS.API.DIRECT.GET.{stream}"),
+            &format!("$JS.API.STREAM.MSG.GET.{stream}"),
+            &format!("$KV.{}.>", crate::streams::registry_bucket(token)),
+        ],
+        &["_INBOX.>"],
+    )
+}
+
 /// Reads stream info: the backup and restore checks on an isolated broker.
 pub fn reader() -> Permissions {
     allow(

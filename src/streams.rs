@@ -107,10 +107,8 @@ const BUCKETS: [(&str, i64, u64, i64, bool); 7] = [
     ("manager", 1, 10, -1, false),
 ];
 
-/// The channel registry bucket kind and the key whose delivery class provisioning seeds.
+/// The channel registry bucket kind (its keys: [`crate::channels`]).
 pub const REGISTRY: &str = "channels";
-pub const DEFAULTS_KEY: &str = "=defaults";
-pub const DEFAULTS_VALUE: &str = r#"{"delivery":"durable"}"#;
 
 /// Everything a space with wire token `t` must hold, streams first.
 pub fn expected(t: &str) -> Vec<Expected> {

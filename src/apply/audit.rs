@@ -153,6 +153,13 @@ impl Auditor<'_> {
                 "provisioning finished by a re-run",
                 None,
             ),
+            Step::WriteChannels { space, changes, .. } => self.write(
+                Event::ChannelsWritten,
+                Some(space),
+                after,
+                &changes.join("; "),
+                None,
+            ),
             Step::Reap { space, account } => {
                 let counts = plan.steps.iter().find_map(|s| match s {
                     Step::DeleteStreams {

@@ -304,6 +304,12 @@ fn run_step(
             system::forget_previous_control(ctx.root, record)
         }
         Step::Provision { space, .. } => steps::provision(ctx, broker, space),
+        Step::WriteChannels {
+            space,
+            account,
+            writes,
+            ..
+        } => steps::write_channels(ctx, broker, space, account, writes),
         Step::Reap { space, account } => {
             steps::reap(ctx, broker.running(), outcome, space, account);
             Ok(())

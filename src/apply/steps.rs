@@ -215,3 +215,34 @@ pub fn reap(ctx: &Context, running: bool, outcome: &mut Outcome, space: &SpaceNa
     }
     fault::point(Point::AfterReap);
 }
+
+/// Write the space's channel registry, as an ephemeral user that may touch only its registry.
+/// `account` empty: a space this apply added (its record names the account).
+pub fn write_channels(
+    ctx: &Context,
+    broker: &mut dyn Broker,
+    space: &SpaceName,
+    account: &str,
+    writes: &[crate::channels::Write],
+) -> Result<()> {
+    let current = account_record::load(ctx.root, space)?;
+    if !account.is_empty() && current.account.public != account {
+        return Err(Error::Refused(format!(
+            "the record of {} changed under the lock (now account {}, the plan saw {account}).\n\
+             next: run `cotal plan`",
+            q(space),
+            current.account.public
+        )));
+    }
+    let writer = space_user(
+        ctx.root,
+        space,
+        &current.account.public,
+        "cotal-registry",
+        permissions::registry(&space.token()),
+    )?
+    .ok_or_else(|| Error::Other(format!("the record of {} disappeared", q(space))))?;
+    broker.write_channels(space, &writer, writes)?;
+    tracing::info!(space = %space, keys = writes.len(), "channels written");
+    Ok(())
+}

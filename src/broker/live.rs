@@ -4,6 +4,7 @@
 //! Every call here is async inside a private current-thread runtime; callers stay synchronous.
 //! Every user is minted in memory by the caller with a short expiry and never written to disk.
 
+use crate::channels;
 use crate::error::{Error, Result};
 use crate::streams::{self, Expected, Retention, Shape};
 use async_nats::jetstream::{self, kv, stream};
@@ -89,7 +90,7 @@ impl Nats {
                 .await
                 .map_err(|e| Error::Other(format!("channel registry: {e}")))?;
             match registry
-                .create(streams::DEFAULTS_KEY, streams::DEFAULTS_VALUE.into())
+                .create(channels::DEFAULTS_KEY, channels::SEEDED_DEFAULTS.into())
                 .await
             {
                 Ok(_) => done.push("set the default delivery class to durable".into()),
@@ -211,6 +212,172 @@ impl Nats {
             Ok(connz.data.num_connections)
         })
     }
+}
+
+impl Nats {
+    /// Each space's channel registry, read as a user of the space (`(space, token, creds)`),
+    /// at most 16 spaces at a time. `Ok(None)`: the space has no registry bucket yet.
+    pub fn registries(
+        &self,
+        spaces: Vec<(crate::model::SpaceName, String, String)>,
+    ) -> BTreeMap<crate::model::SpaceName, std::result::Result<Option<channels::Registry>, String>>
+    {
+        use futures::StreamExt;
+        let url = self.url.clone();
+        self.rt.block_on(async {
+            futures::stream::iter(spaces)
+                .map(|(name, token, creds)| {
+                    let url = url.clone();
+                    async move { (name, read_registry(&url, &token, &creds).await) }
+                })
+                .buffer_unordered(16)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect()
+        })
+    }
+
+    /// Write a space's registry, in order, each write compare-and-set on the revision it was
+    /// planned against. A key that moved since is [`Error::StalePlan`], naming it; the writes
+    /// before it are kept (each is what the plan said).
+    pub fn write_channels(
+        &self,
+        creds: &str,
+        space: &crate::model::SpaceName,
+        writes: &[channels::Write],
+    ) -> Result<Vec<String>> {
+        use channels::Expect;
+        self.rt.block_on(async {
+            let client = connect(&self.url, creds)
+                .await
+                .map_err(other("registry connect"))?;
+            let js = jetstream::new(client);
+            let bucket = streams::registry_bucket(&space.token());
+            let kv = js
+                .get_key_value(&bucket)
+                .await
+                .map_err(|e| Error::Other(format!("channel registry {bucket}: {e}")))?;
+            let mut done = Vec::new();
+            for w in writes {
+                let key = w.key.as_str();
+                let stale = |why: String| {
+                    Error::StalePlan(format!(
+                        "channel {key:?} of space {} changed in the registry since the plan ({why}); nothing more was written.\nnext: run `cotal plan` to see it, then apply again",
+                        space.quoted()
+                    ))
+                };
+                let result: std::result::Result<(), Error> = match (&w.value, w.expect) {
+                    (Some(v), Expect::Any) => kv
+                        .put(key, v.clone().into())
+                        .await
+                        .map(|_| ())
+                        .map_err(|e| Error::Other(format!("writing channel {key:?}: {e}"))),
+                    (Some(v), Expect::Absent) => match kv.create(key, v.clone().into()).await {
+                        Ok(_) => Ok(()),
+                        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                            Err(stale("it exists now".into()))
+                        }
+                        Err(e) => Err(Error::Other(format!("writing channel {key:?}: {e}"))),
+                    },
+                    (Some(v), Expect::Revision(r)) => {
+                        match kv.update(key, v.clone().into(), r).await {
+                            Ok(_) => Ok(()),
+                            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
+                                Err(stale(format!("it is no longer at revision {r}")))
+                            }
+                            Err(e) if e.to_string().contains("wrong last sequence") => {
+                                Err(stale(format!("it is no longer at revision {r}")))
+                            }
+                            Err(e) => Err(Error::Other(format!("writing channel {key:?}: {e}"))),
+                        }
+                    }
+                    (None, Expect::Revision(r)) => {
+                        match kv.delete_expect_revision(key, Some(r)).await {
+                            Ok(()) => Ok(()),
+                            Err(e)
+                                if e.kind() == kv::UpdateErrorKind::WrongLastRevision
+                                    || e.to_string().contains("wrong last sequence") =>
+                            {
+                                Err(stale(format!("it is no longer at revision {r}")))
+                            }
+                            Err(e) => Err(Error::Other(format!("deleting channel {key:?}: {e}"))),
+                        }
+                    }
+                    (None, _) => kv
+                        .delete(key)
+                        .await
+                        .map_err(|e| Error::Other(format!("deleting channel {key:?}: {e}"))),
+                };
+                result?;
+                done.push(key.to_string());
+            }
+            Ok(done)
+        })
+    }
+}
+
+/// One space's registry: the keys its stream holds (a subject each), then each key's latest
+/// entry (a deleted key is absent; a value that is not JSON is kept as a string).
+async fn read_registry(
+    url: &str,
+    token: &str,
+    creds: &str,
+) -> std::result::Result<Option<channels::Registry>, String> {
+    use futures::TryStreamExt;
+    let client = connect(url, creds)
+        .await
+        .map_err(|e| format!("connect: {e}"))?;
+    let js = jetstream::new(client);
+    let bucket = streams::registry_bucket(token);
+    let stream = match js.get_stream(format!("KV_{bucket}")).await {
+        Ok(s) => s,
+        Err(e) if e.to_string().contains("not found") => return Ok(None),
+        Err(e) => return Err(format!("registry {bucket}: {e}")),
+    };
+    let prefix = format!("$KV.{bucket}.");
+    let mut subjects = stream
+        .info_with_subjects(format!("{prefix}>"))
+        .await
+        .map_err(|e| format!("registry {bucket}: {e}"))?;
+    let mut keys = Vec::new();
+    while let Some((subject, _)) = subjects
+        .try_next()
+        .await
+        .map_err(|e| format!("registry {bucket}: {e}"))?
+    {
+        if let Some(key) = subject.strip_prefix(&prefix) {
+            keys.push(key.to_string());
+        }
+    }
+    let kv = js
+        .get_key_value(&bucket)
+        .await
+        .map_err(|e| format!("registry {bucket}: {e}"))?;
+    let mut out = channels::Registry::new();
+    for key in keys {
+        let Some(entry) = kv
+            .entry(&key)
+            .await
+            .map_err(|e| format!("registry {bucket} key {key:?}: {e}"))?
+        else {
+            continue;
+        };
+        if entry.operation != kv::Operation::Put {
+            continue;
+        }
+        let value = serde_json::from_slice(&entry.value).unwrap_or_else(|_| {
+            serde_json::Value::String(String::from_utf8_lossy(&entry.value).into_owned())
+        });
+        out.insert(
+            key,
+            channels::Entry {
+                value,
+                revision: entry.revision,
+            },
+        );
+    }
+    Ok(Some(out))
 }
 
 /// Create one stream or bucket when missing, update it when drifted. Returns what it did.

@@ -62,6 +62,14 @@ pub trait Broker {
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()>;
     /// Create the space's missing streams and buckets, update drifted ones.
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>>;
+    /// Write the space's channel registry as `writer` (compare-and-set per key; a key that
+    /// moved is [`Error::StalePlan`]).
+    fn write_channels(
+        &mut self,
+        space: &SpaceName,
+        writer: &str,
+        writes: &[crate::channels::Write],
+    ) -> Result<()>;
 }
 
 /// A broker that is not running.
@@ -92,6 +100,17 @@ impl Broker for Stopped {
     fn provision(&mut self, space: &SpaceName, _provisioner: &str) -> Result<Vec<String>> {
         Err(Error::Other(format!(
             "cannot provision {}: the broker is not running (`cotal up` provisions it)",
+            q(space)
+        )))
+    }
+    fn write_channels(
+        &mut self,
+        space: &SpaceName,
+        _writer: &str,
+        _writes: &[crate::channels::Write],
+    ) -> Result<()> {
+        Err(Error::Other(format!(
+            "cannot write the channels of {}: the broker is not running (plan with it running)",
             q(space)
         )))
     }
@@ -303,5 +322,13 @@ impl Broker for Running {
     }
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
         self.nats.provision(provisioner, &space.token())
+    }
+    fn write_channels(
+        &mut self,
+        space: &SpaceName,
+        writer: &str,
+        writes: &[crate::channels::Write],
+    ) -> Result<()> {
+        self.nats.write_channels(writer, space, writes).map(|_| ())
     }
 }

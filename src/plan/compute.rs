@@ -68,7 +68,10 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> 
             change: count(Action::Change),
             remove: count(Action::Remove),
         },
-        warnings: describe::warnings(desired, observed, &node),
+        warnings: describe::warnings(desired, observed, &node)
+            .into_iter()
+            .chain(describe::channel_warnings(desired, observed, &diff))
+            .collect(),
         changes: described.changes,
         steps,
         config: promotion.map(|p| p.config),

@@ -34,11 +34,15 @@ pub fn describe(
         out.removal_blasts.insert(name.clone(), blast);
     }
     for (name, spec) in &diff.adds {
+        let mut details = spec_details(spec);
+        if let Some(d) = diff.channels.get(name) {
+            details.extend(d.lines.iter().cloned());
+        }
         out.changes.push(SpaceChange {
             action: Action::Add,
             space: name.clone(),
             account: None,
-            details: spec_details(spec),
+            details,
             blast: Blast {
                 touched: vec![name.clone()],
                 ..Blast::default()
@@ -150,6 +154,9 @@ fn existing(
     if let Some(work) = diff.provisions.get(name) {
         details.push(format!("streams: {}", work.join(", ")));
     }
+    if let Some(d) = diff.channels.get(name) {
+        details.extend(d.lines.iter().cloned());
+    }
     (
         SpaceChange {
             action: Action::Change,
@@ -255,4 +262,47 @@ mod tests {
         };
         assert!(!removal(&o, &name("gone"), &done).1.data_uncounted);
     }
+}
+
+/// What the plan says of channels it does not write: declarations it cannot check (the broker
+/// stopped, the space suspended, the registry unreadable) and registry entries the file does
+/// not declare, kept.
+pub fn channel_warnings(desired: &Desired, observed: &Observed, diff: &Diff) -> Vec<String> {
+    use crate::observed::RegistryState;
+    let mut out = Vec::new();
+    for (name, declared) in &desired.channels {
+        if declared.channels.is_empty() && declared.defaults.is_none() {
+            continue;
+        }
+        let why = match observed.inventory.spaces.get(name) {
+            _ if !observed.process.is_running() => Some("the broker is stopped".to_string()),
+            None => None,
+            Some(s)
+                if s.limits.is_suspended() || desired.spaces[name].state != SpaceState::Active =>
+            {
+                Some("the space is suspended".to_string())
+            }
+            Some(s) => match &s.registry {
+                RegistryState::Failed(e) => Some(format!("its registry could not be read: {e}")),
+                RegistryState::Unknown => Some("its registry was not read".to_string()),
+                _ => None,
+            },
+        };
+        if let Some(why) = why {
+            out.push(format!(
+                "the channels {} declares are not checked ({why}); an apply with the broker running and the space active writes them",
+                q(name)
+            ));
+        }
+    }
+    for (name, d) in &diff.channels {
+        if !d.kept.is_empty() {
+            out.push(format!(
+                "{}: the registry holds channels cotal.toml does not declare, kept: {} (prune_channels = true removes them)",
+                q(name),
+                d.kept.join(", ")
+            ));
+        }
+    }
+    out
 }

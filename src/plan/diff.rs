@@ -8,7 +8,7 @@ use super::{FieldChange, Transition};
 use crate::desired::Desired;
 use crate::jwt::AccountLimits;
 use crate::model::{SpaceName, SpaceSpec, SpaceState, human_bytes};
-use crate::observed::{Observed, ObservedSpace, UsageSource};
+use crate::observed::{Observed, ObservedSpace, RegistryState, UsageSource};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A re-issue of a space's account JWT.
@@ -30,6 +30,9 @@ pub struct Diff {
     pub sys_creds: BTreeMap<SpaceName, String>,
     /// Existing spaces' provisioning work (missing or drifted streams), broker running.
     pub provisions: BTreeMap<SpaceName, Vec<String>>,
+    /// Channel registry writes per space (existing spaces whose registry was read, and spaces
+    /// this plan adds while the broker runs); empty diffs are left out.
+    pub channels: BTreeMap<SpaceName, crate::channels::Diff>,
 }
 
 impl Diff {
@@ -40,6 +43,12 @@ impl Diff {
             .chain(self.protections.keys())
             .chain(self.sys_creds.keys())
             .chain(self.provisions.keys())
+            .chain(
+                self.channels
+                    .iter()
+                    .filter(|(n, d)| !d.writes.is_empty() && !self.adds.contains_key(*n))
+                    .map(|(n, _)| n),
+            )
             .collect()
     }
 }
@@ -59,6 +68,16 @@ pub fn diff(
             Some(space) if !removals.leaving(inv, name) => space,
             _ => {
                 out.adds.insert(name.clone(), *spec);
+                // Its registry is created by provisioning, just before the writes.
+                if running
+                    && spec.state == SpaceState::Active
+                    && let Some(declared) = desired.channels.get(name)
+                {
+                    let d = crate::channels::diff(declared, None);
+                    if !d.writes.is_empty() {
+                        out.channels.insert(name.clone(), d);
+                    }
+                }
                 continue;
             }
         };
@@ -107,6 +126,22 @@ pub fn diff(
             let work = provisioning_work(name, space);
             if !work.is_empty() {
                 out.provisions.insert(name.clone(), work);
+            }
+        }
+        // Channels: only of a space that stays active, against the registry as read.
+        if spec.state == SpaceState::Active && !space.limits.is_suspended() {
+            let declared = desired.channels.get(name).cloned().unwrap_or_default();
+            let d = match &space.registry {
+                RegistryState::Read(registry) => {
+                    Some(crate::channels::diff(&declared, Some(registry)))
+                }
+                RegistryState::Missing => Some(crate::channels::diff(&declared, None)),
+                RegistryState::Unknown | RegistryState::Failed(_) => None,
+            };
+            if let Some(d) = d
+                && (!d.writes.is_empty() || !d.kept.is_empty())
+            {
+                out.channels.insert(name.clone(), d);
             }
         }
     }

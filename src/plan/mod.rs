@@ -250,6 +250,15 @@ pub enum Step {
     Provision { space: SpaceName, work: Vec<String> },
     /// Delete a removed space's local material (account record, space folder).
     Reap { space: SpaceName, account: String },
+    /// Write a space's channel registry: each key compare-and-set on the revision the plan saw
+    /// (running broker only; no promotion, no reload).
+    WriteChannels {
+        space: SpaceName,
+        account: String,
+        writes: Vec<crate::channels::Write>,
+        /// `+`/`~`/`-` per key, for people.
+        changes: Vec<String>,
+    },
 }
 
 impl Step {
@@ -267,7 +276,9 @@ impl Step {
                 *blast = Blast::default();
             }
             Step::Provision { work, .. } => work.clear(),
-            Step::ReissueSystemAccount { changes, .. } => changes.clear(),
+            Step::ReissueSystemAccount { changes, .. } | Step::WriteChannels { changes, .. } => {
+                changes.clear()
+            }
             Step::FinishJournal { .. }
             | Step::AddAccount { .. }
             | Step::WriteSysCreds { .. }
@@ -289,7 +300,8 @@ impl Step {
             | Step::WriteSysCreds { space }
             | Step::RecordProtection { space, .. }
             | Step::Provision { space, .. }
-            | Step::Reap { space, .. } => Some(space),
+            | Step::Reap { space, .. }
+            | Step::WriteChannels { space, .. } => Some(space),
         }
     }
 
@@ -335,6 +347,12 @@ impl Step {
             Step::AddAccount { space, .. } => {
                 format!("mint the account of {} and write its record", q(space))
             }
+            Step::WriteChannels { space, writes, .. } => format!(
+                "write {} channel registry key{} of {} (compare-and-set; no reload)",
+                writes.len(),
+                if writes.len() == 1 { "" } else { "s" },
+                q(space)
+            ),
             Step::ReissueAccount { space, .. } => {
                 format!("re-issue the account JWT of {}", q(space))
             }

@@ -107,6 +107,23 @@ pub fn steps(
             });
         }
     }
+    // Channels last: their registry exists once provisioning ran, and a resumed space is
+    // loaded by then.
+    for (name, d) in &diff.channels {
+        if d.writes.is_empty() {
+            continue;
+        }
+        let account = match inv.spaces.get(name) {
+            Some(s) if !diff.adds.contains_key(name) => s.account_pub.clone(),
+            _ => String::new(),
+        };
+        late.push(Step::WriteChannels {
+            space: name.clone(),
+            account,
+            writes: d.writes.clone(),
+            changes: d.lines.clone(),
+        });
+    }
     steps.extend(promotion);
     steps.extend(late);
     for (name, r) in removals.iter() {
@@ -173,6 +190,7 @@ mod tests {
             Step::PromoteConfig { .. } => "promote",
             Step::Provision { .. } => "provision",
             Step::Reap { .. } => "reap",
+            Step::WriteChannels { .. } => "channels",
         })
         .collect();
         assert_eq!(

@@ -187,6 +187,7 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                         sys_users: Vec::new(),
                         sys_issued: Vec::new(),
                         stream_drift: Vec::new(),
+                        registry: Default::default(),
                     },
                 );
             }

@@ -19,6 +19,7 @@ const PURE: &[&str] = &[
     "src/edit.rs",
     "src/secret.rs",
     "src/state.rs",
+    "src/channels.rs",
     "src/audit.rs",
     "src/error.rs",
     "src/plan",

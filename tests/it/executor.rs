@@ -65,6 +65,15 @@ impl Broker for Fake {
         assert!(provisioner.contains("BEGIN NATS USER JWT"));
         Ok(vec!["created".into()])
     }
+    fn write_channels(
+        &mut self,
+        _: &SpaceName,
+        writer: &str,
+        _: &[cotal::channels::Write],
+    ) -> Result<()> {
+        assert!(writer.contains("BEGIN NATS USER JWT"));
+        Ok(())
+    }
 }
 
 fn apply_with(root: &TestRoot, broker: &mut Fake, before_execute: impl FnOnce()) -> Result<()> {
