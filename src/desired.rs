@@ -238,13 +238,11 @@ fn space_channels(
 ) -> Result<crate::channels::SpaceChannels, String> {
     use crate::channels::{self, Settings};
     let settings = |c: RawChannel, is_defaults: bool| -> Result<Settings, String> {
-        if is_defaults {
-            if let Some(field) = c.description.as_ref().or(c.instructions.as_ref()) {
-                return Err(loc.at(
-                    field.span().start,
-                    "channel_defaults carry only delivery_class and replay_window (description and instructions belong to a channel)",
-                ));
-            }
+        if is_defaults && let Some(field) = c.description.as_ref().or(c.instructions.as_ref()) {
+            return Err(loc.at(
+                field.span().start,
+                "channel_defaults carry only delivery_class and replay_window (description and instructions belong to a channel)",
+            ));
         }
         let text = |f: Option<Spanned<String>>,
                     what: &str,
@@ -552,6 +550,60 @@ max_storage = "10GiB"
         assert!(err("version = 1\n[defaults]\nstate = \"suspended\"\n").contains("unknown field"));
         let d = parse("version = 1\n[broker]\nmax_file_store = \"10GiB\"\n", "f").unwrap();
         assert_eq!(d.broker.max_file_store, Some(ByteSize(10 << 30)));
+    }
+
+    #[test]
+    fn channels_are_parsed_and_bad_declarations_named_at_their_line_and_column() {
+        let d = parse(
+            "version = 1\n[spaces.a.channel_defaults]\ndelivery_class = \"durable\"\nreplay_window = \"24h\"\n[spaces.a.channels.\"team.backend\"]\ndelivery_class = \"live\"\ninstructions = \"x\"\n",
+            "cotal.toml",
+        )
+        .unwrap();
+        let a = &d.channels[&SpaceName::parse("a").unwrap()];
+        assert_eq!(
+            a.defaults.as_ref().unwrap().replay_window.as_deref(),
+            Some("24h")
+        );
+        assert_eq!(
+            a.channels["team.backend"].delivery_class,
+            Some(crate::channels::DeliveryClass::Live)
+        );
+        assert!(
+            parse("version = 1\n[spaces.b]\n", "f")
+                .unwrap()
+                .channels
+                .is_empty()
+        );
+        for (text, at, what) in [
+            (
+                "[spaces.a.channels.general]\nreplay_window = \"24 hours\"\n",
+                "cotal.toml:3:17",
+                "not a window",
+            ),
+            (
+                "[spaces.a.channels.\"team.*\"]\n",
+                "cotal.toml:2:20",
+                "not allowed",
+            ),
+            (
+                "[spaces.a.channels.\"=x\"]\n",
+                "cotal.toml:2:20",
+                "reserved",
+            ),
+            (
+                "[spaces.a.channel_defaults]\ninstructions = \"x\"\n",
+                "cotal.toml:3:16",
+                "only delivery_class",
+            ),
+            (
+                "[spaces.a.channels.g]\ndelivery_class = \"sometimes\"\n",
+                "cotal.toml:3:18",
+                "unknown variant",
+            ),
+        ] {
+            let e = err(&format!("version = 1\n{text}"));
+            assert!(e.starts_with(at) && e.contains(what), "{text:?}: {e}");
+        }
     }
 
     #[test]

@@ -90,6 +90,9 @@ pub struct AppliedSpace {
     /// The streams and buckets seen at the export.
     #[serde(default)]
     pub streams: Vec<String>,
+    /// The channel registry as read at the export (the broker ran and the space was active).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub channels: Option<crate::channels::Registry>,
 }
 
 /// The public part of `observed`, exported at `now` (RFC 3339); refused when the observation
@@ -156,6 +159,10 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, String> {
                         sys_users: s.sys_users.clone(),
                         sys_issued: s.sys_issued.clone(),
                         streams: s.usage.streams.iter().map(|u| u.name.clone()).collect(),
+                        channels: match &s.registry {
+                            crate::observed::RegistryState::Read(r) => Some(r.clone()),
+                            _ => None,
+                        },
                     },
                 )
             })
@@ -226,7 +233,10 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                 sys_users: s.sys_users.clone(),
                 sys_issued: s.sys_issued.clone(),
                 stream_drift: Vec::new(),
-                registry: Default::default(),
+                registry: match &s.channels {
+                    Some(r) => crate::observed::RegistryState::Read(r.clone()),
+                    None => crate::observed::RegistryState::Unknown,
+                },
             },
         );
     }

@@ -215,6 +215,11 @@ struct Row {
     state: Option<lifecycle::State>,
     #[serde(skip_serializing_if = "Option::is_none")]
     servable: Option<bool>,
+    /// Channels cotal.toml declares for the space.
+    channels_declared: usize,
+    /// Channels its registry holds (the defaults key not counted), when the broker was read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channels_in_registry: Option<usize>,
 }
 
 fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<i32> {
@@ -249,6 +254,17 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
                 applied: observed.inventory.spaces.contains_key(n),
                 state: view.as_ref().map(|v| v.state),
                 servable: view.map(|v| v.servable),
+                channels_declared: desired.channels.get(n).map_or(0, |c| c.channels.len()),
+                channels_in_registry: observed.inventory.spaces.get(n).and_then(|s| {
+                    match &s.registry {
+                        crate::observed::RegistryState::Read(r) => Some(
+                            r.keys()
+                                .filter(|k| *k != crate::channels::DEFAULTS_KEY)
+                                .count(),
+                        ),
+                        _ => None,
+                    }
+                }),
             }
         })
         .collect();
@@ -259,13 +275,13 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
         ),
         super::status_cmd::Format::Text => {
             println!(
-                "{:<24} {:<10} {:<8} {:<13} servable",
-                "space", "desired", "protect", "state"
+                "{:<24} {:<10} {:<8} {:<13} {:<9} channels",
+                "space", "desired", "protect", "state", "servable"
             );
             for r in &rows {
                 let name = crate::report::name(&SpaceName::parse(&r.name).expect("valid"));
                 println!(
-                    "{:<24} {:<10} {:<8} {:<13} {}",
+                    "{:<24} {:<10} {:<8} {:<13} {:<9} {}",
                     name,
                     r.desired_state
                         .map(|s| s.to_string())
@@ -280,6 +296,10 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
                         Some(true) => "yes",
                         Some(false) => "no",
                         None => "-",
+                    },
+                    match r.channels_in_registry {
+                        Some(n) => format!("{} declared, {n} in the registry", r.channels_declared),
+                        None => format!("{} declared", r.channels_declared),
                     }
                 );
             }

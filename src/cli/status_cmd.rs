@@ -124,6 +124,9 @@ struct SpaceStatus {
     protect: bool,
     /// The applied limits (from the account JWT; absent: unlimited).
     limits: crate::model::Limits,
+    /// The channel registry as the running broker holds it (key -> value), when read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    channels: Option<std::collections::BTreeMap<String, serde_json::Value>>,
 }
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
@@ -201,6 +204,14 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 connections: s.usage.connections,
                 protect: s.protect_recorded,
                 limits: crate::plan::applied_spec(s).limits,
+                channels: match &s.registry {
+                    crate::observed::RegistryState::Read(r) => Some(
+                        r.iter()
+                            .map(|(k, e)| (k.clone(), e.value.clone()))
+                            .collect(),
+                    ),
+                    _ => None,
+                },
             })
             .collect(),
     };

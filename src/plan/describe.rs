@@ -238,32 +238,6 @@ pub fn warnings(desired: &Desired, observed: &Observed, node: &Node) -> Vec<Stri
     out
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plan::testing::{name, observed, space};
-
-    #[test]
-    fn a_removal_without_figures_says_it_destroys_everything() {
-        let o = observed(&[("gone", space("AGONE", &SpaceSpec::default()))]);
-        let r = Removal {
-            account: "AGONE".into(),
-            committed: false,
-            journaled: false,
-        };
-        let (change, blast) = removal(&o, &name("gone"), &r);
-        assert_eq!(change.action, Action::Remove);
-        assert!(blast.data_uncounted);
-        assert!(blast.describe().starts_with("destroys every stream"));
-        // Past its commit point there is nothing left to count.
-        let done = Removal {
-            committed: true,
-            ..r
-        };
-        assert!(!removal(&o, &name("gone"), &done).1.data_uncounted);
-    }
-}
-
 /// What the plan says of channels it does not write: declarations it cannot check (the broker
 /// stopped, the space suspended, the registry unreadable) and registry entries the file does
 /// not declare, kept.
@@ -305,4 +279,30 @@ pub fn channel_warnings(desired: &Desired, observed: &Observed, diff: &Diff) -> 
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::testing::{name, observed, space};
+
+    #[test]
+    fn a_removal_without_figures_says_it_destroys_everything() {
+        let o = observed(&[("gone", space("AGONE", &SpaceSpec::default()))]);
+        let r = Removal {
+            account: "AGONE".into(),
+            committed: false,
+            journaled: false,
+        };
+        let (change, blast) = removal(&o, &name("gone"), &r);
+        assert_eq!(change.action, Action::Remove);
+        assert!(blast.data_uncounted);
+        assert!(blast.describe().starts_with("destroys every stream"));
+        // Past its commit point there is nothing left to count.
+        let done = Removal {
+            committed: true,
+            ..r
+        };
+        assert!(!removal(&o, &name("gone"), &done).1.data_uncounted);
+    }
 }

@@ -38,7 +38,7 @@ fn every_example_is_valid_for_the_schema_and_the_parser() {
 #[test]
 fn bad_files_are_refused_by_both() {
     let v = validator();
-    let bad = [
+    let bad: [&str; 29] = [
         "[spaces.a]\n",
         "version = 2\n",
         "version = 1\nextra = true\n",
@@ -61,6 +61,16 @@ fn bad_files_are_refused_by_both() {
         "version = 1\n[spaces.a.limits]\nmax_storage = 1.5\n",
         "version = 1\n[spaces.a.limits]\nmax_streams = 11\n",
         "version = 1\n[spaces.a.limits]\nmax_subs = 10\n",
+        "version = 1\n[spaces.a.channels.general]\ndelivery_class = \"sometimes\"\n",
+        "version = 1\n[spaces.a.channels.general]\nreplay_window = \"24 hours\"\n",
+        "version = 1\n[spaces.a.channels.\"team.*\"]\n",
+        "version = 1\n[spaces.a.channels.\"=defaults\"]\n",
+        "version = 1\n[spaces.a.channels.general]\ncolour = \"red\"\n",
+        "version = 1\n[spaces.a.channel_defaults]\ndescription = \"x\"\n",
+        &format!(
+            "version = 1\n[spaces.a.channels.general]\ndescription = \"{}\"\n",
+            "x".repeat(201)
+        ),
     ];
     for text in bad {
         assert!(

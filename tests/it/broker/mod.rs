@@ -3,6 +3,7 @@
 //!
 //! Waits are bounded waits for an event (a disconnect, a message), never sleeps.
 
+mod channels;
 #[cfg(feature = "fault-injection")]
 mod crash;
 mod root_backup;

@@ -1,0 +1,244 @@
+//! Channels declared in cotal.toml against a real broker, read back by a foreign client
+//! through the space's registry bucket: the exact wire JSON, changes without a reload, drift
+//! restored, a concurrent edit refused as stale, undeclared channels kept or pruned, the legacy
+//! default key repaired.
+
+use super::{Broker, Client};
+use crate::support::{stderr, stdout};
+use async_nats::jetstream;
+
+const DECLARED: &str = r#"[spaces.design]
+
+[spaces.design.channel_defaults]
+delivery_class = "durable"
+replay_window = "24h"
+
+[spaces.design.channels.general]
+delivery_class = "live"
+description = "Everyone in the design space"
+
+[spaces.design.channels."team.backend"]
+delivery_class = "durable"
+instructions = "Post build failures here."
+
+[spaces.release]
+"#;
+
+/// The registry value of `key` as a client of the space reads it (`None`: absent or deleted).
+fn read(b: &Broker, client: &Client, key: &str) -> Option<String> {
+    b.rt.block_on(async {
+        let kv = jetstream::new(client.client.clone())
+            .get_key_value("cotal_channels_design")
+            .await
+            .unwrap();
+        kv.get(key)
+            .await
+            .unwrap()
+            .map(|v| String::from_utf8(v.to_vec()).unwrap())
+    })
+}
+
+fn write(b: &Broker, client: &Client, key: &str, value: &str) {
+    b.rt.block_on(async {
+        let kv = jetstream::new(client.client.clone())
+            .get_key_value("cotal_channels_design")
+            .await
+            .unwrap();
+        kv.put(key, value.to_string().into()).await.unwrap();
+    });
+}
+
+/// A plan of only channel changes: exit 2, no promotion, no other space.
+fn channel_only_plan(b: &Broker) -> String {
+    let out = b
+        .root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(2);
+    let text = stdout(&out);
+    assert!(!text.contains("promote"), "no promotion: {text}");
+    assert!(!text.contains("\"release\""), "no other space: {text}");
+    text
+}
+
+#[test]
+fn declared_channels_reach_the_registry_exactly_and_are_kept_there_without_a_reload() {
+    let b = Broker::start(DECLARED);
+    let client = b.client("design").unwrap();
+    // `up` seeded the default; the declarations are written by the next apply.
+    let plan = channel_only_plan(&b);
+    assert!(plan.contains("+ channel \"general\""), "{plan}");
+    assert!(
+        plan.contains("~ channel defaults: replayWindow: (unset) -> \"24h\""),
+        "{plan}"
+    );
+    let generation = b.root.generation();
+    let applied = stdout(&b.root.apply().success());
+    assert!(
+        !applied.contains("Reload confirmed"),
+        "no reload: {applied}"
+    );
+    assert_eq!(b.root.generation(), generation, "no promotion");
+    assert_eq!(
+        read(&b, &client, "general").as_deref(),
+        Some(r#"{"deliveryClass":"live","description":"Everyone in the design space"}"#)
+    );
+    assert_eq!(
+        read(&b, &client, "team.backend").as_deref(),
+        Some(r#"{"deliveryClass":"durable","instructions":"Post build failures here."}"#)
+    );
+    assert_eq!(
+        read(&b, &client, "=defaults").as_deref(),
+        Some(r#"{"deliveryClass":"durable","replayWindow":"24h"}"#)
+    );
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    let status: serde_json::Value = serde_json::from_str(&stdout(
+        &b.root
+            .cotal(&["status", "--format", "json"])
+            .assert()
+            .success(),
+    ))
+    .unwrap();
+    let design = status["spaces"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "design")
+        .unwrap();
+    assert_eq!(design["channels"]["general"]["deliveryClass"], "live");
+    let listed = stdout(&b.root.cotal(&["space", "list"]).assert().success());
+    assert!(listed.contains("2 declared, 2 in the registry"), "{listed}");
+
+    // A changed field is a `~` with its diff, written with no reload.
+    b.desire(&DECLARED.replace("delivery_class = \"live\"", "delivery_class = \"durable\""));
+    let plan = channel_only_plan(&b);
+    assert!(
+        plan.contains(r#"~ channel "general": deliveryClass: "live" -> "durable""#),
+        "{plan}"
+    );
+    let applied = stdout(&b.root.apply().success());
+    assert!(!applied.contains("Reload confirmed"), "{applied}");
+    assert!(
+        read(&b, &client, "general")
+            .unwrap()
+            .contains(r#""deliveryClass":"durable""#)
+    );
+
+    // A client's edit of a declared field is drift, restored; its own keys are kept.
+    write(
+        &b,
+        &client,
+        "general",
+        r#"{"deliveryClass":"durable","description":"hijacked","replay":"all"}"#,
+    );
+    let plan = channel_only_plan(&b);
+    assert!(
+        plan.contains(r#"description: "hijacked" -> "Everyone in the design space""#),
+        "{plan}"
+    );
+    b.root.apply().success();
+    assert_eq!(
+        read(&b, &client, "general").as_deref(),
+        Some(
+            r#"{"deliveryClass":"durable","description":"Everyone in the design space","replay":"all"}"#
+        )
+    );
+
+    // An undeclared channel is kept (and named) unless the space prunes.
+    write(&b, &client, "random", r#"{"deliveryClass":"live"}"#);
+    let plan = stdout(
+        &b.root
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(0),
+    );
+    assert!(plan.contains("kept: random"), "{plan}");
+    b.desire(
+        &DECLARED
+            .replace("delivery_class = \"live\"", "delivery_class = \"durable\"")
+            .replace(
+                "[spaces.design]\n",
+                "[spaces.design]\nprune_channels = true\n",
+            ),
+    );
+    let plan = channel_only_plan(&b);
+    assert!(plan.contains(r#"- channel "random""#), "{plan}");
+    b.root.apply().success();
+    assert_eq!(read(&b, &client, "random"), None);
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    let audit = stdout(
+        &b.root
+            .cotal(&["audit", "--space", "design"])
+            .assert()
+            .success(),
+    );
+    assert!(audit.contains("space.channels_written"), "{audit}");
+}
+
+#[test]
+fn a_concurrent_edit_between_plan_and_write_refuses_as_stale() {
+    let b = Broker::start(DECLARED);
+    let client = b.client("design").unwrap();
+    b.root.apply().success();
+    b.desire(&DECLARED.replace(
+        "description = \"Everyone in the design space\"",
+        "description = \"Everyone\"",
+    ));
+    // The apply has planned (its journal is open) when a client writes the same channel.
+    let paused =
+        crate::support::Paused::at(&b.root, &["apply", "--auto-approve"], "after-journal-open");
+    write(
+        &b,
+        &client,
+        "general",
+        r#"{"deliveryClass":"live","description":"mine"}"#,
+    );
+    let (code, err) = paused.resume();
+    assert_eq!(code, Some(5), "stale: {err}");
+    assert!(err.contains("channel \"general\""), "{err}");
+    assert!(
+        err.contains("changed in the registry since the plan"),
+        "{err}"
+    );
+    assert_eq!(
+        read(&b, &client, "general").as_deref(),
+        Some(r#"{"deliveryClass":"live","description":"mine"}"#),
+        "the client's write was not overwritten"
+    );
+}
+
+#[test]
+fn the_legacy_default_key_is_repaired_and_bad_declarations_change_nothing() {
+    let b = Broker::start("[spaces.design]\n");
+    let client = b.client("design").unwrap();
+    // What an older cotal seeded: a key no Cotal client reads.
+    write(&b, &client, "=defaults", r#"{"delivery":"durable"}"#);
+    let plan = channel_only_plan(&b);
+    assert!(plan.contains("legacy key"), "{plan}");
+    b.root.apply().success();
+    assert_eq!(
+        read(&b, &client, "=defaults").as_deref(),
+        Some(r#"{"deliveryClass":"durable"}"#)
+    );
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    // A bad declaration: refused at its line and column, nothing written.
+    let before = b.root.snapshot();
+    b.desire("[spaces.design]\n[spaces.design.channels.\"team.*\"]\n");
+    let out = b.root.apply().code(1);
+    assert!(stderr(&out).contains("cotal.toml:"), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not allowed"), "{}", stderr(&out));
+    let mut after = b.root.snapshot();
+    after.0.retain(|k, _| k != "cotal.toml");
+    let mut before = before;
+    before.0.retain(|k, _| k != "cotal.toml");
+    assert_eq!(after, before);
+}
