@@ -23,17 +23,19 @@ now() { date +%s.%N; }
 t0=$(now); "$cotal" plan >/dev/null; t1=$(now)
 printf '[spaces.added]\n' >> "$root/cotal.toml"
 t2=$(now); out=$("$cotal" apply --auto-approve); t3=$(now)
+t4=$(now); "$cotal" state export >/dev/null; t5=$(now)
 
 # The broker's own reload: the time between cotal's reload request and the server's reply,
 # which it sends once the reload is done (cotal prints it).
 reload=$(printf '%s\n' "$out" | sed -n 's/.*Reload confirmed by nats-server in \([0-9.]*\) ms.*/\1/p' | head -1)
 reload=$(echo "$reload / 1000" | bc -l)
-python3 - "$n" "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)" "$reload" <<'PY'
+python3 - "$n" "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)" "$reload" "$(echo "$t5 - $t4" | bc)" <<'PY'
 import sys
-n, plan, apply, reload = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
+n, plan, apply, reload, state = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
 print(f"spaces on the broker:            {n}")
 print(f"cotal plan (no changes):         {plan*1000:8.1f} ms")
 print(f"cotal apply adding one space:    {apply*1000:8.1f} ms  (observe, plan, mint, render, promote, reload, verify, provision 12 streams)")
 print(f"nats-server reload (its reply):  {reload*1000:8.1f} ms")
 print(f"apply / reload:                  {apply/reload:8.1f} x")
+print(f"cotal state export:              {state*1000:8.1f} ms  (an apply writes it too)")
 PY

@@ -216,7 +216,7 @@ impl Nats {
 
 impl Nats {
     /// Each space's channel registry, read as a user of the space (`(space, token, creds)`),
-    /// at most 16 spaces at a time. `Ok(None)`: the space has no registry bucket yet.
+    /// at most 32 spaces at a time. `Ok(None)`: the space has no registry bucket yet.
     pub fn registries(
         &self,
         spaces: Vec<(crate::model::SpaceName, String, String)>,
@@ -230,7 +230,7 @@ impl Nats {
                     let url = url.clone();
                     async move { (name, read_registry(&url, &token, &creds).await) }
                 })
-                .buffer_unordered(16)
+                .buffer_unordered(32)
                 .collect::<Vec<_>>()
                 .await
                 .into_iter()
@@ -317,8 +317,9 @@ impl Nats {
     }
 }
 
-/// One space's registry: the keys its stream holds (a subject each), then each key's latest
-/// entry (a deleted key is absent; a value that is not JSON is kept as a string).
+/// One space's registry: the keys its stream holds (one stream-info request with a subject
+/// filter lists them), then each key's latest message by a direct get (a deleted or purged key
+/// is absent; a value that is not JSON is kept as a string).
 async fn read_registry(
     url: &str,
     token: &str,
@@ -330,16 +331,16 @@ async fn read_registry(
         .map_err(|e| format!("connect: {e}"))?;
     let js = jetstream::new(client);
     let bucket = streams::registry_bucket(token);
-    let stream = match js.get_stream(format!("KV_{bucket}")).await {
+    let stream = js
+        .get_stream_no_info(format!("KV_{bucket}"))
+        .await
+        .map_err(|e| format!("registry {bucket}: {e}"))?;
+    let prefix = format!("$KV.{bucket}.");
+    let mut subjects = match stream.info_with_subjects(format!("{prefix}>")).await {
         Ok(s) => s,
         Err(e) if e.to_string().contains("not found") => return Ok(None),
         Err(e) => return Err(format!("registry {bucket}: {e}")),
     };
-    let prefix = format!("$KV.{bucket}.");
-    let mut subjects = stream
-        .info_with_subjects(format!("{prefix}>"))
-        .await
-        .map_err(|e| format!("registry {bucket}: {e}"))?;
     let mut keys = Vec::new();
     while let Some((subject, _)) = subjects
         .try_next()
@@ -350,30 +351,27 @@ async fn read_registry(
             keys.push(key.to_string());
         }
     }
-    let kv = js
-        .get_key_value(&bucket)
-        .await
-        .map_err(|e| format!("registry {bucket}: {e}"))?;
     let mut out = channels::Registry::new();
     for key in keys {
-        let Some(entry) = kv
-            .entry(&key)
+        let m = stream
+            .direct_get_last_for_subject(format!("{prefix}{key}"))
             .await
-            .map_err(|e| format!("registry {bucket} key {key:?}: {e}"))?
-        else {
-            continue;
-        };
-        if entry.operation != kv::Operation::Put {
+            .map_err(|e| format!("registry {bucket} key {key:?}: {e}"))?;
+        let deleted = m
+            .headers
+            .get("KV-Operation")
+            .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
+        if deleted {
             continue;
         }
-        let value = serde_json::from_slice(&entry.value).unwrap_or_else(|_| {
-            serde_json::Value::String(String::from_utf8_lossy(&entry.value).into_owned())
+        let value = serde_json::from_slice(&m.payload).unwrap_or_else(|_| {
+            serde_json::Value::String(String::from_utf8_lossy(&m.payload).into_owned())
         });
         out.insert(
             key,
             channels::Entry {
                 value,
-                revision: entry.revision,
+                revision: m.sequence,
             },
         );
     }
