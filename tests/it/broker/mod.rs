@@ -898,6 +898,14 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
     );
     let b = Broker::up(b_root, b_port);
     assert_eq!(b.space_status("design").unwrap()["servable"], true);
+    // The restored registry (its channels bucket) and B's file agree: the plan is empty, and
+    // names the channel the file does not declare.
+    let plan = b
+        .root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    assert!(stdout(&plan).contains("kept: general"), "{}", stdout(&plan));
     let after = dump(&b, "design");
     assert_eq!(
         after, before,
