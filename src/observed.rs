@@ -126,6 +126,15 @@ pub struct CorruptRecord {
     pub foreign_issuer: Option<String>,
 }
 
+impl CorruptRecord {
+    /// The space the record's file name encodes (`account.<hex>.json`), when it does.
+    pub fn space(&self) -> Option<SpaceName> {
+        let name = self.file.file_name()?.to_str()?;
+        let hex = name.strip_prefix("account.")?.strip_suffix(".json")?;
+        SpaceName::from_hex(hex)
+    }
+}
+
 /// The validated account records.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Inventory {
@@ -396,10 +405,26 @@ impl Observed {
             BrokerRecordState::Valid(_) => {}
         }
         for c in &self.inventory.corrupt {
-            out.push(format!("{} is corrupt: {}", c.file.display(), c.reason));
+            out.push(match c.space() {
+                Some(space) => format!(
+                    "the account record of space {} ({}) is corrupt: {}",
+                    space.quoted(),
+                    c.file.display(),
+                    c.reason
+                ),
+                None => format!("{} is corrupt: {}", c.file.display(), c.reason),
+            });
         }
-        if let GenerationState::Corrupt { file, reason } = &self.generation {
-            out.push(format!("{} is corrupt: {reason}", file.display()));
+        match &self.generation {
+            GenerationState::Corrupt { file, reason } => {
+                out.push(format!("{} is corrupt: {reason}", file.display()))
+            }
+            GenerationState::Absent
+                if self.server_conf.is_some() || !self.inventory.spaces.is_empty() =>
+            {
+                out.push("the generation record .cotal/auth/broker-config.json is missing although spaces are applied: the next apply promotes the config again from generation 0".into())
+            }
+            _ => {}
         }
         if let JournalState::Corrupt { file, reason } = &self.journal {
             out.push(format!("{} is corrupt: {reason}", file.display()));

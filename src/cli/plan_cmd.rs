@@ -54,6 +54,14 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         .as_deref()
         .map(|raw| Target::check(raw, args.force, Some(&root)))
         .transpose()?;
+    if let (Some(Target::File(out)), Some(state)) = (&out, &args.state)
+        && std::fs::canonicalize(state).ok() == std::fs::canonicalize(out).ok()
+    {
+        return Err(crate::error::Error::Input(format!(
+            "--out {} is the state file the plan is made from; nothing was written.\nnext: save the plan elsewhere",
+            out.display()
+        )));
+    }
     let (desired, digest) = observe::desired(&root)?;
     let observed = match &args.state {
         Some(file) => from_state(file, digest)?,

@@ -8,27 +8,19 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::{Duration, Instant};
 
-/// The bar, or nothing when standard error is not a terminal.
+/// The bar, drawn from the first step on (nothing before, so lines printed around an apply
+/// never land on it), or nothing at all when standard error is not a terminal.
 pub struct Bar {
-    bar: Option<ProgressBar>,
+    terminal: bool,
+    bar: std::cell::RefCell<Option<ProgressBar>>,
     started: Instant,
 }
 
 impl Bar {
     pub fn new() -> Self {
-        let bar = std::io::stderr().is_terminal().then(|| {
-            let bar = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
-            bar.set_style(
-                ProgressStyle::with_template(
-                    "{spinner} [{elapsed}] {bar:24} {pos}/{len} {wide_msg}",
-                )
-                .expect("the template is valid"),
-            );
-            bar.enable_steady_tick(Duration::from_millis(120));
-            bar
-        });
         Bar {
-            bar,
+            terminal: std::io::stderr().is_terminal(),
+            bar: std::cell::RefCell::new(None),
             started: Instant::now(),
         }
     }
@@ -47,15 +39,29 @@ impl Default for Bar {
 
 impl Progress for Bar {
     fn step(&self, index: usize, total: usize, step: &Step) {
-        if let Some(bar) = &self.bar {
-            bar.set_length(total as u64);
-            bar.set_position(index as u64);
-            bar.set_message(step.title());
+        if !self.terminal {
+            return;
         }
+        let mut slot = self.bar.borrow_mut();
+        let bar = slot.get_or_insert_with(|| {
+            let bar =
+                ProgressBar::with_draw_target(Some(total as u64), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "{spinner} [{elapsed}] {bar:24} {pos}/{len} {wide_msg}",
+                )
+                .expect("the template is valid"),
+            );
+            bar.enable_steady_tick(Duration::from_millis(120));
+            bar
+        });
+        bar.set_length(total as u64);
+        bar.set_position(index as u64);
+        bar.set_message(step.title());
     }
 
     fn finished(&self) {
-        if let Some(bar) = &self.bar {
+        if let Some(bar) = self.bar.borrow_mut().take() {
             bar.finish_and_clear();
         }
     }

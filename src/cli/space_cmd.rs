@@ -215,6 +215,9 @@ struct Row {
     state: Option<lifecycle::State>,
     #[serde(skip_serializing_if = "Option::is_none")]
     servable: Option<bool>,
+    /// Its account record exists but cannot be trusted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    record_corrupt: bool,
     /// Channels cotal.toml declares for the space.
     channels_declared: usize,
     /// Channels its registry holds (the defaults key not counted), when the broker was read.
@@ -232,10 +235,17 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
     for p in &problems {
         eprintln!("problem: {p}");
     }
+    let corrupt: BTreeSet<SpaceName> = observed
+        .inventory
+        .corrupt
+        .iter()
+        .filter_map(|c| c.space())
+        .collect();
     let names: BTreeSet<&SpaceName> = desired
         .spaces
         .keys()
         .chain(observed.inventory.spaces.keys())
+        .chain(corrupt.iter())
         .collect();
     let rows: Vec<Row> = names
         .into_iter()
@@ -254,6 +264,7 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
                 applied: observed.inventory.spaces.contains_key(n),
                 state: view.as_ref().map(|v| v.state),
                 servable: view.map(|v| v.servable),
+                record_corrupt: corrupt.contains(n),
                 channels_declared: desired.channels.get(n).map_or(0, |c| c.channels.len()),
                 channels_in_registry: observed.inventory.spaces.get(n).and_then(|s| {
                     match &s.registry {
@@ -283,15 +294,19 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
                 println!(
                     "{:<24} {:<10} {:<8} {:<13} {:<9} {}",
                     name,
-                    r.desired_state
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "(removed)".into()),
+                    match (r.desired_state, broken.is_some()) {
+                        (Some(s), _) => s.to_string(),
+                        (None, true) => "?".into(),
+                        (None, false) => "(removed)".into(),
+                    },
                     r.protect
                         .map(|p| p.to_string())
                         .unwrap_or_else(|| "-".into()),
-                    r.state
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "(not applied)".into()),
+                    match (r.state, r.record_corrupt) {
+                        (Some(s), _) => s.to_string(),
+                        (None, true) => "(record corrupt)".into(),
+                        (None, false) => "(not applied)".into(),
+                    },
                     match r.servable {
                         Some(true) => "yes",
                         Some(false) => "no",

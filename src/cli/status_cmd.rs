@@ -278,10 +278,14 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
             }
         );
     }
+    let keys = if matches!(observed.broker, BrokerRecordState::Valid(_)) {
+        format!("{} keys", s.system.keys)
+    } else {
+        "(no broker record)".to_string()
+    };
     let _ = writeln!(
         out,
-        "system      {} keys{}{}",
-        s.system.keys,
+        "system      {keys}{}{}",
         match s.system.creds_expire {
             Some(t) => format!(
                 ", $SYS creds expire from {} (apply renews them)",

@@ -60,7 +60,7 @@ impl Blast {
                     human_count(m),
                     if m == 1 { "" } else { "s" }
                 )),
-                None => d.push_str(", messages uncounted (broker stopped)"),
+                None => d.push_str(", messages uncounted (figures unavailable)"),
             }
             d.push_str(&format!(", {}", human_bytes(self.bytes_destroyed)));
             parts.push(d);
@@ -155,7 +155,7 @@ mod tests {
         assert!(
             offline
                 .describe()
-                .starts_with("destroys 1 stream, messages uncounted (broker stopped), 2 KiB")
+                .starts_with("destroys 1 stream, messages uncounted (figures unavailable), 2 KiB")
         );
     }
 }

@@ -109,6 +109,29 @@ fn repair_torn_tail(root: &Root, file: &std::fs::File, len: u64) -> Result<()> {
         .and_then(|_| reader.read_exact(&mut last))
         .map_err(|e| Error::io(&path, e))?;
     if last[0] == b'\n' {
+        // Its last whole line must be a record: cotal does not append after damage it did not
+        // make (a torn line has no newline; this one was written whole).
+        let window = len.min(1 << 16);
+        let mut tail = vec![0u8; window as usize];
+        reader
+            .seek(SeekFrom::Start(len - window))
+            .and_then(|_| reader.read_exact(&mut tail))
+            .map_err(|e| Error::io(&path, e))?;
+        let body = &tail[..tail.len() - 1];
+        let line = match body.iter().rposition(|b| *b == b'\n') {
+            Some(i) => &body[i + 1..],
+            None if window == len => body,
+            None => return Ok(()),
+        };
+        if !line.iter().all(|b| b.is_ascii_whitespace())
+            && serde_json::from_slice::<Record>(line).is_err()
+        {
+            return Err(Error::Other(format!(
+                "the audit log {} ends with a line that is not an audit record (not a crash's torn append: it has its newline); cotal does not append after damage it did not make.\n\
+                 next: inspect the file, move the damaged lines aside, then run the command again",
+                path.display()
+            )));
+        }
         return Ok(());
     }
     let mut bytes = Vec::new();

