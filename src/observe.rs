@@ -8,6 +8,7 @@ use crate::broker::live;
 use crate::desired::{self, Desired};
 use crate::digest;
 use crate::error::{Error, Result};
+use crate::model::SpaceName;
 use crate::observed::{
     BrokerProcess, BrokerRecordState, Capacity, CapacitySource, Inventory, Observed,
     PromotedConfig, ServerInfo, Store, StreamUsage, SysKeysState, SystemObserved, Usage,
@@ -18,6 +19,7 @@ use crate::store::{
     space_dir, users,
 };
 use crate::{mint, permissions, streams};
+use std::collections::BTreeMap;
 
 /// Read and parse `cotal.toml`; returns the desired state and the sha256 of its bytes.
 pub fn desired(root: &Root) -> Result<(Desired, String)> {
@@ -52,6 +54,28 @@ pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
 
 /// Observe the root.
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
+    observe_with(root, desired, desired_digest, None)
+}
+
+/// Observe the root right after an apply, for the state it leaves: everything is read again
+/// (cheap, local, and one request for the live figures) but the channel registries, which the
+/// apply knows (`known`: what it observed before, patched with what it wrote): reading every
+/// space's registry again would cost one connection per space.
+pub fn observe_after_apply(
+    root: &Root,
+    desired: &Desired,
+    desired_digest: String,
+    known: BTreeMap<SpaceName, (String, crate::observed::RegistryState)>,
+) -> Result<Observed> {
+    observe_with(root, desired, desired_digest, Some(known))
+}
+
+fn observe_with(
+    root: &Root,
+    desired: &Desired,
+    desired_digest: String,
+    known_registries: Option<BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
+) -> Result<Observed> {
     let now = crate::clock::now();
     let mut system = SystemObserved {
         keys: SysKeysState::None,
@@ -83,7 +107,19 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
         match live_figures(root, &listener) {
             Ok(figures) => {
                 apply_figures(&mut inventory, &figures);
-                read_registries(root, &listener, &mut inventory)?;
+                match &known_registries {
+                    None => read_registries(root, &listener, &mut inventory)?,
+                    Some(known) => {
+                        for (name, space) in inventory.spaces.iter_mut() {
+                            // Only the same account's: a name removed and added again is new.
+                            if let Some((account, r)) = known.get(name)
+                                && *account == space.account_pub
+                            {
+                                space.registry = r.clone();
+                            }
+                        }
+                    }
+                }
                 store = figures.store;
                 server = Some(ServerInfo {
                     version: figures.version,

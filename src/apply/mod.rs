@@ -44,7 +44,14 @@ use undo::{Undo, annotate, put_back};
 pub struct Outcome {
     pub generation: Option<(u64, u64)>,
     pub reap_failures: Vec<ReapFailure>,
+    /// The registry keys written per space, with the value written (`None`: deleted) and the
+    /// revision the broker gave it: what the state after the apply knows without reading again.
+    pub channels_written: BTreeMap<SpaceName, Vec<WrittenKey>>,
 }
+
+/// A registry key an apply wrote: the key, the value written (`None`: deleted), and the
+/// revision the broker gave it.
+pub type WrittenKey = (String, Option<String>, Option<u64>);
 
 /// Local material of a removed space that could not be reaped (the removal itself is done).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -309,7 +316,14 @@ fn run_step(
             account,
             writes,
             ..
-        } => steps::write_channels(ctx, broker, space, account, writes),
+        } => {
+            let revisions = steps::write_channels(ctx, broker, space, account, writes)?;
+            let written = outcome.channels_written.entry(space.clone()).or_default();
+            for (w, (_, revision)) in writes.iter().zip(revisions) {
+                written.push((w.key.clone(), w.value.clone(), revision));
+            }
+            Ok(())
+        }
         Step::Reap { space, account } => {
             steps::reap(ctx, broker.running(), outcome, space, account);
             Ok(())

@@ -224,7 +224,7 @@ pub fn write_channels(
     space: &SpaceName,
     account: &str,
     writes: &[crate::channels::Write],
-) -> Result<()> {
+) -> Result<Vec<(String, Option<u64>)>> {
     let current = account_record::load(ctx.root, space)?;
     if !account.is_empty() && current.account.public != account {
         return Err(Error::Refused(format!(
@@ -242,7 +242,7 @@ pub fn write_channels(
         permissions::registry(&space.token()),
     )?
     .ok_or_else(|| Error::Other(format!("the record of {} disappeared", q(space))))?;
-    broker.write_channels(space, &writer, writes)?;
+    let revisions = broker.write_channels(space, &writer, writes)?;
     tracing::info!(space = %space, keys = writes.len(), "channels written");
-    Ok(())
+    Ok(revisions)
 }

@@ -246,7 +246,7 @@ impl Nats {
         creds: &str,
         space: &crate::model::SpaceName,
         writes: &[channels::Write],
-    ) -> Result<Vec<String>> {
+    ) -> Result<Vec<(String, Option<u64>)>> {
         use channels::Expect;
         self.rt.block_on(async {
             let client = connect(&self.url, creds)
@@ -267,14 +267,14 @@ impl Nats {
                         space.quoted()
                     ))
                 };
-                let result: std::result::Result<(), Error> = match (&w.value, w.expect) {
+                let result: std::result::Result<Option<u64>, Error> = match (&w.value, w.expect) {
                     (Some(v), Expect::Any) => kv
                         .put(key, v.clone().into())
                         .await
-                        .map(|_| ())
+                        .map(Some)
                         .map_err(|e| Error::Other(format!("writing channel {key:?}: {e}"))),
                     (Some(v), Expect::Absent) => match kv.create(key, v.clone().into()).await {
-                        Ok(_) => Ok(()),
+                        Ok(r) => Ok(Some(r)),
                         Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                             Err(stale("it exists now".into()))
                         }
@@ -282,7 +282,7 @@ impl Nats {
                     },
                     (Some(v), Expect::Revision(r)) => {
                         match kv.update(key, v.clone().into(), r).await {
-                            Ok(_) => Ok(()),
+                            Ok(r) => Ok(Some(r)),
                             Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
                                 Err(stale(format!("it is no longer at revision {r}")))
                             }
@@ -294,7 +294,7 @@ impl Nats {
                     }
                     (None, Expect::Revision(r)) => {
                         match kv.delete_expect_revision(key, Some(r)).await {
-                            Ok(()) => Ok(()),
+                            Ok(()) => Ok(None),
                             Err(e)
                                 if e.kind() == kv::UpdateErrorKind::WrongLastRevision
                                     || e.to_string().contains("wrong last sequence") =>
@@ -307,10 +307,10 @@ impl Nats {
                     (None, _) => kv
                         .delete(key)
                         .await
+                        .map(|_| None)
                         .map_err(|e| Error::Other(format!("deleting channel {key:?}: {e}"))),
                 };
-                result?;
-                done.push(key.to_string());
+                done.push((key.to_string(), result?));
             }
             Ok(done)
         })

@@ -63,13 +63,13 @@ pub trait Broker {
     /// Create the space's missing streams and buckets, update drifted ones.
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>>;
     /// Write the space's channel registry as `writer` (compare-and-set per key; a key that
-    /// moved is [`Error::StalePlan`]).
+    /// moved is [`Error::StalePlan`]). Returns each key with its new revision (`None`: deleted).
     fn write_channels(
         &mut self,
         space: &SpaceName,
         writer: &str,
         writes: &[crate::channels::Write],
-    ) -> Result<()>;
+    ) -> Result<Vec<(String, Option<u64>)>>;
 }
 
 /// A broker that is not running.
@@ -108,7 +108,7 @@ impl Broker for Stopped {
         space: &SpaceName,
         _writer: &str,
         _writes: &[crate::channels::Write],
-    ) -> Result<()> {
+    ) -> Result<Vec<(String, Option<u64>)>> {
         Err(Error::Other(format!(
             "cannot write the channels of {}: the broker is not running (plan with it running)",
             q(space)
@@ -328,7 +328,7 @@ impl Broker for Running {
         space: &SpaceName,
         writer: &str,
         writes: &[crate::channels::Write],
-    ) -> Result<()> {
-        self.nats.write_channels(writer, space, writes).map(|_| ())
+    ) -> Result<Vec<(String, Option<u64>)>> {
+        self.nats.write_channels(writer, space, writes)
     }
 }

@@ -43,8 +43,11 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
 /// The root's state as JSON.
 pub fn export(root: &Root) -> Result<Vec<u8>> {
     let (desired, digest, _) = observe::desired_for_reading(root)?;
-    let observed = observe::observe(root, &desired, digest)?;
-    let state = crate::state::export(&observed, &crate::clock::timestamp()).map_err(|e| {
+    encode(&observe::observe(root, &desired, digest)?)
+}
+
+fn encode(observed: &crate::observed::Observed) -> Result<Vec<u8>> {
+    let state = crate::state::export(observed, &crate::clock::timestamp()).map_err(|e| {
         Error::Refused(format!(
             "no state exported: {e}\nblast radius: none, nothing was written."
         ))
@@ -55,9 +58,50 @@ pub fn export(root: &Root) -> Result<Vec<u8>> {
 }
 
 /// After a successful apply: `.cotal/state.json`, so the state the review loop needs is always
-/// the latest. A failure is a warning (the apply itself is done).
-pub fn write_after_apply(root: &Root) {
-    match export(root).and_then(|b| atomic::write(&root.state_file(), &b, atomic::PUBLIC)) {
+/// the latest. The registries are not read again: what the apply observed before, patched with
+/// what it wrote (a space whose registry was not read before, or that this apply provisioned,
+/// is left unknown). A failure is a warning (the apply itself is done).
+pub fn write_after_apply(
+    root: &Root,
+    desired: &crate::desired::Desired,
+    before: &crate::observed::Observed,
+    outcome: &crate::apply::Outcome,
+) {
+    use crate::observed::RegistryState;
+    let mut known = std::collections::BTreeMap::new();
+    for (name, space) in &before.inventory.spaces {
+        let mut state = space.registry.clone();
+        if let Some(written) = outcome.channels_written.get(name) {
+            state = match state {
+                RegistryState::Read(mut r) => {
+                    for (key, value, revision) in written {
+                        match (value, revision) {
+                            (Some(v), Some(rev)) => {
+                                r.insert(
+                                    key.clone(),
+                                    crate::channels::Entry {
+                                        value: serde_json::from_str(v)
+                                            .unwrap_or_else(|_| v.clone().into()),
+                                        revision: *rev,
+                                    },
+                                );
+                            }
+                            _ => {
+                                r.remove(key);
+                            }
+                        }
+                    }
+                    RegistryState::Read(r)
+                }
+                _ => RegistryState::Unknown,
+            };
+        }
+        known.insert(name.clone(), (space.account_pub.clone(), state));
+    }
+    let written = observe::observe_after_apply(root, desired, before.desired_digest.clone(), known)
+        .and_then(|o| encode(&o))
+        .and_then(|b| atomic::write(&root.state_file(), &b, atomic::PUBLIC));
+    match written {
         Ok(()) => {}
         Err(e) => eprintln!(
             "warning: the apply is complete, but {} could not be written: {e}",

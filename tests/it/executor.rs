@@ -69,10 +69,10 @@ impl Broker for Fake {
         &mut self,
         _: &SpaceName,
         writer: &str,
-        _: &[cotal::channels::Write],
-    ) -> Result<()> {
+        writes: &[cotal::channels::Write],
+    ) -> Result<Vec<(String, Option<u64>)>> {
         assert!(writer.contains("BEGIN NATS USER JWT"));
-        Ok(())
+        Ok(writes.iter().map(|w| (w.key.clone(), Some(1))).collect())
     }
 }
 

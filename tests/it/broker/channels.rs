@@ -95,6 +95,22 @@ fn declared_channels_reach_the_registry_exactly_and_are_kept_there_without_a_rel
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);
+    // The state the apply left holds the registry it wrote (values and revisions), without
+    // reading it again: exactly what a fresh export reads.
+    let left: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.root.file(".cotal/state.json")).unwrap()).unwrap();
+    let fresh: serde_json::Value = serde_json::from_str(&stdout(
+        &b.root.cotal(&["state", "export"]).assert().success(),
+    ))
+    .unwrap();
+    assert_eq!(
+        left["spaces"]["design"]["channels"],
+        fresh["spaces"]["design"]["channels"]
+    );
+    assert_eq!(
+        left["spaces"]["design"]["channels"]["general"]["value"]["deliveryClass"],
+        "live"
+    );
     let status: serde_json::Value = serde_json::from_str(&stdout(
         &b.root
             .cotal(&["status", "--format", "json"])
