@@ -22,6 +22,11 @@ pub const LEGACY_DELIVERY_KEY: &str = "delivery";
 pub const DESCRIPTION_MAX: usize = 200;
 /// The longest `instructions`, in characters.
 pub const INSTRUCTIONS_MAX: usize = 2000;
+/// The most keys cotal reads of one registry: a registry a tenant filled beyond it is not
+/// planned (said in a warning), so one tenant cannot make every plan slow.
+pub const REGISTRY_MAX_KEYS: usize = 10_000;
+/// The longest number of a replay window, in digits.
+const WINDOW_DIGITS_MAX: usize = 9;
 
 /// How a channel's messages reach members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -34,6 +39,15 @@ pub enum DeliveryClass {
 }
 
 impl DeliveryClass {
+    /// `live` or `durable`.
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "live" => Some(DeliveryClass::Live),
+            "durable" => Some(DeliveryClass::Durable),
+            _ => None,
+        }
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             DeliveryClass::Live => "live",
@@ -124,6 +138,7 @@ pub fn valid_channel_name(name: &str) -> Result<(), String> {
 /// Whether `w` is a replay window: a positive whole number and a unit, `s`, `m`, `h` or `d`.
 pub fn valid_replay_window(w: &str) -> Result<(), String> {
     let ok = w.len() >= 2
+        && w.len() - 1 <= WINDOW_DIGITS_MAX
         && w[..w.len() - 1].chars().all(|c| c.is_ascii_digit())
         && !w.starts_with('0')
         && matches!(w.as_bytes()[w.len() - 1], b's' | b'm' | b'h' | b'd');
@@ -131,7 +146,7 @@ pub fn valid_replay_window(w: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "replay_window {w:?} is not a window: write a positive whole number and s, m, h or d (for example \"24h\")"
+            "replay_window {w:?} is not a window: write a positive whole number of at most {WINDOW_DIGITS_MAX} digits and s, m, h or d (for example \"24h\")"
         ))
     }
 }
@@ -195,6 +210,23 @@ fn desired_value(declared: &Settings, observed: Option<&serde_json::Value>) -> O
     (!unchanged).then(|| serde_json::Value::Object(object).to_string())
 }
 
+/// `text` with every character that could hide or reorder what a terminal shows (controls,
+/// line and paragraph separators, zero-width and bidirectional formatting characters) escaped:
+/// registry keys and values are a tenant's text.
+pub fn displayable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            let hidden = c.is_control()
+                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{2028}' | '\u{2029}' | '\u{FEFF}');
+            if hidden {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// `field: old -> new` for each managed field that differs.
 fn field_changes(declared: &Settings, observed: Option<&serde_json::Value>) -> Vec<String> {
     let get = |k: &str| observed.and_then(|v| v.get(k)).cloned();
@@ -204,9 +236,9 @@ fn field_changes(declared: &Settings, observed: Option<&serde_json::Value>) -> V
         if old.as_ref() != Some(&v) {
             out.push(format!(
                 "{k}: {} -> {}",
-                old.map(|o| o.to_string())
+                old.map(|o| displayable(&o.to_string()))
                     .unwrap_or_else(|| "(unset)".into()),
-                v
+                displayable(&v.to_string())
             ));
         }
     }
@@ -246,11 +278,19 @@ pub fn diff(declared: &SpaceChannels, observed: Option<&Registry>) -> Diff {
                 delivery_class: Some(DeliveryClass::Durable),
                 ..Settings::default()
             }),
-            Some(v) if v.get(LEGACY_DELIVERY_KEY).is_some() && v.get("deliveryClass").is_none() => {
-                let class = match v.get(LEGACY_DELIVERY_KEY).and_then(|c| c.as_str()) {
-                    Some("live") => DeliveryClass::Live,
-                    _ => DeliveryClass::Durable,
-                };
+            // A default clients cannot read (the legacy key, no class, an unknown class, not
+            // an object) is as good as unset: the seed is written, keeping any other key.
+            Some(v)
+                if v.get("deliveryClass")
+                    .and_then(|c| c.as_str())
+                    .and_then(DeliveryClass::parse)
+                    .is_none() =>
+            {
+                let class = v
+                    .get(LEGACY_DELIVERY_KEY)
+                    .and_then(|c| c.as_str())
+                    .and_then(DeliveryClass::parse)
+                    .unwrap_or(DeliveryClass::Durable);
                 Some(Settings {
                     delivery_class: Some(class),
                     ..Settings::default()
@@ -260,7 +300,18 @@ pub fn diff(declared: &SpaceChannels, observed: Option<&Registry>) -> Diff {
         },
     };
     let mut wanted: Vec<(String, Settings)> = Vec::new();
-    if let Some(d) = defaults {
+    if let Some(mut d) = defaults {
+        // A declaration without a delivery class keeps the seeded one (or the client's): the
+        // seed is what every client falls back to, and it is written only when unset.
+        if d.delivery_class.is_none() {
+            let observed_class = value_of(DEFAULTS_KEY)
+                .and_then(|v| v.get("deliveryClass"))
+                .and_then(|c| c.as_str())
+                .and_then(DeliveryClass::parse);
+            if observed_class.is_none() {
+                d.delivery_class = Some(DeliveryClass::Durable);
+            }
+        }
         wanted.push((DEFAULTS_KEY.to_string(), d));
     }
     wanted.extend(
@@ -304,7 +355,8 @@ pub fn diff(declared: &SpaceChannels, observed: Option<&Registry>) -> Diff {
             }
             if declared.prune {
                 out.lines.push(format!(
-                    "- channel {key:?} (not in cotal.toml; prune_channels = true)"
+                    "- channel {} (not in cotal.toml; prune_channels = true)",
+                    displayable(&format!("{key:?}"))
                 ));
                 out.writes.push(Write {
                     key: key.clone(),
@@ -312,7 +364,7 @@ pub fn diff(declared: &SpaceChannels, observed: Option<&Registry>) -> Diff {
                     expect: Expect::Revision(entry.revision),
                 });
             } else {
-                out.kept.push(key.clone());
+                out.kept.push(displayable(&format!("{key:?}")));
             }
         }
     }
@@ -424,7 +476,7 @@ mod tests {
             d.lines,
             [r#"~ channel "general": deliveryClass: "durable" -> "live""#]
         );
-        assert_eq!(d.kept, ["random"]);
+        assert_eq!(d.kept, ["\"random\""]);
         // prune_channels deletes what the file does not declare, at its revision.
         let pruned = diff(
             &SpaceChannels {
@@ -467,5 +519,40 @@ mod tests {
         assert!(diff(&none, Some(&set)).writes.is_empty());
         // A space this plan adds: provisioning seeds; only declarations are written.
         assert!(diff(&none, None).writes.is_empty());
+        // Defaults declared without a class keep the seeded one, new space or not.
+        let window_only = SpaceChannels {
+            defaults: Some(Settings {
+                replay_window: Some("3h".into()),
+                ..Settings::default()
+            }),
+            ..SpaceChannels::default()
+        };
+        assert_eq!(
+            diff(&window_only, None).writes[0].value.as_deref(),
+            Some(r#"{"deliveryClass":"durable","replayWindow":"3h"}"#)
+        );
+        // A default no client can read (an unknown class, not an object) is seeded again.
+        for broken in [r#"{"deliveryClass":"bogus","x":1}"#, r#""garbage""#, "{}"] {
+            let r = Registry::from([("=defaults".to_string(), entry(broken, 4))]);
+            let d = diff(&none, Some(&r));
+            assert_eq!(d.writes.len(), 1, "{broken}");
+            assert!(
+                d.writes[0]
+                    .value
+                    .as_deref()
+                    .unwrap()
+                    .contains(r#""deliveryClass":"durable""#),
+                "{broken}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tenants_text_cannot_hide_or_reorder_what_the_operator_reads() {
+        assert_eq!(displayable("evil\u{202E}gpj.exe"), "evil\\u{202e}gpj.exe");
+        assert_eq!(displayable("a\u{200B}b\nc"), "a\\u{200b}b\\u{a}c");
+        assert_eq!(displayable("plain 'text'"), "plain 'text'");
+        assert!(valid_replay_window("999999999d").is_ok());
+        assert!(valid_replay_window("9999999999d").is_err());
     }
 }

@@ -108,10 +108,19 @@ struct RawSpace {
     state: Option<SpaceState>,
     protect: Option<bool>,
     limits: Option<RawLimits>,
-    channel_defaults: Option<Spanned<RawChannel>>,
+    channel_defaults: Option<RawChannelDefaults>,
     #[serde(default)]
     channels: BTreeMap<Spanned<String>, RawChannel>,
     prune_channels: Option<bool>,
+}
+
+/// The defaults carry only what a client falls back to: the delivery class and replay window
+/// (a description or instructions belong to a channel, and are unknown fields here).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawChannelDefaults {
+    delivery_class: Option<crate::channels::DeliveryClass>,
+    replay_window: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -231,19 +240,13 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
 
 /// A space's channel declarations, validated (each error at its line and column).
 fn space_channels(
-    defaults: Option<Spanned<RawChannel>>,
+    defaults: Option<RawChannelDefaults>,
     raw: BTreeMap<Spanned<String>, RawChannel>,
     prune: Option<bool>,
     loc: &Located,
 ) -> Result<crate::channels::SpaceChannels, String> {
     use crate::channels::{self, Settings};
-    let settings = |c: RawChannel, is_defaults: bool| -> Result<Settings, String> {
-        if is_defaults && let Some(field) = c.description.as_ref().or(c.instructions.as_ref()) {
-            return Err(loc.at(
-                field.span().start,
-                "channel_defaults carry only delivery_class and replay_window (description and instructions belong to a channel)",
-            ));
-        }
+    let settings = |c: RawChannel| -> Result<Settings, String> {
         let text = |f: Option<Spanned<String>>,
                     what: &str,
                     max: usize|
@@ -277,14 +280,21 @@ fn space_channels(
     };
     let mut out = crate::channels::SpaceChannels {
         defaults: defaults
-            .map(|d| settings(d.into_inner(), true))
+            .map(|d| {
+                settings(RawChannel {
+                    delivery_class: d.delivery_class,
+                    replay_window: d.replay_window,
+                    description: None,
+                    instructions: None,
+                })
+            })
             .transpose()?,
         channels: BTreeMap::new(),
         prune: prune.unwrap_or(false),
     };
     for (name, c) in raw {
         channels::valid_channel_name(name.get_ref()).map_err(|e| loc.at(name.span().start, e))?;
-        out.channels.insert(name.into_inner(), settings(c, false)?);
+        out.channels.insert(name.into_inner(), settings(c)?);
     }
     Ok(out)
 }
@@ -592,8 +602,8 @@ max_storage = "10GiB"
             ),
             (
                 "[spaces.a.channel_defaults]\ninstructions = \"x\"\n",
-                "cotal.toml:3:16",
-                "only delivery_class",
+                "cotal.toml:3:1",
+                "unknown field `instructions`, expected `delivery_class` or `replay_window`",
             ),
             (
                 "[spaces.a.channels.g]\ndelivery_class = \"sometimes\"\n",

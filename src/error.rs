@@ -51,6 +51,11 @@ pub enum Error {
     )]
     StalePlan(String),
 
+    /// Something the plan relied on moved while it was being applied (a channel a client
+    /// wrote meanwhile): nothing more was written.
+    #[error("{0}")]
+    Conflict(String),
+
     /// A journal is open: an apply was interrupted and must be finished first.
     #[error("{0}")]
     Interrupted(String),
@@ -70,7 +75,7 @@ impl Error {
             Error::Input(_) | Error::Io { .. } | Error::Other(_) => exit::ERROR,
             Error::Refused(_) | Error::LockLost(_) => exit::REFUSED,
             Error::LockHeld(_) => exit::LOCK_HELD,
-            Error::StalePlan(_) => exit::STALE_PLAN,
+            Error::StalePlan(_) | Error::Conflict(_) => exit::STALE_PLAN,
             Error::Interrupted(_) => exit::INTERRUPTED,
             Error::RolledBack(_) => exit::ROLLED_BACK,
         }

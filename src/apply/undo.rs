@@ -55,6 +55,7 @@ pub fn annotate(e: Error, note: &str) -> Error {
         Error::Refused(m) => Error::Refused(with(m)),
         Error::Other(m) => Error::Other(with(m)),
         Error::Interrupted(m) => Error::Interrupted(with(m)),
+        Error::Conflict(m) => Error::Conflict(with(m)),
         Error::Input(m) => Error::Input(with(m)),
         Error::Io { path, source } => Error::Other(with(format!("{}: {source}", path.display()))),
         other => other,

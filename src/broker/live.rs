@@ -262,7 +262,7 @@ impl Nats {
             for w in writes {
                 let key = w.key.as_str();
                 let stale = |why: String| {
-                    Error::StalePlan(format!(
+                    Error::Conflict(format!(
                         "channel {key:?} of space {} changed in the registry since the plan ({why}); nothing more was written.\nnext: run `cotal plan` to see it, then apply again",
                         space.quoted()
                     ))
@@ -292,23 +292,32 @@ impl Nats {
                             Err(e) => Err(Error::Other(format!("writing channel {key:?}: {e}"))),
                         }
                     }
-                    (None, Expect::Revision(r)) => {
-                        match kv.delete_expect_revision(key, Some(r)).await {
-                            Ok(()) => Ok(None),
-                            Err(e)
-                                if e.kind() == kv::UpdateErrorKind::WrongLastRevision
-                                    || e.to_string().contains("wrong last sequence") =>
-                            {
-                                Err(stale(format!("it is no longer at revision {r}")))
+                    // A delete marker published on the key's subject, so any key a tenant
+                    // wrote (one the KV client would call invalid) can be pruned.
+                    (None, expect) => {
+                        let mut headers = async_nats::HeaderMap::new();
+                        headers.insert("KV-Operation", "DEL");
+                        if let Expect::Revision(r) = expect {
+                            headers.insert(
+                                "Nats-Expected-Last-Subject-Sequence",
+                                r.to_string().as_str(),
+                            );
+                        }
+                        let sent = js
+                            .publish_with_headers(format!("$KV.{bucket}.{key}"), headers, "".into())
+                            .await;
+                        let acked = match sent {
+                            Ok(ack) => ack.await.map(|_| None),
+                            Err(e) => Err(e),
+                        };
+                        match acked {
+                            Ok(r) => Ok(r),
+                            Err(e) if e.to_string().contains("wrong last sequence") => {
+                                Err(stale("it is no longer at the revision read".into()))
                             }
                             Err(e) => Err(Error::Other(format!("deleting channel {key:?}: {e}"))),
                         }
                     }
-                    (None, _) => kv
-                        .delete(key)
-                        .await
-                        .map(|_| None)
-                        .map_err(|e| Error::Other(format!("deleting channel {key:?}: {e}"))),
                 };
                 done.push((key.to_string(), result?));
             }
@@ -349,6 +358,12 @@ async fn read_registry(
     {
         if let Some(key) = subject.strip_prefix(&prefix) {
             keys.push(key.to_string());
+        }
+        if keys.len() > channels::REGISTRY_MAX_KEYS {
+            return Err(format!(
+                "registry {bucket} holds more than {} keys: cotal does not plan a registry that large (a tenant filled it?)",
+                channels::REGISTRY_MAX_KEYS
+            ));
         }
     }
     let mut out = channels::Registry::new();

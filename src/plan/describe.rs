@@ -271,10 +271,14 @@ pub fn channel_warnings(desired: &Desired, observed: &Observed, diff: &Diff) -> 
     }
     for (name, d) in &diff.channels {
         if !d.kept.is_empty() {
+            const SHOWN: usize = 20;
+            let mut kept = d.kept[..d.kept.len().min(SHOWN)].join(", ");
+            if d.kept.len() > SHOWN {
+                kept.push_str(&format!(" and {} more", d.kept.len() - SHOWN));
+            }
             out.push(format!(
-                "{}: the registry holds channels cotal.toml does not declare, kept: {} (prune_channels = true removes them)",
-                q(name),
-                d.kept.join(", ")
+                "{}: the registry holds channels cotal.toml does not declare, kept: {kept} (prune_channels = true removes them)",
+                q(name)
             ));
         }
     }

@@ -7,11 +7,16 @@ use std::fmt::Write as _;
 
 /// Escape text for a table cell.
 fn cell(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('|', "\\|")
-        .replace('`', "\\`")
-        .replace('<', "&lt;")
-        .replace(['\n', '\r'], " ")
+    let escaped: String = s
+        .chars()
+        .map(|c| match c {
+            '\\' | '|' | '`' | '*' | '_' | '[' | ']' | '~' | '#' => format!("\\{c}"),
+            '<' => "&lt;".into(),
+            '\n' | '\r' => " ".into(),
+            c => c.to_string(),
+        })
+        .collect();
+    crate::channels::displayable(&escaped)
 }
 
 pub fn markdown(plan: &Plan) -> String {

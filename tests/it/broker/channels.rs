@@ -163,15 +163,24 @@ fn declared_channels_reach_the_registry_exactly_and_are_kept_there_without_a_rel
         )
     );
 
-    // An undeclared channel is kept (and named) unless the space prunes.
+    // An undeclared channel is kept (and named) unless the space prunes; so is a key the KV
+    // client itself would call invalid, written by a tenant straight on the bucket's subject.
     write(&b, &client, "random", r#"{"deliveryClass":"live"}"#);
+    b.rt.block_on(async {
+        jetstream::new(client.client.clone())
+            .publish("$KV.cotal_channels_design.m$m", "{}".into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    });
     let plan = stdout(
         &b.root
             .cotal(&["plan", "--detailed-exitcode"])
             .assert()
             .code(0),
     );
-    assert!(plan.contains("kept: random"), "{plan}");
+    assert!(plan.contains(r#"kept: "m$m", "random""#), "{plan}");
     b.desire(
         &DECLARED
             .replace("delivery_class = \"live\"", "delivery_class = \"durable\"")
@@ -182,6 +191,7 @@ fn declared_channels_reach_the_registry_exactly_and_are_kept_there_without_a_rel
     );
     let plan = channel_only_plan(&b);
     assert!(plan.contains(r#"- channel "random""#), "{plan}");
+    assert!(plan.contains(r#"- channel "m$m""#), "{plan}");
     b.root.apply().success();
     assert_eq!(read(&b, &client, "random"), None);
     b.root

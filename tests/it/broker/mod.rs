@@ -905,7 +905,11 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);
-    assert!(stdout(&plan).contains("kept: general"), "{}", stdout(&plan));
+    assert!(
+        stdout(&plan).contains(r#"kept: "general""#),
+        "{}",
+        stdout(&plan)
+    );
     let after = dump(&b, "design");
     assert_eq!(
         after, before,
