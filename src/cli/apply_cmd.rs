@@ -95,6 +95,8 @@ pub struct Request<'a> {
 
 /// Lock, observe, plan, confirm, execute.
 pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Request) -> Result<i32> {
+    // The time an apply reports is the whole of it: lock, observe, plan, confirm, execute.
+    let progress = super::progress::Bar::new();
     desired_file::read_required(root)?;
     let lock = lock::acquire(root, &crate::operator::holder(), confirm_args.lock_timeout)?;
     crate::fault::point(crate::fault::Point::AfterLock);
@@ -174,7 +176,6 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     confirm(&plan, confirm_args)?;
     write_file()?;
 
-    let progress = super::progress::Bar::new();
     let ctx = Context {
         root,
         desired: &desired,
