@@ -31,10 +31,11 @@ fn parent_of(path: &Path) -> &Path {
     }
 }
 
-/// Atomically replace `path` with `bytes`, created with `mode`.
-pub fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    let dir = parent_of(path);
-    let mut tmp = tempfile::Builder::new()
+/// A temp file in `dir` for an atomic write, created `O_EXCL|O_NOFOLLOW` with exactly `mode`
+/// (set on the open file: the umask may have narrowed it at creation, and a chmod by path could
+/// be redirected by a link swapped in after the create).
+fn temp_in(dir: &Path, mode: u32) -> Result<tempfile::NamedTempFile> {
+    let tmp = tempfile::Builder::new()
         .prefix(".cotal-tmp.")
         .make_in(dir, |candidate| {
             fs::OpenOptions::new()
@@ -45,70 +46,29 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
                 .open(candidate)
         })
         .at(dir)?;
-    // The umask may have narrowed the mode at creation; set it exactly, on the open file (a
-    // chmod by path could be redirected by a link swapped in after the create).
     tmp.as_file()
         .set_permissions(fs::Permissions::from_mode(mode))
         .at(tmp.path())?;
-    tmp.write_all(bytes).at(path)?;
+    Ok(tmp)
+}
+
+/// Make a written temp file durable and rename it over `path`, then sync the folder.
+fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> Result<()> {
     tmp.as_file().sync_all().at(path)?;
     tmp.persist(path).map_err(|e| e.error).at(path)?;
-    sync_dir(dir)
+    sync_dir(parent_of(path))
 }
 
-/// Atomically copy the regular file `from` to `to` (created with `mode`), streaming: memory
-/// stays bounded whatever the size, and the sha256 (hex) and length returned are of the bytes
-/// written, so what was placed is what was checked. `from` must be a regular file (a link is
-/// not followed).
-pub fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<(String, u64)> {
-    use sha2::Digest as _;
-    let mut src = fs::OpenOptions::new()
-        .read(true)
-        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-        .open(from)
-        .at(from)?;
-    let meta = src.metadata().at(from)?;
-    if !meta.is_file() {
-        return Err(not_regular(from, kind_of(&meta.file_type())));
-    }
-    let dir = parent_of(to);
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".cotal-tmp.")
-        .make_in(dir, |candidate| {
-            fs::OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(mode)
-                .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-                .open(candidate)
-        })
-        .at(dir)?;
-    tmp.as_file()
-        .set_permissions(fs::Permissions::from_mode(mode))
-        .at(tmp.path())?;
-    let mut hasher = sha2::Sha256::new();
-    let mut buf = vec![0u8; 1 << 16];
-    let mut len = 0u64;
-    loop {
-        let n = src.read(&mut buf).at(from)?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-        tmp.write_all(&buf[..n]).at(to)?;
-        len += n as u64;
-    }
-    tmp.as_file().sync_all().at(to)?;
-    tmp.persist(to).map_err(|e| e.error).at(to)?;
-    sync_dir(dir)?;
-    Ok((hex::encode(hasher.finalize()), len))
+/// Atomically replace `path` with `bytes`, created with `mode`.
+pub fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    let mut tmp = temp_in(parent_of(path), mode)?;
+    tmp.write_all(bytes).at(path)?;
+    persist(tmp, path)
 }
 
-/// The sha256 (hex) and length of the regular file `path`, streaming (bounded memory). A link
-/// is not followed.
-pub fn hash_file(path: &Path) -> Result<(String, u64)> {
-    use sha2::Digest as _;
-    let mut f = fs::OpenOptions::new()
+/// Open the regular file `path` for reading; a link is not followed, a FIFO never blocks.
+fn open_regular(path: &Path) -> Result<fs::File> {
+    let f = fs::OpenOptions::new()
         .read(true)
         .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
         .open(path)
@@ -117,18 +77,47 @@ pub fn hash_file(path: &Path) -> Result<(String, u64)> {
     if !meta.is_file() {
         return Err(not_regular(path, kind_of(&meta.file_type())));
     }
+    Ok(f)
+}
+
+/// Read `src` to its end in bounded memory, feeding each chunk to `sink`; the sha256 (hex) and
+/// length of what was read.
+fn stream(
+    src: &mut fs::File,
+    from: &Path,
+    mut sink: impl FnMut(&[u8]) -> Result<()>,
+) -> Result<(String, u64)> {
+    use sha2::Digest as _;
     let mut hasher = sha2::Sha256::new();
     let mut buf = vec![0u8; 1 << 16];
     let mut len = 0u64;
     loop {
-        let n = f.read(&mut buf).at(path)?;
+        let n = src.read(&mut buf).at(from)?;
         if n == 0 {
-            break;
+            return Ok((hex::encode(hasher.finalize()), len));
         }
         hasher.update(&buf[..n]);
+        sink(&buf[..n])?;
         len += n as u64;
     }
-    Ok((hex::encode(hasher.finalize()), len))
+}
+
+/// Atomically copy the regular file `from` to `to` (created with `mode`), streaming: memory
+/// stays bounded whatever the size, and the sha256 (hex) and length returned are of the bytes
+/// written, so what was placed is what was checked. `from` must be a regular file (a link is
+/// not followed).
+pub fn copy_file(from: &Path, to: &Path, mode: u32) -> Result<(String, u64)> {
+    let mut src = open_regular(from)?;
+    let mut tmp = temp_in(parent_of(to), mode)?;
+    let digest = stream(&mut src, from, |chunk| tmp.write_all(chunk).at(to))?;
+    persist(tmp, to)?;
+    Ok(digest)
+}
+
+/// The sha256 (hex) and length of the regular file `path`, streaming (bounded memory). A link
+/// is not followed.
+pub fn hash_file(path: &Path) -> Result<(String, u64)> {
+    stream(&mut open_regular(path)?, path, |_| Ok(()))
 }
 
 /// fsync a directory so a rename or unlink in it is durable.
