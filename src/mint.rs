@@ -220,14 +220,23 @@ pub fn scoped_user(
     name: &str,
     expires_in: Option<std::time::Duration>,
 ) -> Result<UserCreds, String> {
+    signed_user(signing_seed, expires_in, |user, iat, exp| {
+        jwt::scoped_user_claims(name, user, account_pub, iat, exp)
+    })
+}
+
+/// A fresh user key, its claims (from `claims(user_pub, iat, exp)`) signed by `signing_seed`,
+/// and the creds file holding both.
+fn signed_user(
+    signing_seed: &Seed,
+    expires_in: Option<std::time::Duration>,
+    claims: impl FnOnce(&str, i64, Option<i64>) -> jwt::Claims<jwt::UserNats>,
+) -> Result<UserCreds, String> {
     let signer = signing_seed.key_pair()?;
     let user = KeyPair::new_user();
     let iat = now();
     let exp = expires_in.map(|d| iat + d.as_secs().max(1) as i64);
-    let token = jwt::encode(
-        &mut jwt::scoped_user_claims(name, &user.public_key(), account_pub, iat, exp),
-        &signer,
-    )?;
+    let token = jwt::encode(&mut claims(&user.public_key(), iat, exp), &signer)?;
     let seed = Seed::from(&user);
     Ok(UserCreds {
         creds: jwt::creds_file(&token, seed.expose()),
@@ -255,19 +264,7 @@ pub fn user(
     permissions: Permissions,
     expires_in: Option<std::time::Duration>,
 ) -> Result<UserCreds, String> {
-    let signer = signing_seed.key_pair()?;
-    let user = KeyPair::new_user();
-    let iat = now();
-    let exp = expires_in.map(|d| iat + d.as_secs().max(1) as i64);
-    let token = jwt::encode(
-        &mut jwt::user_claims(name, &user.public_key(), account_pub, permissions, iat, exp),
-        &signer,
-    )?;
-    let seed = Seed::from(&user);
-    Ok(UserCreds {
-        creds: jwt::creds_file(&token, seed.expose()),
-        key: user.public_key(),
-        issued_at: iat,
-        expires_at: exp,
+    signed_user(signing_seed, expires_in, |user, iat, exp| {
+        jwt::user_claims(name, user, account_pub, permissions, iat, exp)
     })
 }
