@@ -319,6 +319,25 @@ impl Nats {
                         }
                     }
                 };
+                // A key that moved to exactly what this write wanted (provisioning seeded the
+                // same default meanwhile, a re-run after a crash) is not a conflict: the desired
+                // state holds.
+                let result = match result {
+                    Err(Error::Conflict(why)) => match &w.value {
+                        Some(v) => match kv.entry(key).await {
+                            Ok(Some(e))
+                                if e.operation == kv::Operation::Put
+                                    && serde_json::from_slice::<serde_json::Value>(&e.value).ok()
+                                        == serde_json::from_str::<serde_json::Value>(v).ok() =>
+                            {
+                                Ok(Some(e.revision))
+                            }
+                            _ => Err(Error::Conflict(why)),
+                        },
+                        None => Err(Error::Conflict(why)),
+                    },
+                    other => other,
+                };
                 done.push((key.to_string(), result?));
             }
             Ok(done)
