@@ -99,12 +99,6 @@ pub fn audit(root: &Root, event: Event, space: &SpaceName, outcome: String) -> R
     )
 }
 
-/// A unix time for people (RFC 3339, seconds).
-pub fn stamp(t: i64) -> String {
-    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + Duration::from_secs(t.max(0) as u64))
-        .to_string()
-}
-
 /// Mint a user of the space whose validated account is `account`. `_lock` proves the caller
 /// holds the root.
 pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Result<Issued> {
@@ -150,7 +144,9 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
             minted.name,
             minted.key,
             minted.profile,
-            minted.expires_at.map_or("never".into(), stamp)
+            minted
+                .expires_at
+                .map_or("never".into(), crate::model::stamp)
         ),
     )?;
     Ok(Issued {

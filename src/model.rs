@@ -155,6 +155,14 @@ impl fmt::Display for ByteSize {
     }
 }
 
+/// A unix time for people (RFC 3339, seconds). Pure: it formats the time it is given.
+pub fn stamp(t: i64) -> String {
+    humantime::format_rfc3339_seconds(
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.max(0) as u64),
+    )
+    .to_string()
+}
+
 /// `4.2 MiB`, `512 B`: binary units, one decimal when not whole.
 pub fn human_bytes(n: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];

@@ -201,7 +201,7 @@ fn observe_with(
 /// The system account as the broker record holds it: which scoped keys it keeps (or the legacy
 /// `sys.seed`), the JWT's revocations, and whether its scoped keys carry today's templates.
 fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> SystemObserved {
-    use crate::jwt::{self, AccountNats, SigningKey, UserScope};
+    use crate::jwt::{self, AccountNats};
     use permissions::SysRole;
     let claims = jwt::decode_verified::<AccountNats>(&record.sys.jwt).ok();
     let revocations = claims
@@ -220,23 +220,16 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
             previous_control: false,
         };
     };
-    let mut kept = std::collections::BTreeMap::new();
-    let mut templates_current = true;
-    for role in SysRole::ALL {
-        let Some(key) = keys
-            .get(role)
-            .and_then(|s| s.key_pair().ok())
-            .map(|k| k.public_key())
-        else {
-            continue;
-        };
-        let wanted = SigningKey::Scoped(UserScope::new(&key, role.name(), role.template()));
-        let listed = claims
-            .as_ref()
-            .is_some_and(|c| c.nats.signing_keys.contains(&wanted));
-        templates_current &= listed;
-        kept.insert(role, key);
-    }
+    let kept: std::collections::BTreeMap<SysRole, String> = SysRole::ALL
+        .into_iter()
+        .filter_map(|role| {
+            let key = keys.get(role)?.key_pair().ok()?.public_key();
+            Some((role, key))
+        })
+        .collect();
+    let templates_current = claims
+        .as_ref()
+        .is_some_and(|c| permissions::sys_templates_current(&kept, &c.nats.signing_keys));
     SystemObserved {
         keys: SysKeysState::Scoped(kept),
         revocations,

@@ -188,6 +188,21 @@ impl SysRole {
     }
 }
 
+/// Whether the system account's JWT lists each kept scoped key with exactly the template this
+/// cotal writes for its role (else the next apply re-issues it).
+pub fn sys_templates_current(
+    kept: &std::collections::BTreeMap<SysRole, String>,
+    listed: &[crate::jwt::SigningKey],
+) -> bool {
+    kept.iter().all(|(role, key)| {
+        listed.contains(&crate::jwt::SigningKey::Scoped(crate::jwt::UserScope::new(
+            key,
+            role.name(),
+            role.template(),
+        )))
+    })
+}
+
 /// The inbox prefix a space's $SYS users must use (`_INBOX_<account>`): they may subscribe to
 /// nothing else, so no space reads the replies of another's requests, nor cotal's.
 pub fn inbox_prefix(account: &str) -> String {

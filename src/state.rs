@@ -246,11 +246,9 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         SystemKeys::None => SysKeysState::None,
     };
     let templates_current = match &keys {
-        SysKeysState::Scoped(k) => k.iter().all(|(role, key)| {
-            let wanted =
-                jwt::SigningKey::Scoped(jwt::UserScope::new(key, role.name(), role.template()));
-            sys.nats.signing_keys.contains(&wanted)
-        }),
+        SysKeysState::Scoped(k) => {
+            crate::permissions::sys_templates_current(k, &sys.nats.signing_keys)
+        }
         _ => true,
     };
     Ok(Observed {

@@ -3,9 +3,10 @@
 //! takes the lock and prints.
 
 use super::Global;
-use crate::credentials::{self, DEFAULT_EXPIRY, Request, Target, stamp};
+use crate::credentials::{self, DEFAULT_EXPIRY, Request, Target};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
+use crate::model::stamp;
 use crate::observed::ObservedSpace;
 use crate::permissions::Profile;
 use crate::store::{atomic, lock, users};

@@ -289,7 +289,7 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
         match s.system.creds_expire {
             Some(t) => format!(
                 ", $SYS creds expire from {} (apply renews them)",
-                crate::credentials::stamp(t)
+                crate::model::stamp(t)
             ),
             None => String::new(),
         },

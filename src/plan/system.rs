@@ -162,7 +162,7 @@ pub fn creds_reason(
                 return Some(format!(
                     "the {} expires {}",
                     user.role.name(),
-                    crate::credentials::stamp(exp)
+                    crate::model::stamp(exp)
                 ));
             }
             Some(_) => {}
