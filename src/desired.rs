@@ -61,6 +61,11 @@ pub struct Desired {
     /// The channels each space declares (`[spaces.X.channel_defaults]`,
     /// `[spaces.X.channels.NAME]`, `prune_channels`); a space that declares none is absent.
     pub channels: BTreeMap<SpaceName, crate::channels::SpaceChannels>,
+    /// `[cluster]`: the nodes of a NATS cluster; `None`: one server, `[broker]`'s listener.
+    pub cluster: Option<crate::cluster::ClusterSettings>,
+    /// Proceed when a quorum of the nodes confirms and the others cannot be reached
+    /// (`--allow-degraded`); an intent of one run, never read from the file.
+    pub allow_degraded: bool,
 }
 
 /// Keys to replace, an intent of one run: the plan then re-issues with new keys what it names.
@@ -82,6 +87,8 @@ struct RawFile {
     defaults: Option<RawDefaults>,
     #[serde(default)]
     spaces: BTreeMap<Spanned<String>, RawSpace>,
+    #[serde(default)]
+    cluster: Option<Spanned<crate::cluster::RawCluster>>,
 }
 
 #[derive(Deserialize)]
@@ -193,9 +200,31 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         ));
     }
 
+    let cluster_span = raw.cluster.as_ref().map(|c| c.span());
+    if let (Some(b), Some(_)) = (&raw.broker, cluster_span) {
+        // With a cluster each node has its own listener and store.
+        for (field, span) in [
+            ("host", b.host.as_ref().map(|v| v.span())),
+            ("port", b.port.as_ref().map(|v| v.span())),
+            ("store_dir", b.store_dir.as_ref().map(|v| v.span())),
+        ] {
+            if let Some(span) = span {
+                return Err(loc.at(
+                    span.start,
+                    format!("[broker] {field} is not used with a [cluster]: each [[cluster.nodes]] entry sets its own host, port and store_dir"),
+                ));
+            }
+        }
+    }
     let broker = match raw.broker {
         None => BrokerSettings::default(),
         Some(b) => broker_settings(b, &loc)?,
+    };
+    let cluster = match raw.cluster {
+        None => None,
+        Some(c) => Some(crate::cluster::settings(c, &|offset, msg| {
+            loc.at(offset, msg)
+        })?),
     };
 
     let defaults = match raw.defaults.and_then(|d| d.limits) {
@@ -235,6 +264,8 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         spaces,
         rotate: Rotate::default(),
         channels,
+        cluster,
+        allow_degraded: false,
     })
 }
 
@@ -303,51 +334,15 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String
     let defaults = BrokerSettings::default();
     let host = match b.host {
         None => defaults.host,
-        Some(h) => {
-            let v = h.get_ref();
-            if v.is_empty() || !v.chars().all(|c| c.is_ascii_graphic() && c != '"') {
-                return Err(loc.at(
-                    h.span().start,
-                    format!("host {v:?} must be a non-empty hostname or IP address"),
-                ));
-            }
-            // nats-server binds `host` as written: an IPv6 address goes unbracketed, and the port
-            // has its own key.
-            if v.contains(':') && v.parse::<std::net::Ipv6Addr>().is_err() {
-                return Err(loc.at(
-                    h.span().start,
-                    format!(
-                        "host {v:?} is neither a hostname nor an IP address (write an IPv6 address without brackets, and the port as `port = N`)"
-                    ),
-                ));
-            }
-            v.clone()
-        }
+        Some(h) => check_host(h.get_ref()).map_err(|e| loc.at(h.span().start, e))?,
     };
     let port = match b.port {
         None => defaults.port,
-        Some(p) => u16::try_from(*p.get_ref())
-            .ok()
-            .filter(|p| *p != 0)
-            .ok_or_else(|| {
-                loc.at(
-                    p.span().start,
-                    format!("port {} must be between 1 and 65535", p.get_ref()),
-                )
-            })?,
+        Some(p) => check_port("port", *p.get_ref()).map_err(|e| loc.at(p.span().start, e))?,
     };
     let store_dir = match b.store_dir {
         None => defaults.store_dir,
-        Some(d) => {
-            let v = d.get_ref();
-            if v.is_empty() || v.chars().any(|c| c.is_control() || c == '"' || c == '\\') {
-                return Err(loc.at(
-                    d.span().start,
-                    format!("store_dir {v:?} must be a non-empty path without quotes, backslashes or control characters"),
-                ));
-            }
-            v.clone()
-        }
+        Some(d) => check_path("store_dir", d.get_ref()).map_err(|e| loc.at(d.span().start, e))?,
     };
     let store =
         |field: &str, v: Option<Spanned<toml::Value>>| -> Result<Option<ByteSize>, String> {
@@ -368,6 +363,41 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String
         max_memory_store: store("max_memory_store", b.max_memory_store)?,
         evictor_creds: b.evictor_creds.unwrap_or(defaults.evictor_creds),
     })
+}
+
+/// A listener host as nats-server binds it: a hostname or an IP address (IPv6 unbracketed).
+pub(crate) fn check_host(v: &str) -> Result<String, String> {
+    if v.is_empty() || !v.chars().all(|c| c.is_ascii_graphic() && c != '"') {
+        return Err(format!(
+            "host {v:?} must be a non-empty hostname or IP address"
+        ));
+    }
+    // nats-server binds `host` as written: an IPv6 address goes unbracketed, and the port has
+    // its own key.
+    if v.contains(':') && v.parse::<std::net::Ipv6Addr>().is_err() {
+        return Err(format!(
+            "host {v:?} is neither a hostname nor an IP address (write an IPv6 address without brackets, and the port as `port = N`)"
+        ));
+    }
+    Ok(v.to_string())
+}
+
+/// A TCP port, 1 to 65535.
+pub(crate) fn check_port(field: &str, v: i64) -> Result<u16, String> {
+    u16::try_from(v)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("{field} {v} must be between 1 and 65535"))
+}
+
+/// A path written into a rendered config: no quote, backslash or control character.
+pub(crate) fn check_path(field: &str, v: &str) -> Result<String, String> {
+    if v.is_empty() || v.chars().any(|c| c.is_control() || c == '"' || c == '\\') {
+        return Err(format!(
+            "{field} {v:?} must be a non-empty path without quotes, backslashes or control characters"
+        ));
+    }
+    Ok(v.to_string())
 }
 
 fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {

@@ -94,17 +94,20 @@ fn observe_with(
             BrokerRecordState::Valid(trust)
         }
     };
-    let store_dir = root.store_dir(&desired.broker.store_dir);
+    let store_dir = root.store_dir(&first_store_dir(desired));
     let mut inventory = match &broker {
         BrokerRecordState::Valid(trust) => inventory::read(root, trust)?,
         _ => Inventory::default(),
     };
-    let server_conf = server_conf::read(root)?.map(PromotedConfig::new);
-    let listener = listener(desired, server_conf.as_ref());
-    let process = broker_process(root, &listener)?;
+    let (server_conf, process, listener, nodes) = observe_nodes(root, desired)?;
     let (mut live_error, mut server, mut store) = (None, None, None);
     if let (BrokerProcess::Running { .. }, BrokerRecordState::Valid(_)) = (&process, &broker) {
-        match live_figures(root, &listener) {
+        let servers = nodes
+            .iter()
+            .filter(|n| n.process.is_running())
+            .count()
+            .max(1);
+        match live_figures(root, &listener, servers) {
             Ok(figures) => {
                 apply_figures(&mut inventory, &figures);
                 match &known_registries {
@@ -195,7 +198,82 @@ fn observe_with(
         desired_digest,
         live_error,
         server,
+        nodes,
     })
+}
+
+/// Every node's promoted config and process. Returns the first node's config, the broker's
+/// process (for a cluster: `Running` with the first running node's pid when any runs, `Unknown`
+/// when any node is unknown), the listener cotal reaches it through, and the cluster's nodes
+/// (empty for a single server).
+fn observe_nodes(
+    root: &Root,
+    desired: &Desired,
+) -> Result<(
+    Option<PromotedConfig>,
+    BrokerProcess,
+    Listener,
+    Vec<crate::observed::ObservedNode>,
+)> {
+    let files = root.nodes(desired.cluster.as_ref());
+    let mut nodes = Vec::new();
+    for (i, f) in files.iter().enumerate() {
+        let conf = server_conf::read(f)?.map(PromotedConfig::new);
+        let listener = node_listener(desired, i, conf.as_ref());
+        let process = broker_process(f, &listener)?;
+        nodes.push(crate::observed::ObservedNode {
+            name: f.name.clone(),
+            listener,
+            server_conf: conf,
+            process,
+            store_dir: root.store_dir(
+                &desired
+                    .cluster
+                    .as_ref()
+                    .map(|c| c.nodes[i].store_dir.clone())
+                    .unwrap_or_else(|| desired.broker.store_dir.clone()),
+            ),
+        });
+    }
+    let first = nodes[0].clone();
+    if desired.cluster.is_none() {
+        return Ok((first.server_conf, first.process, first.listener, Vec::new()));
+    }
+    let unknown = nodes.iter().find_map(|n| match &n.process {
+        BrokerProcess::Unknown { seen } => Some(format!("node {}: {seen}", n.name)),
+        _ => None,
+    });
+    let running = nodes.iter().find(|n| n.process.is_running());
+    let (process, listener) = match (unknown, running) {
+        (Some(seen), _) => (BrokerProcess::Unknown { seen }, first.listener.clone()),
+        (None, Some(n)) => (n.process.clone(), n.listener.clone()),
+        (None, None) => (BrokerProcess::Stopped, first.listener.clone()),
+    };
+    Ok((first.server_conf, process, listener, nodes))
+}
+
+/// The JetStream store of the broker's first node, as written in `cotal.toml`.
+pub fn first_store_dir(desired: &Desired) -> String {
+    match &desired.cluster {
+        Some(c) => c.nodes[0].store_dir.clone(),
+        None => desired.broker.store_dir.clone(),
+    }
+}
+
+/// Where node `index` listens: its promoted config's listener, else `cotal.toml`'s.
+fn node_listener(desired: &Desired, index: usize, promoted: Option<&PromotedConfig>) -> Listener {
+    match desired.cluster.as_ref().and_then(|c| c.nodes.get(index)) {
+        None => listener(desired, promoted),
+        Some(n) => {
+            let view = promoted.map(|p| &p.view);
+            Listener {
+                host: view
+                    .and_then(|v| v.host.clone())
+                    .unwrap_or_else(|| n.host.clone()),
+                port: view.and_then(|v| v.port).unwrap_or(n.port),
+            }
+        }
+    }
 }
 
 /// The system account as the broker record holds it: which scoped keys it keeps (or the legacy
@@ -240,13 +318,13 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
 
 /// Ask the running broker for every account's streams and connections, through an ephemeral
 /// system-account user (one connection, three requests, whatever the number of spaces).
-pub fn live_figures(root: &Root, listener: &Listener) -> Result<live::Figures> {
+pub fn live_figures(root: &Root, listener: &Listener, servers: usize) -> Result<live::Figures> {
     let nats = live::Nats::new(&listener.host, listener.port)?;
     // The previous control key, when kept, reaches a broker still running the system JWT of
     // an interrupted key change.
     let mut last = None;
     for creds in mint::system_users(root, "cotal-monitor", permissions::monitor())? {
-        match nats.figures(&creds) {
+        match nats.figures(&creds, servers) {
             Ok(figures) => return Ok(figures),
             Err(e) => last = Some(e),
         }
@@ -315,6 +393,11 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures) {
             connections: Some(account.map(|a| a.connections).unwrap_or(0)),
         };
         let Some(account) = account else { continue };
+        space.replication = account
+            .streams
+            .iter()
+            .filter_map(|s| s.replication)
+            .reduce(|(a, x), (b, y)| (a.min(b), x && y));
         for want in streams::expected(&name.token()) {
             let stream_name = want.stream_name();
             if let Some(shape) = account
@@ -411,8 +494,11 @@ pub fn listener(desired: &Desired, promoted: Option<&PromotedConfig>) -> Listene
 
 /// The root's broker, three-valued, from the kernel's view of the pidfile's process and the
 /// listener (see [`crate::broker::identity`]).
-pub fn broker_process(root: &Root, listener: &Listener) -> Result<BrokerProcess> {
-    Ok(match identity::probe(root, listener)? {
+pub fn broker_process(
+    node: &crate::store::NodeFiles,
+    listener: &Listener,
+) -> Result<BrokerProcess> {
+    Ok(match identity::probe(node, listener)? {
         Liveness::Running { pid } => BrokerProcess::Running { pid },
         Liveness::Stopped { .. } => BrokerProcess::Stopped,
         Liveness::Unknown { seen } => BrokerProcess::Unknown { seen },

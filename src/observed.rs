@@ -63,6 +63,9 @@ pub struct ObservedSpace {
     pub stream_drift: Vec<(String, Vec<String>)>,
     /// The channel registry, as the running broker holds it.
     pub registry: RegistryState,
+    /// On a running cluster: the fewest replicas any of the space's streams has, and whether
+    /// every replica of every stream is current.
+    pub replication: Option<(usize, bool)>,
 }
 
 /// What is known of a space's channel registry.
@@ -383,6 +386,22 @@ pub struct Observed {
     /// When this was observed (unix seconds): expiry is judged against it, never against the
     /// clock, so planning stays a pure function.
     pub now: i64,
+    /// Every node of a cluster, in `cotal.toml`'s order. Empty for a single server, which the
+    /// fields above describe; for a cluster `server_conf` is the first node's, `process` says
+    /// `Running` when a node runs (the pid of the first that does), and `listener` is that
+    /// node's: the one cotal reaches the cluster through.
+    pub nodes: Vec<ObservedNode>,
+}
+
+/// One node of a cluster, as observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedNode {
+    pub name: String,
+    pub listener: crate::model::Listener,
+    pub server_conf: Option<PromotedConfig>,
+    pub process: BrokerProcess,
+    /// The node's JetStream store, absolute.
+    pub store_dir: PathBuf,
 }
 
 impl Observed {
@@ -437,10 +456,66 @@ impl Observed {
         self.server_conf.as_ref().map(|c| c.text.as_str())
     }
 
-    /// Whether the promoted config preloads `account`.
+    /// Whether the promoted config preloads `account` (on any node).
     pub fn loads(&self, account: &str) -> bool {
         self.server_conf
             .as_ref()
             .is_some_and(|c| c.view.loads(account))
+            || self.nodes.iter().any(|n| {
+                n.server_conf
+                    .as_ref()
+                    .is_some_and(|c| c.view.loads(account))
+            })
+    }
+
+    /// The promoted config text of node `name` (a single server's is `server_conf`).
+    pub fn node_conf_text(&self, name: &str) -> Option<&str> {
+        if self.nodes.is_empty() {
+            return self.server_conf_text();
+        }
+        self.nodes
+            .iter()
+            .find(|n| n.name == name)
+            .and_then(|n| n.server_conf.as_ref())
+            .map(|c| c.text.as_str())
+    }
+
+    /// The nodes of a running cluster that are not running (empty for a single server, and
+    /// when no node runs).
+    pub fn nodes_down(&self) -> Vec<&ObservedNode> {
+        if !self.process.is_running() {
+            return Vec::new();
+        }
+        self.nodes
+            .iter()
+            .filter(|n| !n.process.is_running())
+            .collect()
+    }
+
+    /// What the plan pins of the promoted configs: the sha256 of the one config of a single
+    /// server, or of every node's name and config in order; `absent` when there is none.
+    pub fn config_pin(&self) -> String {
+        if self.nodes.is_empty() {
+            return self
+                .server_conf_text()
+                .map(|c| crate::digest::sha256(c.as_bytes()))
+                .unwrap_or_else(|| "absent".into());
+        }
+        if self.nodes.iter().all(|n| n.server_conf.is_none()) {
+            return "absent".into();
+        }
+        let mut all = String::new();
+        for n in &self.nodes {
+            all.push_str(&n.name);
+            all.push('\0');
+            all.push_str(
+                n.server_conf
+                    .as_ref()
+                    .map(|c| c.text.as_str())
+                    .unwrap_or(""),
+            );
+            all.push('\0');
+        }
+        crate::digest::sha256(all.as_bytes())
     }
 }

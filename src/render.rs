@@ -13,17 +13,32 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::PathBuf;
 
-/// One broker node's listener and store. A broker is a list of nodes; today it has one.
+/// One broker node's listener and store. A broker is a list of nodes: one server, or the
+/// nodes of a cluster (each with its `server_name` and `cluster {}` block).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Node {
     pub name: String,
     pub host: String,
     pub port: u16,
+    /// The node's place in a cluster; `None` for a single server (no `server_name`, no
+    /// `cluster {}`: the config of a single server is what it always was).
+    pub cluster: Option<ClusterBlock>,
     /// Absolute JetStream store directory.
     pub store_dir: PathBuf,
     /// JetStream's file and memory stores, when the operator bounds them.
     pub max_file_store: Option<u64>,
     pub max_memory_store: Option<u64>,
+}
+
+/// A cluster node's `server_name` and `cluster {}` block.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterBlock {
+    /// The cluster's name.
+    pub name: String,
+    /// The node's route listener, `host:port`.
+    pub listen: String,
+    /// The other nodes' route URLs, in the file's order.
+    pub routes: Vec<String>,
 }
 
 /// An account's token in the preload: a signed JWT, or a placeholder for one the plan will
@@ -111,6 +126,17 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
     out.push('\n');
     let _ = writeln!(out, "host: {}", quote(&node.host));
     let _ = writeln!(out, "port: {}", node.port);
+    if let Some(c) = &node.cluster {
+        let _ = writeln!(out, "server_name: {}", quote(&node.name));
+        out.push_str("cluster {\n");
+        let _ = writeln!(out, "  name: {}", quote(&c.name));
+        let _ = writeln!(out, "  listen: {}", quote(&c.listen));
+        out.push_str("  routes: [\n");
+        for r in &c.routes {
+            let _ = writeln!(out, "    {}", quote(r));
+        }
+        out.push_str("  ]\n}\n");
+    }
     let _ = writeln!(out, "max_control_line: {MAX_CONTROL_LINE}");
     let _ = writeln!(out, "logfile_size_limit: {LOG_SIZE_LIMIT}");
     let _ = writeln!(out, "logfile_max_num: {LOG_MAX_FILES}");
@@ -179,7 +205,7 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         jetstream.insert("max_memory_store".into(), json!(n));
     }
     // serde_json's map is ordered by key, as Go's encoder orders map keys.
-    let parsed = json!({
+    let mut parsed = json!({
         "host": node.host,
         "port": node.port,
         "max_control_line": MAX_CONTROL_LINE,
@@ -191,6 +217,10 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         "resolver": "MEMORY",
         "resolver_preload": preload,
     });
+    if let Some(c) = &node.cluster {
+        parsed["server_name"] = json!(node.name);
+        parsed["cluster"] = json!({ "name": c.name, "listen": c.listen, "routes": c.routes });
+    }
     let mut encoded = go_html_safe(&parsed.to_string());
     encoded.push('\n');
     crate::digest::sha256(encoded.as_bytes())
@@ -301,6 +331,42 @@ fn quote(s: &str) -> String {
     serde_json::to_string(s).expect("string")
 }
 
+/// Whether a rendered line is one of a node's own (its listener, server name, cluster block or
+/// store), which differ between the nodes of one cluster. `in_cluster` tracks the block.
+fn node_line(line: &str, in_cluster: &mut bool) -> bool {
+    if *in_cluster {
+        if line == "}" {
+            *in_cluster = false;
+        }
+        return true;
+    }
+    if line == "cluster {" {
+        *in_cluster = true;
+        return true;
+    }
+    ["host: ", "port: ", "server_name: ", "  store_dir: "]
+        .iter()
+        .any(|p| line.starts_with(p))
+}
+
+/// A rendered config without the node's own lines: what every node of a cluster shares.
+pub fn shared_part(conf: &str) -> String {
+    let mut in_cluster = false;
+    conf.lines()
+        .filter(|l| !node_line(l, &mut in_cluster))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Only the node's own lines of a rendered config.
+pub fn node_part(conf: &str) -> String {
+    let mut in_cluster = false;
+    conf.lines()
+        .filter(|l| node_line(l, &mut in_cluster))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Replace every JWT in a rendered config with its shortened form, for display.
 pub fn shorten_tokens(conf: &str) -> String {
     conf.lines()
@@ -338,6 +404,7 @@ mod tests {
             name: "n".into(),
             host: "0.0.0.0".into(),
             port: 4333,
+            cluster: None,
             store_dir: "/srv/s".into(),
             max_file_store: None,
             max_memory_store: None,

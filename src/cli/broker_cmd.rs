@@ -35,7 +35,8 @@ pub struct DownArgs {
     pub preserve_state: bool,
 }
 
-/// Render from the inventory, start nats-server, provision what is missing.
+/// Render from the inventory, start nats-server (every node of a cluster that is not
+/// running), wait for a cluster's JetStream meta leader, provision what is missing.
 pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     let root = global.root()?;
     let progress = super::progress::Bar::new();
@@ -45,35 +46,51 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     apply::refuse_if_journal_open(&observed.journal, "up")?;
     plan::guard_trust(&observed)?;
     plan::guard_liveness(&observed)?;
-    if let BrokerProcess::Running { pid } = observed.process {
-        println!("The broker is already running (pid {pid}).");
+    if let BrokerProcess::Running { pid } = observed.process
+        && observed.nodes_down().is_empty()
+    {
+        if observed.nodes.is_empty() {
+            println!("The broker is already running (pid {pid}).");
+        } else {
+            println!("Every node of the cluster is already running.");
+        }
         return Ok(0);
     }
-    process::check_log(&root)?;
+    let files = root.nodes(desired.cluster.as_ref());
+    for f in &files {
+        process::check_log(f)?;
+    }
     if observed.inventory.spaces.is_empty() {
         return Err(Error::Refused(
             "this root holds no space yet, and a broker needs at least one.\nnext: add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`".into(),
         ));
     }
-    // The broker will listen where cotal.toml says: nothing of this root may run there and
+    // Each node will listen where cotal.toml says: nothing of this root may run there and
     // nothing may listen there. Checked before anything is written.
-    let listener = Listener {
-        host: desired.broker.host.clone(),
-        port: desired.broker.port,
-    };
+    let listeners = desired_listeners(&desired);
     let refuse_listener = |seen: String| {
         Error::Refused(format!(
             "cannot start the broker: {seen}.\n\
              blast radius: none, nothing was started.\n\
-             next: stop that process, or change [broker] port in cotal.toml and run `cotal apply`, then `cotal up`"
+             next: stop that process, or change the port in cotal.toml and run `cotal apply`, then `cotal up`"
         ))
     };
-    if let Liveness::Unknown { seen } = identity::probe(&root, &listener)? {
-        return Err(refuse_listener(seen));
+    let mut to_start = Vec::new();
+    for (f, listener) in files.iter().zip(&listeners) {
+        match identity::probe(f, listener)? {
+            Liveness::Unknown { seen } => return Err(refuse_listener(of_node(&files, f, seen))),
+            Liveness::Running { .. } => {}
+            Liveness::Stopped { .. } => to_start.push((f, listener)),
+        }
     }
     // The config on disk must be the rendering of the inventory: promote it when it is not.
     let boot = plan::boot_plan(&desired, &observed)?;
     if !boot.is_empty() {
+        if to_start.len() < files.len() {
+            return Err(Error::Refused(
+                "the config on disk is not the rendering of the inventory, and some nodes of the cluster run it: starting the others on another config would split the cluster.\nblast radius: none, nothing was started.\nnext: `cotal down`, then `cotal up`".into(),
+            ));
+        }
         let ctx = Context {
             root: &root,
             desired: &desired,
@@ -84,20 +101,33 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         };
         apply::execute(&ctx, &boot, &mut Stopped)?;
     }
-    let pid = process::start(&root, &listener, args.timeout)?;
+    for (f, listener) in &to_start {
+        let pid = process::start(&root, f, listener, args.timeout)?;
+        if files.len() == 1 {
+            println!("nats-server started (pid {pid}) on nats://{listener}");
+        } else {
+            println!("node {} started (pid {pid}) on nats://{listener}", f.name);
+        }
+    }
     if crate::store::cut::clear(&root)? {
         println!("The cut taken by `cotal down --preserve-state` is cleared.");
     }
-    println!(
-        "nats-server started (pid {pid}) on nats://{}:{}",
-        desired.broker.host, desired.broker.port
-    );
 
     // Booting completes provisioning (seed 000 section 2.1), from what the broker says it holds.
     let observed = observe::observe(&root, &desired, digest)?;
+    if desired.cluster.is_some() {
+        let leader = wait_for_meta_leader(&root, &desired, &observed, args.timeout)?;
+        println!("The cluster's JetStream meta leader is {leader}.");
+    }
+    let observed = if desired.cluster.is_some() {
+        // Read again now that JetStream answers cluster-wide.
+        observe::observe(&root, &desired, observed.desired_digest.clone())?
+    } else {
+        observed
+    };
     if let Some(e) = &observed.live_error {
         return Err(Error::Other(format!(
-            "nats-server started (pid {pid}), but cotal could not read which streams it holds ({e}), so provisioning was not checked.\n\
+            "nats-server started, but cotal could not read which streams it holds ({e}), so provisioning was not checked.\n\
              next: `cotal status` to see the broker, then `cotal apply`, which provisions whatever is missing"
         )));
     }
@@ -118,7 +148,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             lock: &lock,
             progress: &progress,
         };
-        let mut broker = Running::connect(&root, &observed.listener)?;
+        let mut broker = Running::connect(&root, &desired, &observed)?;
         apply::execute(&ctx, &provisioning, &mut broker)?;
         for step in &provisioning.steps {
             println!("  {}", step.title());
@@ -138,8 +168,65 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Stop the broker. Works while a journal is open: the operator can always stop the broker,
-/// and the next `cotal apply` finishes the journal with the broker stopped.
+/// Where each node listens according to `cotal.toml`.
+fn desired_listeners(desired: &crate::desired::Desired) -> Vec<Listener> {
+    match &desired.cluster {
+        None => vec![Listener {
+            host: desired.broker.host.clone(),
+            port: desired.broker.port,
+        }],
+        Some(c) => c
+            .nodes
+            .iter()
+            .map(|n| Listener {
+                host: n.host.clone(),
+                port: n.port,
+            })
+            .collect(),
+    }
+}
+
+/// `seen`, prefixed with the node it is about on a cluster.
+fn of_node(files: &[crate::store::NodeFiles], f: &crate::store::NodeFiles, seen: String) -> String {
+    if files.len() == 1 {
+        seen
+    } else {
+        format!("node {}: {seen}", f.name)
+    }
+}
+
+/// Wait until the cluster's JetStream has a meta leader and its meta group counts every running
+/// node as current (so streams of the declared replicas can be placed), asking through the
+/// system account. Returns the leader's name.
+fn wait_for_meta_leader(
+    root: &crate::store::Root,
+    desired: &crate::desired::Desired,
+    observed: &crate::observed::Observed,
+    timeout: Duration,
+) -> Result<String> {
+    let running = Running::connect(root, desired, observed)?;
+    let nodes = running.server_ids().len();
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let why = match running.control().meta_group(nodes) {
+            Ok(Some((leader, current))) if current >= nodes => return Ok(leader),
+            Ok(Some((leader, current))) => {
+                format!("meta leader {leader} counts {current} of {nodes} running nodes as current")
+            }
+            Ok(None) => "no meta leader yet".to_string(),
+            Err(e) => e.to_string(),
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(Error::Other(format!(
+                "the cluster's nodes run, but JetStream elected no meta leader within {timeout:?} ({why}), so nothing was provisioned.\nnext: `cotal status`, and each node's log in .cotal/node.NAME/nats.log (can the nodes reach each other's cluster_port?)"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Stop the broker (every node of a cluster). Works while a journal is open: the operator can
+/// always stop the broker, and the next `cotal apply` finishes the journal with it stopped.
 pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     let root = global.root()?;
     // No .cotal/: no server.conf, so no nats-server of this root can run.
@@ -151,47 +238,32 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     // The listener the running broker loaded: the promoted config's, else cotal.toml's (which
     // may be unparsable: stopping never needs it).
     let desired = observe::desired(&root).map(|(d, _)| d).unwrap_or_default();
-    let promoted = crate::store::server_conf::read(&root)?.map(PromotedConfig::new);
-    let listener = observe::listener(&desired, promoted.as_ref());
-    // This root's own nats-servers are stopped whatever they listen on (still binding, a
-    // hand-edited port, a lost pidfile): each is a nats-server of this user whose `-c` is this
-    // root's server.conf. Anything else is left alone.
-    let mut own = identity::root_brokers(&root);
-    if let Ok(Some(pid)) = identity::recorded_pid(&root)?
-        && identity::is_root_broker(&root, pid)
-        && !own.contains(&pid)
-    {
-        own.push(pid);
+    if args.preserve_state && desired.cluster.is_some() {
+        return Err(Error::Refused(
+            "--preserve-state records a cut for `cotal space backup` and `space restore`, which do not work on a cluster yet.\nblast radius: none, nothing was stopped.\nnext: `cotal down` without it".into(),
+        ));
     }
-    let probed = match own.first() {
-        Some(&pid) => Liveness::Running { pid },
-        None => identity::probe(&root, &listener)?,
-    };
-    let stopped = match probed {
-        Liveness::Running { .. } => {
-            for &pid in &own {
-                process::stop(&root, pid, args.grace)?;
-                println!("nats-server stopped (pid {pid}).");
+    let files = root.nodes(desired.cluster.as_ref());
+    let mut stopped = None;
+    let mut listener = None;
+    for (i, f) in files.iter().enumerate() {
+        let promoted = crate::store::server_conf::read(f)?.map(PromotedConfig::new);
+        let l = match desired.cluster.as_ref() {
+            None => observe::listener(&desired, promoted.as_ref()),
+            Some(c) => {
+                let view = promoted.as_ref().map(|p| &p.view);
+                Listener {
+                    host: view
+                        .and_then(|v| v.host.clone())
+                        .unwrap_or_else(|| c.nodes[i].host.clone()),
+                    port: view.and_then(|v| v.port).unwrap_or(c.nodes[i].port),
+                }
             }
-            own.last().copied()
-        }
-        Liveness::Stopped { stale_pid } => {
-            if let Some(pid) = stale_pid {
-                crate::store::atomic::remove_file(&root.pid_file())?;
-                println!(
-                    "The pidfile named pid {pid}, which is not this root's nats-server (dead or reused); it was removed, nothing was signalled."
-                );
-            }
-            println!("The broker was not running.");
-            None
-        }
-        Liveness::Unknown { seen } => {
-            return Err(Error::Refused(format!(
-                "cannot tell whether this root's broker is running: {seen}; nothing was signalled.\n\
-                 next: if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)"
-            )));
-        }
-    };
+        };
+        stopped = stop_node(&files, f, &l, args.grace)?.or(stopped);
+        listener.get_or_insert(l);
+    }
+    let listener = listener.expect("a node");
     if args.preserve_state {
         let (host, port) = (&listener.host, listener.port);
         let sockets = identity::listening_sockets(&listener)?;
@@ -219,4 +291,67 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
         );
     }
     Ok(0)
+}
+
+/// Stop one node: every nats-server of this user started on its config (whatever it listens
+/// on: still binding, a hand-edited port, a lost pidfile) and its pidfile's process when that is
+/// one. Anything else is left alone. Returns the last pid stopped.
+fn stop_node(
+    files: &[crate::store::NodeFiles],
+    node: &crate::store::NodeFiles,
+    listener: &Listener,
+    grace: Duration,
+) -> Result<Option<u32>> {
+    let said = |what: &str| {
+        if files.len() == 1 {
+            what.to_string()
+        } else {
+            format!("node {}: {what}", node.name)
+        }
+    };
+    let mut own = identity::root_brokers(node);
+    if let Ok(Some(pid)) = identity::recorded_pid(node)?
+        && identity::is_root_broker(node, pid)
+        && !own.contains(&pid)
+    {
+        own.push(pid);
+    }
+    let probed = match own.first() {
+        Some(&pid) => Liveness::Running { pid },
+        None => identity::probe(node, listener)?,
+    };
+    match probed {
+        Liveness::Running { .. } => {
+            for &pid in &own {
+                process::stop(node, pid, grace)?;
+                println!("{}", said(&format!("nats-server stopped (pid {pid}).")));
+            }
+            Ok(own.last().copied())
+        }
+        Liveness::Stopped { stale_pid } => {
+            if let Some(pid) = stale_pid {
+                crate::store::atomic::remove_file(&node.pid)?;
+                println!(
+                    "{}",
+                    said(&format!(
+                        "The pidfile named pid {pid}, which is not this root's nats-server (dead or reused); it was removed, nothing was signalled."
+                    ))
+                );
+            }
+            println!(
+                "{}",
+                said(if files.len() == 1 {
+                    "The broker was not running."
+                } else {
+                    "not running."
+                })
+            );
+            Ok(None)
+        }
+        Liveness::Unknown { seen } => Err(Error::Refused(format!(
+            "cannot tell whether this root's broker is running: {}; nothing was signalled there.\n\
+             next: if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)",
+            of_node(files, node, seen)
+        ))),
+    }
 }

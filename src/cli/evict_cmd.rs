@@ -40,7 +40,18 @@ pub fn run(global: &Global, name: &str, lock_timeout: Duration) -> Result<i32> {
         );
         return Ok(0);
     }
-    let running = Running::connect(&root, &observed.listener)?;
+    if let Some(c) = &desired.cluster {
+        return Err(Error::Refused(format!(
+            "`space evict` does not work on a cluster yet: a client id names a connection on one node, and cotal kicks through one node's control plane; on the {} nodes of cluster {:?} it could not close every connection of {}.\n\
+             blast radius: none, nothing was closed.\n\
+             next: `cotal space suspend {}` closes the space's clients on every node (and `cotal space resume` lets them back)",
+            c.nodes.len(),
+            c.name,
+            space.quoted(),
+            space.as_str()
+        )));
+    }
+    let running = Running::connect(&root, &desired, &observed)?;
     let mut closed = 0usize;
     let result = kick_all(running.control(), account, &mut closed);
     let outcome = match &result {

@@ -30,6 +30,10 @@ pub struct Args {
     /// pull request's CI). Figures that need the broker are unavailable.
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
+    /// Plan as `cotal apply --allow-degraded` would: on a cluster with nodes down, proceed when
+    /// a majority runs.
+    #[arg(long)]
+    pub allow_degraded: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -62,7 +66,8 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
             out.display()
         )));
     }
-    let (desired, digest) = observe::desired(&root)?;
+    let (mut desired, digest) = observe::desired(&root)?;
+    desired.allow_degraded = args.allow_degraded;
     let observed = match &args.state {
         Some(file) => from_state(file, digest)?,
         None => observe::observe(&root, &desired, digest)?,

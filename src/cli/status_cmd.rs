@@ -43,7 +43,37 @@ struct Status {
     cut: Option<String>,
     jetstream: JetStreamStatus,
     system: SystemStatus,
+    /// A cluster's nodes (absent for one server).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    nodes: Vec<NodeStatus>,
     spaces: Vec<SpaceStatus>,
+}
+
+/// One node of a cluster: its process, and what it says through the system account.
+#[derive(Serialize)]
+struct NodeStatus {
+    name: String,
+    /// `running`, `stopped` or `unknown`.
+    state: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pid: Option<u32>,
+    url: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    server_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<String>,
+    /// VARZ's `config_digest`: the config the node has loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config_digest: Option<String>,
+    /// Whether that is the rendering of the generation on disk (`None`: not asked).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    config_current: Option<bool>,
+    /// Whether the node is the JetStream meta leader.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    meta_leader: Option<bool>,
+    /// Why the node could not be asked, when it could not.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
 }
 
 /// The system account's keys as the root keeps them, and the $SYS creds they signed.
@@ -124,6 +154,12 @@ struct SpaceStatus {
     protect: bool,
     /// The applied limits (from the account JWT; absent: unlimited).
     limits: crate::model::Limits,
+    /// On a running cluster: the fewest replicas of the space's streams, and whether every
+    /// replica of every stream is current.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replicas: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replicas_current: Option<bool>,
     /// The channel registry as the running broker holds it (key -> value), when read.
     #[serde(skip_serializing_if = "Option::is_none")]
     channels: Option<std::collections::BTreeMap<String, serde_json::Value>>,
@@ -135,6 +171,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     let observed = observe::observe(&root, &desired, digest)?;
     let server = observed.server.as_ref();
     let problems = observed.problems();
+    let nodes = node_status(&root, &desired, &observed);
     let status = Status {
         format_version: FORMAT_VERSION,
         root: root.dir().display().to_string(),
@@ -190,6 +227,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 .flat_map(|s| s.sys_users.iter().filter_map(|u| u.expires_at))
                 .min(),
         },
+        nodes,
         spaces: observed
             .inventory
             .spaces
@@ -204,6 +242,8 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 connections: s.usage.connections,
                 protect: s.protect_recorded,
                 limits: crate::plan::applied_spec(s).limits,
+                replicas: s.replication.map(|(n, _)| n),
+                replicas_current: s.replication.map(|(_, c)| c),
                 channels: match &s.registry {
                     crate::observed::RegistryState::Read(r) => Some(
                         r.iter()
@@ -227,6 +267,88 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     } else {
         crate::error::exit::REFUSED
     })
+}
+
+/// Every node of a cluster, asked through the system account when it runs: its server id,
+/// version, loaded config (against the rendering of the inventory) and whether it leads
+/// JetStream's meta layer.
+fn node_status(
+    root: &crate::store::Root,
+    desired: &crate::desired::Desired,
+    observed: &crate::observed::Observed,
+) -> Vec<NodeStatus> {
+    let mut out: Vec<NodeStatus> = observed
+        .nodes
+        .iter()
+        .map(|n| NodeStatus {
+            name: n.name.clone(),
+            state: match n.process {
+                BrokerProcess::Running { .. } => "running",
+                BrokerProcess::Stopped => "stopped",
+                BrokerProcess::Unknown { .. } => "unknown",
+            },
+            pid: match n.process {
+                BrokerProcess::Running { pid } => Some(pid),
+                _ => None,
+            },
+            url: format!("nats://{}", n.listener),
+            server_id: None,
+            version: None,
+            config_digest: None,
+            config_current: None,
+            meta_leader: None,
+            error: None,
+        })
+        .collect();
+    if out.is_empty() || !observed.process.is_running() {
+        return out;
+    }
+    let BrokerRecordState::Valid(trust) = &observed.broker else {
+        return out;
+    };
+    let running = match crate::broker::Running::connect(root, desired, observed) {
+        Ok(r) => r,
+        Err(e) => {
+            for n in out.iter_mut().filter(|n| n.state == "running") {
+                n.error = Some(e.to_string());
+            }
+            return out;
+        }
+    };
+    let leader = running
+        .control()
+        .meta_group(running.server_ids().len())
+        .ok()
+        .flatten()
+        .map(|(leader, _)| leader);
+    let preloads = crate::render::inventory_preloads(&observed.inventory.spaces);
+    let rendered: Vec<(String, String)> = crate::plan::nodes(desired, observed)
+        .iter()
+        .filter_map(|node| {
+            crate::render::render(trust, &preloads, node)
+                .ok()
+                .map(|r| (node.name.clone(), r.digest))
+        })
+        .collect();
+    let ids = running.server_ids();
+    for n in out.iter_mut() {
+        let Some(id) = ids.get(&n.name) else { continue };
+        n.server_id = Some(id.clone());
+        n.meta_leader = Some(leader.as_deref() == Some(n.name.as_str()));
+        match running.control().varz_of(id) {
+            Ok(v) => {
+                n.config_current = Some(
+                    rendered
+                        .iter()
+                        .any(|(name, d)| *name == n.name && *d == v.digest),
+                );
+                n.version = Some(v.version);
+                n.config_digest = Some(v.digest);
+            }
+            Err(e) => n.error = Some(e.to_string()),
+        }
+    }
+    out
 }
 
 fn text(s: &Status, observed: &crate::observed::Observed) -> String {
@@ -260,6 +382,31 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
         );
     }
     out.push('\n');
+    for n in &s.nodes {
+        let _ = write!(out, "  node {:<8} {} {}", n.name, n.state, n.url);
+        if let Some(pid) = n.pid {
+            let _ = write!(out, " (pid {pid}");
+            if let Some(v) = &n.version {
+                let _ = write!(out, ", nats-server {v}");
+            }
+            out.push(')');
+        }
+        if let Some(id) = &n.server_id {
+            let _ = write!(out, " id {}", &id[..id.len().min(8)]);
+        }
+        match n.config_current {
+            Some(true) => out.push_str(", config of this generation"),
+            Some(false) => out.push_str(", config NOT of this generation (apply or restart)"),
+            None => {}
+        }
+        if n.meta_leader == Some(true) {
+            out.push_str(", JetStream leader");
+        }
+        if let Some(e) = &n.error {
+            let _ = write!(out, ", not asked: {e}");
+        }
+        out.push('\n');
+    }
     let _ = writeln!(out, "generation  {}", s.generation);
     for (label, st) in [
         ("jetstream   file  ", &s.jetstream.file),

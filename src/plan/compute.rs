@@ -8,16 +8,53 @@ use crate::digest;
 use crate::observed::Observed;
 use crate::render::{self, Node};
 
-/// The broker's nodes, rendered from the same inventory. Today: one.
+/// The broker's nodes, each rendered from the same inventory: one server, or every node of
+/// the cluster in `cotal.toml`'s order (each routing to all the others).
 pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
-    vec![Node {
-        name: "local".into(),
-        host: desired.broker.host.clone(),
-        port: desired.broker.port,
-        store_dir: observed.store_dir.clone(),
-        max_file_store: desired.broker.max_file_store.map(|b| b.0),
-        max_memory_store: desired.broker.max_memory_store.map(|b| b.0),
-    }]
+    let max_file_store = desired.broker.max_file_store.map(|b| b.0);
+    let max_memory_store = desired.broker.max_memory_store.map(|b| b.0);
+    let Some(cluster) = &desired.cluster else {
+        return vec![Node {
+            name: crate::cluster::SINGLE_NODE.into(),
+            host: desired.broker.host.clone(),
+            port: desired.broker.port,
+            cluster: None,
+            store_dir: observed.store_dir.clone(),
+            max_file_store,
+            max_memory_store,
+        }];
+    };
+    cluster
+        .nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| Node {
+            name: n.name.clone(),
+            host: n.host.clone(),
+            port: n.port,
+            cluster: Some(render::ClusterBlock {
+                name: cluster.name.clone(),
+                listen: crate::model::Listener {
+                    host: n.host.clone(),
+                    port: n.cluster_port,
+                }
+                .to_string(),
+                routes: cluster
+                    .nodes
+                    .iter()
+                    .filter(|o| o.name != n.name)
+                    .map(|o| o.route())
+                    .collect(),
+            }),
+            store_dir: observed
+                .nodes
+                .get(i)
+                .map(|o| o.store_dir.clone())
+                .unwrap_or_else(|| observed.store_dir.clone()),
+            max_file_store,
+            max_memory_store,
+        })
+        .collect()
 }
 
 /// Compute the plan, or refuse.
@@ -25,19 +62,24 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> 
     let trust = guards::guard_trust(observed)?;
     guards::guard_liveness(observed)?;
     guards::guard_journal(observed)?;
-    let node = nodes(desired, observed).remove(0);
+    guards::guard_nodes(desired, observed)?;
+    let nodes = nodes(desired, observed);
 
     let removals = removals::collect(desired, observed);
     guards::guard_removals(desired, &observed.inventory, &removals)?;
-    guards::guard_listener(observed, &node)?;
+    guards::guard_cluster_removals(desired, observed, &removals)?;
+    for node in &nodes {
+        guards::guard_listener(observed, node)?;
+    }
     let system = system::reissue(desired, observed, &removals);
     let diff = diff::diff(desired, observed, &removals, system.as_ref());
     guards::guard_sys_keys(observed, system.as_ref(), diff.adds.keys())?;
+    guards::guard_degraded_adds(desired, observed, diff.adds.keys())?;
     super::capacity::guard_capacity(desired, observed)?;
 
     let described = describe::describe(desired, observed, &removals, &diff);
     let promotion =
-        promotion::promotion(&trust, observed, &removals, &diff, system.as_ref(), &node)?;
+        promotion::promotion(&trust, observed, &removals, &diff, system.as_ref(), &nodes)?;
     let steps = order::steps(
         desired,
         observed,
@@ -57,10 +99,7 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> 
             inventory_digest: digest::preloads(&render::inventory_preloads(
                 &observed.inventory.spaces,
             )),
-            config_digest: observed
-                .server_conf_text()
-                .map(|c| digest::sha256(c.as_bytes()))
-                .unwrap_or_else(|| "absent".into()),
+            config_digest: observed.config_pin(),
         },
         broker_running: observed.process.is_running(),
         summary: Summary {
@@ -68,7 +107,7 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> 
             change: count(Action::Change),
             remove: count(Action::Remove),
         },
-        warnings: describe::warnings(desired, observed, &node)
+        warnings: describe::warnings(desired, observed, &nodes)
             .into_iter()
             .chain(describe::channel_warnings(desired, observed, &diff))
             .collect(),

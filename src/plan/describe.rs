@@ -193,7 +193,7 @@ fn spec_details(spec: &SpaceSpec) -> Vec<String> {
 }
 
 /// What the operator should know but that changes nothing by itself.
-pub fn warnings(desired: &Desired, observed: &Observed, node: &Node) -> Vec<String> {
+pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<String> {
     let mut out = Vec::new();
     if let Some(e) = &observed.live_error {
         out.push(format!(
@@ -229,13 +229,32 @@ pub fn warnings(desired: &Desired, observed: &Observed, node: &Node) -> Vec<Stri
             }
         }
     }
-    if let Some(old) = super::guards::listener_change(observed, node) {
+    for node in nodes {
+        if let Some(old) = super::guards::listener_change(observed, node) {
+            out.push(format!(
+                "the listener{} changes from {old} to {}:{}: nats-server cannot move its listener on reload; restart the broker (`cotal down` then `cotal up`) for it to take effect",
+                node_of(observed, &node.name),
+                node.host,
+                node.port
+            ));
+        }
+    }
+    for down in observed.nodes_down() {
         out.push(format!(
-            "the listener changes from {old} to {}:{}: nats-server cannot move its listener on reload; restart the broker (`cotal down` then `cotal up`) for it to take effect",
-            node.host, node.port
+            "node {} is not running (--allow-degraded): its config file is written for its next start, but it is not reloaded or confirmed; `cotal up` starts it",
+            down.name
         ));
     }
     out
+}
+
+/// " of node NAME" for a cluster's node, nothing for a single server.
+fn node_of(observed: &Observed, name: &str) -> String {
+    if observed.nodes.is_empty() {
+        String::new()
+    } else {
+        format!(" of node {name}")
+    }
 }
 
 /// What the plan says of channels it does not write: declarations it cannot check (the broker

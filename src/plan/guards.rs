@@ -156,6 +156,89 @@ pub fn guard_liveness(observed: &Observed) -> Result<(), Refusal> {
     }
 }
 
+/// Refuse removing a space from a stopped cluster: its replicated streams are assigned in every
+/// node's JetStream meta layer, which only the running cluster's API deletes (deleting the
+/// folders would leave the assignments, and a space added again under the name could not use
+/// its streams until every node restarted).
+pub fn guard_cluster_removals(
+    desired: &Desired,
+    observed: &Observed,
+    removals: &Removals,
+) -> Result<(), Refusal> {
+    let fresh: Vec<&SpaceName> = removals.requested().collect();
+    if desired.cluster.is_none() || observed.process.is_running() || fresh.is_empty() {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        format!(
+            "removing {} from a stopped cluster cannot delete its streams: they are assigned in every node's JetStream meta layer, which only the running cluster deletes.",
+            list(fresh)
+        ),
+        NOTHING_CHANGED,
+        "`cotal up`, then apply the removal (cotal deletes the streams through the JetStream API before any node drops the account)",
+    ))
+}
+
+/// Refuse a cluster some of whose nodes run and some do not: a reload must reach every node
+/// (a client of a new account on a node that has not loaded it is cut off from the others).
+/// With `--allow-degraded` a strict majority of running nodes is enough; the others get their
+/// file for their next start.
+pub fn guard_nodes(desired: &Desired, observed: &Observed) -> Result<(), Refusal> {
+    let down = observed.nodes_down();
+    if down.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = down.iter().map(|n| n.name.as_str()).collect();
+    let total = observed.nodes.len();
+    let running = total - down.len();
+    let quorum = running * 2 > total;
+    if desired.allow_degraded && quorum {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        format!(
+            "node{} {} of the cluster {} not running ({running} of {total} run), and an apply must reach every node: a node that has not loaded a change serves a tenant differently from the others.",
+            if names.len() == 1 { "" } else { "s" },
+            names.join(", "),
+            if names.len() == 1 { "is" } else { "are" }
+        ),
+        NOTHING_CHANGED,
+        if quorum {
+            "`cotal up` starts the nodes that are down; or, to change the cluster without them, apply with --allow-degraded (their files are written for their next start)"
+        } else {
+            "`cotal up` starts the nodes that are down (fewer than a majority run, so --allow-degraded cannot proceed: JetStream has no quorum)"
+        },
+    ))
+}
+
+/// With nodes down (`--allow-degraded`), refuse adding spaces whose streams need more replicas
+/// than nodes run: JetStream cannot place them, so they could not be provisioned.
+pub fn guard_degraded_adds<'a>(
+    desired: &Desired,
+    observed: &Observed,
+    adds: impl IntoIterator<Item = &'a SpaceName>,
+) -> Result<(), Refusal> {
+    let down = observed.nodes_down().len();
+    let Some(cluster) = &desired.cluster else {
+        return Ok(());
+    };
+    let running = observed.nodes.len() - down;
+    let adds: Vec<&SpaceName> = adds.into_iter().collect();
+    if down == 0 || adds.is_empty() || (cluster.replicas as usize) <= running {
+        return Ok(());
+    }
+    Err(Refusal::new(
+        format!(
+            "cannot add {} with only {running} of {} nodes running: its streams and buckets have {} replicas, and JetStream places each replica on its own running node.",
+            list(adds),
+            observed.nodes.len(),
+            cluster.replicas
+        ),
+        NOTHING_CHANGED,
+        "`cotal up` starts the nodes that are down, then apply again (changes that add no space go through with --allow-degraded)",
+    ))
+}
+
 /// Refuse an open journal that local state contradicts: a journaled removal is finished only
 /// when its pinned account is not another space's, the record of its name holds the pinned
 /// account (or is gone, or holds the new account the journaled apply minted for that name),
@@ -315,9 +398,19 @@ pub fn guard_sys_keys<'a>(
     ))
 }
 
-/// The listener of the promoted config, when it differs from the node's.
+/// The listener of the node's promoted config, when it differs from the node's.
 pub fn listener_change(observed: &Observed, node: &Node) -> Option<Listener> {
-    let view = &observed.server_conf.as_ref()?.view;
+    let promoted = if observed.nodes.is_empty() {
+        observed.server_conf.as_ref()
+    } else {
+        observed
+            .nodes
+            .iter()
+            .find(|n| n.name == node.name)?
+            .server_conf
+            .as_ref()
+    };
+    let view = &promoted?.view;
     let (host, port) = (view.host.clone()?, view.port?);
     (host != node.host || port != node.port).then_some(Listener { host, port })
 }
@@ -345,6 +438,7 @@ mod tests {
 
     fn node(port: u16) -> Node {
         Node {
+            cluster: None,
             name: "local".into(),
             host: "127.0.0.1".into(),
             port,

@@ -388,9 +388,26 @@ pub struct Summary {
     pub remove: usize,
 }
 
-/// The config before and after, with JWTs shortened: what the diff shows.
+/// The config before and after, with JWTs shortened: what the diff shows. For a cluster: the
+/// first node's, with the nodes whose change is the same but for their own lines (listener,
+/// server name, routes, store) and, whole, the nodes with a change of their own.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ConfigChange {
+    /// The node `before` and `after` are of (a cluster's first; absent for one server).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub node: Option<String>,
+    pub before: Option<String>,
+    pub after: String,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub same_on: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub nodes: Vec<NodeConfigChange>,
+}
+
+/// One cluster node's config before and after, when its change is not the first node's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeConfigChange {
+    pub name: String,
     pub before: Option<String>,
     pub after: String,
 }

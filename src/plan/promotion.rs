@@ -7,7 +7,7 @@ use super::diff::Diff;
 use super::guards::{Refusal, guard_trust};
 use super::removals::Removals;
 use super::system::SystemReissue;
-use super::{ConfigChange, Pins, Plan, Reason, Step};
+use super::{ConfigChange, NodeConfigChange, Pins, Plan, Reason, Step};
 use crate::desired::Desired;
 use crate::digest;
 use crate::model::SpaceName;
@@ -28,7 +28,7 @@ pub fn reasons(
     removals: &Removals,
     diff: &Diff,
     system: Option<&SystemReissue>,
-    node: &Node,
+    nodes: &[Node],
 ) -> Result<Vec<Reason>, Refusal> {
     let inv = &observed.inventory;
     let mut reasons = Vec::new();
@@ -70,12 +70,21 @@ pub fn reasons(
     if base.is_empty() {
         return Ok(reasons);
     }
-    let base_render = render::server_conf(trust, &base, node).map_err(Refusal::render)?;
     let explained = !reasons.is_empty();
-    match observed.server_conf_text() {
-        None => reasons.push(Reason::NoConfig),
-        Some(conf) if conf != base_render && !explained => reasons.push(Reason::ConfigDrift),
-        _ => {}
+    let mut missing = false;
+    let mut drifted = false;
+    for node in nodes {
+        let base_render = render::server_conf(trust, &base, node).map_err(Refusal::render)?;
+        match observed.node_conf_text(&node.name) {
+            None => missing = true,
+            Some(conf) if conf != base_render => drifted = true,
+            _ => {}
+        }
+    }
+    if missing {
+        reasons.push(Reason::NoConfig);
+    } else if drifted && !explained {
+        reasons.push(Reason::ConfigDrift);
     }
     match &observed.generation {
         GenerationState::Valid(g) if g.inventory_digest == digest::preloads(&base) => {}
@@ -93,9 +102,9 @@ pub fn promotion(
     removals: &Removals,
     diff: &Diff,
     system: Option<&SystemReissue>,
-    node: &Node,
+    nodes: &[Node],
 ) -> Result<Option<Promotion>, Refusal> {
-    let reasons = reasons(trust, observed, removals, diff, system, node)?;
+    let reasons = reasons(trust, observed, removals, diff, system, nodes)?;
     let inv = &observed.inventory;
     let projected = projected_preloads(inv, diff, removals);
     if reasons.is_empty() || projected.is_empty() {
@@ -105,7 +114,18 @@ pub fn promotion(
     if system.is_some() {
         projected_trust.sys_jwt = "(re-issued at apply)".into();
     }
-    let after = render::server_conf(&projected_trust, &projected, node).map_err(Refusal::render)?;
+    let mut changes = Vec::new();
+    for node in nodes {
+        let after =
+            render::server_conf(&projected_trust, &projected, node).map_err(Refusal::render)?;
+        changes.push(NodeConfigChange {
+            name: node.name.clone(),
+            before: observed
+                .node_conf_text(&node.name)
+                .map(render::shorten_tokens),
+            after: render::shorten_tokens(&after),
+        });
+    }
     // The spaces this plan adds or re-issues have their own blast radius.
     let kept = projected
         .iter()
@@ -131,11 +151,33 @@ pub fn promotion(
                 ..Blast::default()
             },
         },
-        config: ConfigChange {
-            before: observed.server_conf_text().map(render::shorten_tokens),
-            after: render::shorten_tokens(&after),
-        },
+        config: config_change(changes, observed.nodes.is_empty()),
     }))
+}
+
+/// The change shown for every node: the first node's diff, the nodes whose change is the same
+/// but for their own lines (listener, name, routes, store), and the others whole.
+fn config_change(mut changes: Vec<NodeConfigChange>, single: bool) -> ConfigChange {
+    let first = changes.remove(0);
+    let shared = |t: &Option<String>| t.as_deref().map(render::shared_part);
+    let (mut same_on, mut own) = (Vec::new(), Vec::new());
+    for c in changes {
+        let same = shared(&c.before) == shared(&first.before)
+            && render::shared_part(&c.after) == render::shared_part(&first.after)
+            && c.before.as_deref().map(render::node_part) == Some(render::node_part(&c.after));
+        if same {
+            same_on.push(c.name);
+        } else {
+            own.push(c);
+        }
+    }
+    ConfigChange {
+        node: (!single).then_some(first.name),
+        before: first.before,
+        after: first.after,
+        same_on,
+        nodes: own,
+    }
 }
 
 /// The inventory as it will be after the plan, with placeholders for tokens minted at apply.
@@ -183,12 +225,14 @@ fn projected_preloads<'a>(
 /// rendering of the inventory, or the generation record does not match it. Empty when it is.
 pub fn boot_reasons(desired: &Desired, observed: &Observed) -> Result<Vec<Reason>, Refusal> {
     let trust = guard_trust(observed)?;
-    let node = super::nodes(desired, observed).remove(0);
     let preloads = render::inventory_preloads(&observed.inventory.spaces);
-    let rendered = render::server_conf(&trust, &preloads, &node).map_err(Refusal::render)?;
     let mut reasons = Vec::new();
-    if observed.server_conf_text() != Some(rendered.as_str()) {
-        reasons.push(Reason::BootConfigDrift);
+    for node in super::nodes(desired, observed) {
+        let rendered = render::server_conf(&trust, &preloads, &node).map_err(Refusal::render)?;
+        if observed.node_conf_text(&node.name) != Some(rendered.as_str()) {
+            reasons.push(Reason::BootConfigDrift);
+            break;
+        }
     }
     if !matches!(&observed.generation,
         GenerationState::Valid(g) if g.inventory_digest == digest::preloads(&preloads))
@@ -268,18 +312,19 @@ mod tests {
     #[test]
     fn a_converged_root_needs_no_promotion_and_drift_says_why() {
         let (trust, mut o, desired) = root_of(&["design"]);
-        let node = crate::plan::nodes(&desired, &o).remove(0);
+        let nodes = crate::plan::nodes(&desired, &o);
+        let node = &nodes[0];
         let none = Removals::default();
         let diff = Diff::default();
         assert_eq!(
-            reasons(&trust, &o, &none, &diff, None, &node).unwrap(),
+            reasons(&trust, &o, &none, &diff, None, &nodes).unwrap(),
             vec![Reason::NoConfig]
         );
         let preloads = render::inventory_preloads(&o.inventory.spaces);
-        let conf = render::server_conf(&trust, &preloads, &node).unwrap();
+        let conf = render::server_conf(&trust, &preloads, node).unwrap();
         o.server_conf = Some(crate::observed::PromotedConfig::new(conf.clone()));
         assert_eq!(
-            reasons(&trust, &o, &none, &diff, None, &node).unwrap(),
+            reasons(&trust, &o, &none, &diff, None, &nodes).unwrap(),
             vec![Reason::NoGeneration]
         );
         o.generation = GenerationState::Valid(crate::observed::GenerationRecord {
@@ -287,7 +332,7 @@ mod tests {
             inventory_digest: digest::preloads(&preloads),
         });
         assert!(
-            reasons(&trust, &o, &none, &diff, None, &node)
+            reasons(&trust, &o, &none, &diff, None, &nodes)
                 .unwrap()
                 .is_empty()
         );
@@ -296,7 +341,7 @@ mod tests {
             "{conf}# edited\n"
         )));
         assert_eq!(
-            reasons(&trust, &o, &none, &diff, None, &node).unwrap(),
+            reasons(&trust, &o, &none, &diff, None, &nodes).unwrap(),
             vec![Reason::ConfigDrift]
         );
         let boot = boot_plan(&desired, &o).unwrap();

@@ -25,6 +25,7 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         sys_issued: Vec::new(),
         stream_drift: Vec::new(),
         registry: Default::default(),
+        replication: None,
     }
 }
 
@@ -40,6 +41,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
             previous_control: false,
         },
         now: 1_800_000_000,
+        nodes: Vec::new(),
         inventory: Inventory {
             spaces: spaces.iter().map(|(n, s)| (name(n), s.clone())).collect(),
             corrupt: Vec::new(),

@@ -32,18 +32,39 @@ pub fn name(space: &SpaceName) -> String {
     space.quoted()
 }
 
-/// Unified diff of the config before and after (JWTs already shortened).
+/// Unified diff of the config before and after (JWTs already shortened). For a cluster: the
+/// first node's diff, which nodes share it, then the diff of each node with a change of its own.
 pub fn config_diff(plan: &Plan) -> Option<String> {
     let change = plan.config.as_ref()?;
-    let before = change.before.as_deref().unwrap_or("");
-    let from = format!("server.conf (generation {})", plan.pins.generation);
-    let diff = similar::TextDiff::from_lines(before, change.after.as_str());
-    Some(
-        diff.unified_diff()
-            .context_radius(3)
-            .header(&from, "server.conf (planned)")
-            .to_string(),
-    )
+    let g = plan.pins.generation;
+    let mut out = unified(
+        change.node.as_deref(),
+        change.before.as_deref(),
+        &change.after,
+        g,
+    );
+    if !change.same_on.is_empty() {
+        out.push_str(&format!(
+            "# the same change on node{} {} (each with its own listener, server name, routes and store)\n",
+            if change.same_on.len() == 1 { "" } else { "s" },
+            change.same_on.join(", ")
+        ));
+    }
+    for n in &change.nodes {
+        out.push_str(&unified(Some(&n.name), n.before.as_deref(), &n.after, g));
+    }
+    Some(out)
+}
+
+fn unified(node: Option<&str>, before: Option<&str>, after: &str, generation: u64) -> String {
+    let of = node.map(|n| format!(" of node {n}")).unwrap_or_default();
+    let from = format!("server.conf{of} (generation {generation})");
+    let to = format!("server.conf{of} (planned)");
+    similar::TextDiff::from_lines(before.unwrap_or(""), after)
+        .unified_diff()
+        .context_radius(3)
+        .header(&from, &to)
+        .to_string()
 }
 
 /// The summary line.

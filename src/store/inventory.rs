@@ -188,6 +188,7 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                         sys_issued: Vec::new(),
                         stream_drift: Vec::new(),
                         registry: Default::default(),
+                        replication: None,
                     },
                 );
             }

@@ -21,7 +21,7 @@ pub mod server_conf;
 pub mod space_dir;
 pub mod users;
 
-pub use paths::Root;
+pub use paths::{NodeFiles, Root};
 
 /// Whether a pid names a live process (signal 0).
 pub fn process_alive(pid: u32) -> bool {

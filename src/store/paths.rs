@@ -172,6 +172,49 @@ impl Root {
     pub fn log_file(&self) -> PathBuf {
         self.state_dir().join("nats.log")
     }
+    /// The files of every node of the broker `cluster` describes (`None`: one server), in the
+    /// file's order.
+    pub fn nodes(&self, cluster: Option<&crate::cluster::ClusterSettings>) -> Vec<NodeFiles> {
+        match cluster {
+            None => vec![NodeFiles {
+                name: SINGLE_NODE.into(),
+                dir: self.auth_dir(),
+                conf: self.server_conf(),
+                conf_next: self.server_conf_next(),
+                conf_prev: self.server_conf_prev(),
+                pid: self.pid_file(),
+                log: self.log_file(),
+            }],
+            Some(c) => c
+                .nodes
+                .iter()
+                .map(|n| {
+                    let folder = self.state_dir().join(format!("node.{}", n.name));
+                    let conf = match &n.config {
+                        Some(path) => normalize(&self.dir.join(path)),
+                        None => folder.join("server.conf"),
+                    };
+                    let sibling = |suffix: &str| {
+                        let mut name = conf.file_name().unwrap_or_default().to_os_string();
+                        name.push(suffix);
+                        conf.with_file_name(name)
+                    };
+                    NodeFiles {
+                        name: n.name.clone(),
+                        dir: conf
+                            .parent()
+                            .map(Path::to_path_buf)
+                            .unwrap_or(folder.clone()),
+                        conf_next: sibling(".next"),
+                        conf_prev: sibling(".prev"),
+                        conf,
+                        pid: folder.join("nats.pid"),
+                        log: folder.join("nats.log"),
+                    }
+                })
+                .collect(),
+        }
+    }
     pub fn audit_log(&self) -> PathBuf {
         self.state_dir().join("audit.jsonl")
     }
@@ -179,6 +222,24 @@ impl Root {
     pub fn store_dir(&self, configured: &str) -> PathBuf {
         normalize(&self.dir.join(configured))
     }
+}
+
+pub use crate::cluster::SINGLE_NODE;
+
+/// The files of one broker node: its config with the candidate and previous ones of a
+/// promotion (all three in one folder, so the promotion is a rename), its pidfile and log.
+/// A single server's are `.cotal/auth/server.conf`, `.cotal/nats.pid` and `.cotal/nats.log`; a
+/// cluster node's live in `.cotal/node.<name>/` (its config where `config` says, if it does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFiles {
+    pub name: String,
+    /// The folder of the config file.
+    pub dir: PathBuf,
+    pub conf: PathBuf,
+    pub conf_next: PathBuf,
+    pub conf_prev: PathBuf,
+    pub pid: PathBuf,
+    pub log: PathBuf,
 }
 
 /// The files of a space's folder `.cotal/space.<hex>/`.

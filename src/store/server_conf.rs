@@ -1,48 +1,45 @@
-//! `.cotal/auth/server.conf` and its `.next` / `.prev` companions: the three files of a
-//! promotion (DESIGN.md section 4).
+//! A node's `server.conf` and its `.next` / `.prev` companions: the three files of a promotion
+//! (DESIGN.md section 4). A single server's are in `.cotal/auth/`; a cluster node's beside the
+//! config it reads.
 //!
 //! Invariant: `server.conf` is only ever replaced by a rename, so a reader (or nats-server on
 //! reload) sees one whole config or the other.
 
 use crate::error::Result;
-use crate::store::{Root, atomic};
+use crate::store::{NodeFiles, atomic};
 use std::path::PathBuf;
 
-pub fn read(root: &Root) -> Result<Option<String>> {
-    Ok(atomic::read_optional(&root.server_conf())?
-        .map(|b| String::from_utf8_lossy(&b).into_owned()))
+pub fn read(node: &NodeFiles) -> Result<Option<String>> {
+    Ok(atomic::read_optional(&node.conf)?.map(|b| String::from_utf8_lossy(&b).into_owned()))
 }
 
 /// Write the candidate config beside the live one.
-pub fn write_next(root: &Root, text: &str) -> Result<PathBuf> {
-    atomic::ensure_dir(&root.auth_dir(), atomic::PRIVATE_DIR)?;
-    let path = root.server_conf_next();
-    atomic::write(&path, text.as_bytes(), atomic::SECRET)?;
-    Ok(path)
+pub fn write_next(node: &NodeFiles, text: &str) -> Result<PathBuf> {
+    atomic::ensure_dir(&node.dir, atomic::PRIVATE_DIR)?;
+    atomic::write(&node.conf_next, text.as_bytes(), atomic::SECRET)?;
+    Ok(node.conf_next.clone())
 }
 
 /// Keep the live config as `.prev` and rename `.next` over it.
-pub fn promote_next(root: &Root) -> Result<()> {
-    let live = root.server_conf();
-    match atomic::read_optional(&live)? {
-        Some(bytes) => atomic::write(&root.server_conf_prev(), &bytes, atomic::SECRET)?,
+pub fn promote_next(node: &NodeFiles) -> Result<()> {
+    match atomic::read_optional(&node.conf)? {
+        Some(bytes) => atomic::write(&node.conf_prev, &bytes, atomic::SECRET)?,
         None => {
-            atomic::remove_file(&root.server_conf_prev())?;
+            atomic::remove_file(&node.conf_prev)?;
         }
     }
-    atomic::rename(&root.server_conf_next(), &live)
+    atomic::rename(&node.conf_next, &node.conf)
 }
 
 /// Put `.prev` back (or remove the live config when there was none before).
-pub fn restore_prev(root: &Root) -> Result<()> {
-    let prev = root.server_conf_prev();
-    match atomic::read_optional(&prev)? {
-        Some(bytes) => atomic::write(&root.server_conf(), &bytes, atomic::SECRET),
-        None => atomic::remove_file(&root.server_conf()).map(|_| ()),
+pub fn restore_prev(node: &NodeFiles) -> Result<()> {
+    match atomic::read_optional(&node.conf_prev)? {
+        Some(bytes) => atomic::write(&node.conf, &bytes, atomic::SECRET),
+        None => atomic::remove_file(&node.conf).map(|_| ()),
     }
 }
 
 /// Drop a leftover candidate.
-pub fn discard_next(root: &Root) -> Result<()> {
-    atomic::remove_file(&root.server_conf_next()).map(|_| ())
+pub fn discard_next(node: &NodeFiles) -> Result<()> {
+    atomic::remove_file(&node.conf_next).map(|_| ())
 }

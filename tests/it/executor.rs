@@ -9,7 +9,7 @@ use cotal::broker::{Broker, Expectation};
 use cotal::error::{Error, Result};
 use cotal::model::SpaceName;
 use cotal::{observe, plan};
-use std::path::Path;
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// A running broker whose reloads confirm and whose data plane says what it is told to.
@@ -27,12 +27,12 @@ impl Broker for Fake {
     fn running(&self) -> bool {
         true
     }
-    fn delete_streams(&mut self, _: &SpaceName, account: &str, _: &Path) -> Result<()> {
+    fn delete_streams(&mut self, _: &SpaceName, account: &str, _: &[PathBuf]) -> Result<()> {
         assert!(account.starts_with('A'), "an account key");
         Ok(())
     }
-    fn reload(&mut self, digests: &[String]) -> Result<Duration> {
-        assert!(digests.iter().all(|d| d.starts_with("sha256:")));
+    fn reload(&mut self, digests: &[(String, String)]) -> Result<Duration> {
+        assert!(digests.iter().all(|(_, d)| d.starts_with("sha256:")));
         self.reloads += 1;
         Ok(Duration::from_millis(1))
     }

@@ -81,6 +81,7 @@ fn space(n: u8, name: &str, spec: &SpaceSpec) -> (SpaceName, ObservedSpace) {
             sys_issued: Vec::new(),
             stream_drift: Vec::new(),
             registry: Default::default(),
+            replication: None,
         },
     )
 }
@@ -102,6 +103,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
             previous_control: false,
         },
         now: 1_800_000_000,
+        nodes: Vec::new(),
         inventory: Inventory {
             spaces,
             corrupt: Vec::new(),

@@ -168,12 +168,13 @@ fn assert_converged(b: &Broker, sib: &Client, e: &Expected, what: &str) {
                 .exists(),
             "{what}: {space} folder reaped"
         );
-        assert!(
-            !b.root
-                .file(&format!(".cotal/nats/jetstream/{account}"))
-                .exists(),
-            "{what}: {space} streams gone"
-        );
+        for store in b.stores() {
+            assert!(
+                !store.join(format!("jetstream/{account}")).exists(),
+                "{what}: {space} streams gone from {}",
+                store.display()
+            );
+        }
     }
     assert_eq!(
         sib.disconnects(),
@@ -195,7 +196,11 @@ fn assert_converged(b: &Broker, sib: &Client, e: &Expected, what: &str) {
 }
 
 fn run_kind(kind: &Kind) {
-    let b = Broker::start(&format!("{SIB}{}", kind.before));
+    run_kind_on(kind, Broker::start);
+}
+
+fn run_kind_on(kind: &Kind, start: fn(&str) -> Broker) {
+    let b = start(&format!("{SIB}{}", kind.before));
     let sib = b.client("sib").unwrap();
     publish(&b, &sib, "sib", 3);
     let keep = b.client("keep").unwrap();
@@ -271,6 +276,16 @@ fn crash_matrix_add() {
 #[test]
 fn crash_matrix_remove() {
     run_kind(&kinds()[1]);
+}
+
+#[test]
+fn crash_matrix_add_on_a_cluster() {
+    run_kind_on(&kinds()[0], Broker::start_cluster);
+}
+
+#[test]
+fn crash_matrix_remove_on_a_cluster() {
+    run_kind_on(&kinds()[1], Broker::start_cluster);
 }
 
 #[test]

@@ -4,6 +4,7 @@
 //! Waits are bounded waits for an event (a disconnect, a message), never sleeps.
 
 mod channels;
+mod cluster;
 #[cfg(feature = "fault-injection")]
 mod crash;
 mod root_backup;
@@ -16,16 +17,69 @@ use futures::StreamExt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// A running broker in a temp root; stopped on drop, whatever happened.
+/// A running broker in a temp root (one server, or a 3-node loopback cluster); stopped on
+/// drop, whatever happened.
 struct Broker {
     root: TestRoot,
     port: u16,
+    /// A cluster's nodes (client port, route port); empty for one server.
+    nodes: Vec<(u16, u16)>,
     rt: tokio::runtime::Runtime,
 }
 
 impl Broker {
     fn start(spaces: &str) -> Broker {
         Broker::start_on(free_port(), spaces)
+    }
+
+    /// Three nodes on loopback, replicas 3, every node started by `cotal up`.
+    fn start_cluster(spaces: &str) -> Broker {
+        // Six distinct free ports: every listener is held until all are chosen.
+        let held: Vec<std::net::TcpListener> = (0..6)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
+            .collect();
+        let ports: Vec<u16> = held
+            .iter()
+            .map(|l| l.local_addr().unwrap().port())
+            .collect();
+        drop(held);
+        let nodes = vec![
+            (ports[0], ports[1]),
+            (ports[2], ports[3]),
+            (ports[4], ports[5]),
+        ];
+        let b = Broker {
+            root: TestRoot::init(),
+            port: nodes[0].0,
+            nodes,
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
+        };
+        b.desire(spaces);
+        b.root.apply().success();
+        let up = b.root.cotal(&["up"]).assert().success();
+        assert!(stdout(&up).contains("meta leader"), "{}", stdout(&up));
+        b
+    }
+
+    /// Each node's store folder (the single server's `.cotal/nats`).
+    fn stores(&self) -> Vec<std::path::PathBuf> {
+        if self.nodes.is_empty() {
+            return vec![self.root.file(".cotal/nats")];
+        }
+        (1..=self.nodes.len())
+            .map(|i| self.root.file(&format!(".cotal/node.n{i}/nats")))
+            .collect()
+    }
+
+    /// The URL of node `i` (0-based; the single server's for one server).
+    fn url_of(&self, i: usize) -> String {
+        match self.nodes.get(i) {
+            Some((port, _)) => format!("nats://127.0.0.1:{port}"),
+            None => self.url(),
+        }
     }
 
     fn start_on(port: u16, spaces: &str) -> Broker {
@@ -42,11 +96,29 @@ impl Broker {
             .enable_all()
             .build()
             .unwrap();
-        Broker { root, port, rt }
+        Broker {
+            root,
+            port,
+            nodes: Vec::new(),
+            rt,
+        }
     }
 
     fn desire(&self, spaces: &str) {
-        self.root.desire_on(self.port, spaces);
+        if self.nodes.is_empty() {
+            self.root.desire_on(self.port, spaces);
+            return;
+        }
+        let mut text = "version = 1\n\n[cluster]\nname = \"test\"\nreplicas = 3\n".to_string();
+        for (i, (port, route)) in self.nodes.iter().enumerate() {
+            text.push_str(&format!(
+                "\n[[cluster.nodes]]\nname = \"n{}\"\nport = {port}\ncluster_port = {route}\n",
+                i + 1
+            ));
+        }
+        text.push('\n');
+        text.push_str(spaces);
+        std::fs::write(self.root.file("cotal.toml"), text).unwrap();
     }
 
     /// An admin of `space` (the tests that seed and inspect data need every right).
@@ -87,6 +159,11 @@ impl Broker {
 
     /// [`Broker::connect`] with the client's inbox prefix set (the $SYS users' own).
     fn connect_with_inbox(&self, creds: &str, inbox: Option<String>) -> Result<Client, String> {
+        self.connect_to(&self.url(), creds, inbox)
+    }
+
+    /// Connect to `url` (a node of a cluster) with `creds`, recording the connection events.
+    fn connect_to(&self, url: &str, creds: &str, inbox: Option<String>) -> Result<Client, String> {
         let events = Arc::new(Mutex::new(Vec::new()));
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let log = events.clone();
@@ -109,7 +186,7 @@ impl Broker {
         };
         let client = self
             .rt
-            .block_on(options.connect(self.url()))
+            .block_on(options.connect(url))
             .map_err(|e| e.to_string())?;
         Ok(Client { client, events, rx })
     }
@@ -136,14 +213,21 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         let out = self.root.cotal(&["down"]).output();
-        if out.map(|o| !o.status.success()).unwrap_or(true)
-            && let Ok(pid) = std::fs::read_to_string(self.root.file(".cotal/nats.pid"))
-            && let Ok(pid) = pid.trim().parse::<i32>()
-        {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(pid),
-                nix::sys::signal::Signal::SIGKILL,
-            );
+        if out.map(|o| !o.status.success()).unwrap_or(true) {
+            let mut pidfiles = vec![self.root.file(".cotal/nats.pid")];
+            for i in 1..=self.nodes.len() {
+                pidfiles.push(self.root.file(&format!(".cotal/node.n{i}/nats.pid")));
+            }
+            for file in pidfiles {
+                if let Ok(pid) = std::fs::read_to_string(file)
+                    && let Ok(pid) = pid.trim().parse::<i32>()
+                {
+                    let _ = nix::sys::signal::kill(
+                        nix::unistd::Pid::from_raw(pid),
+                        nix::sys::signal::Signal::SIGKILL,
+                    );
+                }
+            }
         }
     }
 }
@@ -718,7 +802,12 @@ impl Broker {
             .enable_all()
             .build()
             .unwrap();
-        Broker { root, port, rt }
+        Broker {
+            root,
+            port,
+            nodes: Vec::new(),
+            rt,
+        }
     }
 }
 

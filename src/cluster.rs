@@ -1,0 +1,289 @@
+//! `[cluster]` of `cotal.toml`: the nodes of a NATS cluster that one desired state drives (a
+//! cluster name, the JetStream replica count of the spaces' streams, and each node's listener,
+//! route port, store and config file). Pure: parsing and validation only.
+//!
+//! Invariants: a cluster has at least two nodes with distinct names (each is its nats-server's
+//! `server_name`), distinct client and route listeners, distinct stores and config files; three
+//! replicas need at least three nodes. Without `[cluster]` a root is one server, exactly as it
+//! was before clusters existed.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The node name of a root without `[cluster]` (one server).
+pub const SINGLE_NODE: &str = "local";
+
+/// The cluster name when `[cluster] name` is not set.
+pub const DEFAULT_NAME: &str = "cotal";
+/// The replica counts a space's streams may have.
+pub const REPLICAS: [u8; 2] = [1, 3];
+
+/// `[cluster]` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCluster {
+    name: Option<Spanned<String>>,
+    replicas: Option<Spanned<i64>>,
+    nodes: Spanned<Vec<RawNode>>,
+}
+
+/// One `[[cluster.nodes]]` entry as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawNode {
+    name: Spanned<String>,
+    host: Option<Spanned<String>>,
+    port: Spanned<i64>,
+    cluster_port: Spanned<i64>,
+    store_dir: Option<Spanned<String>>,
+    config: Option<Spanned<String>>,
+}
+
+/// The cluster, validated.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ClusterSettings {
+    pub name: String,
+    /// Replicas of every stream and bucket cotal provisions (1 or 3).
+    pub replicas: u8,
+    /// In the file's order; the first is the node cotal reaches first.
+    pub nodes: Vec<NodeSettings>,
+}
+
+/// One node, validated. Paths are as written (relative ones are relative to the root).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeSettings {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    pub cluster_port: u16,
+    pub store_dir: String,
+    /// Where the node reads its config; `None`: `.cotal/node.<name>/server.conf`.
+    pub config: Option<String>,
+}
+
+impl NodeSettings {
+    /// `host:cluster_port`, what the other nodes route to.
+    pub fn route(&self) -> String {
+        if self.host.contains(':') {
+            format!("nats-route://[{}]:{}", self.host, self.cluster_port)
+        } else {
+            format!("nats-route://{}:{}", self.host, self.cluster_port)
+        }
+    }
+}
+
+/// Validate `[cluster]`. `at(offset, message)` locates an error in the file.
+pub fn settings(
+    raw: Spanned<RawCluster>,
+    at: &dyn Fn(usize, String) -> String,
+) -> Result<ClusterSettings, String> {
+    let raw = raw.into_inner();
+    let name = match raw.name {
+        None => DEFAULT_NAME.to_string(),
+        Some(n) => check_name("cluster name", n.get_ref()).map_err(|e| at(n.span().start, e))?,
+    };
+    let nodes_at = raw.nodes.span().start;
+    let mut nodes: Vec<NodeSettings> = Vec::new();
+    for node in raw.nodes.into_inner() {
+        let name_at = node.name.span().start;
+        let name = check_name("node name", node.name.get_ref()).map_err(|e| at(name_at, e))?;
+        let host = match node.host {
+            None => "127.0.0.1".to_string(),
+            Some(h) => {
+                crate::desired::check_host(h.get_ref()).map_err(|e| at(h.span().start, e))?
+            }
+        };
+        let port = crate::desired::check_port("port", *node.port.get_ref())
+            .map_err(|e| at(node.port.span().start, e))?;
+        let cluster_port = crate::desired::check_port("cluster_port", *node.cluster_port.get_ref())
+            .map_err(|e| at(node.cluster_port.span().start, e))?;
+        if port == cluster_port {
+            return Err(at(
+                node.cluster_port.span().start,
+                format!("node {name:?}: cluster_port {cluster_port} is its client port too"),
+            ));
+        }
+        let store_dir = match node.store_dir {
+            None => format!(".cotal/node.{name}/nats"),
+            Some(d) => crate::desired::check_path("store_dir", d.get_ref())
+                .map_err(|e| at(d.span().start, e))?,
+        };
+        let config = match node.config {
+            None => None,
+            Some(c) => Some(
+                crate::desired::check_path("config", c.get_ref())
+                    .map_err(|e| at(c.span().start, e))?,
+            ),
+        };
+        let this = NodeSettings {
+            name,
+            host,
+            port,
+            cluster_port,
+            store_dir,
+            config,
+        };
+        if let Some(clash) = nodes.iter().find_map(|other| clash(other, &this)) {
+            return Err(at(name_at, clash));
+        }
+        nodes.push(this);
+    }
+    if nodes.len() < 2 {
+        return Err(at(
+            nodes_at,
+            format!(
+                "a cluster needs at least two [[cluster.nodes]] (this one lists {}); for one server leave [cluster] out and set [broker] host and port",
+                nodes.len()
+            ),
+        ));
+    }
+    let replicas = match raw.replicas {
+        None if nodes.len() >= 3 => 3,
+        None => 1,
+        Some(r) => {
+            let n = *r.get_ref();
+            let ok = u8::try_from(n).ok().filter(|n| REPLICAS.contains(n));
+            match ok {
+                None => {
+                    return Err(at(
+                        r.span().start,
+                        format!("replicas = {n}: a space's streams have 1 or 3 replicas"),
+                    ));
+                }
+                Some(3) if nodes.len() < 3 => {
+                    return Err(at(
+                        r.span().start,
+                        format!(
+                            "replicas = 3 needs at least three nodes; this cluster lists {}",
+                            nodes.len()
+                        ),
+                    ));
+                }
+                Some(n) => n,
+            }
+        }
+    };
+    Ok(ClusterSettings {
+        name,
+        replicas,
+        nodes,
+    })
+}
+
+/// Why two nodes cannot both be in a cluster, if they cannot.
+fn clash(a: &NodeSettings, b: &NodeSettings) -> Option<String> {
+    if a.name == b.name {
+        return Some(format!("node name {:?} is listed twice", b.name));
+    }
+    let ports = [a.port, a.cluster_port];
+    if a.host == b.host
+        && let Some(p) = [b.port, b.cluster_port].iter().find(|p| ports.contains(p))
+    {
+        return Some(format!(
+            "node {:?} listens on {}:{p}, which node {:?} uses too",
+            b.name, b.host, a.name
+        ));
+    }
+    if a.store_dir == b.store_dir {
+        return Some(format!(
+            "node {:?} has the store_dir of node {:?} ({}): every node needs its own",
+            b.name, a.name, b.store_dir
+        ));
+    }
+    if a.config.is_some() && a.config == b.config {
+        return Some(format!(
+            "node {:?} reads the config file of node {:?}: every node needs its own",
+            b.name, a.name
+        ));
+    }
+    None
+}
+
+/// A cluster or node name: 1 to 32 of `[A-Za-z0-9_-]` (it becomes a `server_name`, a folder
+/// name and a word of `$SYS` subjects).
+fn check_name(what: &str, v: &str) -> Result<String, String> {
+    if v.is_empty()
+        || v.len() > 32
+        || !v
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    {
+        return Err(format!(
+            "{what} {v:?} must be 1 to 32 letters, digits, '_' or '-'"
+        ));
+    }
+    Ok(v.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    fn parse(cluster: &str) -> Result<super::ClusterSettings, String> {
+        let text = format!("version = 1\n{cluster}");
+        crate::desired::parse(&text, "cotal.toml").map(|d| d.cluster.expect("a cluster"))
+    }
+
+    const THREE: &str = r#"
+[cluster]
+name = "c1"
+[[cluster.nodes]]
+name = "n1"
+port = 4222
+cluster_port = 6222
+[[cluster.nodes]]
+name = "n2"
+port = 4223
+cluster_port = 6223
+[[cluster.nodes]]
+name = "n3"
+port = 4224
+cluster_port = 6224
+"#;
+
+    #[test]
+    fn three_nodes_default_to_three_replicas_and_their_own_folders() {
+        let c = parse(THREE).unwrap();
+        assert_eq!(c.name, "c1");
+        assert_eq!(c.replicas, 3);
+        assert_eq!(c.nodes.len(), 3);
+        assert_eq!(c.nodes[1].store_dir, ".cotal/node.n2/nats");
+        assert_eq!(c.nodes[2].route(), "nats-route://127.0.0.1:6224");
+    }
+
+    #[test]
+    fn clashing_nodes_are_refused_at_their_line() {
+        let e = parse(&THREE.replace("port = 4223", "port = 4222")).unwrap_err();
+        assert!(e.starts_with("cotal.toml:10:"), "{e}");
+        assert!(e.contains("127.0.0.1:4222"), "{e}");
+        let e = parse(&THREE.replace("name = \"n3\"", "name = \"n1\"")).unwrap_err();
+        assert!(e.contains("listed twice"), "{e}");
+        let e = parse(&THREE.replace("cluster_port = 6224", "cluster_port = 6222")).unwrap_err();
+        assert!(e.contains("6222"), "{e}");
+    }
+
+    #[test]
+    fn replicas_are_one_or_three_and_three_needs_three_nodes() {
+        let two = &THREE[..THREE.find("[[cluster.nodes]]\nname = \"n3\"").unwrap()];
+        assert_eq!(parse(two).unwrap().replicas, 1);
+        let e = parse(&two.replace("name = \"c1\"", "name = \"c1\"\nreplicas = 3")).unwrap_err();
+        assert!(e.contains("at least three nodes"), "{e}");
+        let e = parse(&THREE.replace("name = \"c1\"", "name = \"c1\"\nreplicas = 2")).unwrap_err();
+        assert!(e.contains("1 or 3"), "{e}");
+    }
+
+    #[test]
+    fn a_cluster_takes_no_broker_listener_and_needs_two_nodes() {
+        let e = crate::desired::parse(
+            &format!("version = 1\n[broker]\nport = 4222\n{THREE}"),
+            "cotal.toml",
+        )
+        .unwrap_err();
+        assert!(
+            e.contains("[broker] port is not used with a [cluster]"),
+            "{e}"
+        );
+        let one = &THREE[..THREE.find("[[cluster.nodes]]\nname = \"n2\"").unwrap()];
+        assert!(parse(one).unwrap_err().contains("at least two"));
+        let e = parse(&THREE.replace("name = \"n2\"", "name = \"n 2\"")).unwrap_err();
+        assert!(e.contains("letters, digits"), "{e}");
+    }
+}

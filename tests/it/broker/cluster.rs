@@ -1,0 +1,301 @@
+//! A 3-node loopback cluster driven by one cotal.toml (issue 14): replicated streams served
+//! across nodes, a hot add confirmed by every node before anything is handed out, a node whose
+//! change fails rolls every node back, removal and re-adding a name without a restart, and
+//! suspension closing a tenant's clients on every node; siblings on every node never notice.
+
+use super::{Broker, Client, wait_for};
+use crate::support::{stderr, stdout};
+use std::time::Duration;
+
+const TWO: &str = "[spaces.design]\n\n[spaces.release]\n";
+
+/// Each node's loaded config digest (VARZ, through `cotal status`), in node order.
+fn digests(b: &Broker) -> Vec<String> {
+    let status = b.status();
+    let nodes = status["nodes"]
+        .as_array()
+        .expect("a cluster's status lists its nodes");
+    assert_eq!(nodes.len(), 3, "{status}");
+    nodes
+        .iter()
+        .map(|n| {
+            assert_eq!(n["state"], "running", "{n}");
+            n["config_digest"].as_str().expect("asked").to_string()
+        })
+        .collect()
+}
+
+/// A client of `space` on node `i`.
+fn client_on(b: &Broker, i: usize, space: &str) -> Client {
+    b.connect_to(&b.url_of(i), &b.creds(space), None)
+        .unwrap_or_else(|e| panic!("a client of {space} on node {}: {e}", i + 1))
+}
+
+/// Publish one message into the space's chat stream through `c`, acknowledged by JetStream.
+fn publish_acked(b: &Broker, c: &Client, space: &str, body: &str) {
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(c.client.clone());
+        tokio::time::timeout(Duration::from_secs(10), async {
+            js.publish(
+                format!("cotal.{space}.chat.general"),
+                body.to_string().into(),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap()
+        })
+        .await
+        .unwrap_or_else(|_| panic!("{space}: no JetStream ack within 10 s"));
+    });
+}
+
+/// The last message of the space's general chat, read through `c`.
+fn last_chat(b: &Broker, c: &Client, space: &str) -> String {
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(c.client.clone());
+        let stream = js.get_stream(format!("CHAT_{space}")).await.unwrap();
+        let m = stream
+            .get_last_raw_message_by_subject(&format!("cotal.{space}.chat.general"))
+            .await
+            .unwrap();
+        String::from_utf8(m.payload.to_vec()).unwrap()
+    })
+}
+
+#[test]
+fn a_cluster_serves_replicated_spaces_and_every_node_confirms_each_change() {
+    let b = Broker::start_cluster(TWO);
+    let status = b.status();
+    assert_eq!(
+        status["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|n| n["meta_leader"] == true)
+            .count(),
+        1,
+        "one JetStream meta leader: {status}"
+    );
+    let design = b.space_status("design").unwrap();
+    assert_eq!(design["servable"], true, "{design}");
+    assert_eq!(design["replicas"], 3, "{design}");
+    for n in status["nodes"].as_array().unwrap() {
+        assert_eq!(n["config_current"], true, "{n}");
+    }
+
+    // A client on node 3 publishes into the R3 stream; a client on node 1 reads it back.
+    let on3 = client_on(&b, 2, "design");
+    publish_acked(&b, &on3, "design", "from node 3");
+    let on1 = client_on(&b, 0, "design");
+    assert_eq!(last_chat(&b, &on1, "design"), "from node 3");
+    let design = b.space_status("design").unwrap();
+    assert_eq!(design["replicas_current"], true, "{design}");
+
+    // A sibling on every node, through every change below.
+    let siblings: Vec<Client> = (0..3).map(|i| client_on(&b, i, "release")).collect();
+
+    // A hot add: once apply returns, a client of the new space on any node is served at once.
+    b.desire(&format!("{TWO}\n[spaces.ops]\n"));
+    let out = b.root.apply().success();
+    assert!(
+        stdout(&out).contains("Reload confirmed"),
+        "{}",
+        stdout(&out)
+    );
+    let before_remove = digests(&b);
+    for i in 0..3 {
+        let ops = client_on(&b, i, "ops");
+        publish_acked(&b, &ops, "ops", &format!("hello from node {}", i + 1));
+    }
+
+    // Removed and added again under the same name, with no restart: served on every node.
+    b.desire(TWO);
+    b.root.apply().success();
+    assert_ne!(
+        digests(&b),
+        before_remove,
+        "every node reloaded the removal"
+    );
+    b.desire(&format!("{TWO}\n[spaces.ops]\n"));
+    b.root.apply().success();
+    let ops = client_on(&b, 1, "ops");
+    publish_acked(&b, &ops, "ops", "the name again");
+    assert_eq!(last_chat(&b, &ops, "ops"), "the name again");
+    assert_eq!(
+        b.space_status("ops").unwrap()["streams"],
+        12,
+        "a fresh set of streams"
+    );
+
+    // Suspension closes the tenant's clients on every node.
+    let mut suspended: Vec<Client> = (0..3).map(|i| client_on(&b, i, "design")).collect();
+    b.desire("[spaces.design]\nstate = \"suspended\"\n\n[spaces.release]\n\n[spaces.ops]\n");
+    b.root.apply().success();
+    for (i, c) in suspended.iter_mut().enumerate() {
+        assert!(
+            wait_for(&b, c, "disconnected"),
+            "the suspended space's client on node {} was closed",
+            i + 1
+        );
+    }
+
+    // The siblings never noticed, and still publish with acks.
+    for (i, s) in siblings.iter().enumerate() {
+        publish_acked(&b, s, "release", "still here");
+        assert_eq!(
+            s.disconnects(),
+            0,
+            "the sibling on node {}: {:?}",
+            i + 1,
+            s.events.lock().unwrap()
+        );
+    }
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn a_node_whose_change_fails_rolls_every_node_back() {
+    let b = Broker::start_cluster("[spaces.design]\n");
+    let sibling = client_on(&b, 2, "design");
+    let generation = b.root.generation();
+    let before = digests(&b);
+
+    // Node 3 refuses its reload (its promoted file is broken after the preflight): nodes 1
+    // and 2 had loaded the change and are reloaded back.
+    b.desire(TWO);
+    let out = b
+        .root
+        .cotal(&["apply", "--auto-approve"])
+        .env("COTAL_FAULT", "break-config")
+        .assert()
+        .code(7);
+    let err = stderr(&out);
+    assert!(
+        err.contains("node n3: nats-server refused the reload"),
+        "{err}"
+    );
+    assert!(
+        err.contains("every node's previous config was restored"),
+        "{err}"
+    );
+    assert_eq!(digests(&b), before, "every node runs its previous config");
+    assert_eq!(b.root.generation(), generation);
+    assert!(!b.root.account_record("release").exists(), "{err}");
+
+    // Node 2's file cannot be replaced: nothing is reloaded, every file is put back.
+    let conf = b.root.file(".cotal/node.n2/server.conf");
+    let immutable = std::process::Command::new("chattr")
+        .arg("+i")
+        .arg(&conf)
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    assert!(
+        immutable,
+        "this test needs `chattr +i` (root, CAP_LINUX_IMMUTABLE, a filesystem with attributes)"
+    );
+    let n1_before = std::fs::read_to_string(b.root.file(".cotal/node.n1/server.conf")).unwrap();
+    let out = b.root.cotal(&["apply", "--auto-approve"]).assert().code(7);
+    let _ = std::process::Command::new("chattr")
+        .arg("-i")
+        .arg(&conf)
+        .status();
+    let err = stderr(&out);
+    assert!(err.contains("of node n2 could not be promoted"), "{err}");
+    assert_eq!(digests(&b), before);
+    assert_eq!(
+        std::fs::read_to_string(b.root.file(".cotal/node.n1/server.conf")).unwrap(),
+        n1_before,
+        "node 1's file was put back"
+    );
+    assert_eq!(b.root.generation(), generation);
+
+    // With the obstacle gone, the same change goes through on every node.
+    b.root.apply().success();
+    assert_ne!(digests(&b), before);
+    assert_eq!(b.root.generation(), generation + 1);
+    let release = client_on(&b, 1, "release");
+    publish_acked(&b, &release, "release", "added at last");
+    assert_eq!(sibling.disconnects(), 0);
+}
+
+#[test]
+fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
+    let b = Broker::start_cluster("[spaces.design]\n");
+    // Stop node 3 by its pid (cotal's own records say which process it is).
+    let pid: i32 = std::fs::read_to_string(b.root.file(".cotal/node.n3/nats.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let status = b
+        .root
+        .cotal(&["status", "--format", "json"])
+        .output()
+        .unwrap();
+    let status: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
+    assert_eq!(status["nodes"][2]["state"], "stopped", "{status}");
+
+    b.desire(TWO);
+    let refused = b.root.cotal(&["apply", "--auto-approve"]).assert().code(3);
+    let err = stderr(&refused);
+    assert!(
+        err.contains("node n3 of the cluster is not running"),
+        "{err}"
+    );
+    assert!(err.contains("--allow-degraded"), "{err}");
+    assert!(!b.root.account_record("release").exists());
+
+    // Degraded: a new space's three replicas cannot be placed on two nodes, so adds wait...
+    let refused = b
+        .root
+        .cotal(&["apply", "--auto-approve", "--allow-degraded"])
+        .assert()
+        .code(3);
+    assert!(
+        stderr(&refused).contains("only 2 of 3 nodes running"),
+        "{}",
+        stderr(&refused)
+    );
+    // ...but a change that adds no space goes through on the two nodes that run.
+    b.desire("[spaces.design.limits]\nmax_connections = 50\n");
+    let plan = b
+        .root
+        .cotal(&["plan", "--allow-degraded"])
+        .assert()
+        .success();
+    assert!(
+        stdout(&plan).contains("node n3 is not running (--allow-degraded)"),
+        "{}",
+        stdout(&plan)
+    );
+    b.root
+        .cotal(&["apply", "--auto-approve", "--allow-degraded"])
+        .assert()
+        .success();
+    let design = client_on(&b, 0, "design");
+    publish_acked(&b, &design, "design", "two of three");
+
+    // `up` starts the node that is down, on the file written for it; then the add goes through.
+    let up = b.root.cotal(&["up"]).assert().success();
+    assert!(stdout(&up).contains("node n3 started"), "{}", stdout(&up));
+    let status = b.status();
+    for n in status["nodes"].as_array().unwrap() {
+        assert_eq!(n["config_current"], true, "{n}");
+    }
+    let on3 = client_on(&b, 2, "design");
+    assert_eq!(last_chat(&b, &on3, "design"), "two of three");
+    b.desire("[spaces.design.limits]\nmax_connections = 50\n\n[spaces.release]\n");
+    b.root.apply().success();
+    let release = client_on(&b, 2, "release");
+    publish_acked(&b, &release, "release", "three of three");
+}
