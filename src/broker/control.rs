@@ -365,7 +365,13 @@ impl Control {
         };
         let current = metas
             .iter()
-            .map(|m| 1 + m.replicas.iter().filter(|r| r.current).count())
+            .map(|m| {
+                1 + m
+                    .replicas
+                    .iter()
+                    .filter(|r| r.current && !r.offline)
+                    .count()
+            })
             .max()
             .unwrap_or(1);
         Ok(Some((leader, current)))
@@ -512,6 +518,8 @@ struct MetaCluster {
 struct MetaPeer {
     #[serde(default)]
     current: bool,
+    #[serde(default)]
+    offline: bool,
 }
 
 #[derive(Deserialize)]

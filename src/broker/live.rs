@@ -470,9 +470,9 @@ async fn ensure(
             format!("updated {name}")
         }
         (Expected::Stream { .. }, None) => {
-            js.create_stream(stream_config(&name, &want.shape(), replicas))
+            placed(|| js.create_stream(stream_config(&name, &want.shape(), replicas)))
                 .await
-                .map_err(|e| fail("creating", e.to_string()))?;
+                .map_err(|e| fail("creating", e))?;
             format!("created {name}")
         }
         (Expected::Bucket { .. }, Some(_)) => {
@@ -482,12 +482,42 @@ async fn ensure(
             format!("updated {name}")
         }
         (Expected::Bucket { .. }, None) => {
-            js.create_key_value(kv_config(want, replicas))
+            placed(|| js.create_key_value(kv_config(want, replicas)))
                 .await
-                .map_err(|e| fail("creating", e.to_string()))?;
+                .map_err(|e| fail("creating", e))?;
             format!("created {name}")
         }
     }))
+}
+
+/// How long a create may wait for JetStream to place its replicas: a cluster node that just
+/// started or rejoined is offline to placement until its first state reaches the meta leader.
+const PLACEMENT_DEADLINE: Duration = Duration::from_secs(15);
+
+/// Run `create` until JetStream places it, or it fails for another reason, or
+/// [`PLACEMENT_DEADLINE`] passes (JetStream's "no suitable peers for placement", error 10005,
+/// is the only one retried).
+async fn placed<
+    T,
+    E: std::fmt::Display,
+    F: std::future::Future<Output = std::result::Result<T, E>>,
+>(
+    create: impl Fn() -> F,
+) -> std::result::Result<T, String> {
+    let deadline = tokio::time::Instant::now() + PLACEMENT_DEADLINE;
+    loop {
+        match create().await {
+            Ok(v) => return Ok(v),
+            Err(e) => {
+                let why = e.to_string();
+                if !why.contains("10005") || tokio::time::Instant::now() >= deadline {
+                    return Err(why);
+                }
+                tracing::info!(%why, "waiting for JetStream to place the replicas");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
 }
 
 /// Whether a get-stream error says the stream does not exist.

@@ -50,16 +50,42 @@ fn publish_acked(b: &Broker, c: &Client, space: &str, body: &str) {
     });
 }
 
-/// The last message of the space's general chat, read through `c`.
-fn last_chat(b: &Broker, c: &Client, space: &str) -> String {
+/// [`publish_acked`], returning the error instead of failing.
+fn try_publish_acked(b: &Broker, c: &Client, space: &str, body: &str) -> Result<(), String> {
     b.rt.block_on(async {
         let js = async_nats::jetstream::new(c.client.clone());
-        let stream = js.get_stream(format!("CHAT_{space}")).await.unwrap();
+        let ack = js
+            .publish(
+                format!("cotal.{space}.chat.general"),
+                body.to_string().into(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::time::timeout(Duration::from_secs(5), ack)
+            .await
+            .map_err(|_| "no ack within 5 s".to_string())?
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    })
+}
+
+/// The last message of the space's general chat, read through `c`.
+fn last_chat(b: &Broker, c: &Client, space: &str) -> String {
+    try_last_chat(b, c, space).unwrap()
+}
+
+fn try_last_chat(b: &Broker, c: &Client, space: &str) -> Result<String, String> {
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(c.client.clone());
+        let stream = js
+            .get_stream(format!("CHAT_{space}"))
+            .await
+            .map_err(|e| e.to_string())?;
         let m = stream
             .get_last_raw_message_by_subject(&format!("cotal.{space}.chat.general"))
             .await
-            .unwrap();
-        String::from_utf8(m.payload.to_vec()).unwrap()
+            .map_err(|e| e.to_string())?;
+        Ok(String::from_utf8(m.payload.to_vec()).unwrap())
     })
 }
 
@@ -89,8 +115,19 @@ fn a_cluster_serves_replicated_spaces_and_every_node_confirms_each_change() {
     publish_acked(&b, &on3, "design", "from node 3");
     let on1 = client_on(&b, 0, "design");
     assert_eq!(last_chat(&b, &on1, "design"), "from node 3");
-    let design = b.space_status("design").unwrap();
-    assert_eq!(design["replicas_current"], true, "{design}");
+    // Followers apply a write just after the leader acks it: status converges to every replica
+    // current (a bounded wait for that state, asked of the broker each time).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let design = b.space_status("design").unwrap();
+        if design["replicas_current"] == true {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "every replica current: {design}"
+        );
+    }
 
     // A sibling on every node, through every change below.
     let siblings: Vec<Client> = (0..3).map(|i| client_on(&b, i, "release")).collect();
@@ -237,6 +274,26 @@ fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
         nix::sys::signal::Signal::SIGKILL,
     )
     .unwrap();
+    // SIGKILL is delivered asynchronously: wait (bounded) until the process is gone or a zombie.
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !gone(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "node 3 survived SIGKILL"
+        );
+        std::thread::yield_now();
+    }
     let status = b
         .root
         .cotal(&["status", "--format", "json"])
@@ -282,8 +339,16 @@ fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
         .cotal(&["apply", "--auto-approve", "--allow-degraded"])
         .assert()
         .success();
+    // A stream whose leader was on node 3 elects a new one among the two left; until then a
+    // publish has no responder (NATS's own failover, not the apply's doing): a bounded wait.
     let design = client_on(&b, 0, "design");
-    publish_acked(&b, &design, "design", "two of three");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while let Err(e) = try_publish_acked(&b, &design, "design", "two of three") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no stream leader on the two nodes left: {e}"
+        );
+    }
 
     // `up` starts the node that is down, on the file written for it; then the add goes through.
     let up = b.root.cotal(&["up"]).assert().success();
@@ -292,8 +357,20 @@ fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
     for n in status["nodes"].as_array().unwrap() {
         assert_eq!(n["config_current"], true, "{n}");
     }
+    // A node that just rejoined answers for a stream once it caught up with the meta layer: a
+    // bounded wait for that, then the message written while it was down is there.
     let on3 = client_on(&b, 2, "design");
-    assert_eq!(last_chat(&b, &on3, "design"), "two of three");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let read = loop {
+        match try_last_chat(&b, &on3, "design") {
+            Ok(m) => break m,
+            Err(e) => assert!(
+                std::time::Instant::now() < deadline,
+                "node 3 never served the stream: {e}"
+            ),
+        }
+    };
+    assert_eq!(read, "two of three");
     b.desire("[spaces.design.limits]\nmax_connections = 50\n\n[spaces.release]\n");
     b.root.apply().success();
     let release = client_on(&b, 2, "release");
