@@ -42,7 +42,7 @@ free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); 
 "$cotal" --root "$croot" up >/dev/null
 printf '[spaces.added]\n' >> "$croot/cotal.toml"
 t6=$(now); cout=$("$cotal" --root "$croot" apply --auto-approve); t7=$(now)
-creload=$(printf '%s\n' "$cout" | sed -n 's/.*Reload confirmed by nats-server in \([0-9.]*\) ms.*/\1/p' | head -1)
+creload=$(printf '%s\n' "$cout" | sed -n 's/.*Reload confirmed by all [0-9]* running nodes in \([0-9.]*\) ms.*/\1/p' | head -1)
 creload=$(echo "$creload / 1000" | bc -l)
 
 python3 - "$n" "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)" "$reload" "$(echo "$t5 - $t4" | bc)" "$(echo "$t7 - $t6" | bc)" "$creload" <<'PY'

@@ -214,11 +214,18 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         Err(e) => return Err(e),
     };
     if let Some(broker) = &running {
+        let nodes = broker.server_ids().len();
         for took in &broker.reloads {
-            report(format!(
-                "Reload confirmed by nats-server in {:.1} ms (its reply to the reload request, then VARZ: the promoted config's digest); the data plane verified.",
-                took.as_secs_f64() * 1000.0
-            ));
+            let ms = took.as_secs_f64() * 1000.0;
+            report(if desired.cluster.is_some() {
+                format!(
+                    "Reload confirmed by all {nodes} running nodes in {ms:.1} ms (the slowest node's reply to its reload request, sent to every node at once, then VARZ on each node: its promoted config's digest); the data plane verified on every node."
+                )
+            } else {
+                format!(
+                    "Reload confirmed by nats-server in {ms:.1} ms (its reply to the reload request, then VARZ: the promoted config's digest); the data plane verified."
+                )
+            });
         }
     }
     let p = Palette::new(global.colour);

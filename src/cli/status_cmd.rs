@@ -364,8 +364,18 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
     for p in &s.problems {
         let _ = writeln!(out, "PROBLEM     {p}");
     }
-    let _ = write!(out, "broker      {} {}", s.broker.state, s.broker.url);
-    if let Some(pid) = s.broker.pid {
+    if !s.nodes.is_empty() {
+        let running = s.nodes.iter().filter(|n| n.state == "running").count();
+        let _ = write!(
+            out,
+            "broker      {}: a cluster, {running} of {} nodes running",
+            s.broker.state,
+            s.nodes.len()
+        );
+    } else {
+        let _ = write!(out, "broker      {} {}", s.broker.state, s.broker.url);
+    }
+    if let Some(pid) = s.broker.pid.filter(|_| s.nodes.is_empty()) {
         let _ = write!(out, " (pid {pid}");
         if let Some(v) = &s.broker.version {
             let _ = write!(out, ", nats-server {v}");

@@ -133,7 +133,11 @@ pub fn promotion(
         .count();
     let siblings = if observed.process.is_running() {
         format!(
-            "rewrites the config every space shares; hot reload: the {kept} untouched space{} see{} no dropped connection and no data change",
+            "rewrites the config every space shares{}; hot reload: the {kept} untouched space{} see{} no dropped connection and no data change",
+            match observed.nodes.len() {
+                0 => String::new(),
+                n => format!(" on all {n} nodes, reloaded at once"),
+            },
             if kept == 1 { "" } else { "s" },
             if kept == 1 { "s" } else { "" }
         )
