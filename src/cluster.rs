@@ -37,6 +37,7 @@ struct RawNode {
     cluster_port: Spanned<i64>,
     store_dir: Option<Spanned<String>>,
     config: Option<Spanned<String>>,
+    local: Option<Spanned<bool>>,
 }
 
 /// The cluster, validated.
@@ -59,9 +60,20 @@ pub struct NodeSettings {
     pub store_dir: String,
     /// Where the node reads its config; `None`: `.cotal/node.<name>/server.conf`.
     pub config: Option<String>,
+    /// Whether cotal runs the node on this machine (`local = false`: another machine runs it,
+    /// reading its config where `config` says; cotal never starts, stops or probes its
+    /// process, and knows it runs only when it answers through the cluster's system account).
+    pub local: bool,
 }
 
 impl NodeSettings {
+    /// Where the node reads its config, as written or by default, relative to the root.
+    pub fn config_path(&self) -> String {
+        self.config
+            .clone()
+            .unwrap_or_else(|| format!(".cotal/node.{}/server.conf", self.name))
+    }
+
     /// `host:cluster_port`, what the other nodes route to.
     pub fn route(&self) -> String {
         if self.host.contains(':') {
@@ -115,6 +127,18 @@ pub fn settings(
                     .map_err(|e| at(c.span().start, e))?,
             ),
         };
+        let local = match node.local {
+            None => true,
+            Some(l) if !*l.get_ref() && config.is_none() => {
+                return Err(at(
+                    l.span().start,
+                    format!(
+                        "node {name:?} runs on another machine (local = false), so it needs `config`: the path of a folder that machine reads its config from (a mounted or synced folder)"
+                    ),
+                ));
+            }
+            Some(l) => *l.get_ref(),
+        };
         let this = NodeSettings {
             name,
             host,
@@ -122,6 +146,7 @@ pub fn settings(
             cluster_port,
             store_dir,
             config,
+            local,
         };
         if let Some(clash) = nodes.iter().find_map(|other| clash(other, &this)) {
             return Err(at(name_at, clash));
@@ -135,6 +160,12 @@ pub fn settings(
                 "a cluster needs at least two [[cluster.nodes]] (this one lists {}); for one server leave [cluster] out and set [broker] host and port",
                 nodes.len()
             ),
+        ));
+    }
+    if nodes.iter().all(|n| !n.local) {
+        return Err(at(
+            nodes_at,
+            "every node is local = false: cotal reaches a cluster through a node it runs on this machine".into(),
         ));
     }
     let replicas = match raw.replicas {
@@ -184,19 +215,32 @@ fn clash(a: &NodeSettings, b: &NodeSettings) -> Option<String> {
             b.name, b.host, a.name
         ));
     }
-    if a.store_dir == b.store_dir {
+    if same_path(&a.store_dir, &b.store_dir) {
         return Some(format!(
             "node {:?} has the store_dir of node {:?} ({}): every node needs its own",
             b.name, a.name, b.store_dir
         ));
     }
-    if a.config.is_some() && a.config == b.config {
+    if same_path(&a.config_path(), &b.config_path()) {
         return Some(format!(
             "node {:?} reads the config file of node {:?}: every node needs its own",
             b.name, a.name
         ));
     }
     None
+}
+
+/// Whether two paths as written (relative to the root) name the same place: `./a/b/`, `a//b`
+/// and `a/b` do (links are not followed: the paths do not exist yet when the file is parsed).
+fn same_path(a: &str, b: &str) -> bool {
+    let norm = |p: &str| -> Vec<String> {
+        std::path::Path::new(p)
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .map(|c| c.as_os_str().to_string_lossy().into_owned())
+            .collect()
+    };
+    norm(a) == norm(b)
 }
 
 /// A cluster or node name: 1 to 32 of `[A-Za-z0-9_-]` (it becomes a `server_name`, a folder
@@ -258,6 +302,12 @@ cluster_port = 6224
         assert!(e.contains("listed twice"), "{e}");
         let e = parse(&THREE.replace("cluster_port = 6224", "cluster_port = 6222")).unwrap_err();
         assert!(e.contains("6222"), "{e}");
+        let e = parse(&THREE.replace(
+            "port = 4224\n",
+            "port = 4224\nconfig = \"./.cotal//node.n1/server.conf\"\n",
+        ))
+        .unwrap_err();
+        assert!(e.contains("reads the config file of node"), "{e}");
     }
 
     #[test]

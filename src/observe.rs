@@ -109,7 +109,7 @@ fn observe_with(
             .max(1);
         match live_figures(root, &listener, servers) {
             Ok(figures) => {
-                apply_figures(&mut inventory, &figures);
+                apply_figures(&mut inventory, &figures, desired.cluster.is_some());
                 match &known_registries {
                     None => read_registries(root, &listener, &mut inventory)?,
                     Some(known) => {
@@ -148,7 +148,14 @@ fn observe_with(
         space.revoked = users::load(root, name, &space.account_pub)?.revoked;
         if process == BrokerProcess::Stopped {
             space.usage.source = UsageSource::Store;
-            space.usage.streams = jetstream_dir::streams(&store_dir, &space.account_pub)?;
+            // Every node's store: a stream of one replica lives on one node only.
+            for dir in store_dirs(&store_dir, &nodes) {
+                for s in jetstream_dir::streams(&dir, &space.account_pub)? {
+                    if !space.usage.streams.iter().any(|k| k.name == s.name) {
+                        space.usage.streams.push(s);
+                    }
+                }
+            }
         }
     }
     tracing::debug!(
@@ -220,7 +227,12 @@ fn observe_nodes(
     for (i, f) in files.iter().enumerate() {
         let conf = server_conf::read(f)?.map(PromotedConfig::new);
         let listener = node_listener(desired, i, conf.as_ref());
-        let process = broker_process(f, &listener)?;
+        let remote = desired.cluster.as_ref().is_some_and(|c| !c.nodes[i].local);
+        let process = if remote {
+            BrokerProcess::Stopped
+        } else {
+            broker_process(f, &listener)?
+        };
         nodes.push(crate::observed::ObservedNode {
             name: f.name.clone(),
             listener,
@@ -233,7 +245,26 @@ fn observe_nodes(
                     .map(|c| c.nodes[i].store_dir.clone())
                     .unwrap_or_else(|| desired.broker.store_dir.clone()),
             ),
+            remote,
         });
+    }
+    // A remote node runs when it answers, by its server name, through the cluster's system
+    // account (asked through a local node whose process and listener were checked).
+    let remote: Vec<String> = nodes
+        .iter()
+        .filter(|n| n.remote)
+        .map(|n| n.name.clone())
+        .collect();
+    let via = nodes
+        .iter()
+        .find(|n| !n.remote && n.process.is_running())
+        .map(|n| n.listener.clone());
+    if let (false, Some(via)) = (remote.is_empty(), via)
+        && let Ok(answered) = remote_nodes_answering(root, &via, &remote)
+    {
+        for n in nodes.iter_mut().filter(|n| answered.contains(&n.name)) {
+            n.process = BrokerProcess::Running { pid: 0 };
+        }
     }
     let first = nodes[0].clone();
     if desired.cluster.is_none() {
@@ -250,6 +281,40 @@ fn observe_nodes(
         (None, None) => (BrokerProcess::Stopped, first.listener.clone()),
     };
     Ok((first.server_conf, process, listener, nodes))
+}
+
+/// Which of `names` answer, by server name, through the system account of the cluster that
+/// `via` (a running local node) belongs to.
+fn remote_nodes_answering(
+    root: &Root,
+    via: &Listener,
+    names: &[String],
+) -> Result<std::collections::BTreeSet<String>> {
+    let url = live::Nats::new(&via.host, via.port)?.url().to_string();
+    let mut last = None;
+    for creds in mint::system_users(root, "cotal-monitor", permissions::monitor())? {
+        match crate::broker::control::Control::connect(&url, &creds) {
+            Ok(control) => return Ok(control.servers(names)?.into_keys().collect()),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.expect("system_users is never empty"))
+}
+
+/// Every node's store (the single server's when `nodes` is empty).
+fn store_dirs(
+    single: &std::path::Path,
+    nodes: &[crate::observed::ObservedNode],
+) -> Vec<std::path::PathBuf> {
+    if nodes.is_empty() {
+        vec![single.to_path_buf()]
+    } else {
+        nodes
+            .iter()
+            .filter(|n| !n.remote)
+            .map(|n| n.store_dir.clone())
+            .collect()
+    }
 }
 
 /// The JetStream store of the broker's first node, as written in `cotal.toml`.
@@ -373,7 +438,7 @@ fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) 
 }
 
 /// Fill each space's usage and stream drift from live figures.
-fn apply_figures(inventory: &mut Inventory, figures: &live::Figures) {
+fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, clustered: bool) {
     for (name, space) in inventory.spaces.iter_mut() {
         let account = figures.accounts.get(&space.account_pub);
         space.usage = Usage {
@@ -393,11 +458,15 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures) {
             connections: Some(account.map(|a| a.connections).unwrap_or(0)),
         };
         let Some(account) = account else { continue };
-        space.replication = account
-            .streams
-            .iter()
-            .filter_map(|s| s.replication)
-            .reduce(|(a, x), (b, y)| (a.min(b), x && y));
+        space.replication = clustered
+            .then(|| {
+                account
+                    .streams
+                    .iter()
+                    .filter_map(|s| s.replication)
+                    .reduce(|(a, x), (b, y)| (a.min(b), x && y))
+            })
+            .flatten();
         for want in streams::expected(&name.token()) {
             let stream_name = want.stream_name();
             if let Some(shape) = account

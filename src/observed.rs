@@ -399,9 +399,13 @@ pub struct ObservedNode {
     pub name: String,
     pub listener: crate::model::Listener,
     pub server_conf: Option<PromotedConfig>,
+    /// A remote node (`local = false`) is `Running { pid: 0 }` when it answered through the
+    /// cluster's system account, else `Stopped`: its process is never probed.
     pub process: BrokerProcess,
-    /// The node's JetStream store, absolute.
+    /// The node's JetStream store, absolute (a remote node's is on its own machine).
     pub store_dir: PathBuf,
+    /// Whether another machine runs it (`local = false`).
+    pub remote: bool,
 }
 
 impl Observed {
@@ -466,6 +470,20 @@ impl Observed {
                     .as_ref()
                     .is_some_and(|c| c.view.loads(account))
             })
+    }
+
+    /// Every local node's JetStream store (the single server's `store_dir`).
+    pub fn store_dirs(&self) -> Vec<PathBuf> {
+        if self.nodes.is_empty() {
+            vec![self.store_dir.clone()]
+        } else {
+            // A remote node's store is on its own machine.
+            self.nodes
+                .iter()
+                .filter(|n| !n.remote)
+                .map(|n| n.store_dir.clone())
+                .collect()
+        }
     }
 
     /// The promoted config text of node `name` (a single server's is `server_conf`).

@@ -55,6 +55,9 @@ pub struct NodeState {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_conf: Option<String>,
     pub running: bool,
+    /// Whether another machine runs it (`local = false`).
+    #[serde(default)]
+    pub remote: bool,
 }
 
 /// The broker: trust (public), where it listens and stores, whether it ran at the export.
@@ -163,6 +166,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, String> {
                 store_dir: n.store_dir.clone(),
                 server_conf: n.server_conf.as_ref().map(|c| c.text.clone()),
                 running: n.process.is_running(),
+                remote: n.remote,
             })
             .collect(),
         spaces: observed
@@ -325,6 +329,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                     BrokerProcess::Stopped
                 },
                 store_dir: n.store_dir.clone(),
+                remote: n.remote,
             })
             .collect(),
     })

@@ -230,16 +230,34 @@ fn reload_or_roll_back(
     let Err(e) = confirmed else {
         return Ok(());
     };
-    // The records first: the broker record put back holds the system keys of the config being
-    // restored, so cotal can mint a control user the broker accepts once it runs it again.
-    let restored_conf = files.iter().try_for_each(server_conf::restore_prev);
+    // Every node's file goes back whatever another's does, and the records with them: the
+    // broker record put back holds the system keys of the config being restored, so cotal can
+    // mint a control user the broker accepts once it runs it again. The broker is then asked to
+    // reload every node it reloaded, even when one file could not be put back (named below).
+    let unrestored: Vec<String> = files
+        .iter()
+        .filter_map(|f| {
+            server_conf::restore_prev(f)
+                .err()
+                .map(|e| format!("{}: {e}", f.conf.display()))
+        })
+        .collect();
     let not_undone = undo_writes(&state.undo);
     state.undo.clear();
-    let reloaded = match restored_conf.and_then(|_| broker.restore()) {
-        Ok(true) if files.len() > 1 => "every node's previous config was restored, and every node that had loaded the change confirmed it runs its previous config again".to_string(),
+    let restored = broker.restore();
+    let reloaded = match restored {
+        _ if !unrestored.is_empty() => format!(
+            "the previous config could not be put back in {}; the broker was asked to reload the others ({})",
+            unrestored.join("; "),
+            match restored {
+                Ok(_) => "done".to_string(),
+                Err(again) => again.to_string(),
+            }
+        ),
+        Ok(true) if files.len() > 1 => "every node's previous config was restored, and every node a reload was sent to confirmed it runs its previous config again".to_string(),
         Ok(true) => "the previous config was restored and the broker confirmed it".to_string(),
         Ok(false) => "the previous config was restored; no reload had reached the broker, so it still runs that config".to_string(),
-        Err(again) => format!("the previous config could not be restored and confirmed: {again}"),
+        Err(again) => format!("the previous config was restored but could not be confirmed: {again}"),
     };
     let records = if not_undone.is_empty() {
         "every record this apply wrote was put back; the generation is unchanged".to_string()

@@ -39,16 +39,7 @@ pub fn delete_streams(
         state.journal = journal;
     }
     fault::point(Point::AfterRemovalCommitted);
-    let store_dirs: Vec<std::path::PathBuf> = if ctx.observed.nodes.is_empty() {
-        vec![ctx.observed.store_dir.clone()]
-    } else {
-        ctx.observed
-            .nodes
-            .iter()
-            .map(|n| n.store_dir.clone())
-            .collect()
-    };
-    broker.delete_streams(space, account, &store_dirs)?;
+    broker.delete_streams(space, account, &ctx.observed.store_dirs())?;
     fault::point(Point::AfterStreamsDeleted);
     Ok(())
 }
@@ -212,8 +203,12 @@ pub fn reap(ctx: &Context, running: bool, outcome: &mut Outcome, space: &SpaceNa
     };
     // The account's (now empty) folder in the store: its streams were deleted through the
     // broker (running) or with the folder itself (stopped).
-    if running && let Err(e) = jetstream_dir::remove(&ctx.observed.store_dir, account) {
-        failed("store folder", e);
+    if running {
+        for dir in ctx.observed.store_dirs() {
+            if let Err(e) = jetstream_dir::remove(&dir, account) {
+                failed("store folder", e);
+            }
+        }
     }
     if let Err(e) = account_record::remove_if_account(root, space, account) {
         failed("account record", e);

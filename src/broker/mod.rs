@@ -430,20 +430,25 @@ impl Broker for Running {
         // Every node a reload was sent to is reloaded with its previous config and confirmed
         // to run it again: the ones that loaded the change go back, and the ones that refused it
         // prove they still run what they ran.
+        // A node that does not answer is named; every other one is still put back.
         let mut work = Vec::new();
+        let mut silent = Vec::new();
         for (i, was) in &before {
-            let now = self.control.varz_of(&self.targets[*i].id)?;
-            work.push((*i, now, was.digest.clone()));
+            match self.control.varz_of(&self.targets[*i].id) {
+                Ok(now) => work.push((*i, now, was.digest.clone())),
+                Err(e) => silent.push(format!("{}{e}", self.on(*i))),
+            }
         }
-        self.reload_targets(&work).map(|_| true).map_err(|failed| {
-            Error::Other(
-                failed
-                    .iter()
-                    .map(|(i, e)| format!("{}{e}", self.on(*i)))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            )
-        })
+        let reloaded = self.reload_targets(&work);
+        let mut failures = silent;
+        if let Err(failed) = reloaded {
+            failures.extend(failed.iter().map(|(i, e)| format!("{}{e}", self.on(*i))));
+        }
+        if failures.is_empty() {
+            Ok(true)
+        } else {
+            Err(Error::Other(failures.join("; ")))
+        }
     }
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()> {
         let mut failures = Vec::new();

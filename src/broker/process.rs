@@ -40,6 +40,9 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
     })?;
     preflight::check_version(&bin)?;
     let log = node.log.clone();
+    if let Some(folder) = node.pid.parent() {
+        atomic::ensure_dir(folder, atomic::PRIVATE_DIR)?;
+    }
     check_log(node)?;
     let log_start = log_offset(node);
     let mut child = Command::new(&bin)

@@ -76,7 +76,10 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         ))
     };
     let mut to_start = Vec::new();
-    for (f, listener) in files.iter().zip(&listeners) {
+    for (i, (f, listener)) in files.iter().zip(&listeners).enumerate() {
+        if is_remote(&desired, i) {
+            continue;
+        }
         match identity::probe(f, listener)? {
             Liveness::Unknown { seen } => return Err(refuse_listener(of_node(&files, f, seen))),
             Liveness::Running { .. } => {}
@@ -86,7 +89,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     // The config on disk must be the rendering of the inventory: promote it when it is not.
     let boot = plan::boot_plan(&desired, &observed)?;
     if !boot.is_empty() {
-        if to_start.len() < files.len() {
+        if observed.process.is_running() {
             return Err(Error::Refused(
                 "the config on disk is not the rendering of the inventory, and some nodes of the cluster run it: starting the others on another config would split the cluster.\nblast radius: none, nothing was started.\nnext: `cotal down`, then `cotal up`".into(),
             ));
@@ -115,6 +118,15 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
 
     // Booting completes provisioning (seed 000 section 2.1), from what the broker says it holds.
     let observed = observe::observe(&root, &desired, digest)?;
+    for (n, f) in observed.nodes.iter().zip(&files) {
+        if n.remote && !n.process.is_running() {
+            println!(
+                "node {} runs on another machine (local = false) and does not answer through the cluster: start it there, on its config {}",
+                n.name,
+                f.conf.display()
+            );
+        }
+    }
     if desired.cluster.is_some() {
         let leader = wait_for_meta_leader(&root, &desired, &observed, args.timeout)?;
         println!("The cluster's JetStream meta leader is {leader}.");
@@ -186,6 +198,15 @@ fn desired_listeners(desired: &crate::desired::Desired) -> Vec<Listener> {
     }
 }
 
+/// Whether node `i` of `cotal.toml` runs on another machine.
+fn is_remote(desired: &crate::desired::Desired, i: usize) -> bool {
+    desired
+        .cluster
+        .as_ref()
+        .and_then(|c| c.nodes.get(i))
+        .is_some_and(|n| !n.local)
+}
+
 /// `seen`, prefixed with the node it is about on a cluster.
 fn of_node(files: &[crate::store::NodeFiles], f: &crate::store::NodeFiles, seen: String) -> String {
     if files.len() == 1 {
@@ -243,22 +264,43 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
             "--preserve-state records a cut for `cotal space backup` and `space restore`, which do not work on a cluster yet.\nblast radius: none, nothing was stopped.\nnext: `cotal down` without it".into(),
         ));
     }
-    let files = root.nodes(desired.cluster.as_ref());
+    // The nodes cotal.toml names, and every node folder on disk besides (a cotal.toml that does
+    // not parse, or whose [cluster] changed, still stops every node this root started).
+    let mut files = root.nodes(desired.cluster.as_ref());
+    let named: Vec<String> = files.iter().map(|f| f.name.clone()).collect();
+    for name in root.node_folders() {
+        if !named.contains(&name) {
+            files.push(root.node_files(&name, None));
+        }
+    }
     let mut stopped = None;
     let mut listener = None;
     for (i, f) in files.iter().enumerate() {
+        if is_remote(&desired, i) {
+            println!(
+                "node {}: runs on another machine (local = false); stop it there.",
+                f.name
+            );
+            continue;
+        }
         let promoted = crate::store::server_conf::read(f)?.map(PromotedConfig::new);
-        let l = match desired.cluster.as_ref() {
-            None => observe::listener(&desired, promoted.as_ref()),
-            Some(c) => {
-                let view = promoted.as_ref().map(|p| &p.view);
-                Listener {
-                    host: view
-                        .and_then(|v| v.host.clone())
-                        .unwrap_or_else(|| c.nodes[i].host.clone()),
-                    port: view.and_then(|v| v.port).unwrap_or(c.nodes[i].port),
-                }
+        let view = promoted.as_ref().map(|p| &p.view);
+        let l = match desired.cluster.as_ref().and_then(|c| c.nodes.get(i)) {
+            None if i == 0 && desired.cluster.is_none() => {
+                observe::listener(&desired, promoted.as_ref())
             }
+            None => Listener {
+                host: view
+                    .and_then(|v| v.host.clone())
+                    .unwrap_or_else(|| "127.0.0.1".into()),
+                port: view.and_then(|v| v.port).unwrap_or(0),
+            },
+            Some(n) => Listener {
+                host: view
+                    .and_then(|v| v.host.clone())
+                    .unwrap_or_else(|| n.host.clone()),
+                port: view.and_then(|v| v.port).unwrap_or(n.port),
+            },
         };
         stopped = stop_node(&files, f, &l, args.grace)?.or(stopped);
         listener.get_or_insert(l);

@@ -57,6 +57,9 @@ struct NodeStatus {
     state: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
     pid: Option<u32>,
+    /// Another machine runs it (`local = false`): `running` means it answered through the
+    /// cluster's system account.
+    remote: bool,
     url: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     server_id: Option<String>,
@@ -288,9 +291,10 @@ fn node_status(
                 BrokerProcess::Unknown { .. } => "unknown",
             },
             pid: match n.process {
-                BrokerProcess::Running { pid } => Some(pid),
+                BrokerProcess::Running { pid } if !n.remote => Some(pid),
                 _ => None,
             },
+            remote: n.remote,
             url: format!("nats://{}", n.listener),
             server_id: None,
             version: None,
@@ -393,7 +397,14 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
     }
     out.push('\n');
     for n in &s.nodes {
-        let _ = write!(out, "  node {:<8} {} {}", n.name, n.state, n.url);
+        let _ = write!(
+            out,
+            "  node {:<8} {}{} {}",
+            n.name,
+            n.state,
+            if n.remote { " (remote)" } else { "" },
+            n.url
+        );
         if let Some(pid) = n.pid {
             let _ = write!(out, " (pid {pid}");
             if let Some(v) = &n.version {

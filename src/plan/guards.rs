@@ -165,7 +165,8 @@ pub fn guard_cluster_removals(
     observed: &Observed,
     removals: &Removals,
 ) -> Result<(), Refusal> {
-    let fresh: Vec<&SpaceName> = removals.requested().collect();
+    // Journaled removals too: an interrupted removal is finished through the running cluster.
+    let fresh: Vec<&SpaceName> = removals.iter().map(|(n, _)| n).collect();
     if desired.cluster.is_none() || observed.process.is_running() || fresh.is_empty() {
         return Ok(());
     }
@@ -192,7 +193,10 @@ pub fn guard_nodes(desired: &Desired, observed: &Observed) -> Result<(), Refusal
     let total = observed.nodes.len();
     let running = total - down.len();
     let quorum = running * 2 > total;
-    if desired.allow_degraded && quorum {
+    // With one replica a stream lives on one node: a node down hides its streams, and a plan
+    // could not tell a missing stream from one on that node.
+    let replicated = desired.cluster.as_ref().is_some_and(|c| c.replicas > 1);
+    if desired.allow_degraded && quorum && replicated {
         return Ok(());
     }
     Err(Refusal::new(
@@ -203,7 +207,9 @@ pub fn guard_nodes(desired: &Desired, observed: &Observed) -> Result<(), Refusal
             if names.len() == 1 { "is" } else { "are" }
         ),
         NOTHING_CHANGED,
-        if quorum {
+        if quorum && !replicated {
+            "`cotal up` starts the nodes that are down (with replicas = 1 a node down hides the streams it holds, so --allow-degraded cannot proceed)"
+        } else if quorum {
             "`cotal up` starts the nodes that are down; or, to change the cluster without them, apply with --allow-degraded (their files are written for their next start)"
         } else {
             "`cotal up` starts the nodes that are down (fewer than a majority run, so --allow-degraded cannot proceed: JetStream has no quorum)"

@@ -164,9 +164,13 @@ pub fn promotion(
 fn config_change(mut changes: Vec<NodeConfigChange>, single: bool) -> ConfigChange {
     let first = changes.remove(0);
     let shared = |t: &Option<String>| t.as_deref().map(render::shared_part);
+    // Only a change that leaves every node's own lines as they were is shown once.
+    let first_own_kept =
+        first.before.as_deref().map(render::node_part) == Some(render::node_part(&first.after));
     let (mut same_on, mut own) = (Vec::new(), Vec::new());
     for c in changes {
-        let same = shared(&c.before) == shared(&first.before)
+        let same = first_own_kept
+            && shared(&c.before) == shared(&first.before)
             && render::shared_part(&c.after) == render::shared_part(&first.after)
             && c.before.as_deref().map(render::node_part) == Some(render::node_part(&c.after));
         if same {

@@ -188,32 +188,56 @@ impl Root {
             Some(c) => c
                 .nodes
                 .iter()
-                .map(|n| {
-                    let folder = self.state_dir().join(format!("node.{}", n.name));
-                    let conf = match &n.config {
-                        Some(path) => normalize(&self.dir.join(path)),
-                        None => folder.join("server.conf"),
-                    };
-                    let sibling = |suffix: &str| {
-                        let mut name = conf.file_name().unwrap_or_default().to_os_string();
-                        name.push(suffix);
-                        conf.with_file_name(name)
-                    };
-                    NodeFiles {
-                        name: n.name.clone(),
-                        dir: conf
-                            .parent()
-                            .map(Path::to_path_buf)
-                            .unwrap_or(folder.clone()),
-                        conf_next: sibling(".next"),
-                        conf_prev: sibling(".prev"),
-                        conf,
-                        pid: folder.join("nats.pid"),
-                        log: folder.join("nats.log"),
-                    }
-                })
+                .map(|n| self.node_files(&n.name, n.config.as_deref()))
                 .collect(),
         }
+    }
+
+    /// A cluster node's files: `.cotal/node.<name>/`, its config where `config` says (relative
+    /// to the root) when it does.
+    pub fn node_files(&self, name: &str, config: Option<&str>) -> NodeFiles {
+        let folder = self.state_dir().join(format!("node.{name}"));
+        let conf = match config {
+            Some(path) => normalize(&self.dir.join(path)),
+            None => folder.join("server.conf"),
+        };
+        let sibling = |suffix: &str| {
+            let mut file = conf.file_name().unwrap_or_default().to_os_string();
+            file.push(suffix);
+            conf.with_file_name(file)
+        };
+        NodeFiles {
+            name: name.to_string(),
+            dir: conf
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or(folder.clone()),
+            conf_next: sibling(".next"),
+            conf_prev: sibling(".prev"),
+            conf,
+            pid: folder.join("nats.pid"),
+            log: folder.join("nats.log"),
+        }
+    }
+
+    /// The names of the node folders `.cotal/node.<name>/` on disk (a cluster's, whatever
+    /// `cotal.toml` says now).
+    pub fn node_folders(&self) -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(self.state_dir()) else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = entries
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()?
+                    .strip_prefix("node.")
+                    .map(str::to_string)
+            })
+            .collect();
+        out.sort();
+        out
     }
     pub fn audit_log(&self) -> PathBuf {
         self.state_dir().join("audit.jsonl")

@@ -376,3 +376,50 @@ fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
     let release = client_on(&b, 2, "release");
     publish_acked(&b, &release, "release", "three of three");
 }
+
+#[test]
+fn a_node_cotal_does_not_run_reads_its_config_where_it_says_and_confirms_through_the_cluster() {
+    // Node 3 is "on another machine": cotal writes its config to remote/n3.conf (a mounted or
+    // synced folder in real life), never starts or stops it, and reaches it by its server name.
+    let b = Broker::start_cluster_with("[spaces.design]\n", true);
+    let status = b.status();
+    let n3 = &status["nodes"][2];
+    assert_eq!(n3["remote"], true, "{status}");
+    assert_eq!(n3["state"], "running", "{status}");
+    assert!(n3.get("pid").is_none(), "cotal knows no pid of it: {n3}");
+    assert_eq!(n3["config_current"], true, "{n3}");
+    let before = digests(&b);
+
+    b.desire(TWO);
+    let out = b.root.apply().success();
+    assert!(
+        stdout(&out).contains("Reload confirmed by all 3 running nodes"),
+        "{}",
+        stdout(&out)
+    );
+    let after = digests(&b);
+    for i in 0..3 {
+        assert_ne!(after[i], before[i], "node {} loaded the change", i + 1);
+    }
+    let written = std::fs::read_to_string(b.root.file("remote/n3.conf")).unwrap();
+    assert!(
+        written.contains(&b.root.account_pub("release")),
+        "the remote node's file holds the new account"
+    );
+    let release = client_on(&b, 2, "release");
+    publish_acked(&b, &release, "release", "served by the remote node too");
+
+    // `down` stops the nodes it runs and leaves the remote one alone.
+    let down = b.root.cotal(&["down"]).assert().success();
+    assert!(
+        stdout(&down).contains("node n3: runs on another machine"),
+        "{}",
+        stdout(&down)
+    );
+    assert!(
+        b.remote.as_ref().is_some_and(|_| {
+            std::fs::metadata(format!("/proc/{}", b.remote.as_ref().unwrap().id())).is_ok()
+        }),
+        "the remote node still runs"
+    );
+}

@@ -24,6 +24,9 @@ struct Broker {
     port: u16,
     /// A cluster's nodes (client port, route port); empty for one server.
     nodes: Vec<(u16, u16)>,
+    /// A cluster's node 3 run "on another machine" (`local = false`, its config in
+    /// `remote/n3.conf`): the test starts it itself, and stops it on drop.
+    remote: Option<std::process::Child>,
     rt: tokio::runtime::Runtime,
 }
 
@@ -34,6 +37,13 @@ impl Broker {
 
     /// Three nodes on loopback, replicas 3, every node started by `cotal up`.
     fn start_cluster(spaces: &str) -> Broker {
+        Broker::start_cluster_with(spaces, false)
+    }
+
+    /// [`Broker::start_cluster`]; with `remote`, node 3 is declared `local = false` with its
+    /// config in `remote/n3.conf`, and this test starts its nats-server itself, as the other
+    /// machine would, before `cotal up` starts nodes 1 and 2.
+    fn start_cluster_with(spaces: &str, remote: bool) -> Broker {
         // Six distinct free ports: every listener is held until all are chosen.
         let held: Vec<std::net::TcpListener> = (0..6)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
@@ -48,17 +58,37 @@ impl Broker {
             (ports[2], ports[3]),
             (ports[4], ports[5]),
         ];
-        let b = Broker {
+        let mut b = Broker {
             root: TestRoot::init(),
             port: nodes[0].0,
             nodes,
+            remote: None,
             rt: tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
                 .unwrap(),
         };
+        if remote {
+            std::fs::create_dir_all(b.root.file("remote")).unwrap();
+            // Marks node 3 as remote in every cotal.toml `desire` writes.
+            std::fs::write(b.root.file("remote/.declared"), "").unwrap();
+        }
         b.desire(spaces);
         b.root.apply().success();
+        if remote {
+            let bin = cotal::broker::preflight::binary().expect("nats-server");
+            b.remote = Some(
+                std::process::Command::new(bin)
+                    .arg("-c")
+                    .arg(b.root.file("remote/n3.conf"))
+                    .arg("-l")
+                    .arg(b.root.file("remote/n3.log"))
+                    .stdout(std::process::Stdio::null())
+                    .stderr(std::process::Stdio::null())
+                    .spawn()
+                    .unwrap(),
+            );
+        }
         let up = b.root.cotal(&["up"]).assert().success();
         assert!(stdout(&up).contains("meta leader"), "{}", stdout(&up));
         b
@@ -100,6 +130,7 @@ impl Broker {
             root,
             port,
             nodes: Vec::new(),
+            remote: None,
             rt,
         }
     }
@@ -110,11 +141,15 @@ impl Broker {
             return;
         }
         let mut text = "version = 1\n\n[cluster]\nname = \"test\"\nreplicas = 3\n".to_string();
+        let remote = self.root.file("remote/.declared").exists();
         for (i, (port, route)) in self.nodes.iter().enumerate() {
             text.push_str(&format!(
                 "\n[[cluster.nodes]]\nname = \"n{}\"\nport = {port}\ncluster_port = {route}\n",
                 i + 1
             ));
+            if remote && i == 2 {
+                text.push_str("local = false\nconfig = \"remote/n3.conf\"\n");
+            }
         }
         text.push('\n');
         text.push_str(spaces);
@@ -212,6 +247,10 @@ impl Broker {
 
 impl Drop for Broker {
     fn drop(&mut self) {
+        if let Some(mut child) = self.remote.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
         let out = self.root.cotal(&["down"]).output();
         if out.map(|o| !o.status.success()).unwrap_or(true) {
             let mut pidfiles = vec![self.root.file(".cotal/nats.pid")];
@@ -806,6 +845,7 @@ impl Broker {
             root,
             port,
             nodes: Vec::new(),
+            remote: None,
             rt,
         }
     }
