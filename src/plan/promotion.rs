@@ -358,4 +358,59 @@ mod tests {
             if reasons == &vec![Reason::BootConfigDrift])
         );
     }
+
+    const CLUSTER: &str = "version = 1\n[cluster]\nname = \"c\"\n[[cluster.nodes]]\nname = \"n1\"\nport = 4222\ncluster_port = 6222\n[[cluster.nodes]]\nname = \"n2\"\nport = 4223\ncluster_port = 6223\n[[cluster.nodes]]\nname = \"n3\"\nport = 4224\ncluster_port = 6224\n";
+
+    #[test]
+    fn a_cluster_plan_shows_the_shared_change_once_and_a_node_with_its_own_whole() {
+        let (trust, mut o, _) = root_of(&["design"]);
+        let parse = |extra: &str| crate::desired::parse(&format!("{CLUSTER}{extra}"), "f").unwrap();
+        let converged = parse("[spaces.design]\n");
+        let preloads = render::inventory_preloads(&o.inventory.spaces);
+        o.nodes = crate::plan::nodes(&converged, &o)
+            .iter()
+            .map(|n| crate::observed::ObservedNode {
+                name: n.name.clone(),
+                listener: crate::model::Listener {
+                    host: n.host.clone(),
+                    port: n.port,
+                },
+                server_conf: Some(crate::observed::PromotedConfig::new(
+                    render::server_conf(&trust, &preloads, n).unwrap(),
+                )),
+                process: crate::observed::BrokerProcess::Stopped,
+                store_dir: n.store_dir.clone(),
+                remote: false,
+            })
+            .collect();
+        o.server_conf = o.nodes[0].server_conf.clone();
+        o.generation = GenerationState::Valid(crate::observed::GenerationRecord {
+            generation: 4,
+            inventory_digest: digest::preloads(&preloads),
+        });
+        assert!(crate::plan::compute(&converged, &o).unwrap().is_empty());
+
+        // An add changes every node the same way: shown once.
+        let plan = crate::plan::compute(&parse("[spaces.design]\n[spaces.ops]\n"), &o).unwrap();
+        let config = plan.config.unwrap();
+        assert_eq!(config.node.as_deref(), Some("n1"));
+        assert_eq!(config.same_on, ["n2", "n3"]);
+        assert!(config.nodes.is_empty());
+        assert!(config.after.contains("server_name: \"n1\""));
+
+        // Node 2 moving its port has a change of its own: it is shown whole, the rest once.
+        let moved = format!("{CLUSTER}[spaces.design]\n").replace("port = 4223", "port = 4299");
+        let plan = crate::plan::compute(&crate::desired::parse(&moved, "f").unwrap(), &o).unwrap();
+        let config = plan.config.unwrap();
+        assert_eq!(config.same_on, ["n3"]);
+        assert_eq!(config.nodes.len(), 1);
+        assert_eq!(config.nodes[0].name, "n2");
+        assert!(config.nodes[0].after.contains("port: 4299"));
+        assert!(
+            config.nodes[0]
+                .after
+                .contains("nats-route://127.0.0.1:6222"),
+            "its routes name the other nodes"
+        );
+    }
 }

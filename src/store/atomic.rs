@@ -168,7 +168,25 @@ pub fn remove_tree(path: &Path) -> Result<bool> {
         Err(e) => Err(crate::error::Error::io(path, e)),
         Ok(meta) => {
             if meta.is_dir() {
-                fs::remove_dir_all(path).at(path)?;
+                // Another remover may be emptying the same tree (nats-server deleting a purged
+                // account's folder on another node of the cluster): an entry that vanished
+                // under the walk is not an error, and the walk is tried again.
+                let mut tries = 0;
+                loop {
+                    match fs::remove_dir_all(path) {
+                        Ok(()) => break,
+                        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                            if fs::symlink_metadata(path).is_err() {
+                                break;
+                            }
+                            tries += 1;
+                            if tries >= 5 {
+                                return Err(crate::error::Error::io(path, e));
+                            }
+                        }
+                        Err(e) => return Err(crate::error::Error::io(path, e)),
+                    }
+                }
             } else {
                 fs::remove_file(path).at(path)?;
             }

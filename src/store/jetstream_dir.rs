@@ -77,10 +77,19 @@ pub fn streams(store_dir: &Path, account: &str) -> Result<Vec<StreamUsage>> {
         other => other.at(&streams_dir)?,
     };
     let mut out = Vec::new();
+    // nats-server may be deleting the folder while it is read (a purge on another node of the
+    // cluster): what vanished under the walk is not there.
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     for entry in entries {
-        let entry = entry.at(&streams_dir)?;
-        if !entry.file_type().at(entry.path())?.is_dir() {
-            continue;
+        let entry = match entry {
+            Err(e) if gone(&e) => break,
+            other => other.at(&streams_dir)?,
+        };
+        match entry.file_type() {
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(crate::error::Error::io(entry.path(), e)),
+            Ok(t) if !t.is_dir() => continue,
+            Ok(_) => {}
         }
         out.push(StreamUsage {
             name: entry.file_name().to_string_lossy().into_owned(),
