@@ -54,7 +54,18 @@ pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
 
 /// Observe the root.
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, None)
+    observe_with(root, desired, desired_digest, None, false)
+}
+
+/// [`observe`] for `status`: on a cluster every node's view of the streams is gathered, so
+/// whether every replica is current comes from each stream's leader (a plan needs only one
+/// node's view when every node holds a replica of every stream).
+pub fn observe_for_status(
+    root: &Root,
+    desired: &Desired,
+    desired_digest: String,
+) -> Result<Observed> {
+    observe_with(root, desired, desired_digest, None, true)
 }
 
 /// Observe the root right after an apply, for the state it leaves: everything is read again
@@ -67,7 +78,7 @@ pub fn observe_after_apply(
     desired_digest: String,
     known: BTreeMap<SpaceName, (String, crate::observed::RegistryState)>,
 ) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, Some(known))
+    observe_with(root, desired, desired_digest, Some(known), false)
 }
 
 fn observe_with(
@@ -75,6 +86,7 @@ fn observe_with(
     desired: &Desired,
     desired_digest: String,
     known_registries: Option<BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
+    every_view: bool,
 ) -> Result<Observed> {
     let now = crate::clock::now();
     let mut system = SystemObserved {
@@ -99,19 +111,39 @@ fn observe_with(
         BrokerRecordState::Valid(trust) => inventory::read(root, trust)?,
         _ => Inventory::default(),
     };
+    let started = std::time::Instant::now();
     let (server_conf, process, listener, nodes) = observe_nodes(root, desired)?;
+    tracing::debug!(took = ?started.elapsed(), "observed the nodes");
     let (mut live_error, mut server, mut store) = (None, None, None);
     if let (BrokerProcess::Running { .. }, BrokerRecordState::Valid(_)) = (&process, &broker) {
+        let running = nodes.iter().filter(|n| n.process.is_running()).count();
+        // Streams are read from every running node unless each holds a replica of every
+        // stream (replicas = nodes, all running): then one node's view is the whole of it.
+        // Connections are always summed over every node.
+        let whole_on_each = desired
+            .cluster
+            .as_ref()
+            .is_some_and(|c| c.replicas as usize >= c.nodes.len() && running == c.nodes.len());
+        let jsz_servers = if whole_on_each && !every_view {
+            1
+        } else {
+            running.max(1)
+        };
         let servers = nodes
             .iter()
             .filter(|n| n.process.is_running())
             .count()
             .max(1);
-        match live_figures(root, &listener, servers) {
+        let figures = live_figures(root, &listener, jsz_servers, servers);
+        tracing::debug!(took = ?started.elapsed(), "read the live figures");
+        match figures {
             Ok(figures) => {
                 apply_figures(&mut inventory, &figures, desired.cluster.is_some());
                 match &known_registries {
-                    None => read_registries(root, &listener, &mut inventory)?,
+                    None => {
+                        read_registries(root, &listener, &mut inventory)?;
+                        tracing::debug!(took = ?started.elapsed(), "read the channel registries");
+                    }
                     Some(known) => {
                         for (name, space) in inventory.spaces.iter_mut() {
                             // Only the same account's: a name removed and added again is new.
@@ -383,13 +415,18 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
 
 /// Ask the running broker for every account's streams and connections, through an ephemeral
 /// system-account user (one connection, three requests, whatever the number of spaces).
-pub fn live_figures(root: &Root, listener: &Listener, servers: usize) -> Result<live::Figures> {
+pub fn live_figures(
+    root: &Root,
+    listener: &Listener,
+    jsz_servers: usize,
+    servers: usize,
+) -> Result<live::Figures> {
     let nats = live::Nats::new(&listener.host, listener.port)?;
     // The previous control key, when kept, reaches a broker still running the system JWT of
     // an interrupted key change.
     let mut last = None;
     for creds in mint::system_users(root, "cotal-monitor", permissions::monitor())? {
-        match nats.figures(&creds, servers) {
+        match nats.figures(&creds, jsz_servers, servers) {
             Ok(figures) => return Ok(figures),
             Err(e) => last = Some(e),
         }

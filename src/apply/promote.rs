@@ -114,19 +114,47 @@ fn render_and_preflight(
 ) -> Result<Candidate> {
     let preloads = render::inventory_preloads(&inv.spaces);
     let mut digests = Vec::new();
+    let mut nexts = Vec::new();
     for (node, f) in plan::nodes(ctx.desired, ctx.observed).iter().zip(files) {
-        let rendered = render::render(trust, &preloads, node).map_err(Error::Refused)?;
-        let checked = server_conf::write_next(f, &rendered.text).and_then(|next| {
-            preflight::check(&next).map_err(|e| match files.len() {
-                1 => e,
-                _ => Error::Refused(format!("node {}: {e}", f.name)),
-            })
-        });
-        if let Err(e) = checked {
-            discard_every_next(files)?;
-            return Err(e);
+        let written = render::render(trust, &preloads, node)
+            .map_err(Error::Refused)
+            .and_then(|rendered| {
+                let next = server_conf::write_next(f, &rendered.text)?;
+                digests.push((f.name.clone(), rendered.digest));
+                Ok(next)
+            });
+        match written {
+            Ok(next) => nexts.push(next),
+            Err(e) => {
+                discard_every_next(files)?;
+                return Err(e);
+            }
         }
-        digests.push((f.name.clone(), rendered.digest));
+    }
+    // Every node's candidate is checked at once (one nats-server process each).
+    let checked: Vec<Result<()>> = std::thread::scope(|s| {
+        let running: Vec<_> = nexts
+            .iter()
+            .map(|next| s.spawn(move || preflight::check(next).map(|_| ())))
+            .collect();
+        running
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(Error::Other("the preflight thread panicked".into())))
+            })
+            .collect()
+    });
+    if let Some((f, e)) = files
+        .iter()
+        .zip(checked)
+        .find_map(|(f, r)| r.err().map(|e| (f, e)))
+    {
+        discard_every_next(files)?;
+        return Err(match files.len() {
+            1 => e,
+            _ => Error::Refused(format!("node {}: {e}", f.name)),
+        });
     }
     Ok(Candidate {
         digests,

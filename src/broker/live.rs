@@ -141,10 +141,10 @@ impl Nats {
         })
     }
 
-    /// Live figures for every account, through an ephemeral system-account user. `servers`:
-    /// how many servers answer (a cluster's running nodes): streams are gathered from every
-    /// node (a stream of one replica lives on one node only) and connections summed over them.
-    pub fn figures(&self, sys_creds: &str, servers: usize) -> Result<Figures> {
+    /// Live figures for every account, through an ephemeral system-account user. Streams are
+    /// gathered from `jsz_servers` servers (every running node of a cluster, unless each holds a
+    /// replica of every stream), connections summed over `servers` (every running node).
+    pub fn figures(&self, sys_creds: &str, jsz_servers: usize, servers: usize) -> Result<Figures> {
         self.rt.block_on(async {
             let client = connect(&self.url, sys_creds)
                 .await
@@ -153,7 +153,7 @@ impl Nats {
                 &client,
                 "$SYS.REQ.SERVER.PING.JSZ",
                 r#"{"accounts":true,"streams":true,"config":true}"#,
-                servers,
+                jsz_servers,
             )
             .await?;
             let statz: Vec<Reply<AccStatz>> = request_all(

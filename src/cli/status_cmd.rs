@@ -171,7 +171,7 @@ struct SpaceStatus {
 pub fn run(global: &Global, args: Args) -> Result<i32> {
     let root = global.root()?;
     let (desired, digest, desired_error) = observe::desired_for_reading(&root)?;
-    let observed = observe::observe(&root, &desired, digest)?;
+    let observed = observe::observe_for_status(&root, &desired, digest)?;
     let server = observed.server.as_ref();
     let problems = observed.problems();
     let nodes = node_status(&root, &desired, &observed);
