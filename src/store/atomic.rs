@@ -188,9 +188,16 @@ pub fn remove_tree(path: &Path) -> Result<bool> {
                     }
                 }
             } else {
-                fs::remove_file(path).at(path)?;
+                match fs::remove_file(path) {
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    other => other.at(path)?,
+                }
             }
-            sync_dir(parent_of(path))?;
+            // The parent may be going too (the same concurrent remover): nothing to sync then.
+            match fs::File::open(parent_of(path)) {
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                opened => opened.and_then(|f| f.sync_all()).at(parent_of(path))?,
+            }
             Ok(true)
         }
     }

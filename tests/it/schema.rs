@@ -81,3 +81,47 @@ fn bad_files_are_refused_by_both() {
         assert!(!v.is_valid(&json), "schema accepted {text:?}");
     }
 }
+
+#[test]
+fn bad_clusters_are_refused_by_both() {
+    let v = validator();
+    let node = |name: &str, port: u16| {
+        format!(
+            "[[cluster.nodes]]\nname = \"{name}\"\nport = {port}\ncluster_port = {}\n",
+            port + 2000
+        )
+    };
+    let two = format!("{}{}", node("n1", 4222), node("n2", 4223));
+    let bad = [
+        // Replicas other than 1 or 3.
+        format!("version = 1\n[cluster]\nreplicas = 2\n{two}"),
+        // One node is not a cluster.
+        format!("version = 1\n[cluster]\n{}", node("n1", 4222)),
+        // A node without its route port.
+        format!(
+            "version = 1\n[cluster]\n{}[[cluster.nodes]]\nname = \"n2\"\nport = 4223\n",
+            node("n1", 4222)
+        ),
+        // A node name that cannot be a server name.
+        format!(
+            "version = 1\n[cluster]\n{}{}",
+            node("n1", 4222),
+            node("n 2", 4223)
+        ),
+        // An unknown key in a node.
+        format!("version = 1\n[cluster]\n{two}weight = 2\n"),
+        // A remote node must say where it reads its config (the schema: local is a boolean).
+        format!("version = 1\n[cluster]\n{two}local = \"no\"\n"),
+    ];
+    for text in &bad {
+        assert!(
+            cotal::desired::parse(text, "t").is_err(),
+            "parser accepted {text:?}"
+        );
+        let json = as_json(text).expect("still TOML");
+        assert!(!v.is_valid(&json), "schema accepted {text:?}");
+    }
+    let good = format!("version = 1\n[cluster]\nreplicas = 1\n{two}[spaces.a]\n");
+    cotal::desired::parse(&good, "t").unwrap();
+    assert!(v.is_valid(&as_json(&good).unwrap()));
+}
