@@ -93,14 +93,16 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
         None => why_not.push("streams unknown".into()),
         Some(true) => {}
     }
-    if !space.stream_drift.is_empty() {
+    // A replica count other than the declared one serves as well; any other drift does not.
+    let drifted = space
+        .stream_drift
+        .iter()
+        .any(|(_, fields)| fields.iter().any(|f| f != "replicas"));
+    if drifted {
         why_not.push("stream config drifted".into());
     }
-    let servable = state == State::Active
-        && running
-        && loaded
-        && streams_complete == Some(true)
-        && space.stream_drift.is_empty();
+    let servable =
+        state == State::Active && running && loaded && streams_complete == Some(true) && !drifted;
     View {
         state,
         servable,

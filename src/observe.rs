@@ -138,7 +138,11 @@ fn observe_with(
         tracing::debug!(took = ?started.elapsed(), "read the live figures");
         match figures {
             Ok(figures) => {
-                apply_figures(&mut inventory, &figures, desired.cluster.is_some());
+                apply_figures(
+                    &mut inventory,
+                    &figures,
+                    desired.cluster.as_ref().map(|c| c.replicas as usize),
+                );
                 match &known_registries {
                     None => {
                         read_registries(root, &listener, &mut inventory)?;
@@ -475,7 +479,9 @@ fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) 
 }
 
 /// Fill each space's usage and stream drift from live figures.
-fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, clustered: bool) {
+/// `replicas`: the declared replica count on a cluster (`None` for a single server).
+fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: Option<usize>) {
+    let clustered = replicas.is_some();
     for (name, space) in inventory.spaces.iter_mut() {
         let account = figures.accounts.get(&space.account_pub);
         space.usage = Usage {
@@ -506,13 +512,15 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, clustered: 
             .flatten();
         for want in streams::expected(&name.token()) {
             let stream_name = want.stream_name();
-            if let Some(shape) = account
-                .streams
-                .iter()
-                .find(|s| s.name == stream_name)
-                .and_then(|s| s.shape.as_ref())
-            {
-                let fields = streams::drift(&want.shape(), shape);
+            let live = account.streams.iter().find(|s| s.name == stream_name);
+            if let Some(shape) = live.and_then(|s| s.shape.as_ref()) {
+                let mut fields = streams::drift(&want.shape(), shape);
+                // On a cluster the declared replicas are part of the shape (updatable in place).
+                if let (Some(want), Some(have)) = (replicas, live.and_then(|s| s.num_replicas))
+                    && want != have
+                {
+                    fields.push("replicas");
+                }
                 if !fields.is_empty() {
                     space
                         .stream_drift

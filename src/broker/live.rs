@@ -60,8 +60,14 @@ impl Nats {
 
     /// Create what is missing and update what drifted, then seed the registry's default delivery
     /// class if unset. Returns what it created or updated.
-    /// `replicas`: of every stream and bucket it creates (1 for a single server).
-    pub fn provision(&self, creds: &str, token: &str, replicas: usize) -> Result<Vec<String>> {
+    /// `replicas`: of every stream and bucket, declared by a cluster (`None` for a single
+    /// server, whose streams have the server's default).
+    pub fn provision(
+        &self,
+        creds: &str,
+        token: &str,
+        replicas: Option<usize>,
+    ) -> Result<Vec<String>> {
         self.rt.block_on(async {
             let client = connect(&self.url, creds)
                 .await
@@ -168,9 +174,15 @@ impl Nats {
             for a in jsz.into_iter().flat_map(|r| r.data.account_details) {
                 let entry = accounts.entry(a.id.clone()).or_default();
                 for s in a.stream_detail {
+                    // The count is the config's (a rescale's peers leave the group a moment
+                    // later); the currency is the group's.
                     let replication = s.cluster.as_ref().map(|c| {
                         (
-                            1 + c.replicas.len(),
+                            s.config
+                                .as_ref()
+                                .map(|c| c.num_replicas)
+                                .filter(|n| *n > 0)
+                                .unwrap_or(1 + c.replicas.len()),
                             !c.leader.is_empty() && c.replicas.iter().all(|r| r.current),
                         )
                     });
@@ -188,6 +200,7 @@ impl Nats {
                         bytes: s.state.bytes,
                         shape: s.config.as_ref().map(shape_of),
                         replication,
+                        num_replicas: s.config.as_ref().map(|c| c.num_replicas),
                     });
                 }
                 entry.streams.sort_by(|x, y| x.name.cmp(&y.name));
@@ -436,31 +449,37 @@ async fn read_registry(
 }
 
 /// Create one stream or bucket when missing, update it when drifted. Returns what it did.
+/// `declared`: the replicas a cluster declares (`None` on a single server: the server's
+/// default, never compared).
 async fn ensure(
     js: &jetstream::Context,
     want: &Expected,
-    replicas: usize,
+    declared: Option<usize>,
 ) -> Result<Option<String>> {
     let name = want.stream_name();
+    let replicas = declared.unwrap_or(0);
     let existing = match js.get_stream(&name).await {
-        Ok(mut s) => Some(shape_of(
-            &s.info()
+        Ok(mut s) => {
+            let config = s
+                .info()
                 .await
                 .map_err(|e| Error::Other(format!("{name}: {e}")))?
-                .config,
-        )),
+                .config
+                .clone();
+            let mut fields = streams::drift(&want.shape(), &shape_of(&config));
+            if declared.is_some_and(|d| d != config.num_replicas) {
+                fields.push("replicas");
+            }
+            Some(fields)
+        }
         Err(e) if not_found(&e) => None,
         Err(e) => return Err(Error::Other(format!("reading stream {name}: {e}"))),
     };
     let fail = |verb: &str, e: String| Error::Other(format!("{verb} {name}: {e}"));
     Ok(Some(match (want, existing) {
-        (_, Some(shape)) if streams::drift(&want.shape(), &shape).is_empty() => return Ok(None),
+        (_, Some(fields)) if fields.is_empty() => return Ok(None),
         // Drift nats-server cannot update in place is left as it is; the plan names it.
-        (_, Some(shape))
-            if !streams::drift(&want.shape(), &shape)
-                .iter()
-                .all(|f| streams::updatable(f)) =>
-        {
+        (_, Some(fields)) if !fields.iter().all(|f| streams::updatable(f)) => {
             return Ok(None);
         }
         (Expected::Stream { .. }, Some(_)) => {
@@ -695,6 +714,8 @@ pub struct StreamFigures {
     pub shape: Option<Shape>,
     /// On a cluster: how many replicas the stream has and whether every follower is current.
     pub replication: Option<(usize, bool)>,
+    /// The replicas its config declares.
+    pub num_replicas: Option<usize>,
 }
 
 #[derive(Deserialize)]

@@ -143,8 +143,9 @@ pub struct Running {
     nats: live::Nats,
     control: control::Control,
     targets: Vec<Target>,
-    /// Replicas of the streams and buckets provisioning creates.
-    replicas: usize,
+    /// Replicas of the streams and buckets provisioning creates and keeps (a cluster's
+    /// declared count; `None` for a single server).
+    replicas: Option<usize>,
     /// What each node (index into `targets`) had loaded before the last reload, for
     /// [`Broker::restore`].
     before: Vec<(usize, control::Loaded)>,
@@ -230,11 +231,7 @@ impl Running {
             nats,
             control,
             targets,
-            replicas: desired
-                .cluster
-                .as_ref()
-                .map(|c| c.replicas as usize)
-                .unwrap_or(1),
+            replicas: desired.cluster.as_ref().map(|c| c.replicas as usize),
             before: Vec::new(),
             creds,
             reloads: Vec::new(),

@@ -423,3 +423,49 @@ fn a_node_cotal_does_not_run_reads_its_config_where_it_says_and_confirms_through
         "the remote node still runs"
     );
 }
+
+#[test]
+fn changing_replicas_rescales_every_stream_in_place_and_keeps_the_data() {
+    let b = Broker::start_cluster("[spaces.design]\n");
+    let c = client_on(&b, 0, "design");
+    publish_acked(&b, &c, "design", "kept through the rescale");
+    assert_eq!(b.space_status("design").unwrap()["replicas"], 3);
+
+    // Fewer replicas: a drift the plan names, updated in place (no reload, no new account).
+    b.desire_replicas(1, "[spaces.design]\n");
+    let plan = b.root.cotal(&["plan"]).assert().success();
+    assert!(
+        stdout(&plan).contains("drifted: replicas"),
+        "{}",
+        stdout(&plan)
+    );
+    let generation = b.root.generation();
+    b.root.apply().success();
+    assert_eq!(
+        b.root.generation(),
+        generation,
+        "a rescale promotes nothing"
+    );
+    let design = b.space_status("design").unwrap();
+    assert_eq!(design["replicas"], 1, "{design}");
+    assert_eq!(design["servable"], true, "{design}");
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+
+    // And back to three: every stream replicated again, the message still there.
+    b.desire_replicas(3, "[spaces.design]\n");
+    b.root.apply().success();
+    assert_eq!(b.space_status("design").unwrap()["replicas"], 3);
+    let on2 = client_on(&b, 1, "design");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let read = loop {
+        match try_last_chat(&b, &on2, "design") {
+            Ok(m) => break m,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
+        }
+    };
+    assert_eq!(read, "kept through the rescale");
+    assert_eq!(c.disconnects(), 0);
+}

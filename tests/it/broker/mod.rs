@@ -140,7 +140,13 @@ impl Broker {
             self.root.desire_on(self.port, spaces);
             return;
         }
-        let mut text = "version = 1\n\n[cluster]\nname = \"test\"\nreplicas = 3\n".to_string();
+        self.desire_replicas(3, spaces);
+    }
+
+    /// A cluster's cotal.toml with `replicas`.
+    fn desire_replicas(&self, replicas: u8, spaces: &str) {
+        let mut text =
+            format!("version = 1\n\n[cluster]\nname = \"test\"\nreplicas = {replicas}\n");
         let remote = self.root.file("remote/.declared").exists();
         for (i, (port, route)) in self.nodes.iter().enumerate() {
             text.push_str(&format!(
