@@ -242,7 +242,33 @@ fn observe_with(
         live_error,
         server,
         nodes,
+        layout_conflict: layout_conflict(root, desired)?,
     })
+}
+
+/// The promoted config of the other layout, if the root holds one: a single server's
+/// `.cotal/auth/server.conf` while `cotal.toml` declares a cluster, or a cluster node's config
+/// while it does not.
+fn layout_conflict(root: &Root, desired: &Desired) -> Result<Option<String>> {
+    if desired.cluster.is_some() {
+        let single = &root.nodes(None)[0];
+        return Ok(server_conf::read(single)?.map(|_| {
+            format!(
+                "cotal.toml declares a [cluster], but this root runs as one server: its config is {} and its streams are in its store",
+                single.conf.display()
+            )
+        }));
+    }
+    for name in root.node_folders() {
+        let node = root.node_files(&name, None);
+        if server_conf::read(&node)?.is_some() {
+            return Ok(Some(format!(
+                "cotal.toml declares no [cluster], but this root runs as a cluster: node {name}'s config is {} (every node's is in .cotal/node.NAME/)",
+                node.conf.display()
+            )));
+        }
+    }
+    Ok(None)
 }
 
 /// Every node's promoted config and process. Returns the first node's config, the broker's

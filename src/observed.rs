@@ -391,6 +391,9 @@ pub struct Observed {
     /// `Running` when a node runs (the pid of the first that does), and `listener` is that
     /// node's: the one cotal reaches the cluster through.
     pub nodes: Vec<ObservedNode>,
+    /// The root holds the promoted config of the other layout (a single server's while
+    /// `cotal.toml` declares a cluster, or a cluster node's while it does not): what was found.
+    pub layout_conflict: Option<String>,
 }
 
 /// One node of a cluster, as observed.

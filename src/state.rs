@@ -316,6 +316,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         journal_protected: Default::default(),
         capacity: b.capacity,
         now,
+        layout_conflict: None,
         nodes: state
             .nodes
             .iter()

@@ -267,6 +267,11 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     // The nodes cotal.toml names, and every node folder on disk besides (a cotal.toml that does
     // not parse, or whose [cluster] changed, still stops every node this root started).
     let mut files = root.nodes(desired.cluster.as_ref());
+    let single = root.nodes(None).remove(0);
+    if desired.cluster.is_some() && (single.conf.exists() || single.pid.exists()) {
+        // A single server this root ran before its cotal.toml declared a cluster.
+        files.push(single);
+    }
     let named: Vec<String> = files.iter().map(|f| f.name.clone()).collect();
     for name in root.node_folders() {
         if !named.contains(&name) {

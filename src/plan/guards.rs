@@ -145,6 +145,15 @@ fn inventory(inv: &Inventory) -> Result<(), Refusal> {
 /// Refuse when it is unknown whether this root's broker runs: a plan could neither say how a
 /// removal deletes data (through the broker, or its folder) nor be sure a reload reaches it.
 pub fn guard_liveness(observed: &Observed) -> Result<(), Refusal> {
+    if let Some(found) = &observed.layout_conflict {
+        return Err(Refusal::new(
+            format!(
+                "{found}. A root does not move between one server and a cluster in place: the streams of the one would not be in the stores of the other, so every space would start empty."
+            ),
+            NOTHING_CHANGED,
+            "keep cotal.toml as it was; or, to accept that the spaces start with empty streams (their accounts and credentials are kept), `cotal down`, move the other layout's files aside (named above), then `cotal apply` and `cotal up`",
+        ));
+    }
     match &observed.process {
         BrokerProcess::Unknown { seen } => Err(Refusal::new(
             format!("cannot tell whether this root's broker is running: {seen}."),

@@ -42,6 +42,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
         },
         now: 1_800_000_000,
         nodes: Vec::new(),
+        layout_conflict: None,
         inventory: Inventory {
             spaces: spaces.iter().map(|(n, s)| (name(n), s.clone())).collect(),
             corrupt: Vec::new(),

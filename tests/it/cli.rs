@@ -1686,3 +1686,66 @@ fn damage_to_the_audit_that_is_not_a_torn_append_stops_writers_and_output_errors
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(!err.contains("panicked"), "{err}");
 }
+
+const CLUSTER: &str = "version = 1\n[cluster]\nreplicas = 3\n[[cluster.nodes]]\nname = \"n1\"\nport = 24222\ncluster_port = 26222\n[[cluster.nodes]]\nname = \"n2\"\nport = 24223\ncluster_port = 26223\n[[cluster.nodes]]\nname = \"n3\"\nport = 24224\ncluster_port = 26224\n";
+
+#[test]
+fn a_stopped_cluster_is_applied_node_by_node_and_a_layout_switch_is_refused() {
+    // A cluster applied with its nodes stopped: one config per node, one generation.
+    let root = TestRoot::init();
+    std::fs::write(
+        root.file("cotal.toml"),
+        format!("{CLUSTER}[spaces.design]\n"),
+    )
+    .unwrap();
+    root.apply().success();
+    assert_eq!(root.generation(), 1);
+    for (i, port) in [(1, 24222), (2, 24223), (3, 24224)] {
+        let conf =
+            std::fs::read_to_string(root.file(&format!(".cotal/node.n{i}/server.conf"))).unwrap();
+        assert!(conf.contains(&format!("port: {port}")), "{conf}");
+        assert!(conf.contains(&format!("server_name: \"n{i}\"")), "{conf}");
+        assert_eq!(
+            mode(&root.file(&format!(".cotal/node.n{i}/server.conf"))),
+            0o600
+        );
+    }
+    assert!(!root.file(".cotal/auth/server.conf").exists());
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+
+    // Dropping [cluster] would start one server on empty streams: refused, nothing changes.
+    let before = root.snapshot();
+    std::fs::write(root.file("cotal.toml"), "version = 1\n[spaces.design]\n").unwrap();
+    let refused = root.cotal(&["apply", "--auto-approve"]).assert().code(3);
+    assert!(
+        stderr(&refused).contains("this root runs as a cluster"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        root.snapshot().without("cotal.toml"),
+        before.without("cotal.toml")
+    );
+
+    // And a single-server root that is told it is a cluster.
+    let single = TestRoot::init();
+    single.desire("[spaces.design]\n");
+    single.apply().success();
+    let before = single.snapshot();
+    std::fs::write(
+        single.file("cotal.toml"),
+        format!("{CLUSTER}[spaces.design]\n"),
+    )
+    .unwrap();
+    let refused = single.cotal(&["plan"]).assert().code(3);
+    let err = stderr(&refused);
+    assert!(err.contains("this root runs as one server"), "{err}");
+    assert!(err.contains(".cotal/auth/server.conf"), "{err}");
+    assert!(err.contains("empty"), "{err}");
+    assert_eq!(
+        single.snapshot().without("cotal.toml"),
+        before.without("cotal.toml")
+    );
+}

@@ -104,6 +104,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
         },
         now: 1_800_000_000,
         nodes: Vec::new(),
+        layout_conflict: None,
         inventory: Inventory {
             spaces,
             corrupt: Vec::new(),

@@ -134,6 +134,12 @@ impl Tree {
         out.remove(".cotal/maintenance/lock");
         Tree(out)
     }
+
+    /// The tree without one path (a file the test itself edited).
+    pub fn without(mut self, rel: &str) -> Tree {
+        self.0.remove(rel);
+        self
+    }
 }
 
 fn walk(base: &Path, dir: &Path, out: &mut BTreeMap<String, (char, u32, String)>) {
