@@ -141,40 +141,23 @@ impl Control {
     /// Every server of the cluster that answers within the deadline, by `server_name`: its id.
     /// Returns as soon as all of `wanted` answered.
     pub fn servers(&self, wanted: &[String]) -> Result<std::collections::BTreeMap<String, String>> {
-        self.rt.block_on(async {
-            let inbox = self.client.new_inbox();
-            let mut sub = self
-                .client
-                .subscribe(inbox.clone())
-                .await
-                .map_err(|e| Error::Other(format!("subscribing for server replies: {e}")))?;
-            self.client
-                .publish_with_reply("$SYS.REQ.SERVER.PING.IDZ", inbox, "".into())
-                .await
-                .map_err(|e| Error::Other(format!("$SYS.REQ.SERVER.PING.IDZ: {e}")))?;
-            let mut found = std::collections::BTreeMap::new();
-            let deadline = tokio::time::Instant::now() + REQUEST_DEADLINE;
-            use futures::StreamExt as _;
-            while !wanted.iter().all(|w| found.contains_key(w)) {
-                match tokio::time::timeout_at(deadline, sub.next()).await {
-                    Ok(Some(msg)) => {
-                        // IDZ answers `{"name","host","id"}`; an envelope is read too.
-                        if let Ok(idz) = serde_json::from_slice::<Idz>(&msg.payload) {
-                            let (name, id) = match (idz.id, idz.data, idz.server) {
-                                (Some(id), _, _) => (idz.name, id),
-                                (None, Some(d), _) => (d.name, d.id),
-                                (None, None, s) => (s.name, s.id),
-                            };
-                            if !id.is_empty() {
-                                found.insert(name, id);
-                            }
-                        }
-                    }
-                    _ => break,
-                }
-            }
-            Ok(found)
-        })
+        let found_all = |replies: &[Idz]| {
+            wanted
+                .iter()
+                .all(|w| replies.iter().any(|r| r.name_and_id().0 == *w))
+        };
+        let replies: Vec<Idz> = self.rt.block_on(gather(
+            &self.client,
+            "$SYS.REQ.SERVER.PING.IDZ",
+            "",
+            REQUEST_DEADLINE,
+            found_all,
+        ))?;
+        Ok(replies
+            .into_iter()
+            .map(|r| r.name_and_id())
+            .filter(|(_, id)| !id.is_empty())
+            .collect())
     }
 
     /// Reload every `(server id, loaded before, expected digest)` at once and confirm each:
@@ -200,6 +183,41 @@ impl Control {
         self.rt
             .block_on(confirm_async(&self.client, id, before, expected_digest))
     }
+}
+
+/// One request many servers answer (a `PING` of the system account): every reply that parses as
+/// a `T`, collected until `enough` says so or `deadline` passes (then what arrived; a server
+/// that does not answer in time is left out, and the caller decides what that means).
+pub(crate) async fn gather<T: for<'de> Deserialize<'de>>(
+    client: &async_nats::Client,
+    subject: &str,
+    body: &str,
+    deadline: Duration,
+    mut enough: impl FnMut(&[T]) -> bool,
+) -> Result<Vec<T>> {
+    use futures::StreamExt as _;
+    let inbox = client.new_inbox();
+    let mut sub = client
+        .subscribe(inbox.clone())
+        .await
+        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+    client
+        .publish_with_reply(subject.to_string(), inbox, body.to_string().into())
+        .await
+        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+    let until = tokio::time::Instant::now() + deadline;
+    let mut out = Vec::new();
+    while !enough(&out) {
+        match tokio::time::timeout_at(until, sub.next()).await {
+            Ok(Some(m)) => {
+                if let Ok(v) = serde_json::from_slice(&m.payload) {
+                    out.push(v);
+                }
+            }
+            _ => break,
+        }
+    }
+    Ok(out)
 }
 
 async fn send(
@@ -326,32 +344,13 @@ impl Control {
     /// (`servers` of them answer; only the leader reports its followers).
     pub fn meta_group(&self, servers: usize) -> Result<Option<(String, usize)>> {
         let subject = "$SYS.REQ.SERVER.PING.JSZ";
-        let replies: Vec<Envelope<Jsz>> = self.rt.block_on(async {
-            use futures::StreamExt as _;
-            let inbox = self.client.new_inbox();
-            let mut sub = self
-                .client
-                .subscribe(inbox.clone())
-                .await
-                .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
-            self.client
-                .publish_with_reply(subject, inbox, "{}".into())
-                .await
-                .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
-            let deadline = tokio::time::Instant::now() + REQUEST_DEADLINE;
-            let mut out = Vec::new();
-            while out.len() < servers.max(1) {
-                match tokio::time::timeout_at(deadline, sub.next()).await {
-                    Ok(Some(m)) => {
-                        if let Ok(e) = serde_json::from_slice(&m.payload) {
-                            out.push(e);
-                        }
-                    }
-                    _ => break,
-                }
-            }
-            Ok::<_, Error>(out)
-        })?;
+        let replies: Vec<Envelope<Jsz>> = self.rt.block_on(gather(
+            &self.client,
+            subject,
+            "{}",
+            REQUEST_DEADLINE,
+            |got: &[Envelope<Jsz>]| got.len() >= servers.max(1),
+        ))?;
         let metas: Vec<MetaCluster> = replies
             .into_iter()
             .filter_map(|e| e.data.and_then(|j| j.meta_cluster))
@@ -532,6 +531,17 @@ struct Idz {
     server: IdzServer,
     #[serde(default)]
     data: Option<IdzServer>,
+}
+
+impl Idz {
+    /// IDZ answers `{"name","host","id"}`; an envelope is read too.
+    fn name_and_id(&self) -> (String, String) {
+        match (&self.id, &self.data) {
+            (Some(id), _) => (self.name.clone(), id.clone()),
+            (None, Some(d)) => (d.name.clone(), d.id.clone()),
+            (None, None) => (self.server.name.clone(), self.server.id.clone()),
+        }
+    }
 }
 
 #[derive(Deserialize, Default)]

@@ -569,27 +569,9 @@ async fn request_all<T: for<'de> Deserialize<'de>>(
     if n <= 1 {
         return Ok(vec![request(client, subject, body).await?]);
     }
-    use futures::StreamExt as _;
-    let inbox = client.new_inbox();
-    let mut sub = client
-        .subscribe(inbox.clone())
-        .await
-        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
-    client
-        .publish_with_reply(subject.to_string(), inbox, body.to_string().into())
-        .await
-        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
-    let deadline = tokio::time::Instant::now() + TIMEOUT;
-    let mut out = Vec::new();
-    while out.len() < n {
-        match tokio::time::timeout_at(deadline, sub.next()).await {
-            Ok(Some(msg)) => out.push(
-                serde_json::from_slice(&msg.payload)
-                    .map_err(|e| Error::Other(format!("{subject}: unexpected reply: {e}")))?,
-            ),
-            _ => break,
-        }
-    }
+    let out =
+        crate::broker::control::gather(client, subject, body, TIMEOUT, |got: &[T]| got.len() >= n)
+            .await?;
     if out.is_empty() {
         return Err(Error::Other(format!(
             "{subject}: no reply within {TIMEOUT:?}"
