@@ -105,6 +105,10 @@ pub fn settings(
                 crate::desired::check_host(h.get_ref()).map_err(|e| at(h.span().start, e))?
             }
         };
+        let port_at = node.port.span().start;
+        let cluster_port_at = node.cluster_port.span().start;
+        let store_at = node.store_dir.as_ref().map(|d| d.span().start);
+        let config_at = node.config.as_ref().map(|c| c.span().start);
         let port = crate::desired::check_port("port", *node.port.get_ref())
             .map_err(|e| at(node.port.span().start, e))?;
         let cluster_port = crate::desired::check_port("cluster_port", *node.cluster_port.get_ref())
@@ -124,6 +128,7 @@ pub fn settings(
             None => None,
             Some(c) => Some(
                 crate::desired::check_path("config", c.get_ref())
+                    .and_then(|p| check_config_path(&name, p))
                     .map_err(|e| at(c.span().start, e))?,
             ),
         };
@@ -148,8 +153,15 @@ pub fn settings(
             config,
             local,
         };
-        if let Some(clash) = nodes.iter().find_map(|other| clash(other, &this)) {
-            return Err(at(name_at, clash));
+        if let Some((field, clash)) = nodes.iter().find_map(|other| clash(other, &this)) {
+            let offset = match field {
+                Field::Port => port_at,
+                Field::ClusterPort => cluster_port_at,
+                Field::StoreDir => store_at.unwrap_or(name_at),
+                Field::Config => config_at.unwrap_or(name_at),
+                Field::Name => name_at,
+            };
+            return Err(at(offset, clash));
         }
         nodes.push(this);
     }
@@ -202,32 +214,91 @@ pub fn settings(
 }
 
 /// Why two nodes cannot both be in a cluster, if they cannot.
-fn clash(a: &NodeSettings, b: &NodeSettings) -> Option<String> {
+/// The field of a node a clash is located at.
+enum Field {
+    Name,
+    Port,
+    ClusterPort,
+    StoreDir,
+    Config,
+}
+
+fn clash(a: &NodeSettings, b: &NodeSettings) -> Option<(Field, String)> {
     if a.name == b.name {
-        return Some(format!("node name {:?} is listed twice", b.name));
-    }
-    let ports = [a.port, a.cluster_port];
-    if a.host == b.host
-        && let Some(p) = [b.port, b.cluster_port].iter().find(|p| ports.contains(p))
-    {
-        return Some(format!(
-            "node {:?} listens on {}:{p}, which node {:?} uses too",
-            b.name, b.host, a.name
+        return Some((
+            Field::Name,
+            format!("node name {:?} is listed twice", b.name),
         ));
     }
+    let theirs = [
+        (a.port, "client port"),
+        (a.cluster_port, "route port (cluster_port)"),
+    ];
+    for (mine, field) in [(b.port, Field::Port), (b.cluster_port, Field::ClusterPort)] {
+        if a.host == b.host
+            && let Some((_, what)) = theirs.iter().find(|(p, _)| *p == mine)
+        {
+            return Some((
+                field,
+                format!(
+                    "node {:?} listens on {}:{mine}, which is node {:?}'s {what}",
+                    b.name, b.host, a.name
+                ),
+            ));
+        }
+    }
     if same_path(&a.store_dir, &b.store_dir) {
-        return Some(format!(
-            "node {:?} has the store_dir of node {:?} ({}): every node needs its own",
-            b.name, a.name, b.store_dir
+        return Some((
+            Field::StoreDir,
+            format!(
+                "node {:?} has the store_dir of node {:?} ({}): every node needs its own",
+                b.name, a.name, b.store_dir
+            ),
         ));
     }
     if same_path(&a.config_path(), &b.config_path()) {
-        return Some(format!(
-            "node {:?} reads the config file of node {:?}: every node needs its own",
-            b.name, a.name
+        return Some((
+            Field::Config,
+            format!(
+                "node {:?} reads the config file of node {:?}: every node needs its own",
+                b.name, a.name
+            ),
         ));
     }
     None
+}
+
+/// A node's `config` as written may not name `cotal.toml`, anything in `.cotal/` but the node's
+/// own folder, or climb out with `..`: cotal replaces that file with the node's config (and a
+/// plan shows what it holds). Absolute paths are checked against the root when it is known
+/// ([`crate::store::Root::check_node_config`]).
+fn check_config_path(node: &str, path: String) -> Result<String, String> {
+    use std::path::Component;
+    let parts: Vec<Component> = std::path::Path::new(&path)
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect();
+    let word = |c: &Component| c.as_os_str().to_string_lossy().into_owned();
+    let own = format!("node.{node}");
+    let refused = if parts.iter().any(|c| matches!(c, Component::ParentDir)) {
+        Some("climbs out of its folder with `..`")
+    } else if parts.len() == 1 && word(&parts[0]) == "cotal.toml" {
+        Some("is cotal.toml")
+    } else if parts.first().is_some_and(|c| word(c) == ".cotal")
+        && !(parts.len() == 3 && word(&parts[1]) == own)
+    {
+        Some(
+            "lies in .cotal/, which holds the root's records and seeds (only .cotal/node.NAME/ is a node's)",
+        )
+    } else {
+        None
+    };
+    match refused {
+        Some(why) => Err(format!(
+            "config {path:?} of node {node:?} {why}: cotal replaces a node's config file, so it must be a file of its own (for example nodes/{node}/server.conf)"
+        )),
+        None => Ok(path),
+    }
 }
 
 /// Whether two paths as written (relative to the root) name the same place: `./a/b/`, `a//b`
@@ -296,18 +367,45 @@ cluster_port = 6224
     #[test]
     fn clashing_nodes_are_refused_at_their_line() {
         let e = parse(&THREE.replace("port = 4223", "port = 4222")).unwrap_err();
-        assert!(e.starts_with("cotal.toml:10:"), "{e}");
+        assert!(e.starts_with("cotal.toml:11:"), "at the port's line: {e}");
+        assert!(e.contains("node \"n1\"'s client port"), "{e}");
         assert!(e.contains("127.0.0.1:4222"), "{e}");
         let e = parse(&THREE.replace("name = \"n3\"", "name = \"n1\"")).unwrap_err();
         assert!(e.contains("listed twice"), "{e}");
         let e = parse(&THREE.replace("cluster_port = 6224", "cluster_port = 6222")).unwrap_err();
         assert!(e.contains("6222"), "{e}");
-        let e = parse(&THREE.replace(
-            "port = 4224\n",
-            "port = 4224\nconfig = \"./.cotal//node.n1/server.conf\"\n",
-        ))
+        let e = parse(
+            &THREE
+                .replace("port = 4223\n", "port = 4223\nconfig = \"nodes/x.conf\"\n")
+                .replace(
+                    "port = 4224\n",
+                    "port = 4224\nconfig = \"./nodes//x.conf\"\n",
+                ),
+        )
         .unwrap_err();
         assert!(e.contains("reads the config file of node"), "{e}");
+        for bad in [
+            ".cotal/auth/broker.json",
+            "cotal.toml",
+            "./cotal.toml",
+            "../elsewhere/n3.conf",
+            ".cotal/node.n1/server.conf",
+        ] {
+            let e = parse(&THREE.replace(
+                "port = 4224\n",
+                &format!("port = 4224\nconfig = \"{bad}\"\n"),
+            ))
+            .unwrap_err();
+            assert!(
+                e.contains("cotal replaces a node's config file"),
+                "{bad}: {e}"
+            );
+        }
+        parse(&THREE.replace(
+            "port = 4224\n",
+            "port = 4224\nconfig = \".cotal/node.n3/other.conf\"\n",
+        ))
+        .unwrap();
     }
 
     #[test]

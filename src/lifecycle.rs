@@ -88,6 +88,19 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
     if !running {
         why_not.push("broker stopped".into());
     }
+    // A cluster with fewer than a majority of its nodes running has no JetStream quorum: no
+    // stream can elect a leader, so nothing is served, whatever each node says.
+    let quorum = observed.nodes.is_empty() || {
+        let up = observed
+            .nodes
+            .iter()
+            .filter(|n| n.process.is_running())
+            .count();
+        up * 2 > observed.nodes.len()
+    };
+    if running && !quorum {
+        why_not.push("the cluster has no quorum (fewer than a majority of its nodes run)".into());
+    }
     match streams_complete {
         Some(false) => why_not.push("streams incomplete".into()),
         None => why_not.push("streams unknown".into()),
@@ -101,8 +114,12 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
     if drifted {
         why_not.push("stream config drifted".into());
     }
-    let servable =
-        state == State::Active && running && loaded && streams_complete == Some(true) && !drifted;
+    let servable = state == State::Active
+        && running
+        && quorum
+        && loaded
+        && streams_complete == Some(true)
+        && !drifted;
     View {
         state,
         servable,

@@ -287,7 +287,13 @@ fn observe_nodes(
     let files = root.nodes(desired.cluster.as_ref());
     let mut nodes = Vec::new();
     for (i, f) in files.iter().enumerate() {
-        let conf = server_conf::read(f)?.map(PromotedConfig::new);
+        let conf = match desired.cluster {
+            None => server_conf::read(f)?.map(PromotedConfig::new),
+            Some(_) => {
+                root.check_node_config(f)?;
+                node_conf(f)?
+            }
+        };
         let listener = node_listener(desired, i, conf.as_ref());
         let remote = desired.cluster.as_ref().is_some_and(|c| !c.nodes[i].local);
         let process = if remote {
@@ -385,6 +391,25 @@ pub fn first_store_dir(desired: &Desired) -> String {
         Some(c) => c.nodes[0].store_dir.clone(),
         None => desired.broker.store_dir.clone(),
     }
+}
+
+/// A cluster node's promoted config, refused unless cotal rendered it (a node's `config` may
+/// name a file anywhere: one cotal did not write is never shown in a plan nor replaced).
+fn node_conf(f: &crate::store::NodeFiles) -> Result<Option<PromotedConfig>> {
+    let Some(text) = server_conf::read(f)? else {
+        return Ok(None);
+    };
+    if !text.starts_with(crate::render::HEADER) {
+        return Err(Error::Refused(format!(
+            "node {}'s config file {} exists and is not a config cotal rendered; cotal neither shows it in a plan nor replaces it.\n\
+             blast radius: none, nothing was read into the plan or changed.\n\
+             next: point `config` of node {} at a file of its own, or move that file aside",
+            f.name,
+            f.conf.display(),
+            f.name
+        )));
+    }
+    Ok(Some(PromotedConfig::new(text)))
 }
 
 /// Where node `index` listens: its promoted config's listener, else `cotal.toml`'s.

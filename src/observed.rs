@@ -412,9 +412,9 @@ pub struct ObservedNode {
 }
 
 impl Observed {
-    /// What on disk cannot be trusted, named for people (the records `plan` refuses over):
-    /// a missing or corrupt broker record, corrupt account records, a corrupt generation
-    /// record or journal. Empty when every record is sound.
+    /// What cannot be trusted, named for people (what `plan` refuses over): a missing or
+    /// corrupt broker record, corrupt account records, a corrupt generation record or journal,
+    /// a root holding the other layout's config. Empty when all is sound.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
         match &self.broker {
@@ -454,6 +454,25 @@ impl Observed {
         }
         if let JournalState::Corrupt { file, reason } = &self.journal {
             out.push(format!("{} is corrupt: {reason}", file.display()));
+        }
+        if let Some(found) = &self.layout_conflict {
+            out.push(found.clone());
+        }
+        out
+    }
+
+    /// The nodes of a running cluster that are not running, named for people (`status` and
+    /// `space list` exit 3 over them, as `plan` refuses over them).
+    pub fn node_problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for n in self.nodes_down() {
+            out.push(format!(
+                "node {} of the cluster is not running ({} of {} run): `cotal up` starts it{}",
+                n.name,
+                self.nodes.iter().filter(|n| n.process.is_running()).count(),
+                self.nodes.len(),
+                if n.remote { " on its own machine" } else { "" }
+            ));
         }
         out
     }

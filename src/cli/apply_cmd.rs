@@ -219,7 +219,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             let ms = took.as_secs_f64() * 1000.0;
             report(if desired.cluster.is_some() {
                 format!(
-                    "Reload confirmed by all {nodes} running nodes in {ms:.1} ms (the slowest node's reply to its reload request, sent to every node at once, then VARZ on each node: its promoted config's digest); the data plane verified on every node."
+                    "Reload confirmed by all {nodes} running nodes in {ms:.1} ms (the slowest node's reply to its reload request, sent to every node at once, then VARZ on each node: its promoted config's digest); the data plane verified on every running node."
                 )
             } else {
                 format!(

@@ -231,7 +231,8 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
         eprintln!("warning: cotal.toml cannot be read ({why}); only the applied spaces are listed");
     }
     let observed = observe::observe(root, &desired, digest)?;
-    let problems = observed.problems();
+    let mut problems = observed.problems();
+    problems.extend(observed.node_problems());
     for p in &problems {
         eprintln!("problem: {p}");
     }

@@ -173,7 +173,8 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     let (desired, digest, desired_error) = observe::desired_for_reading(&root)?;
     let observed = observe::observe_for_status(&root, &desired, digest)?;
     let server = observed.server.as_ref();
-    let problems = observed.problems();
+    let mut problems = observed.problems();
+    problems.extend(observed.node_problems());
     let nodes = node_status(&root, &desired, &observed);
     let status = Status {
         format_version: FORMAT_VERSION,

@@ -239,6 +239,13 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
             ));
         }
     }
+    if let Some(c) = &desired.cluster
+        && c.nodes.len() == 2
+    {
+        out.push(
+            "a cluster of two nodes tolerates no node down: JetStream needs both for a quorum (three nodes tolerate one)".into(),
+        );
+    }
     for down in observed.nodes_down() {
         out.push(format!(
             "node {} is not running (--allow-degraded): its config file is written for its next start, but it is not reloaded or confirmed; `cotal up` starts it",

@@ -402,6 +402,9 @@ pub struct ConfigChange {
     pub same_on: Vec<String>,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub nodes: Vec<NodeConfigChange>,
+    /// The nodes whose config stays as it is.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub unchanged: Vec<String>,
 }
 
 /// One cluster node's config before and after, when its change is not the first node's.

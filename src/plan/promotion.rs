@@ -159,20 +159,35 @@ pub fn promotion(
     }))
 }
 
-/// The change shown for every node: the first node's diff, the nodes whose change is the same
-/// but for their own lines (listener, name, routes, store), and the others whole.
-fn config_change(mut changes: Vec<NodeConfigChange>, single: bool) -> ConfigChange {
-    let first = changes.remove(0);
+/// The change shown for every node: the first changed node's diff, the nodes whose change is
+/// the same but for their own lines (listener, name, routes, store; on a first promotion,
+/// every node's own lines are new), the others whole, and the nodes whose file stays as it is.
+fn config_change(changes: Vec<NodeConfigChange>, single: bool) -> ConfigChange {
+    let (mut changed, unchanged): (Vec<NodeConfigChange>, Vec<NodeConfigChange>) = changes
+        .into_iter()
+        .partition(|c| c.before.as_deref() != Some(c.after.as_str()));
+    let mut unchanged: Vec<String> = unchanged.into_iter().map(|c| c.name).collect();
+    if changed.is_empty() {
+        // Promoted again with the same bytes (the generation record behind): show the first.
+        changed.push(NodeConfigChange {
+            name: unchanged.remove(0),
+            before: None,
+            after: String::new(),
+        });
+    }
+    let first = changed.remove(0);
     let shared = |t: &Option<String>| t.as_deref().map(render::shared_part);
-    // Only a change that leaves every node's own lines as they were is shown once.
-    let first_own_kept =
-        first.before.as_deref().map(render::node_part) == Some(render::node_part(&first.after));
+    let own_kept = |c: &NodeConfigChange| match c.before.as_deref() {
+        None => true,
+        Some(before) => render::node_part(before) == render::node_part(&c.after),
+    };
     let (mut same_on, mut own) = (Vec::new(), Vec::new());
-    for c in changes {
-        let same = first_own_kept
+    for c in changed {
+        let same = own_kept(&first)
+            && own_kept(&c)
+            && c.before.is_some() == first.before.is_some()
             && shared(&c.before) == shared(&first.before)
-            && render::shared_part(&c.after) == render::shared_part(&first.after)
-            && c.before.as_deref().map(render::node_part) == Some(render::node_part(&c.after));
+            && render::shared_part(&c.after) == render::shared_part(&first.after);
         if same {
             same_on.push(c.name);
         } else {
@@ -185,6 +200,7 @@ fn config_change(mut changes: Vec<NodeConfigChange>, single: bool) -> ConfigChan
         after: first.after,
         same_on,
         nodes: own,
+        unchanged,
     }
 }
 
@@ -398,19 +414,48 @@ mod tests {
         assert!(config.nodes.is_empty());
         assert!(config.after.contains("server_name: \"n1\""));
 
-        // Node 2 moving its port has a change of its own: it is shown whole, the rest once.
-        let moved = format!("{CLUSTER}[spaces.design]\n").replace("port = 4223", "port = 4299");
+        // A hand edit of node 2 alone: its diff is the one shown, the others named unchanged.
+        let mut edited = o.clone();
+        let conf = edited.nodes[1].server_conf.as_ref().unwrap().text.clone();
+        edited.nodes[1].server_conf = Some(crate::observed::PromotedConfig::new(format!(
+            "{conf}# edited\n"
+        )));
+        let config = crate::plan::compute(&converged, &edited)
+            .unwrap()
+            .config
+            .unwrap();
+        assert_eq!(config.node.as_deref(), Some("n2"));
+        assert_eq!(config.unchanged, ["n1", "n3"]);
+        assert!(config.same_on.is_empty() && config.nodes.is_empty());
+
+        // A first promotion: one diff, the other nodes named (their own lines are all new).
+        let mut fresh = o.clone();
+        for n in fresh.nodes.iter_mut() {
+            n.server_conf = None;
+        }
+        fresh.server_conf = None;
+        let config = crate::plan::compute(&converged, &fresh)
+            .unwrap()
+            .config
+            .unwrap();
+        assert_eq!(config.same_on, ["n2", "n3"]);
+        assert!(config.nodes.is_empty());
+
+        // Node 2 moving its route port changes its own lines and the others' routes: each
+        // node's diff is its own, every one shown whole.
+        let moved = format!("{CLUSTER}[spaces.design]\n")
+            .replace("cluster_port = 6223", "cluster_port = 6299");
         let plan = crate::plan::compute(&crate::desired::parse(&moved, "f").unwrap(), &o).unwrap();
         let config = plan.config.unwrap();
-        assert_eq!(config.same_on, ["n3"]);
-        assert_eq!(config.nodes.len(), 1);
-        assert_eq!(config.nodes[0].name, "n2");
-        assert!(config.nodes[0].after.contains("port: 4299"));
+        assert_eq!(config.node.as_deref(), Some("n1"));
+        assert!(config.after.contains("nats-route://127.0.0.1:6299"));
+        assert!(config.same_on.is_empty());
+        assert_eq!(config.nodes.len(), 2);
+        assert!(config.nodes[0].after.contains("listen: \"127.0.0.1:6299\""));
         assert!(
-            config.nodes[0]
+            config.nodes[1]
                 .after
-                .contains("nats-route://127.0.0.1:6222"),
-            "its routes name the other nodes"
+                .contains("nats-route://127.0.0.1:6299")
         );
     }
 }

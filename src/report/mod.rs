@@ -53,6 +53,13 @@ pub fn config_diff(plan: &Plan) -> Option<String> {
     for n in &change.nodes {
         out.push_str(&unified(Some(&n.name), n.before.as_deref(), &n.after, g));
     }
+    if !change.unchanged.is_empty() {
+        out.push_str(&format!(
+            "# no change on node{} {}\n",
+            if change.unchanged.len() == 1 { "" } else { "s" },
+            change.unchanged.join(", ")
+        ));
+    }
     Some(out)
 }
 

@@ -220,6 +220,36 @@ impl Root {
         }
     }
 
+    /// Refuse a cluster node's config path that is `cotal.toml` or lies in `.cotal/` outside the
+    /// node's own folder (after resolving the links of its folder): cotal replaces that file.
+    pub fn check_node_config(&self, node: &NodeFiles) -> Result<()> {
+        let resolved = match node.conf.parent().map(canonical) {
+            Some(Ok(dir)) => normalize(&dir).join(node.conf.file_name().unwrap_or_default()),
+            _ => node.conf.clone(),
+        };
+        let own = self.state_dir().join(format!("node.{}", node.name));
+        let forbidden = resolved == self.desired_file()
+            || (resolved.starts_with(self.state_dir()) && !resolved.starts_with(&own));
+        if forbidden {
+            return Err(Error::Input(format!(
+                "node {}'s config {} is {}: cotal replaces a node's config file, so it must be a file of its own.\nnext: set `config` of node {} to another path (for example nodes/{}/server.conf)",
+                node.name,
+                node.conf.display(),
+                if resolved == self.desired_file() {
+                    "this root's cotal.toml".to_string()
+                } else {
+                    format!(
+                        "in {}, which holds the root's records and seeds",
+                        self.state_dir().display()
+                    )
+                },
+                node.name,
+                node.name
+            )));
+        }
+        Ok(())
+    }
+
     /// The names of the node folders `.cotal/node.<name>/` on disk (a cluster's, whatever
     /// `cotal.toml` says now).
     pub fn node_folders(&self) -> Vec<String> {

@@ -1749,3 +1749,45 @@ fn a_stopped_cluster_is_applied_node_by_node_and_a_layout_switch_is_refused() {
         before.without("cotal.toml")
     );
 }
+
+#[test]
+fn a_node_config_path_never_reads_or_replaces_a_file_cotal_did_not_render() {
+    let root = TestRoot::init();
+    let seeds_before = seeds(&root);
+    // An absolute path into the root's own records: refused before anything is read.
+    let broker = root.file(".cotal/auth/broker.json");
+    let text = CLUSTER.replace(
+        "port = 24224\n",
+        &format!("port = 24224\nconfig = \"{}\"\n", broker.display()),
+    );
+    std::fs::write(root.file("cotal.toml"), format!("{text}[spaces.design]\n")).unwrap();
+    let before = root.snapshot();
+    let out = root.cotal(&["plan", "--format", "json"]).assert().code(1);
+    let (o, e) = (stdout(&out), stderr(&out));
+    assert!(
+        e.contains("which holds the root's records and seeds"),
+        "{e}"
+    );
+    for seed in &seeds_before {
+        assert!(!o.contains(seed.as_str()) && !e.contains(seed.as_str()));
+    }
+    assert_eq!(root.snapshot(), before);
+
+    // A file elsewhere that cotal did not render: neither shown nor replaced.
+    std::fs::write(root.file("foreign.conf"), "private: do-not-print-me\n").unwrap();
+    let text = CLUSTER.replace(
+        "port = 24224\n",
+        "port = 24224\nconfig = \"foreign.conf\"\n",
+    );
+    std::fs::write(root.file("cotal.toml"), format!("{text}[spaces.design]\n")).unwrap();
+    for verb in [&["plan"][..], &["apply", "--auto-approve"][..]] {
+        let out = root.cotal(verb).assert().code(3);
+        let (o, e) = (stdout(&out), stderr(&out));
+        assert!(e.contains("is not a config cotal rendered"), "{e}");
+        assert!(!o.contains("do-not-print-me") && !e.contains("do-not-print-me"));
+    }
+    assert_eq!(
+        std::fs::read_to_string(root.file("foreign.conf")).unwrap(),
+        "private: do-not-print-me\n"
+    );
+}
