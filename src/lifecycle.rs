@@ -90,14 +90,7 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
     }
     // A cluster with fewer than a majority of its nodes running has no JetStream quorum: no
     // stream can elect a leader, so nothing is served, whatever each node says.
-    let quorum = observed.nodes.is_empty() || {
-        let up = observed
-            .nodes
-            .iter()
-            .filter(|n| n.process.is_running())
-            .count();
-        up * 2 > observed.nodes.len()
-    };
+    let quorum = observed.has_quorum();
     if running && !quorum {
         why_not.push("the cluster has no quorum (fewer than a majority of its nodes run)".into());
     }

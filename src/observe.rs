@@ -117,6 +117,7 @@ fn observe_with(
     let (mut live_error, mut server, mut store) = (None, None, None);
     if let (BrokerProcess::Running { .. }, BrokerRecordState::Valid(_)) = (&process, &broker) {
         let running = nodes.iter().filter(|n| n.process.is_running()).count();
+        let servers = running.max(1);
         // Streams are read from every running node unless each holds a replica of every
         // stream (replicas = nodes, all running): then one node's view is the whole of it.
         // Connections are always summed over every node.
@@ -127,13 +128,8 @@ fn observe_with(
         let jsz_servers = if whole_on_each && !every_view {
             1
         } else {
-            running.max(1)
+            servers
         };
-        let servers = nodes
-            .iter()
-            .filter(|n| n.process.is_running())
-            .count()
-            .max(1);
         let figures = live_figures(root, &listener, jsz_servers, servers);
         tracing::debug!(took = ?started.elapsed(), "read the live figures");
         match figures {
@@ -185,7 +181,7 @@ fn observe_with(
         if process == BrokerProcess::Stopped {
             space.usage.source = UsageSource::Store;
             // Every node's store: a stream of one replica lives on one node only.
-            for dir in store_dirs(&store_dir, &nodes) {
+            for dir in crate::observed::local_stores(&store_dir, &nodes) {
                 for s in jetstream_dir::streams(&dir, &space.account_pub)? {
                     if !space.usage.streams.iter().any(|k| k.name == s.name) {
                         space.usage.streams.push(s);
@@ -369,22 +365,6 @@ fn remote_nodes_answering(
     Err(last.expect("system_users is never empty"))
 }
 
-/// Every node's store (the single server's when `nodes` is empty).
-fn store_dirs(
-    single: &std::path::Path,
-    nodes: &[crate::observed::ObservedNode],
-) -> Vec<std::path::PathBuf> {
-    if nodes.is_empty() {
-        vec![single.to_path_buf()]
-    } else {
-        nodes
-            .iter()
-            .filter(|n| !n.remote)
-            .map(|n| n.store_dir.clone())
-            .collect()
-    }
-}
-
 /// The JetStream store of the broker's first node, as written in `cotal.toml`.
 pub fn first_store_dir(desired: &Desired) -> String {
     match &desired.cluster {
@@ -416,15 +396,7 @@ fn node_conf(f: &crate::store::NodeFiles) -> Result<Option<PromotedConfig>> {
 fn node_listener(desired: &Desired, index: usize, promoted: Option<&PromotedConfig>) -> Listener {
     match desired.cluster.as_ref().and_then(|c| c.nodes.get(index)) {
         None => listener(desired, promoted),
-        Some(n) => {
-            let view = promoted.map(|p| &p.view);
-            Listener {
-                host: view
-                    .and_then(|v| v.host.clone())
-                    .unwrap_or_else(|| n.host.clone()),
-                port: view.and_then(|v| v.port).unwrap_or(n.port),
-            }
-        }
+        Some(n) => promoted_listener(promoted, &n.host, n.port),
     }
 }
 
@@ -648,12 +620,17 @@ fn total_memory() -> u64 {
 /// Where the broker listens: the promoted config's listener (what a running broker loaded),
 /// else `cotal.toml`'s.
 pub fn listener(desired: &Desired, promoted: Option<&PromotedConfig>) -> Listener {
+    promoted_listener(promoted, &desired.broker.host, desired.broker.port)
+}
+
+/// The listener a promoted config names, else `host` and `port`.
+pub fn promoted_listener(promoted: Option<&PromotedConfig>, host: &str, port: u16) -> Listener {
     let view = promoted.map(|p| &p.view);
     Listener {
         host: view
             .and_then(|v| v.host.clone())
-            .unwrap_or_else(|| desired.broker.host.clone()),
-        port: view.and_then(|v| v.port).unwrap_or(desired.broker.port),
+            .unwrap_or_else(|| host.to_string()),
+        port: view.and_then(|v| v.port).unwrap_or(port),
     }
 }
 

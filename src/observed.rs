@@ -396,6 +396,19 @@ pub struct Observed {
     pub layout_conflict: Option<String>,
 }
 
+/// Every local node's JetStream store: `single` for a single server (`nodes` empty); a remote
+/// node's store is on its own machine.
+pub fn local_stores(single: &std::path::Path, nodes: &[ObservedNode]) -> Vec<PathBuf> {
+    if nodes.is_empty() {
+        return vec![single.to_path_buf()];
+    }
+    nodes
+        .iter()
+        .filter(|n| !n.remote)
+        .map(|n| n.store_dir.clone())
+        .collect()
+}
+
 /// One node of a cluster, as observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedNode {
@@ -469,7 +482,7 @@ impl Observed {
             out.push(format!(
                 "node {} of the cluster is not running ({} of {} run): `cotal up` starts it{}",
                 n.name,
-                self.nodes.iter().filter(|n| n.process.is_running()).count(),
+                self.nodes_running(),
                 self.nodes.len(),
                 if n.remote { " on its own machine" } else { "" }
             ));
@@ -496,16 +509,18 @@ impl Observed {
 
     /// Every local node's JetStream store (the single server's `store_dir`).
     pub fn store_dirs(&self) -> Vec<PathBuf> {
-        if self.nodes.is_empty() {
-            vec![self.store_dir.clone()]
-        } else {
-            // A remote node's store is on its own machine.
-            self.nodes
-                .iter()
-                .filter(|n| !n.remote)
-                .map(|n| n.store_dir.clone())
-                .collect()
-        }
+        local_stores(&self.store_dir, &self.nodes)
+    }
+
+    /// How many nodes of a cluster run (0 for a single server).
+    pub fn nodes_running(&self) -> usize {
+        self.nodes.iter().filter(|n| n.process.is_running()).count()
+    }
+
+    /// Whether JetStream can have a quorum: a single server, or a strict majority of a
+    /// cluster's nodes running.
+    pub fn has_quorum(&self) -> bool {
+        self.nodes.is_empty() || self.nodes_running() * 2 > self.nodes.len()
     }
 
     /// The promoted config text of node `name` (a single server's is `server_conf`).

@@ -176,15 +176,9 @@ fn promote_every_node(files: &[NodeFiles], state: &mut State) -> Result<()> {
         let Err(e) = server_conf::promote_next(f) else {
             continue;
         };
-        let mut not_restored = Vec::new();
-        for done in &files[..k] {
-            if let Err(again) = server_conf::restore_prev(done) {
-                not_restored.push(format!("node {}: {again}", done.name));
-            }
-        }
+        let not_restored = restore_every(&files[..k]);
         let _ = discard_every_next(&files[k..]);
-        let not_undone = undo_writes(&state.undo);
-        state.undo.clear();
+        let records = put_back_records(state);
         let of = if files.len() > 1 {
             format!(" of node {}", f.name)
         } else {
@@ -202,19 +196,38 @@ next: make {} writable by cotal (a file marked immutable, a read-only mount?), t
                     not_restored.join("; ")
                 )
             },
-            if not_undone.is_empty() {
-                "every record this apply wrote was put back; the generation is unchanged"
-                    .to_string()
-            } else {
-                format!(
-                    "some records this apply wrote could not be put back ({}); the generation is unchanged",
-                    not_undone.join("; ")
-                )
-            },
+            records,
             f.conf.display()
         )));
     }
     Ok(())
+}
+
+/// Put back each node's previous config, whatever another's does; returns the files that could
+/// not be put back, each with why.
+fn restore_every(files: &[NodeFiles]) -> Vec<String> {
+    files
+        .iter()
+        .filter_map(|f| {
+            server_conf::restore_prev(f)
+                .err()
+                .map(|e| format!("{}: {e}", f.conf.display()))
+        })
+        .collect()
+}
+
+/// Put back every record this apply wrote; says how that went, for the rollback's message.
+fn put_back_records(state: &mut State) -> String {
+    let not_undone = undo_writes(&state.undo);
+    state.undo.clear();
+    if not_undone.is_empty() {
+        "every record this apply wrote was put back; the generation is unchanged".to_string()
+    } else {
+        format!(
+            "some records this apply wrote could not be put back ({}); the generation is unchanged",
+            not_undone.join("; ")
+        )
+    }
 }
 
 /// The generation must still be the one this plan was made against. Returns it.
@@ -262,16 +275,8 @@ fn reload_or_roll_back(
     // broker record put back holds the system keys of the config being restored, so cotal can
     // mint a control user the broker accepts once it runs it again. The broker is then asked to
     // reload every node it reloaded, even when one file could not be put back (named below).
-    let unrestored: Vec<String> = files
-        .iter()
-        .filter_map(|f| {
-            server_conf::restore_prev(f)
-                .err()
-                .map(|e| format!("{}: {e}", f.conf.display()))
-        })
-        .collect();
-    let not_undone = undo_writes(&state.undo);
-    state.undo.clear();
+    let unrestored = restore_every(files);
+    let records = put_back_records(state);
     let restored = broker.restore();
     let reloaded = match restored {
         _ if !unrestored.is_empty() => format!(
@@ -286,14 +291,6 @@ fn reload_or_roll_back(
         Ok(true) => "the previous config was restored and the broker confirmed it".to_string(),
         Ok(false) => "the previous config was restored; no reload had reached the broker, so it still runs that config".to_string(),
         Err(again) => format!("the previous config was restored but could not be confirmed: {again}"),
-    };
-    let records = if not_undone.is_empty() {
-        "every record this apply wrote was put back; the generation is unchanged".to_string()
-    } else {
-        format!(
-            "some records this apply wrote could not be put back ({}); the generation is unchanged",
-            not_undone.join("; ")
-        )
     };
     Err(Error::RolledBack(format!(
         "{e}\n{reloaded}; {records}.\nnext: `cotal plan` shows the refused change again; fix its cause and apply again"

@@ -196,32 +196,30 @@ impl Running {
                 files: files[0].clone(),
             }]
         } else {
-            let running: Vec<&crate::observed::ObservedNode> = observed
+            // Observed nodes and node files are both in cotal.toml's order.
+            let running: Vec<(&crate::observed::ObservedNode, &crate::store::NodeFiles)> = observed
                 .nodes
                 .iter()
-                .filter(|n| n.process.is_running())
+                .zip(&files)
+                .filter(|(n, _)| n.process.is_running())
                 .collect();
-            let names: Vec<String> = running.iter().map(|n| n.name.clone()).collect();
+            let names: Vec<String> = running.iter().map(|(n, _)| n.name.clone()).collect();
             let ids = control.servers(&names)?;
             let mut targets = Vec::new();
-            for n in running {
+            for (n, f) in running {
                 let id = ids.get(&n.name).ok_or_else(|| {
                     Error::Other(format!(
-                        "node {} runs (pid and listener checked) but did not answer the cluster's system account by its server name within {:?}: it may not have joined the cluster.\nnext: `cotal status`, and the node's log in {}",
+                        "node {} runs but did not answer the cluster's system account by its server name within {:?}: it may not have joined the cluster.\nnext: `cotal status`, and the node's log in {}",
                         n.name,
                         control::REQUEST_DEADLINE,
-                        files.iter().find(|f| f.name == n.name).map(|f| f.log.display().to_string()).unwrap_or_default()
+                        f.log.display()
                     ))
                 })?;
                 targets.push(Target {
                     name: n.name.clone(),
                     id: id.clone(),
                     nats: live::Nats::new(&n.listener.host, n.listener.port)?,
-                    files: files
-                        .iter()
-                        .find(|f| f.name == n.name)
-                        .cloned()
-                        .expect("a node of cotal.toml"),
+                    files: f.clone(),
                 });
             }
             targets

@@ -67,7 +67,14 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     }
     // Each node will listen where cotal.toml says: nothing of this root may run there and
     // nothing may listen there. Checked before anything is written.
-    let listeners = desired_listeners(&desired);
+    // Where cotal.toml says each node listens.
+    let listeners: Vec<Listener> = plan::nodes(&desired, &observed)
+        .into_iter()
+        .map(|n| Listener {
+            host: n.host,
+            port: n.port,
+        })
+        .collect();
     let refuse_listener = |seen: String| {
         Error::Refused(format!(
             "cannot start the broker: {seen}.\n\
@@ -180,24 +187,6 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Where each node listens according to `cotal.toml`.
-fn desired_listeners(desired: &crate::desired::Desired) -> Vec<Listener> {
-    match &desired.cluster {
-        None => vec![Listener {
-            host: desired.broker.host.clone(),
-            port: desired.broker.port,
-        }],
-        Some(c) => c
-            .nodes
-            .iter()
-            .map(|n| Listener {
-                host: n.host.clone(),
-                port: n.port,
-            })
-            .collect(),
-    }
-}
-
 /// Whether node `i` of `cotal.toml` runs on another machine.
 fn is_remote(desired: &crate::desired::Desired, i: usize) -> bool {
     desired
@@ -289,24 +278,14 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
             continue;
         }
         let promoted = crate::store::server_conf::read(f)?.map(PromotedConfig::new);
-        let view = promoted.as_ref().map(|p| &p.view);
-        let l = match desired.cluster.as_ref().and_then(|c| c.nodes.get(i)) {
-            None if i == 0 && desired.cluster.is_none() => {
-                observe::listener(&desired, promoted.as_ref())
-            }
-            None => Listener {
-                host: view
-                    .and_then(|v| v.host.clone())
-                    .unwrap_or_else(|| "127.0.0.1".into()),
-                port: view.and_then(|v| v.port).unwrap_or(0),
-            },
-            Some(n) => Listener {
-                host: view
-                    .and_then(|v| v.host.clone())
-                    .unwrap_or_else(|| n.host.clone()),
-                port: view.and_then(|v| v.port).unwrap_or(n.port),
-            },
+        let (host, port) = match &desired.cluster {
+            None if i == 0 => (desired.broker.host.clone(), desired.broker.port),
+            Some(c) if i < c.nodes.len() => (c.nodes[i].host.clone(), c.nodes[i].port),
+            // A node folder cotal.toml does not name: only its promoted config says where it
+            // listens (port 0 matches no listener).
+            _ => ("127.0.0.1".to_string(), 0),
         };
+        let l = observe::promoted_listener(promoted.as_ref(), &host, port);
         stopped = stop_node(&files, f, &l, args.grace)?.or(stopped);
         listener.get_or_insert(l);
     }

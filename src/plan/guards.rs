@@ -199,9 +199,8 @@ pub fn guard_nodes(desired: &Desired, observed: &Observed) -> Result<(), Refusal
         return Ok(());
     }
     let names: Vec<&str> = down.iter().map(|n| n.name.as_str()).collect();
-    let total = observed.nodes.len();
-    let running = total - down.len();
-    let quorum = running * 2 > total;
+    let (total, running) = (observed.nodes.len(), observed.nodes_running());
+    let quorum = observed.has_quorum();
     // With one replica a stream lives on one node: a node down hides its streams, and a plan
     // could not tell a missing stream from one on that node.
     let replicated = desired.cluster.as_ref().is_some_and(|c| c.replicas > 1);
@@ -237,7 +236,7 @@ pub fn guard_degraded_adds<'a>(
     let Some(cluster) = &desired.cluster else {
         return Ok(());
     };
-    let running = observed.nodes.len() - down;
+    let running = observed.nodes_running();
     let adds: Vec<&SpaceName> = adds.into_iter().collect();
     if down == 0 || adds.is_empty() || (cluster.replicas as usize) <= running {
         return Ok(());

@@ -3,11 +3,23 @@
 //! change fails rolls every node back, removal and re-adding a name without a restart, and
 //! suspension closing a tenant's clients on every node; siblings on every node never notice.
 
-use super::{Broker, Client, wait_for};
+use super::{Broker, Client, Immutable, wait_for};
 use crate::support::{stderr, stdout};
 use std::time::Duration;
 
 const TWO: &str = "[spaces.design]\n\n[spaces.release]\n";
+
+/// Wait (bounded by `limit`) for `attempt` to succeed: NATS's own convergence (a stream leader
+/// elected, a rejoined node caught up, followers current), asked again each time; never a sleep.
+fn eventually<T>(what: &str, limit: Duration, mut attempt: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match attempt() {
+            Ok(v) => return v,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{what}: {e}"),
+        }
+    }
+}
 
 /// Each node's loaded config digest (VARZ, through `cotal status`), in node order.
 fn digests(b: &Broker) -> Vec<String> {
@@ -117,17 +129,13 @@ fn a_cluster_serves_replicated_spaces_and_every_node_confirms_each_change() {
     assert_eq!(last_chat(&b, &on1, "design"), "from node 3");
     // Followers apply a write just after the leader acks it: status converges to every replica
     // current (a bounded wait for that state, asked of the broker each time).
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    eventually("every replica current", Duration::from_secs(20), || {
         let design = b.space_status("design").unwrap();
-        if design["replicas_current"] == true {
-            break;
+        match design["replicas_current"] == true {
+            true => Ok(()),
+            false => Err(design.to_string()),
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "every replica current: {design}"
-        );
-    }
+    });
 
     // A sibling on every node, through every change below.
     let siblings: Vec<Client> = (0..3).map(|i| client_on(&b, i, "release")).collect();
@@ -224,23 +232,10 @@ fn a_node_whose_change_fails_rolls_every_node_back() {
     assert!(!b.root.account_record("release").exists(), "{err}");
 
     // Node 2's file cannot be replaced: nothing is reloaded, every file is put back.
-    let conf = b.root.file(".cotal/node.n2/server.conf");
-    let immutable = std::process::Command::new("chattr")
-        .arg("+i")
-        .arg(&conf)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    assert!(
-        immutable,
-        "this test needs `chattr +i` (root, CAP_LINUX_IMMUTABLE, a filesystem with attributes)"
-    );
+    let obstacle = Immutable::set(&b.root.file(".cotal/node.n2/server.conf"));
     let n1_before = std::fs::read_to_string(b.root.file(".cotal/node.n1/server.conf")).unwrap();
     let out = b.root.cotal(&["apply", "--auto-approve"]).assert().code(7);
-    let _ = std::process::Command::new("chattr")
-        .arg("-i")
-        .arg(&conf)
-        .status();
+    drop(obstacle);
     let err = stderr(&out);
     assert!(err.contains("of node n2 could not be promoted"), "{err}");
     assert_eq!(digests(&b), before);
@@ -286,14 +281,14 @@ fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
             })
             .unwrap_or(true)
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !gone(pid) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "node 3 survived SIGKILL"
-        );
+    eventually("node 3 survived SIGKILL", Duration::from_secs(10), || {
         std::thread::yield_now();
-    }
+        if gone(pid) {
+            Ok(())
+        } else {
+            Err(format!("pid {pid}"))
+        }
+    });
     let status = b
         .root
         .cotal(&["status", "--format", "json"])
@@ -342,13 +337,11 @@ fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
     // A stream whose leader was on node 3 elects a new one among the two left; until then a
     // publish has no responder (NATS's own failover, not the apply's doing): a bounded wait.
     let design = client_on(&b, 0, "design");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while let Err(e) = try_publish_acked(&b, &design, "design", "two of three") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no stream leader on the two nodes left: {e}"
-        );
-    }
+    eventually(
+        "no stream leader on the two nodes left",
+        Duration::from_secs(30),
+        || try_publish_acked(&b, &design, "design", "two of three"),
+    );
 
     // `up` starts the node that is down, on the file written for it; then the add goes through.
     let up = b.root.cotal(&["up"]).assert().success();
@@ -360,16 +353,11 @@ fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
     // A node that just rejoined answers for a stream once it caught up with the meta layer: a
     // bounded wait for that, then the message written while it was down is there.
     let on3 = client_on(&b, 2, "design");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let read = loop {
-        match try_last_chat(&b, &on3, "design") {
-            Ok(m) => break m,
-            Err(e) => assert!(
-                std::time::Instant::now() < deadline,
-                "node 3 never served the stream: {e}"
-            ),
-        }
-    };
+    let read = eventually(
+        "node 3 never served the stream",
+        Duration::from_secs(20),
+        || try_last_chat(&b, &on3, "design"),
+    );
     assert_eq!(read, "two of three");
     b.desire("[spaces.design.limits]\nmax_connections = 50\n\n[spaces.release]\n");
     b.root.apply().success();
@@ -459,13 +447,11 @@ fn changing_replicas_rescales_every_stream_in_place_and_keeps_the_data() {
     b.root.apply().success();
     assert_eq!(b.space_status("design").unwrap()["replicas"], 3);
     let on2 = client_on(&b, 1, "design");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    let read = loop {
-        match try_last_chat(&b, &on2, "design") {
-            Ok(m) => break m,
-            Err(e) => assert!(std::time::Instant::now() < deadline, "{e}"),
-        }
-    };
+    let read = eventually(
+        "node 2 never served the stream",
+        Duration::from_secs(20),
+        || try_last_chat(&b, &on2, "design"),
+    );
     assert_eq!(read, "kept through the rescale");
     assert_eq!(c.disconnects(), 0);
 }

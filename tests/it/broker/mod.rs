@@ -63,10 +63,7 @@ impl Broker {
             port: nodes[0].0,
             nodes,
             remote: None,
-            rt: tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap(),
+            rt: runtime(),
         };
         if remote {
             std::fs::create_dir_all(b.root.file("remote")).unwrap();
@@ -122,10 +119,7 @@ impl Broker {
             "{}",
             stdout(&up)
         );
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         Broker {
             root,
             port,
@@ -292,6 +286,41 @@ impl Client {
             .filter(|e| e.contains("disconnected"))
             .count()
     }
+}
+
+/// Makes a file immutable for as long as it lives (the obstacle a removal meets).
+struct Immutable(std::path::PathBuf);
+
+impl Immutable {
+    fn set(path: &std::path::Path) -> Immutable {
+        let ok = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "this test needs `chattr +i` (root, CAP_LINUX_IMMUTABLE, a filesystem with attributes)"
+        );
+        Immutable(path.to_path_buf())
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// The runtime a test's NATS clients run on.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 fn free_port() -> u16 {
@@ -843,10 +872,7 @@ impl Broker {
     /// Start a broker on a root prepared by the caller.
     fn up(root: TestRoot, port: u16) -> Broker {
         root.cotal(&["up"]).assert().success();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         Broker {
             root,
             port,

@@ -323,10 +323,7 @@ fn a_root_with_the_legacy_sys_seed_is_migrated_by_the_next_apply_while_the_broke
         port,
         nodes: Vec::new(),
         remote: None,
-        rt: tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap(),
+        rt: super::runtime(),
     };
     let status = stdout(&b.root.cotal(&["status"]).assert().success());
     assert!(status.contains("system      legacy keys"), "{status}");

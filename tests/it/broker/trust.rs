@@ -4,9 +4,9 @@
 //! broker blocks, a space at its connection limit, a rollback that leaves the refused change in
 //! the plan, and the config digest cotal computes against the one nats-server reports.
 
-use super::{Broker, TWO, free_port, publish, wait_for};
+use super::{Broker, Immutable, TWO, free_port, publish, wait_for};
 use crate::support::{TestRoot, stderr, stdout};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex, mpsc};
 use std::time::Duration;
 
@@ -375,33 +375,6 @@ fn up_refuses_a_port_held_by_another_program_and_names_it() {
     assert!(err.contains(&format!("pid {}", other.pid())), "{err}");
     assert!(!root.file(".cotal/nats.pid").exists());
     drop(other);
-}
-
-/// Makes a file immutable for as long as it lives (the obstacle a removal meets).
-struct Immutable(PathBuf);
-
-impl Immutable {
-    fn set(path: &Path) -> Immutable {
-        let ok = std::process::Command::new("chattr")
-            .arg("+i")
-            .arg(path)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            ok,
-            "this test needs `chattr +i` (root, CAP_LINUX_IMMUTABLE, a filesystem with attributes)"
-        );
-        Immutable(path.to_path_buf())
-    }
-}
-
-impl Drop for Immutable {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("chattr")
-            .arg("-i")
-            .arg(&self.0)
-            .status();
-    }
 }
 
 #[test]
