@@ -3,6 +3,7 @@
 //!
 //! Invariant: observation never writes.
 
+use rayon::prelude::*;
 use crate::broker::identity::{self, Listener, Liveness};
 use crate::broker::live;
 use crate::desired::{self, Desired};
@@ -164,32 +165,14 @@ fn observe_with(
             Err(e) => live_error = Some(e.to_string()),
         }
     }
-    for (name, space) in inventory.spaces.iter_mut() {
-        space.sys_creds_present = space_dir::sys_creds_present(root, name, &space.account_pub);
-        if space.sys_creds_present {
-            space.sys_users = space_dir::sys_users(root, name);
-        }
-        space.sys_issued = space_dir::sys_issued(root, name, &space.account_pub, now);
-        // Fail closed: an unreadable protection record counts as protected.
-        space.protect_recorded = match space_dir::load_lifecycle(root, name) {
-            Ok(Some(l)) => l.account == space.account_pub && l.protect,
-            Ok(None) => false,
-            Err(_) => true,
-        };
-        space.live_processes = space_dir::live_pids(root, name)?;
-        space.revoked = users::load(root, name, &space.account_pub)?.revoked;
-        if process == BrokerProcess::Stopped {
-            space.usage.source = UsageSource::Store;
-            // Every node's store: a stream of one replica lives on one node only.
-            for dir in crate::observed::local_stores(&store_dir, &nodes) {
-                for s in jetstream_dir::streams(&dir, &space.account_pub)? {
-                    if !space.usage.streams.iter().any(|k| k.name == s.name) {
-                        space.usage.streams.push(s);
-                    }
-                }
-            }
-        }
-    }
+    // The small per-space files are read on every core: at thousands of spaces they are most
+    // of a plan's time.
+    let stores = crate::observed::local_stores(&store_dir, &nodes);
+    let stopped = process == BrokerProcess::Stopped;
+    inventory
+        .spaces
+        .par_iter_mut()
+        .try_for_each(|(name, space)| local_facts(root, name, space, now, stopped, &stores))?;
     tracing::debug!(
         spaces = inventory.spaces.len(),
         corrupt = inventory.corrupt.len(),
@@ -240,6 +223,44 @@ fn observe_with(
         nodes,
         layout_conflict: layout_conflict(root, desired)?,
     })
+}
+
+/// What the root's own files say of one space: its $SYS creds and ledger, its protection
+/// record, its live processes, its revoked users, and (broker stopped) its streams on disk.
+/// Reads only; safe to run for many spaces at once.
+fn local_facts(
+    root: &Root,
+    name: &SpaceName,
+    space: &mut crate::observed::ObservedSpace,
+    now: i64,
+    stopped: bool,
+    stores: &[std::path::PathBuf],
+) -> Result<()> {
+    space.sys_creds_present = space_dir::sys_creds_present(root, name, &space.account_pub);
+    if space.sys_creds_present {
+        space.sys_users = space_dir::sys_users(root, name);
+    }
+    space.sys_issued = space_dir::sys_issued(root, name, &space.account_pub, now);
+    // Fail closed: an unreadable protection record counts as protected.
+    space.protect_recorded = match space_dir::load_lifecycle(root, name) {
+        Ok(Some(l)) => l.account == space.account_pub && l.protect,
+        Ok(None) => false,
+        Err(_) => true,
+    };
+    space.live_processes = space_dir::live_pids(root, name)?;
+    space.revoked = users::load(root, name, &space.account_pub)?.revoked;
+    if stopped {
+        space.usage.source = UsageSource::Store;
+        // Every node's store: a stream of one replica lives on one node only.
+        for dir in stores {
+            for s in jetstream_dir::streams(dir, &space.account_pub)? {
+                if !space.usage.streams.iter().any(|k| k.name == s.name) {
+                    space.usage.streams.push(s);
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The promoted config of the other layout, if the root holds one: a single server's
@@ -462,13 +483,29 @@ pub fn live_figures(
 }
 
 /// Read every active space's channel registry from the running broker, as an ephemeral user of
-/// each space that may touch nothing but its registry (spaces read concurrently).
+/// each space that may touch nothing but its registry (spaces read concurrently). A registry the
+/// live figures show missing or empty is known without a connection.
 fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) -> Result<()> {
     use crate::observed::RegistryState;
     let mut wanted = Vec::new();
+    let mut empty = Vec::new();
     for (name, space) in &inventory.spaces {
         if space.limits.is_suspended() {
             continue;
+        }
+        // The live figures already say which registries hold nothing: a bucket whose stream
+        // does not exist, or holds no message, reads as missing or empty without connecting.
+        let bucket = format!("KV_{}", streams::registry_bucket(&name.token()));
+        match space.usage.streams.iter().find(|s| s.name == bucket) {
+            None => {
+                empty.push((name.clone(), RegistryState::Missing));
+                continue;
+            }
+            Some(s) if s.messages == Some(0) => {
+                empty.push((name.clone(), RegistryState::Read(Default::default())));
+                continue;
+            }
+            Some(_) => {}
         }
         let record = crate::store::account_record::load(root, name)?;
         if record.account.public != space.account_pub {
@@ -484,6 +521,11 @@ fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) 
         .map_err(Error::Other)?
         .creds;
         wanted.push((name.clone(), name.token(), creds));
+    }
+    for (name, state) in empty {
+        if let Some(space) = inventory.spaces.get_mut(&name) {
+            space.registry = state;
+        }
     }
     if wanted.is_empty() {
         return Ok(());

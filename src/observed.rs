@@ -517,6 +517,16 @@ impl Observed {
         self.nodes.iter().filter(|n| n.process.is_running()).count()
     }
 
+    /// Whether node `name` runs (a single server: whether the broker runs).
+    pub fn node_running(&self, name: &str) -> bool {
+        if self.nodes.is_empty() {
+            return self.process.is_running();
+        }
+        self.nodes
+            .iter()
+            .any(|n| n.name == name && n.process.is_running())
+    }
+
     /// Whether JetStream can have a quorum: a single server, or a strict majority of a
     /// cluster's nodes running.
     pub fn has_quorum(&self) -> bool {

@@ -104,8 +104,8 @@ struct Candidate {
     inventory_digest: String,
 }
 
-/// Render every node's config to its `server.conf.next` and have nats-server check each; every
-/// node is rendered and pre-flighted before any is promoted.
+/// Render every node's config to its `server.conf.next` and have nats-server check each node
+/// that is not running; every node is rendered and pre-flighted before any is promoted.
 fn render_and_preflight(
     ctx: &Context,
     files: &[NodeFiles],
@@ -131,11 +131,24 @@ fn render_and_preflight(
             }
         }
     }
-    // Every node's candidate is checked at once (one nats-server process each).
+    // A node that is not running has its candidate checked by `nats-server -t` (its next start
+    // would otherwise fail); a running node's reload is the check, and a reload the broker
+    // refuses keeps its old config and is rolled back like any unconfirmed one. Every check
+    // runs at once (one nats-server process each).
     let checked: Vec<Result<()>> = std::thread::scope(|s| {
         let running: Vec<_> = nexts
             .iter()
-            .map(|next| s.spawn(move || preflight::check(next).map(|_| ())))
+            .zip(files)
+            .map(|(next, f)| {
+                let check = !ctx.observed.node_running(&f.name);
+                s.spawn(move || {
+                    if check {
+                        preflight::check(next).map(|_| ())
+                    } else {
+                        Ok(())
+                    }
+                })
+            })
             .collect();
         running
             .into_iter()

@@ -155,10 +155,12 @@ impl Nats {
             let client = connect(&self.url, sys_creds)
                 .await
                 .map_err(other("system connect"))?;
+            // JSZ lists 1024 accounts unless told otherwise, and pages only in a sorted order
+            // its first page does not use: one reply holds every account.
             let jsz: Vec<Reply<Jsz>> = request_all(
                 &client,
                 "$SYS.REQ.SERVER.PING.JSZ",
-                r#"{"accounts":true,"streams":true,"config":true}"#,
+                r#"{"accounts":true,"streams":true,"config":true,"limit":1000000000}"#,
                 jsz_servers,
             )
             .await?;

@@ -102,7 +102,9 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     // The time an apply reports is the whole of it: lock, observe, plan, confirm, execute.
     let progress = super::progress::Bar::new();
     desired_file::read_required(root)?;
-    let lock = lock::acquire(root, &crate::operator::holder(), confirm_args.lock_timeout)?;
+    // The lock is taken before observing, but `lock.json` is written only once there is
+    // something to do: a no-op apply writes nothing.
+    let mut lock = lock::take(root, &crate::operator::holder(), confirm_args.lock_timeout)?;
     crate::fault::point(crate::fault::Point::AfterLock);
     let text = desired_file::read_required(root)?;
     let new_text = match req.edit {
@@ -165,6 +167,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         );
         return Ok(0);
     }
+    lock.announce()?;
     print!(
         "{}",
         super::format_plan(&plan, confirm_args.format, global.colour)

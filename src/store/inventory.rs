@@ -6,6 +6,7 @@
 //! verifies and is issued by this broker's operator for the recorded account key. Anything else
 //! is corrupt, and a corrupt record makes every verb refuse: it may be a real tenant.
 
+use rayon::prelude::*;
 use crate::error::{IoContext, Result};
 use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
@@ -113,9 +114,10 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(inventory),
         other => other.at(&dir)?,
     };
-    // Read every entry of the namespace first (IO), then validate them in parallel: verifying
-    // thousands of ed25519 signatures is most of a plan's time.
-    let mut candidates: Vec<(std::path::PathBuf, String, bool, Option<Vec<u8>>)> = Vec::new();
+    // List the namespace, then read and validate its records on every core: verifying
+    // thousands of ed25519 signatures, and reading thousands of small files, is most of a plan's
+    // time.
+    let mut candidates: Vec<(std::path::PathBuf, String)> = Vec::new();
     for entry in entries {
         let entry = entry.at(&dir)?;
         let path = entry.path();
@@ -137,37 +139,20 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
         {
             continue;
         }
-        let (is_file, bytes) = match crate::store::atomic::read_no_follow(&path) {
-            Ok(crate::store::atomic::Found::Absent) => continue,
-            Ok(crate::store::atomic::Found::File(bytes)) => (true, Some(bytes)),
-            Ok(crate::store::atomic::Found::NotRegular(_)) => (false, None),
-            Err(_) => (true, None),
-        };
-        candidates.push((path, file_name.to_string(), is_file, bytes));
+        candidates.push((path, file_name.to_string()));
     }
-    let workers = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(8);
-    let chunk = candidates.len().div_ceil(workers).max(64);
-    let results: Vec<Result<ValidRecord, CorruptRecord>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = candidates
-            .chunks(chunk)
-            .map(|part| {
-                scope.spawn(move || {
-                    part.iter()
-                        .map(|(path, name, is_file, bytes)| {
-                            validate(path, name, *is_file, bytes.as_deref(), trust)
-                        })
-                        .collect::<Vec<_>>()
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().expect("a validation thread panicked"))
-            .collect()
-    });
+    let results: Vec<Result<ValidRecord, CorruptRecord>> = candidates
+        .par_iter()
+        .filter_map(|(path, name)| {
+            let (is_file, bytes) = match crate::store::atomic::read_no_follow(path) {
+                Ok(crate::store::atomic::Found::Absent) => return None,
+                Ok(crate::store::atomic::Found::File(bytes)) => (true, Some(bytes)),
+                Ok(crate::store::atomic::Found::NotRegular(_)) => (false, None),
+                Err(_) => (true, None),
+            };
+            Some(validate(path, name, is_file, bytes.as_deref(), trust))
+        })
+        .collect();
     for result in results {
         match result {
             Ok(v) => {

@@ -41,12 +41,15 @@ impl std::fmt::Display for Holder {
 pub struct Lock {
     file: File,
     root: Root,
+    /// Who holds it, and whether `lock.json` says so yet (see [`Lock::announce`]).
+    holder: Holder,
+    announced: bool,
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        // Only the holder of the file at the path may remove the holder note.
-        if self.still_at_path() {
+        // Only the holder of the file at the path, who wrote the note, may remove it.
+        if self.announced && self.still_at_path() {
             let _ = atomic::remove_file(&self.root.lock_info());
         }
         let _ = FileExt::unlock(&self.file);
@@ -54,6 +57,21 @@ impl Drop for Lock {
 }
 
 impl Lock {
+    /// Write `lock.json`, naming this holder to whoever waits. A holder that ends up changing
+    /// nothing (a no-op apply) never announces itself, so it writes nothing at all.
+    pub fn announce(&mut self) -> Result<()> {
+        if !self.announced {
+            record::write(
+                &self.root.lock_info(),
+                &self.holder,
+                Layout::Compact,
+                atomic::SECRET,
+            )?;
+            self.announced = true;
+        }
+        Ok(())
+    }
+
     fn still_at_path(&self) -> bool {
         same_file(&self.file, &self.root.lock_file())
     }
@@ -83,8 +101,18 @@ fn same_file(file: &File, path: &std::path::Path) -> bool {
     }
 }
 
-/// Take the lock, waiting up to `timeout` (zero: fail at once naming the holder).
+/// Take the lock, waiting up to `timeout` (zero: fail at once naming the holder), and name the
+/// holder in `lock.json`.
 pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
+    let mut lock = take(root, holder, timeout)?;
+    lock.announce()?;
+    Ok(lock)
+}
+
+/// Take the lock like [`acquire`] without writing `lock.json` yet: the caller announces itself
+/// ([`Lock::announce`]) once it knows it will change something. Until then a waiting cotal says
+/// the lock is held "by a process that has not recorded itself yet".
+pub fn take(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
     // A root that was never initialised (a folder holding only cotal.toml: a CI checkout, a
     // config repository on a new host) gets no `.cotal/` from a verb that cannot act on it.
     if std::fs::symlink_metadata(root.state_dir()).is_err() {
@@ -131,10 +159,11 @@ pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> 
             path.display()
         )));
     }
-    record::write(&root.lock_info(), holder, Layout::Compact, atomic::SECRET)?;
     Ok(Lock {
         file,
         root: root.clone(),
+        holder: holder.clone(),
+        announced: false,
     })
 }
 

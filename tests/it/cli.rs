@@ -923,6 +923,30 @@ fn an_unwritable_audit_stops_the_apply_before_any_change() {
 }
 
 #[test]
+fn a_no_op_apply_and_a_plan_write_nothing_not_even_the_lock_note() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let before = crate::support::times(root.path());
+    assert!(
+        before.contains_key(&root.file(".cotal/maintenance/lock")),
+        "the lock file exists, so the no-op below takes the lock on it"
+    );
+    let out = root.apply().success();
+    assert!(
+        stdout(&out).contains("No changes."),
+        "the apply was a no-op: {}",
+        stdout(&out)
+    );
+    root.cotal(&["plan"]).assert().success();
+    assert_eq!(
+        crate::support::times(root.path()),
+        before,
+        "no file or folder under the root changed, was created or was removed"
+    );
+}
+
+#[test]
 fn two_applies_at_once_serialise_on_the_lock_and_the_second_is_a_no_op() {
     let root = TestRoot::init();
     root.desire(TWO_SPACES);

@@ -280,3 +280,31 @@ impl Paused {
         (status.code(), format!("{}{rest}", self.seen))
     }
 }
+
+/// Every path under `dir` (the folder itself included, links not followed) with its
+/// modification and status-change times in nanoseconds: a write, a rename into a folder, a
+/// chmod or a file created and removed again all move one of them.
+pub fn times(dir: &Path) -> BTreeMap<PathBuf, (i64, i64)> {
+    fn stamp(meta: &std::fs::Metadata) -> (i64, i64) {
+        (
+            meta.mtime() * 1_000_000_000 + meta.mtime_nsec(),
+            meta.ctime() * 1_000_000_000 + meta.ctime_nsec(),
+        )
+    }
+    fn visit(dir: &Path, out: &mut BTreeMap<PathBuf, (i64, i64)>) {
+        for entry in std::fs::read_dir(dir).unwrap().flatten() {
+            let meta = std::fs::symlink_metadata(entry.path()).unwrap();
+            out.insert(entry.path(), stamp(&meta));
+            if meta.is_dir() {
+                visit(&entry.path(), out);
+            }
+        }
+    }
+    let mut out = BTreeMap::new();
+    out.insert(
+        dir.to_path_buf(),
+        stamp(&std::fs::symlink_metadata(dir).unwrap()),
+    );
+    visit(dir, &mut out);
+    out
+}
