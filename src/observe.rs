@@ -3,7 +3,6 @@
 //!
 //! Invariant: observation never writes.
 
-use rayon::prelude::*;
 use crate::broker::identity::{self, Listener, Liveness};
 use crate::broker::live;
 use crate::desired::{self, Desired};
@@ -20,6 +19,7 @@ use crate::store::{
     space_dir, users,
 };
 use crate::{mint, permissions, streams};
+use rayon::prelude::*;
 use std::collections::BTreeMap;
 
 /// Read and parse `cotal.toml`; returns the desired state and the sha256 of its bytes.

@@ -15,6 +15,9 @@ pub struct Auditor<'a> {
     pub actor: Actor,
     pub plan_digest: String,
     pub before: u64,
+    /// Each space's last audited event, read from the log once per apply (then kept current
+    /// by [`Auditor::write`]): a boot provisioning thousands of spaces asks for each.
+    pub last_events: std::cell::RefCell<Option<std::collections::HashMap<SpaceName, Event>>>,
 }
 
 impl Auditor<'_> {
@@ -26,6 +29,9 @@ impl Auditor<'_> {
         outcome: &str,
         counts: Option<Counts>,
     ) -> Result<()> {
+        if let (Some(space), Some(last)) = (space, self.last_events.borrow_mut().as_mut()) {
+            last.insert(space.clone(), event);
+        }
         store_audit::append(
             self.root,
             &AuditRecord {
@@ -46,11 +52,20 @@ impl Auditor<'_> {
 
     /// Whether the last audit record of `space` is `space.provisioning` (an add never finished).
     fn add_unfinished(&self, space: &SpaceName) -> Result<bool> {
-        Ok(store_audit::read(self.root)?
-            .iter()
-            .rev()
-            .find(|r| r.space.as_ref() == Some(space))
-            .is_some_and(|r| r.event == Event::SpaceProvisioning))
+        let mut last = self.last_events.borrow_mut();
+        if last.is_none() {
+            let mut events = std::collections::HashMap::new();
+            for r in store_audit::read(self.root)? {
+                if let Some(space) = r.space {
+                    events.insert(space, r.event);
+                }
+            }
+            *last = Some(events);
+        }
+        Ok(last
+            .as_ref()
+            .and_then(|l| l.get(space))
+            .is_some_and(|e| *e == Event::SpaceProvisioning))
     }
 
     /// Mandatory events written before the step's work (a removal's before its commit point).

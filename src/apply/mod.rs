@@ -37,7 +37,7 @@ use crate::store::lock::Lock;
 use crate::store::{Root, journal};
 use audit::Auditor;
 use std::collections::BTreeMap;
-use undo::{Undo, annotate, put_back};
+use undo::{UndoLog, annotate, put_back};
 
 /// What an apply did.
 #[derive(Debug, Default)]
@@ -106,8 +106,14 @@ struct State {
     journal: Journal,
     /// What the plan saw of the inventory, plus this apply's own writes.
     expected: ExpectedInventory,
-    undo: Vec<Undo>,
+    undo: UndoLog,
+    /// Results of provisioning done ahead, for a run of provisioning steps done at once.
+    provisioned: BTreeMap<SpaceName, Result<()>>,
 }
+
+/// How many consecutive provisioning steps run at once: the lock is checked before each such
+/// batch (as before every step), so a lost lock stops the apply within one batch.
+const PROVISION_BATCH: usize = 64;
 
 /// Execute `plan`. The caller holds the lock and has confirmed.
 pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Outcome> {
@@ -117,6 +123,7 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
         actor: ctx.actor.clone(),
         plan_digest: plan.decision_digest(),
         before: ctx.observed.generation.generation(),
+        last_events: Default::default(),
     };
     ctx.lock.verify()?;
     // Fail closed: nothing is changed before the apply is on the record.
@@ -188,15 +195,23 @@ fn run(
             .iter()
             .map(|(n, s)| (n.clone(), (s.account_pub.clone(), s.jwt.clone())))
             .collect(),
-        undo: Vec::new(),
+        undo: UndoLog::default(),
+        provisioned: BTreeMap::new(),
     };
     journal::save(ctx.root, &state.journal)?;
     tracing::info!(steps = plan.steps.len(), digest = %state.journal.plan_digest, "journal opened");
     fault::point(Point::AfterJournalOpen);
 
     let mut committed = state.journal.removals.iter().any(|r| r.committed);
+    // Ends any deferral however this function returns.
+    let _flush = FlushOnDrop;
     for (index, step) in plan.steps.iter().enumerate() {
         ctx.progress.step(index, plan.steps.len(), step);
+        // Runs of steps that only write local records (a bulk add) defer their syncs; any other
+        // step first makes them all durable at once. The promotion is never deferred, so every
+        // record it refers to is on disk before it.
+        let records_only = step.writes_only_records();
+        crate::store::atomic::set_deferred(records_only)?;
         // A lost lock stops the apply where it is, journal untouched: another cotal may own it.
         ctx.lock.verify().map_err(lock_lost)?;
         state.journal.steps.push(JournaledStep {
@@ -204,14 +219,37 @@ fn run(
             started_at: crate::clock::timestamp(),
             ended_at: None,
         });
-        journal::save(ctx.root, &state.journal)?;
+        // Such a run's steps reach the journal with the next step that is not one (the journal
+        // file grows with every step, and none of them is a commit point: a re-plan derives
+        // what is left of them).
+        if !records_only {
+            journal::save(ctx.root, &state.journal)?;
+        }
         tracing::info!(step = %step.title(), "step started");
+        // A run of provisioning steps is done at once, up to a batch ahead: each space is its
+        // own account, and the steps are idempotent. Each step then reports its own result.
+        if let Step::Provision { space, .. } = step
+            && !state.provisioned.contains_key(space)
+        {
+            let batch: Vec<SpaceName> = plan.steps[index..]
+                .iter()
+                .take(PROVISION_BATCH)
+                .map_while(|s| match s {
+                    Step::Provision { space, .. } => Some(space.clone()),
+                    _ => None,
+                })
+                .collect();
+            let results = steps::provision_many(ctx, broker, &batch);
+            state.provisioned.extend(batch.into_iter().zip(results));
+        }
         let result = audit
             .before_step(step)
             .and_then(|_| run_step(ctx, record, step, broker, &mut state, outcome, plan))
             .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
         committed |= state.journal.removals.iter().any(|r| r.committed);
         if let Err(e) = result {
+            // What the run wrote is made durable before anything is put back or reported.
+            let _ = crate::store::atomic::set_deferred(false);
             // Records written for a promotion that never took effect are put back, so the
             // inventory never runs ahead of the broker (a lost lock touches nothing more).
             let e = match outcome.generation {
@@ -230,8 +268,11 @@ fn run(
         if let Some(last) = state.journal.steps.last_mut() {
             last.ended_at = Some(crate::clock::timestamp());
         }
-        journal::save(ctx.root, &state.journal)?;
+        if !records_only {
+            journal::save(ctx.root, &state.journal)?;
+        }
     }
+    crate::store::atomic::set_deferred(false)?;
     let after = outcome.generation.map(|(_, to)| to);
     if let Err(e) = audit.write(Event::ApplyCompleted, None, after, "completed", None) {
         return Err(match plan.steps.last() {
@@ -243,6 +284,15 @@ fn run(
     journal::close(ctx.root)?;
     tracing::info!("journal closed");
     Ok(())
+}
+
+/// Stops deferring syncs (flushing what is pending, best effort) when the executor returns early.
+struct FlushOnDrop;
+
+impl Drop for FlushOnDrop {
+    fn drop(&mut self) {
+        let _ = crate::store::atomic::set_deferred(false);
+    }
 }
 
 /// A lost lock is reported as a refusal that the failure path must not treat as its own: the
@@ -310,7 +360,10 @@ fn run_step(
             outcome.generation = Some(generations);
             system::forget_previous_control(ctx.root, record)
         }
-        Step::Provision { space, .. } => steps::provision(ctx, broker, space),
+        Step::Provision { space, .. } => match state.provisioned.remove(space) {
+            Some(done) => done,
+            None => steps::provision(ctx, broker, space),
+        },
         Step::WriteChannels {
             space,
             account,

@@ -36,6 +36,12 @@ pub fn promote(
     broker: &mut dyn Broker,
 ) -> Result<(u64, u64)> {
     let root = ctx.root;
+    // The promotion is the commit: every record it refers to must be on disk before it.
+    if crate::store::atomic::deferred_pending() > 0 {
+        return Err(Error::Other(
+            "internal error: records written by this apply were not synced before the promotion; nothing was promoted".into(),
+        ));
+    }
     let files = root.nodes(ctx.desired.cluster.as_ref());
     let trust = record.validate().map_err(Error::Other)?;
     let inv = checked_inventory(root, &trust, &state.expected, &state.journal.removals)?;
@@ -231,7 +237,7 @@ fn restore_every(files: &[NodeFiles]) -> Vec<String> {
 
 /// Put back every record this apply wrote; says how that went, for the rollback's message.
 fn put_back_records(state: &mut State) -> String {
-    let not_undone = undo_writes(&state.undo);
+    let not_undone = undo_writes(state.undo.entries());
     state.undo.clear();
     if not_undone.is_empty() {
         "every record this apply wrote was put back; the generation is unchanged".to_string()

@@ -176,18 +176,49 @@ pub fn record_protection(
 
 /// Create the space's missing streams and buckets under an ephemeral provisioner.
 pub fn provision(ctx: &Context, broker: &mut dyn Broker, space: &SpaceName) -> Result<()> {
-    let current = account_record::load(ctx.root, space)?;
-    let creds = space_user(
-        ctx.root,
-        space,
-        &current.account.public,
-        "cotal-provisioner",
-        permissions::provisioner(),
-    )?
-    .ok_or_else(|| Error::Other(format!("the record of {} disappeared", q(space))))?;
-    let done = broker.provision(space, &creds)?;
-    tracing::info!(space = %space, work = ?done, "provisioned");
-    Ok(())
+    provision_many(ctx, broker, std::slice::from_ref(space))
+        .pop()
+        .expect("one result per space")
+}
+
+/// Provision `spaces` concurrently (a boot or a bulk add provisions thousands); each result in
+/// the order given. Provisioning is idempotent, so work done for a space after another failed
+/// is simply found done by the next apply.
+pub fn provision_many(
+    ctx: &Context,
+    broker: &mut dyn Broker,
+    spaces: &[SpaceName],
+) -> Vec<Result<()>> {
+    let creds: Vec<Result<String>> = spaces
+        .iter()
+        .map(|space| {
+            let current = account_record::load(ctx.root, space)?;
+            space_user(
+                ctx.root,
+                space,
+                &current.account.public,
+                "cotal-provisioner",
+                permissions::provisioner(),
+            )?
+            .ok_or_else(|| Error::Other(format!("the record of {} disappeared", q(space))))
+        })
+        .collect();
+    let work: Vec<(SpaceName, String)> = spaces
+        .iter()
+        .zip(&creds)
+        .filter_map(|(space, c)| c.as_ref().ok().map(|c| (space.clone(), c.clone())))
+        .collect();
+    let mut done = broker.provision_many(&work).into_iter();
+    spaces
+        .iter()
+        .zip(creds)
+        .map(|(space, c)| {
+            c?;
+            let work = done.next().expect("one result per space provisioned")?;
+            tracing::info!(space = %space, work = ?work, "provisioned");
+            Ok(())
+        })
+        .collect()
 }
 
 /// Delete a removed space's local material; failures are reported, never thrown (they come

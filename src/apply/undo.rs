@@ -16,12 +16,45 @@ pub enum Undo {
     Remove(PathBuf),
 }
 
+impl Undo {
+    fn path(&self) -> &std::path::Path {
+        match self {
+            Undo::Restore(p, _) | Undo::Remove(p) => p,
+        }
+    }
+}
+
+/// This apply's undo entries in the order written, with the set of paths they cover (a bulk
+/// apply remembers thousands: looking one up must not scan them all).
+#[derive(Default)]
+pub struct UndoLog {
+    entries: Vec<Undo>,
+    seen: std::collections::HashSet<PathBuf>,
+}
+
+impl UndoLog {
+    pub fn push(&mut self, undo: Undo) {
+        self.seen.insert(undo.path().to_path_buf());
+        self.entries.push(undo);
+    }
+
+    pub fn entries(&self) -> &[Undo] {
+        &self.entries
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.seen.clear();
+    }
+}
+
 /// Note how to put `path` back as it is now (its bytes, or its absence), once per apply.
-pub fn remember(undo: &mut Vec<Undo>, path: &std::path::Path) -> Result<()> {
-    let known = undo.iter().any(|u| match u {
-        Undo::Restore(p, _) | Undo::Remove(p) => p == path,
-    });
-    if !known {
+pub fn remember(undo: &mut UndoLog, path: &std::path::Path) -> Result<()> {
+    if !undo.seen.contains(path) {
         undo.push(match crate::store::atomic::read_optional(path)? {
             Some(bytes) => Undo::Restore(path.to_path_buf(), bytes),
             None => Undo::Remove(path.to_path_buf()),
@@ -31,11 +64,11 @@ pub fn remember(undo: &mut Vec<Undo>, path: &std::path::Path) -> Result<()> {
 }
 
 /// Put back what this apply wrote before failing with `e`, and say so in the error.
-pub fn put_back(e: Error, undo: &mut Vec<Undo>) -> Error {
+pub fn put_back(e: Error, undo: &mut UndoLog) -> Error {
     if undo.is_empty() {
         return e;
     }
-    let failures = undo_writes(undo);
+    let failures = undo_writes(undo.entries());
     undo.clear();
     let note = if failures.is_empty() {
         "every record this apply wrote was put back".to_string()

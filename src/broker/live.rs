@@ -68,47 +68,24 @@ impl Nats {
         token: &str,
         replicas: Option<usize>,
     ) -> Result<Vec<String>> {
-        self.rt.block_on(async {
-            let client = connect(&self.url, creds)
-                .await
-                .map_err(other("provisioner connect"))?;
-            let js = jetstream::new(client);
-            // Streams, then buckets; each batch concurrently (every create is an fsync on the
-            // server, so in parallel they cost about one).
-            let (stream_batch, bucket_batch): (Vec<Expected>, Vec<Expected>) =
-                streams::expected(token)
-                    .into_iter()
-                    .partition(|e| matches!(e, Expected::Stream { .. }));
-            let mut done: Vec<String> = futures::future::try_join_all(
-                stream_batch.iter().map(|w| ensure(&js, w, replicas)),
-            )
-            .await?
-            .into_iter()
-            .flatten()
-            .collect();
-            crate::fault::point(crate::fault::Point::MidProvision);
-            done.extend(
-                futures::future::try_join_all(
-                    bucket_batch.iter().map(|w| ensure(&js, w, replicas)),
-                )
-                .await?
-                .into_iter()
-                .flatten(),
-            );
-            let registry = js
-                .get_key_value(streams::registry_bucket(token))
-                .await
-                .map_err(|e| Error::Other(format!("channel registry: {e}")))?;
-            match registry
-                .create(channels::DEFAULTS_KEY, channels::SEEDED_DEFAULTS.into())
-                .await
-            {
-                Ok(_) => done.push("set the default delivery class to durable".into()),
-                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
-                Err(e) => return Err(Error::Other(format!("seeding the channel registry: {e}"))),
-            }
-            Ok(done)
-        })
+        self.rt
+            .block_on(provision_space(&self.url, creds, token, replicas))
+    }
+
+    /// [`Nats::provision`] for many spaces (creds, token) at once, at most
+    /// [`PROVISION_CONCURRENCY`] in flight: each result in the order given.
+    pub fn provision_many(
+        &self,
+        work: &[(String, String)],
+        replicas: Option<usize>,
+    ) -> Vec<Result<Vec<String>>> {
+        use futures::StreamExt;
+        self.rt.block_on(
+            futures::stream::iter(work)
+                .map(|(creds, token)| provision_space(&self.url, creds, token, replicas))
+                .buffered(PROVISION_CONCURRENCY)
+                .collect(),
+        )
     }
 
     /// Each named stream's state and config, `None` for a stream that does not exist.
@@ -386,6 +363,55 @@ impl Nats {
 /// One space's registry: the keys its stream holds (one stream-info request with a subject
 /// filter lists them), then each key's latest message by a direct get (a deleted or purged key
 /// is absent; a value that is not JSON is kept as a string).
+
+/// How many spaces provisioning works on at once: each is a connection creating its streams and
+/// buckets concurrently, and the server's own work (an fsync per create) overlaps across them.
+pub const PROVISION_CONCURRENCY: usize = 16;
+
+/// See [`Nats::provision`].
+async fn provision_space(
+    url: &str,
+    creds: &str,
+    token: &str,
+    replicas: Option<usize>,
+) -> Result<Vec<String>> {
+    let client = connect(url, creds)
+        .await
+        .map_err(other("provisioner connect"))?;
+    let js = jetstream::new(client);
+    // Streams, then buckets; each batch concurrently (every create is an fsync on the
+    // server, so in parallel they cost about one).
+    let (stream_batch, bucket_batch): (Vec<Expected>, Vec<Expected>) = streams::expected(token)
+        .into_iter()
+        .partition(|e| matches!(e, Expected::Stream { .. }));
+    let mut done: Vec<String> =
+        futures::future::try_join_all(stream_batch.iter().map(|w| ensure(&js, w, replicas)))
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+    crate::fault::point(crate::fault::Point::MidProvision);
+    done.extend(
+        futures::future::try_join_all(bucket_batch.iter().map(|w| ensure(&js, w, replicas)))
+            .await?
+            .into_iter()
+            .flatten(),
+    );
+    let registry = js
+        .get_key_value(streams::registry_bucket(token))
+        .await
+        .map_err(|e| Error::Other(format!("channel registry: {e}")))?;
+    match registry
+        .create(channels::DEFAULTS_KEY, channels::SEEDED_DEFAULTS.into())
+        .await
+    {
+        Ok(_) => done.push("set the default delivery class to durable".into()),
+        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
+        Err(e) => return Err(Error::Other(format!("seeding the channel registry: {e}"))),
+    }
+    Ok(done)
+}
+
 async fn read_registry(
     url: &str,
     token: &str,
@@ -460,6 +486,24 @@ async fn ensure(
 ) -> Result<Option<String>> {
     let name = want.stream_name();
     let replicas = declared.unwrap_or(0);
+    // Provisioning mostly creates what is missing: a create comes first (one round trip).
+    // JetStream answers the create of a stream that exists with this very config with success,
+    // and that of one with another config with error 10058; only then is it read and compared.
+    let created = match want {
+        Expected::Stream { .. } => {
+            placed(|| js.create_stream(stream_config(&name, &want.shape(), replicas)))
+                .await
+                .map(|_| ())
+        }
+        Expected::Bucket { .. } => placed(|| js.create_key_value(kv_config(want, replicas)))
+            .await
+            .map(|_| ()),
+    };
+    match created {
+        Ok(()) => return Ok(Some(format!("ensured {name}"))),
+        Err(e) if e.contains("10058") => {}
+        Err(e) => return Err(Error::Other(format!("creating {name}: {e}"))),
+    }
     let existing = match js.get_stream(&name).await {
         Ok(mut s) => {
             let config = s
@@ -611,7 +655,8 @@ fn shape_of(c: &stream::Config) -> Shape {
     }
 }
 
-fn stream_config(name: &str, shape: &Shape, replicas: usize) -> stream::Config {
+/// The config cotal creates the stream `name` with (`replicas` 0: the server's default).
+pub fn stream_config(name: &str, shape: &Shape, replicas: usize) -> stream::Config {
     stream::Config {
         name: name.to_string(),
         subjects: shape.subjects.clone(),
@@ -634,7 +679,8 @@ fn stream_config(name: &str, shape: &Shape, replicas: usize) -> stream::Config {
     }
 }
 
-fn kv_config(want: &Expected, replicas: usize) -> kv::Config {
+/// The config cotal creates a bucket with (`replicas` 0: the server's default).
+pub fn kv_config(want: &Expected, replicas: usize) -> kv::Config {
     match want {
         Expected::Bucket {
             bucket,

@@ -69,6 +69,13 @@ pub trait Broker {
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()>;
     /// Create the space's missing streams and buckets, update drifted ones.
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>>;
+    /// [`Broker::provision`] for many spaces (space, provisioner creds), as concurrently as the
+    /// broker allows; each result in the order given.
+    fn provision_many(&mut self, work: &[(SpaceName, String)]) -> Vec<Result<Vec<String>>> {
+        work.iter()
+            .map(|(space, creds)| self.provision(space, creds))
+            .collect()
+    }
     /// Write the space's channel registry as `writer` (compare-and-set per key; a key that
     /// moved is [`Error::StalePlan`]). Returns each key with its new revision (`None`: deleted).
     fn write_channels(
@@ -502,6 +509,13 @@ impl Broker for Running {
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
         self.nats
             .provision(provisioner, &space.token(), self.replicas)
+    }
+    fn provision_many(&mut self, work: &[(SpaceName, String)]) -> Vec<Result<Vec<String>>> {
+        let work: Vec<(String, String)> = work
+            .iter()
+            .map(|(space, creds)| (creds.clone(), space.token()))
+            .collect();
+        self.nats.provision_many(&work, self.replicas)
     }
     fn write_channels(
         &mut self,

@@ -316,6 +316,18 @@ impl Step {
         )
     }
 
+    /// Whether the step only writes the root's own records (no promotion, no broker, no
+    /// commit point): a run of such steps may defer its syncs to one flush.
+    pub fn writes_only_records(&self) -> bool {
+        matches!(
+            self,
+            Step::AddAccount { .. }
+                | Step::ReissueAccount { .. }
+                | Step::WriteSysCreds { .. }
+                | Step::RecordProtection { .. }
+        )
+    }
+
     /// A one-line description for step lists and the journal.
     pub fn title(&self) -> String {
         match self {

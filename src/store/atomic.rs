@@ -4,6 +4,11 @@
 //! renames it over the target and fsyncs the directory: a reader sees the old file or the new
 //! one, never a torn one, and a power cut after return keeps the new one.
 //!
+//! Bulk writes may defer their syncs ([`set_deferred`]): each file is still written whole and
+//! renamed into place, but its fsync and its folder's wait until [`set_deferred`]`(false)`,
+//! which syncs every deferred file at once and then each folder once. Whoever defers decides
+//! what must not happen before that flush (for apply: the promotion, which is the commit).
+//!
 //! Invariants: a temp file is created with `O_CREAT|O_EXCL|O_NOFOLLOW` (a planted link or file at
 //! its name fails the create instead of being written through) and its mode is set on the open
 //! file, never by path. Every read of cotal's own state goes through [`read_no_follow`]: a link
@@ -52,11 +57,91 @@ fn temp_in(dir: &Path, mode: u32) -> Result<tempfile::NamedTempFile> {
     Ok(tmp)
 }
 
-/// Make a written temp file durable and rename it over `path`, then sync the folder.
+/// Make a written temp file durable and rename it over `path`, then sync the folder (while
+/// syncs are deferred: rename it, and leave both syncs to the flush).
 fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> Result<()> {
+    if deferring() {
+        tmp.persist(path).map_err(|e| e.error).at(path)?;
+        defer_sync(path, Some(parent_of(path)));
+        return Ok(());
+    }
     tmp.as_file().sync_all().at(path)?;
     tmp.persist(path).map_err(|e| e.error).at(path)?;
     sync_dir(parent_of(path))
+}
+
+/// The files and folders whose fsync is deferred on this thread (`None`: syncs are not
+/// deferred).
+#[derive(Default)]
+struct Deferred {
+    files: std::collections::BTreeSet<std::path::PathBuf>,
+    dirs: std::collections::BTreeSet<std::path::PathBuf>,
+}
+
+thread_local! {
+    static DEFERRED: std::cell::RefCell<Option<Deferred>> = const { std::cell::RefCell::new(None) };
+}
+
+fn deferring() -> bool {
+    DEFERRED.with(|d| d.borrow().is_some())
+}
+
+/// Remember `file` (and `dir`) for the next flush.
+fn defer_sync(file: &Path, dir: Option<&Path>) {
+    DEFERRED.with(|d| {
+        if let Some(d) = d.borrow_mut().as_mut() {
+            d.files.insert(file.to_path_buf());
+            if let Some(dir) = dir {
+                d.dirs.insert(dir.to_path_buf());
+            }
+        }
+    });
+}
+
+/// Sync a file appended to in place (the audit log): now, or at the next flush while syncs are
+/// deferred.
+pub fn sync_appended(file: &fs::File, path: &Path) -> std::io::Result<()> {
+    if deferring() {
+        defer_sync(path, None);
+        return Ok(());
+    }
+    file.sync_all()
+}
+
+/// Defer this thread's syncs (`true`), or stop deferring them (`false`): every deferred file
+/// is synced (all at once), then every folder once, before this returns `Ok`. Turning deferral
+/// on while it is on keeps what is pending.
+pub fn set_deferred(on: bool) -> Result<()> {
+    if on {
+        DEFERRED.with(|d| {
+            d.borrow_mut().get_or_insert_with(Deferred::default);
+        });
+        return Ok(());
+    }
+    let Some(pending) = DEFERRED.with(|d| d.borrow_mut().take()) else {
+        return Ok(());
+    };
+    use rayon::prelude::*;
+    // Concurrent fsyncs share the file system's journal commits: together they cost about
+    // one. A file removed since it was written has nothing left to sync.
+    pending
+        .files
+        .par_iter()
+        .try_for_each(|f| match open_regular(f) {
+            Ok(file) => file.sync_all().at(f),
+            Err(_) if fs::symlink_metadata(f).is_err() => Ok(()),
+            Err(e) => Err(e),
+        })?;
+    pending.dirs.par_iter().try_for_each(|d| sync_dir(d))
+}
+
+/// How many files wait for a deferred sync on this thread.
+pub fn deferred_pending() -> usize {
+    DEFERRED.with(|d| {
+        d.borrow()
+            .as_ref()
+            .map_or(0, |d| d.files.len() + d.dirs.len())
+    })
 }
 
 /// Atomically replace `path` with `bytes`, created with `mode`.
@@ -136,10 +221,17 @@ pub fn ensure_dir(dir: &Path, mode: u32) -> Result<()> {
         .create(dir)
         .at(dir)?;
     fs::set_permissions(dir, fs::Permissions::from_mode(mode)).at(dir)?;
-    if let Some(parent) = dir.parent() {
-        sync_dir(parent)?;
-    }
-    Ok(())
+    let Some(parent) = dir.parent() else {
+        return Ok(());
+    };
+    // A folder made while syncs are deferred has its entry synced at the flush.
+    let deferred = DEFERRED.with(|d| {
+        d.borrow_mut()
+            .as_mut()
+            .map(|d| d.dirs.insert(parent.to_path_buf()))
+            .is_some()
+    });
+    if deferred { Ok(()) } else { sync_dir(parent) }
 }
 
 /// Rename durably (both names in one directory, or the target's directory fsynced).

@@ -1,6 +1,8 @@
-//! `.cotal/audit.jsonl`: append-only, one JSON object per line, each append fsynced (0600).
+//! `.cotal/audit.jsonl`: append-only, one JSON object per line, each append fsynced (0600; while
+//! an apply defers its syncs, at its next flush, which comes before the promotion).
 //!
-//! Invariant: a record is either wholly appended and durable when [`append`] returns `Ok`, or
+//! Invariant: a record is either wholly appended and durable when [`append`] returns `Ok` (or
+//! the deferred flush after it does), or
 //! `append` fails; a link at the path is refused, not followed. A torn final line (a crash in
 //! the middle of an append) is recoverable: [`read`] skips it, and the next [`append`] sets it
 //! aside in `audit.jsonl.torn` (or completes it, when it is a whole record missing only its
@@ -39,7 +41,7 @@ pub fn append(root: &Root, record: &Record) -> Result<()> {
     }
     repair_torn_tail(root, &file, meta.len())?;
     file.write_all(&line)
-        .and_then(|_| file.sync_all())
+        .and_then(|_| atomic::sync_appended(&file, &path))
         .map_err(|e| {
             Error::Other(format!(
                 "cannot write the audit log {}: {e}",

@@ -6,7 +6,6 @@
 //! verifies and is issued by this broker's operator for the recorded account key. Anything else
 //! is corrupt, and a corrupt record makes every verb refuse: it may be a real tenant.
 
-use rayon::prelude::*;
 use crate::error::{IoContext, Result};
 use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
@@ -14,6 +13,7 @@ use crate::observed::{BrokerTrust, CorruptRecord, Inventory, ObservedSpace, Usag
 use crate::store::Root;
 use crate::store::account_record;
 use crate::store::paths::{ACCOUNT_PREFIX, ACCOUNT_SUFFIX};
+use rayon::prelude::*;
 use std::path::Path;
 
 /// A valid record's public parts.
