@@ -1,61 +1,206 @@
 #!/usr/bin/env bash
-# Benchmark: one apply that adds a space to a running broker already holding N spaces (default
-# 100), next to the broker's own reload time for the same change (its reply to the reload request), and the time of
-# `cotal plan` on that root. Figures are ratios measured in one run.
+# The performance benchmark (issue 15). Every row is measured in this one run, next to its floor
+# or peer measured the same way on the same machine, and printed as a ratio:
+#
+#   apply adding one space to a running broker of N spaces   vs the broker's own reload of it
+#   plan, broker stopped, N and BIG spaces                     vs reading and parsing the records
+#   no-op apply, broker stopped, N spaces                      (and how many paths it wrote: 0)
+#   first apply of N spaces (broker stopped)                   (the bulk add)
+#   up provisioning N new spaces                               vs a tight concurrent client
+#   the same add on a 3-node cluster of CLUSTER spaces         vs the single server's
+#
+# and sweeps apply time against the number of spaces (SWEEP), next to the broker's reload and a
+# restart (down + up), drawing docs/bench/apply-vs-spaces.png from its own figures (data beside
+# it in docs/bench/sweep.tsv; the table in docs/bench/results.md).
+#
+# Environment: BENCH_SPACES (N, default 1000), BENCH_BIG (default 10000), BENCH_SWEEP (default
+# "10 30 100 300 1000 3000"), BENCH_CLUSTER (default 100; 0 skips the cluster row), BENCH_DIR
+# (where the roots live; default the system's temp folder: the disk operators would use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-n=${1:-100}
+N=${BENCH_SPACES:-1000}
+BIG=${BENCH_BIG:-10000}
+SWEEP=${BENCH_SWEEP:-"10 30 100 300 1000 3000"}
+CLUSTER=${BENCH_CLUSTER:-100}
 COTAL_NATS_SERVER=$(scripts/nats-server.sh)
 export COTAL_NATS_SERVER
-cargo build --quiet --release
-cotal="$PWD/target/release/cotal"
-root=$(mktemp -d)
-export COTAL_ROOT="$root"
-croot=$(mktemp -d)
-trap '"$cotal" down >/dev/null 2>&1 || true; "$cotal" --root "$croot" down >/dev/null 2>&1 || true; rm -rf "$root" "$croot"' EXIT
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cargo build --quiet --release --bin cotal --example read_records --example provision_floor
+repo=$PWD
+cotal="$repo/target/release/cotal"
+read_records="$repo/target/release/examples/read_records"
+provision_floor="$repo/target/release/examples/provision_floor"
+out="$repo/docs/bench"
+mkdir -p "$out"
+work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/cotal-bench.XXXXXX")
+cleanup() {
+  for r in "$work"/*/; do "$cotal" --root "$r" down >/dev/null 2>&1 || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
-"$cotal" init >/dev/null
-{ printf 'version = 1\n[broker]\nport = %s\n' "$port"; for i in $(seq 1 "$n"); do printf '[spaces.s%04d]\n' "$i"; done; } > "$root/cotal.toml"
-"$cotal" apply --auto-approve >/dev/null
-"$cotal" up >/dev/null
-
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 now() { date +%s.%N; }
-t0=$(now); "$cotal" plan >/dev/null; t1=$(now)
-printf '[spaces.added]\n' >> "$root/cotal.toml"
-t2=$(now); out=$("$cotal" apply --auto-approve); t3=$(now)
-t4=$(now); "$cotal" state export >/dev/null; t5=$(now)
+# Seconds `"$@"` takes (its output discarded).
+took() { local t0; t0=$(now); "$@" >/dev/null; echo "$(now) - $t0" | bc; }
+# The median of K runs of `"$@"`, in seconds.
+median() {
+  local k=$1; shift
+  for _ in $(seq "$k"); do took "$@"; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
+}
+# A root at $1 declaring spaces 1..$2, on a free port.
+new_root() {
+  mkdir -p "$1"
+  "$cotal" --root "$1" init >/dev/null
+  { printf 'version = 1\n[broker]\nport = %s\n' "$(free_port)"; spaces 1 "$2"; } >"$1/cotal.toml"
+}
+spaces() { for i in $(seq "$1" "$2"); do printf '[spaces.s%05d]\n' "$i"; done; }
+# Every path under $1 with its modification and status-change times.
+stamps() { find "$1" -printf '%p %T@ %C@\n' | sort; }
+# The broker's own reload time (ms) from an apply's output: the time between cotal's reload
+# request and the server's reply, which it sends once the reload is done.
+reload_ms() { sed -n 's/.*Reload confirmed by.* in \([0-9.]*\) ms.*/\1/p' | head -1; }
+# Time an apply adding one space named $2 to the running root $1: "apply_s reload_s".
+add_one() {
+  printf '[spaces.%s]\n' "$2" >>"$1/cotal.toml"
+  local t0 text
+  t0=$(now)
+  text=$("$cotal" --root "$1" apply --auto-approve)
+  echo "$(echo "$(now) - $t0" | bc) $(echo "$(printf '%s\n' "$text" | reload_ms) / 1000" | bc -l)"
+}
+# Start the root's nats-server directly (no provisioning), wait for its port, print its pid.
+bare_server() {
+  local port
+  port=$(sed -n 's/^port = //p' "$1/cotal.toml")
+  "$COTAL_NATS_SERVER" -c "$1/.cotal/auth/server.conf" >"$work/bare.log" 2>&1 &
+  local pid=$!
+  until (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; do sleep 0.05; done
+  echo "$pid"
+}
 
-# The broker's own reload: the time between cotal's reload request and the server's reply,
-# which it sends once the reload is done (cotal prints it).
-reload=$(printf '%s\n' "$out" | sed -n 's/.*Reload confirmed by nats-server in \([0-9.]*\) ms.*/\1/p' | head -1)
-reload=$(echo "$reload / 1000" | bc -l)
+echo "nats-server $("$COTAL_NATS_SERVER" --version | sed 's/.*v//'), $(nproc) cores, roots in $(dirname "$work")" >&2
 
-# The same apply on a 3-node loopback cluster (replicas 3) holding the same N spaces: every
-# node reloaded at once and confirmed; cotal prints the slowest node's reload.
-free() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-"$cotal" --root "$croot" init >/dev/null
-{ printf 'version = 1\n[cluster]\nreplicas = 3\n'
-  for i in 1 2 3; do printf '[[cluster.nodes]]\nname = "n%s"\nport = %s\ncluster_port = %s\n' "$i" "$(free)" "$(free)"; done
-  for i in $(seq 1 "$n"); do printf '[spaces.s%04d]\n' "$i"; done; } > "$croot/cotal.toml"
-"$cotal" --root "$croot" apply --auto-approve >/dev/null
-"$cotal" --root "$croot" up >/dev/null
-printf '[spaces.added]\n' >> "$croot/cotal.toml"
-t6=$(now); cout=$("$cotal" --root "$croot" apply --auto-approve); t7=$(now)
-creload=$(printf '%s\n' "$cout" | sed -n 's/.*Reload confirmed by all [0-9]* running nodes in \([0-9.]*\) ms.*/\1/p' | head -1)
-creload=$(echo "$creload / 1000" | bc -l)
+# --- N spaces: bulk add, no-op apply, plan, boot, hot add ------------------------------------
+a="$work/a"
+new_root "$a" "$N"
+bulk=$(took "$cotal" --root "$a" apply --auto-approve)
+before=$(stamps "$a")
+noop=$(median 5 "$cotal" --root "$a" apply --auto-approve)
+written=$(diff <(echo "$before") <(stamps "$a") | grep -c '^>' || true)
+plan_n=$(median 5 "$cotal" --root "$a" plan)
+floor_n=$(median 5 "$read_records" "$a")
+# Boot: the tight client on a bare server, then `cotal up` on the same empty store.
+port=$(sed -n 's/^port = //p' "$a/cotal.toml")
+pid=$(bare_server "$a")
+client=$("$provision_floor" "$a" "nats://127.0.0.1:$port")
+kill "$pid"; wait "$pid" 2>/dev/null || true
+rm -rf "$a/.cotal/nats"
+up=$(took "$cotal" --root "$a" up)
+plan_running=$(median 3 "$cotal" --root "$a" plan)
+read -r hot reload < <(add_one "$a" added)
+"$cotal" --root "$a" down >/dev/null
 
-python3 - "$n" "$(echo "$t1 - $t0" | bc)" "$(echo "$t3 - $t2" | bc)" "$reload" "$(echo "$t5 - $t4" | bc)" "$(echo "$t7 - $t6" | bc)" "$creload" <<'PY'
-import sys
-n, plan, apply, reload, state = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4]), float(sys.argv[5])
-capply, creload = float(sys.argv[6]), float(sys.argv[7])
-print(f"spaces on the broker:            {n}")
-print(f"cotal plan (no changes):         {plan*1000:8.1f} ms")
-print(f"cotal apply adding one space:    {apply*1000:8.1f} ms  (observe, plan, mint, render, promote, reload, verify, provision 12 streams)")
-print(f"nats-server reload (its reply):  {reload*1000:8.1f} ms")
-print(f"apply / reload:                  {apply/reload:8.1f} x")
-print(f"cotal state export:              {state*1000:8.1f} ms  (an apply writes it too)")
-print(f"the same apply, 3-node cluster:  {capply*1000:8.1f} ms  (replicas 3: 12 replicated streams and buckets)")
-print(f"slowest node's reload:           {creload*1000:8.1f} ms")
-print(f"cluster apply / single apply:    {capply/apply:8.1f} x  (goal: at most 1.5x)")
+# --- BIG spaces: bulk add and plan, with peak memory -----------------------------------------
+b="$work/b"
+new_root "$b" "$BIG"
+bulk_big=$(took "$cotal" --root "$b" apply --auto-approve)
+plan_big=$(median 3 "$cotal" --root "$b" plan)
+floor_big=$(median 3 "$read_records" "$b")
+mem_big=$( { /usr/bin/time -f '%M' "$cotal" --root "$b" plan >/dev/null; } 2>&1 | tail -1)
+rm -rf "$b"
+
+# --- the same add on a 3-node cluster ---------------------------------------------------------
+capply=0; creload=0; sapply=0
+if [ "$CLUSTER" -gt 0 ]; then
+  c="$work/c"; mkdir -p "$c"
+  "$cotal" --root "$c" init >/dev/null
+  { printf 'version = 1\n[cluster]\nreplicas = 3\n'
+    for i in 1 2 3; do printf '[[cluster.nodes]]\nname = "n%s"\nport = %s\ncluster_port = %s\n' "$i" "$(free_port)" "$(free_port)"; done
+    spaces 1 "$CLUSTER"; } >"$c/cotal.toml"
+  "$cotal" --root "$c" apply --auto-approve >/dev/null
+  "$cotal" --root "$c" up >/dev/null
+  read -r capply creload < <(add_one "$c" added)
+  "$cotal" --root "$c" down >/dev/null
+  s="$work/s"; new_root "$s" "$CLUSTER"
+  "$cotal" --root "$s" apply --auto-approve >/dev/null
+  "$cotal" --root "$s" up >/dev/null
+  read -r sapply _ < <(add_one "$s" added)
+  "$cotal" --root "$s" down >/dev/null
+  rm -rf "$c" "$s"
+fi
+
+# --- the sweep: apply, reload and restart against the number of spaces -------------------------
+w="$work/w"
+first=${SWEEP%% *}
+new_root "$w" "$first"
+"$cotal" --root "$w" apply --auto-approve >/dev/null
+"$cotal" --root "$w" up >/dev/null
+have=$first
+printf 'spaces\tapply_s\treload_s\trestart_s\n' >"$out/sweep.tsv"
+for n in $SWEEP; do
+  if [ "$n" -gt "$have" ]; then
+    spaces $((have + 1)) "$n" >>"$w/cotal.toml"
+    "$cotal" --root "$w" apply --auto-approve >/dev/null
+    have=$n
+  fi
+  read -r sw_apply sw_reload < <(add_one "$w" "extra$n")
+  t0=$(now); "$cotal" --root "$w" down >/dev/null; "$cotal" --root "$w" up >/dev/null; t1=$(now)
+  printf '%s\t%s\t%s\t%s\n' "$n" "$sw_apply" "$sw_reload" "$(echo "$t1 - $t0" | bc)" >>"$out/sweep.tsv"
+done
+"$cotal" --root "$w" down >/dev/null
+
+version=$("$COTAL_NATS_SERVER" --version | sed 's/.*v//')
+python3 - "$out" "$N" "$BIG" "$CLUSTER" "$version" "$(nproc)" \
+  "$bulk" "$noop" "$written" "$plan_n" "$floor_n" "$client" "$up" "$plan_running" "$hot" "$reload" \
+  "$bulk_big" "$plan_big" "$floor_big" "$mem_big" "$capply" "$creload" "$sapply" <<'PY'
+import sys, datetime
+a = sys.argv[1:]
+out, n, big, cluster, version, cores = a[0], int(a[1]), int(a[2]), int(a[3]), a[4], a[5]
+(bulk, noop, written, plan_n, floor_n, client, up, plan_running, hot, reload,
+ bulk_big, plan_big, floor_big, mem_big, capply, creload, sapply) = a[6:]
+f = float
+ms = lambda s: f"{f(s) * 1000:.0f} ms" if f(s) < 10 else f"{f(s):.1f} s"
+ratio = lambda x, y: f"{f(x) / f(y):.2f}x" if f(y) > 0 else "n/a"
+rows = [
+    ("`apply` adding 1 space to a running broker of %d" % n, ms(hot), "broker's own reload: " + ms(reload), ratio(hot, reload), "at most 1.3x"),
+    ("`plan`, broker stopped, %d spaces" % n, ms(plan_n), "reading + parsing the records: " + ms(floor_n), ratio(plan_n, floor_n), "at most 3x"),
+    ("`plan`, broker stopped, %d spaces" % big, "%s, %d MB peak" % (ms(plan_big), int(mem_big) // 1024), "reading + parsing the records: " + ms(floor_big), ratio(plan_big, floor_big), "at most 3x; < 0.3 s, < 200 MB"),
+    ("no-op `apply`, broker stopped, %d spaces" % n, "%s, %s paths written" % (ms(noop), written), "", "", "< 50 ms, nothing written"),
+    ("first `apply` of %d spaces (broker stopped)" % n, ms(bulk), "", "", "< 2 s"),
+    ("first `apply` of %d spaces (broker stopped)" % big, ms(bulk_big), "", "", ""),
+    ("`up` provisioning %d new spaces (12 streams and buckets each)" % n, ms(up), "tight concurrent client: " + ms(client), ratio(up, client), "at most 2x"),
+    ("`plan`, broker running, %d spaces" % n, ms(plan_running), "", "", ""),
+]
+if cluster:
+    rows.append(("`apply` adding 1 space, 3-node cluster of %d (replicas 3)" % cluster, ms(capply), "single server, same add: %s; slowest node's reload: %s" % (ms(sapply), ms(creload)), ratio(capply, sapply), ""))
+lines = ["| what | measured | floor or peer, same run | ratio | goal |", "|---|---|---|---|---|"]
+lines += ["| %s |" % " | ".join(r) for r in rows]
+head = f"Measured {datetime.date.today()} with nats-server {version} on {cores} cores (release build)."
+text = head + "\n\n" + "\n".join(lines) + "\n"
+print(text)
+open(f"{out}/results.md", "w").write(text)
+
+rows = [l.split("\t") for l in open(f"{out}/sweep.tsv").read().splitlines()[1:]]
+spaces = [int(r[0]) for r in rows]
+apply_s, reload_s, restart_s = ([f(r[i]) for r in rows] for i in (1, 2, 3))
+print("spaces  apply    reload   restart")
+for s, x, y, z in zip(spaces, apply_s, reload_s, restart_s):
+    print(f"{s:6d}  {x*1000:6.0f}ms {y*1000:6.0f}ms {z:6.2f}s")
+try:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+except ImportError:
+    print("(matplotlib is not installed: no picture; pip install matplotlib)")
+    sys.exit(0)
+fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+ax.plot(spaces, restart_s, "s-", label="restart (down + up)", color="#b33")
+ax.plot(spaces, apply_s, "o-", label="cotal apply adding one space", color="#1565c0")
+ax.plot(spaces, reload_s, "^--", label="nats-server's own reload", color="#555")
+ax.set_xscale("log"); ax.set_yscale("log")
+ax.set_xlabel("spaces on the broker"); ax.set_ylabel("seconds")
+ax.set_title(f"Hot apply vs reload vs restart (nats-server {version}, {datetime.date.today()})", fontsize=10)
+ax.grid(True, which="both", alpha=0.3); ax.legend()
+fig.tight_layout()
+fig.savefig(f"{out}/apply-vs-spaces.png")
+print(f"wrote {out}/apply-vs-spaces.png, {out}/sweep.tsv and {out}/results.md")
 PY

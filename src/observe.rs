@@ -55,7 +55,7 @@ pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
 
 /// Observe the root.
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, None, false)
+    observe_with(root, desired, desired_digest, None, None, false)
 }
 
 /// [`observe`] for `status`: on a cluster every node's view of the streams is gathered, so
@@ -66,20 +66,31 @@ pub fn observe_for_status(
     desired: &Desired,
     desired_digest: String,
 ) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, None, true)
+    observe_with(root, desired, desired_digest, None, None, true)
 }
 
-/// Observe the root right after an apply, for the state it leaves: everything is read again
-/// (cheap, local, and one request for the live figures) but the channel registries, which the
-/// apply knows (`known`: what it observed before, patched with what it wrote): reading every
-/// space's registry again would cost one connection per space.
+/// Observe the root right after an apply, for the state it leaves: every local file is read
+/// again, but not the channel registries, which the apply knows (`known`: what it observed
+/// before, patched with what it wrote): reading every space's registry again would cost one
+/// connection per space. The live figures are asked again of the accounts the apply `touched`
+/// only (a few requests, not every stream of the broker); every other space keeps the figures
+/// observed `before` the apply, a second earlier. `touched: None` asks for every account.
 pub fn observe_after_apply(
     root: &Root,
     desired: &Desired,
     desired_digest: String,
     known: BTreeMap<SpaceName, (String, crate::observed::RegistryState)>,
+    before: &Observed,
+    touched: Option<&std::collections::BTreeSet<SpaceName>>,
 ) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, Some(known), false)
+    observe_with(
+        root,
+        desired,
+        desired_digest,
+        Some(known),
+        touched.map(|t| (before, t)),
+        false,
+    )
 }
 
 fn observe_with(
@@ -87,6 +98,7 @@ fn observe_with(
     desired: &Desired,
     desired_digest: String,
     known_registries: Option<BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
+    reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     every_view: bool,
 ) -> Result<Observed> {
     let now = crate::clock::now();
@@ -131,7 +143,15 @@ fn observe_with(
         } else {
             servers
         };
-        let figures = live_figures(root, &listener, jsz_servers, servers);
+        // After an apply: the accounts of the spaces it touched, as they are now.
+        let touched: Option<Vec<String>> = reuse.map(|(_, names)| {
+            names
+                .iter()
+                .filter_map(|n| inventory.spaces.get(n))
+                .map(|s| s.account_pub.clone())
+                .collect()
+        });
+        let figures = live_figures(root, &listener, jsz_servers, servers, touched.as_deref());
         tracing::debug!(took = ?started.elapsed(), "read the live figures");
         match figures {
             Ok(figures) => {
@@ -140,6 +160,9 @@ fn observe_with(
                     &figures,
                     desired.cluster.as_ref().map(|c| c.replicas as usize),
                 );
+                if let (Some((before, _)), Some(touched)) = (reuse, &touched) {
+                    keep_untouched_figures(&mut inventory, before, touched);
+                }
                 match &known_registries {
                     None => {
                         read_registries(root, &listener, &mut inventory)?;
@@ -468,13 +491,14 @@ pub fn live_figures(
     listener: &Listener,
     jsz_servers: usize,
     servers: usize,
+    only: Option<&[String]>,
 ) -> Result<live::Figures> {
     let nats = live::Nats::new(&listener.host, listener.port)?;
     // The previous control key, when kept, reaches a broker still running the system JWT of
     // an interrupted key change.
     let mut last = None;
     for creds in mint::system_users(root, "cotal-monitor", permissions::monitor())? {
-        match nats.figures(&creds, jsz_servers, servers) {
+        match nats.figures_of(&creds, only, jsz_servers, servers) {
             Ok(figures) => return Ok(figures),
             Err(e) => last = Some(e),
         }
@@ -484,11 +508,13 @@ pub fn live_figures(
 
 /// Read every active space's channel registry from the running broker, as an ephemeral user of
 /// each space that may touch nothing but its registry (spaces read concurrently). A registry the
-/// live figures show missing or empty is known without a connection.
+/// live figures show missing or empty is known without a connection, and so is one whose stream
+/// has the fingerprint it had when the last apply read it (`store::registry_cache`).
 fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) -> Result<()> {
     use crate::observed::RegistryState;
     let mut wanted = Vec::new();
-    let mut empty = Vec::new();
+    let mut known = Vec::new();
+    let cache = crate::store::registry_cache::load(root);
     for (name, space) in &inventory.spaces {
         if space.limits.is_suspended() {
             continue;
@@ -498,14 +524,23 @@ fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) 
         let bucket = format!("KV_{}", streams::registry_bucket(&name.token()));
         match space.usage.streams.iter().find(|s| s.name == bucket) {
             None => {
-                empty.push((name.clone(), RegistryState::Missing));
+                known.push((name.clone(), RegistryState::Missing));
                 continue;
             }
             Some(s) if s.messages == Some(0) => {
-                empty.push((name.clone(), RegistryState::Read(Default::default())));
+                known.push((name.clone(), RegistryState::Read(Default::default())));
                 continue;
             }
             Some(_) => {}
+        }
+        // Unchanged since the last apply read it: its stream has the same fingerprint.
+        if let Some(registry) = space
+            .registry_fingerprint
+            .as_ref()
+            .and_then(|f| cache.get(&space.account_pub, f))
+        {
+            known.push((name.clone(), RegistryState::Read(registry.clone())));
+            continue;
         }
         let record = crate::store::account_record::load(root, name)?;
         if record.account.public != space.account_pub {
@@ -522,7 +557,7 @@ fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) 
         .creds;
         wanted.push((name.clone(), name.token(), creds));
     }
-    for (name, state) in empty {
+    for (name, state) in known {
         if let Some(space) = inventory.spaces.get_mut(&name) {
             space.registry = state;
         }
@@ -541,6 +576,26 @@ fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) 
         }
     }
     Ok(())
+}
+
+/// Give every space whose account was not `touched` the live figures observed `before`.
+fn keep_untouched_figures(inventory: &mut Inventory, before: &Observed, touched: &[String]) {
+    for (name, space) in inventory.spaces.iter_mut() {
+        if touched.contains(&space.account_pub) {
+            continue;
+        }
+        if let Some(b) = before
+            .inventory
+            .spaces
+            .get(name)
+            .filter(|b| b.account_pub == space.account_pub)
+        {
+            space.usage = b.usage.clone();
+            space.stream_drift = b.stream_drift.clone();
+            space.replication = b.replication;
+            space.registry_fingerprint = b.registry_fingerprint.clone();
+        }
+    }
 }
 
 /// Fill each space's usage and stream drift from live figures.
@@ -566,6 +621,13 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
             connections: Some(account.map(|a| a.connections).unwrap_or(0)),
         };
         let Some(account) = account else { continue };
+        // Only a single server's: a cluster's report may come from a replica that is behind.
+        let bucket = format!("KV_{}", streams::registry_bucket(&name.token()));
+        space.registry_fingerprint = account
+            .streams
+            .iter()
+            .find(|s| s.name == bucket && !clustered)
+            .map(|s| s.fingerprint.clone());
         space.replication = clustered
             .then(|| {
                 account

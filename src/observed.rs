@@ -63,9 +63,23 @@ pub struct ObservedSpace {
     pub stream_drift: Vec<(String, Vec<String>)>,
     /// The channel registry, as the running broker holds it.
     pub registry: RegistryState,
+    /// The registry stream's fingerprint in the live figures (`None`: not live, or no stream).
+    pub registry_fingerprint: Option<RegistryFingerprint>,
     /// On a running cluster: the fewest replicas any of the space's streams has, and whether
     /// every replica of every stream is current.
     pub replication: Option<(usize, bool)>,
+}
+
+/// What the live figures say of a registry's stream. Any write to the stream moves `last_seq`,
+/// any removal lowers `messages` (and only a write raises it again), and a stream deleted and
+/// made again has another `created`: two equal fingerprints of one account's registry mean it
+/// did not change in between.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RegistryFingerprint {
+    pub created: String,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub messages: u64,
 }
 
 /// What is known of a space's channel registry.

@@ -128,26 +128,51 @@ impl Nats {
     /// gathered from `jsz_servers` servers (every running node of a cluster, unless each holds a
     /// replica of every stream), connections summed over `servers` (every running node).
     pub fn figures(&self, sys_creds: &str, jsz_servers: usize, servers: usize) -> Result<Figures> {
+        self.figures_of(sys_creds, None, jsz_servers, servers)
+    }
+
+    /// [`Nats::figures`] of `only` these accounts (`None`: every account): one JSZ request per
+    /// account named, one STATZ request for all of them.
+    pub fn figures_of(
+        &self,
+        sys_creds: &str,
+        only: Option<&[String]>,
+        jsz_servers: usize,
+        servers: usize,
+    ) -> Result<Figures> {
         self.rt.block_on(async {
             let client = connect(&self.url, sys_creds)
                 .await
                 .map_err(other("system connect"))?;
             // JSZ lists 1024 accounts unless told otherwise, and pages only in a sorted order
             // its first page does not use: one reply holds every account.
-            let jsz: Vec<Reply<Jsz>> = request_all(
-                &client,
-                "$SYS.REQ.SERVER.PING.JSZ",
-                r#"{"accounts":true,"streams":true,"config":true,"limit":1000000000}"#,
-                jsz_servers,
-            )
-            .await?;
-            let statz: Vec<Reply<AccStatz>> = request_all(
-                &client,
-                "$SYS.REQ.ACCOUNT.PING.STATZ",
-                r#"{"include_unused":true}"#,
-                servers,
-            )
-            .await?;
+            let (jsz_bodies, statz_body) = match only {
+                None => (
+                    vec![
+                        r#"{"accounts":true,"streams":true,"config":true,"limit":1000000000}"#
+                            .to_string(),
+                    ],
+                    r#"{"include_unused":true}"#.to_string(),
+                ),
+                Some(accounts) => (
+                    accounts
+                        .iter()
+                        .map(|a| {
+                            serde_json::json!({"account": a, "streams": true, "config": true})
+                                .to_string()
+                        })
+                        .collect(),
+                    serde_json::json!({"accounts": accounts, "include_unused": true}).to_string(),
+                ),
+            };
+            let mut jsz: Vec<Reply<Jsz>> = Vec::new();
+            for body in &jsz_bodies {
+                jsz.extend(
+                    request_all(&client, "$SYS.REQ.SERVER.PING.JSZ", body, jsz_servers).await?,
+                );
+            }
+            let statz: Vec<Reply<AccStatz>> =
+                request_all(&client, "$SYS.REQ.ACCOUNT.PING.STATZ", &statz_body, servers).await?;
             let varz: Reply<Varz> = request(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}").await?;
             let mut accounts: BTreeMap<String, AccountFigures> = BTreeMap::new();
             for a in jsz.into_iter().flat_map(|r| r.data.account_details) {
@@ -180,6 +205,12 @@ impl Nats {
                         shape: s.config.as_ref().map(shape_of),
                         replication,
                         num_replicas: s.config.as_ref().map(|c| c.num_replicas),
+                        fingerprint: crate::observed::RegistryFingerprint {
+                            created: s.created.clone(),
+                            first_seq: s.state.first_seq,
+                            last_seq: s.state.last_seq,
+                            messages: s.state.messages,
+                        },
                     });
                 }
                 entry.streams.sort_by(|x, y| x.name.cmp(&y.name));
@@ -746,6 +777,8 @@ pub struct StreamFigures {
     pub replication: Option<(usize, bool)>,
     /// The replicas its config declares.
     pub num_replicas: Option<usize>,
+    /// Its creation time and sequence range, as of this report.
+    pub fingerprint: crate::observed::RegistryFingerprint,
 }
 
 #[derive(Deserialize)]
@@ -774,6 +807,8 @@ struct JszStream {
     #[serde(default)]
     config: Option<stream::Config>,
     state: JszState,
+    #[serde(default)]
+    created: String,
 }
 
 #[derive(Deserialize)]
@@ -794,6 +829,10 @@ struct JszReplica {
 struct JszState {
     messages: u64,
     bytes: u64,
+    #[serde(default)]
+    first_seq: u64,
+    #[serde(default)]
+    last_seq: u64,
 }
 
 #[derive(Deserialize)]

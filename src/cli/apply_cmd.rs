@@ -247,7 +247,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     if let Some((from, to)) = outcome.generation {
         report(format!("Generation {from} -> {to}."));
     }
-    super::state_cmd::write_after_apply(root, &desired, &observed, &outcome);
+    super::state_cmd::write_after_apply(root, &desired, &observed, &outcome, &plan);
     for f in &outcome.reap_failures {
         report(format!(
             "{} could not reap {f} (the removal is complete; delete it by hand)",

@@ -24,6 +24,7 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         sys_users: Vec::new(),
         sys_issued: Vec::new(),
         stream_drift: Vec::new(),
+        registry_fingerprint: None,
         registry: Default::default(),
         replication: None,
     }

@@ -147,11 +147,17 @@ pub fn take(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
             Err(e) => return Err(Error::io(&path, e)),
         }
     };
-    // A holder note naming another live cotal on this host means the lock file was deleted or
-    // replaced under that holder: it may still be working, so this one does not start.
-    if let Some(other) = read_holder(root)
-        .filter(|h| h.pid != holder.pid && h.host == holder.host && is_live_cotal(h.pid))
-    {
+    // A holder note naming another live cotal on this host, or a live cotal holding open a lock
+    // file that is no longer the one at the path (a holder that has not written its note yet),
+    // means the lock file was deleted or replaced under that holder: it may still be working,
+    // so this one does not start.
+    let noted = read_holder(root)
+        .filter(|h| h.pid != holder.pid && h.host == holder.host && is_live_cotal(h.pid));
+    let other = match noted {
+        Some(h) => Some(h.to_string()),
+        None => orphaned_holder(&path, &file).map(|pid| format!("pid {pid} (a cotal)")),
+    };
+    if let Some(other) = other {
         let _ = FileExt::unlock(&file);
         return Err(Error::LockHeld(format!(
             "held by {other}, whose lock file {} was deleted or replaced; it may still be working.\n\
@@ -201,6 +207,40 @@ fn read_holder(root: &Root) -> Option<Holder> {
         Ok(Record::Valid(holder)) => Some(holder),
         _ => None,
     }
+}
+
+/// A live cotal process of this user, other than this one, holding open a file that was the lock
+/// file at `path` and no longer is (deleted, or replaced by `ours`), from the kernel's view of
+/// its open files.
+fn orphaned_holder(path: &std::path::Path, ours: &File) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let ours = ours.metadata().ok()?;
+    let me = std::process::id();
+    let deleted = format!("{} (deleted)", path.display());
+    let pids = std::fs::read_dir("/proc").ok()?.flatten().filter_map(|e| {
+        e.file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+            .filter(|pid| *pid != me && is_live_cotal(*pid))
+    });
+    for pid in pids {
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for fd in fds.flatten() {
+            let Ok(target) = std::fs::read_link(fd.path()) else {
+                continue;
+            };
+            let stale = target.as_os_str() == deleted.as_str()
+                || (target == path
+                    && std::fs::metadata(fd.path())
+                        .is_ok_and(|m| (m.dev(), m.ino()) != (ours.dev(), ours.ino())));
+            if stale {
+                return Some(pid);
+            }
+        }
+    }
+    None
 }
 
 /// Whether `pid` is a live cotal process (its executable is named cotal).

@@ -17,6 +17,7 @@ pub mod journal;
 pub mod lock;
 pub mod paths;
 pub mod record;
+pub mod registry_cache;
 pub mod server_conf;
 pub mod space_dir;
 pub mod users;

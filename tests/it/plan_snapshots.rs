@@ -80,6 +80,7 @@ fn space(n: u8, name: &str, spec: &SpaceSpec) -> (SpaceName, ObservedSpace) {
             sys_users: Vec::new(),
             sys_issued: Vec::new(),
             stream_drift: Vec::new(),
+            registry_fingerprint: None,
             registry: Default::default(),
             replication: None,
         },
