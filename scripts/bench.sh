@@ -3,6 +3,7 @@
 # or peer measured the same way on the same machine, and printed as a ratio:
 #
 #   apply adding one space to a running broker of N spaces   vs the broker's own reload of it
+#     (the first apply after `up`, which reads every registry, and the next one)
 #   plan, broker stopped, N and BIG spaces                     vs reading and parsing the records
 #   no-op apply, broker stopped, N spaces                      (and how many paths it wrote: 0)
 #   first apply of N spaces (broker stopped)                   (the bulk add)
@@ -92,11 +93,15 @@ floor_n=$(median 5 "$read_records" "$a")
 port=$(sed -n 's/^port = //p' "$a/cotal.toml")
 pid=$(bare_server "$a")
 client=$("$provision_floor" "$a" "nats://127.0.0.1:$port")
-kill "$pid"; wait "$pid" 2>/dev/null || true
+kill "$pid"
+# Not this shell's child (it was started in a command substitution): wait until it is gone.
+while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
 rm -rf "$a/.cotal/nats"
 up=$(took "$cotal" --root "$a" up)
+# The first apply after `up` reads every registry; it caches them, so the next one does not.
+read -r hot_first reload_first < <(add_one "$a" added)
 plan_running=$(median 3 "$cotal" --root "$a" plan)
-read -r hot reload < <(add_one "$a" added)
+read -r hot reload < <(add_one "$a" added2)
 "$cotal" --root "$a" down >/dev/null
 
 # --- BIG spaces: bulk add and plan, with peak memory -----------------------------------------
@@ -142,6 +147,9 @@ for n in $SWEEP; do
     "$cotal" --root "$w" apply --auto-approve >/dev/null
     have=$n
   fi
+  # The apply after a growth (or a restart) reads the registries it has not read; the next one
+  # is the steady state measured.
+  add_one "$w" "warm$n" >/dev/null
   read -r sw_apply sw_reload < <(add_one "$w" "extra$n")
   t0=$(now); "$cotal" --root "$w" down >/dev/null; "$cotal" --root "$w" up >/dev/null; t1=$(now)
   printf '%s\t%s\t%s\t%s\n' "$n" "$sw_apply" "$sw_reload" "$(echo "$t1 - $t0" | bc)" >>"$out/sweep.tsv"
@@ -151,24 +159,26 @@ done
 version=$("$COTAL_NATS_SERVER" --version | sed 's/.*v//')
 python3 - "$out" "$N" "$BIG" "$CLUSTER" "$version" "$(nproc)" \
   "$bulk" "$noop" "$written" "$plan_n" "$floor_n" "$client" "$up" "$plan_running" "$hot" "$reload" \
+  "$hot_first" "$reload_first" \
   "$bulk_big" "$plan_big" "$floor_big" "$mem_big" "$capply" "$creload" "$sapply" <<'PY'
 import sys, datetime
 a = sys.argv[1:]
 out, n, big, cluster, version, cores = a[0], int(a[1]), int(a[2]), int(a[3]), a[4], a[5]
 (bulk, noop, written, plan_n, floor_n, client, up, plan_running, hot, reload,
- bulk_big, plan_big, floor_big, mem_big, capply, creload, sapply) = a[6:]
+ hot_first, reload_first, bulk_big, plan_big, floor_big, mem_big, capply, creload, sapply) = a[6:]
 f = float
 ms = lambda s: f"{f(s) * 1000:.0f} ms" if f(s) < 10 else f"{f(s):.1f} s"
 ratio = lambda x, y: f"{f(x) / f(y):.2f}x" if f(y) > 0 else "n/a"
 rows = [
     ("`apply` adding 1 space to a running broker of %d" % n, ms(hot), "broker's own reload: " + ms(reload), ratio(hot, reload), "at most 1.3x"),
+    ("the same, first apply after `up` (every registry read)", ms(hot_first), "broker's own reload: " + ms(reload_first), ratio(hot_first, reload_first), ""),
     ("`plan`, broker stopped, %d spaces" % n, ms(plan_n), "reading + parsing the records: " + ms(floor_n), ratio(plan_n, floor_n), "at most 3x"),
     ("`plan`, broker stopped, %d spaces" % big, "%s, %d MB peak" % (ms(plan_big), int(mem_big) // 1024), "reading + parsing the records: " + ms(floor_big), ratio(plan_big, floor_big), "at most 3x; < 0.3 s, < 200 MB"),
     ("no-op `apply`, broker stopped, %d spaces" % n, "%s, %s paths written" % (ms(noop), written), "", "", "< 50 ms, nothing written"),
     ("first `apply` of %d spaces (broker stopped)" % n, ms(bulk), "", "", "< 2 s"),
     ("first `apply` of %d spaces (broker stopped)" % big, ms(bulk_big), "", "", ""),
     ("`up` provisioning %d new spaces (12 streams and buckets each)" % n, ms(up), "tight concurrent client: " + ms(client), ratio(up, client), "at most 2x"),
-    ("`plan`, broker running, %d spaces" % n, ms(plan_running), "", "", ""),
+    ("`plan`, broker running, %d spaces (registries cached)" % n, ms(plan_running), "", "", ""),
 ]
 if cluster:
     rows.append(("`apply` adding 1 space, 3-node cluster of %d (replicas 3)" % cluster, ms(capply), "single server, same add: %s; slowest node's reload: %s" % (ms(sapply), ms(creload)), ratio(capply, sapply), ""))

@@ -557,6 +557,11 @@ fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) 
         .creds;
         wanted.push((name.clone(), name.token(), creds));
     }
+    tracing::debug!(
+        known = known.len(),
+        read = wanted.len(),
+        "channel registries known from the live figures or the cache, and to read"
+    );
     for (name, state) in known {
         if let Some(space) = inventory.spaces.get_mut(&name) {
             space.registry = state;

@@ -391,10 +391,6 @@ impl Nats {
     }
 }
 
-/// One space's registry: the keys its stream holds (one stream-info request with a subject
-/// filter lists them), then each key's latest message by a direct get (a deleted or purged key
-/// is absent; a value that is not JSON is kept as a string).
-
 /// How many spaces provisioning works on at once: each is a connection creating its streams and
 /// buckets concurrently, and the server's own work (an fsync per create) overlaps across them.
 pub const PROVISION_CONCURRENCY: usize = 16;
@@ -443,6 +439,9 @@ async fn provision_space(
     Ok(done)
 }
 
+/// One space's registry: the keys its stream holds (one stream-info request with a subject
+/// filter lists them), then each key's latest message by a direct get (a deleted or purged key
+/// is absent; a value that is not JSON is kept as a string).
 async fn read_registry(
     url: &str,
     token: &str,

@@ -373,6 +373,32 @@ mod tests {
     use std::os::unix::fs::MetadataExt;
 
     #[test]
+    fn deferred_writes_are_in_place_at_once_and_pending_until_the_flush() {
+        let dir = tempfile::tempdir().unwrap();
+        let sub = dir.path().join("space");
+        set_deferred(true).unwrap();
+        ensure_dir(&sub, PRIVATE_DIR).unwrap();
+        write(&sub.join("a"), b"one", SECRET).unwrap();
+        write(&dir.path().join("b"), b"two", SECRET).unwrap();
+        assert_eq!(
+            fs::read(sub.join("a")).unwrap(),
+            b"one",
+            "renamed into place"
+        );
+        // Two files, and their two folders (the new folder's parent is the other one).
+        assert_eq!(deferred_pending(), 4);
+        set_deferred(false).unwrap();
+        assert_eq!(deferred_pending(), 0, "the flush synced everything");
+        write(&dir.path().join("c"), b"three", SECRET).unwrap();
+        assert_eq!(deferred_pending(), 0, "not deferring: synced at once");
+        // A file written and removed again before the flush has nothing left to sync.
+        set_deferred(true).unwrap();
+        write(&dir.path().join("d"), b"four", SECRET).unwrap();
+        fs::remove_file(dir.path().join("d")).unwrap();
+        set_deferred(false).unwrap();
+    }
+
+    #[test]
     fn writes_replace_whole_files_with_the_exact_mode() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("secret.json");

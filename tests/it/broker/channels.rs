@@ -268,3 +268,47 @@ fn the_legacy_default_key_is_repaired_and_bad_declarations_change_nothing() {
     before.0.retain(|k, _| k != "cotal.toml");
     assert_eq!(after, before);
 }
+
+/// How many channel registries a plan read from the broker (its debug log says).
+fn registries_read(b: &Broker) -> (usize, String) {
+    let out = b
+        .root
+        .cotal(&["plan"])
+        .env("RUST_LOG", "cotal=debug")
+        .assert()
+        .success();
+    let log = stderr(&out);
+    let read = log
+        .lines()
+        .find(|l| l.contains("channel registries known from the live figures"))
+        .and_then(|l| l.split("read=").nth(1))
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("the plan read the registries: {log}"));
+    (read, stdout(&out))
+}
+
+#[test]
+fn a_registry_is_read_again_exactly_when_its_stream_moved_since_the_last_apply() {
+    let b = Broker::start(DECLARED);
+    b.root.apply().success();
+    // An apply that changes something caches the registries it read before it.
+    b.desire(&DECLARED.replace(
+        "[spaces.release]\n",
+        "[spaces.release]\n[spaces.release.limits]\nmax_connections = 50\n",
+    ));
+    b.root.apply().success();
+    assert!(b.root.file(".cotal/maintenance/registries.json").exists());
+    let (read, _) = registries_read(&b);
+    assert_eq!(read, 0, "nothing moved: every registry is known");
+    // A client writes a channel cotal.toml does not declare: its registry's stream moved, so
+    // the plan reads it again and names the channel.
+    let client = b.client("design").unwrap();
+    write(&b, &client, "rogue", r#"{"deliveryClass":"live"}"#);
+    let (read, plan) = registries_read(&b);
+    assert_eq!(read, 1, "only the registry that moved is read");
+    assert!(
+        plan.contains("rogue"),
+        "the client's channel is seen: {plan}"
+    );
+}
