@@ -165,7 +165,12 @@ fn observe_with(
                 }
                 match &known_registries {
                     None => {
-                        read_registries(root, &listener, &mut inventory)?;
+                        read_registries(
+                            root,
+                            &listener,
+                            &mut inventory,
+                            desired.cluster.is_some(),
+                        )?;
                         tracing::debug!(took = ?started.elapsed(), "read the channel registries");
                     }
                     Some(known) => {
@@ -510,7 +515,12 @@ pub fn live_figures(
 /// each space that may touch nothing but its registry (spaces read concurrently). A registry the
 /// live figures show missing or empty is known without a connection, and so is one whose stream
 /// has the fingerprint it had when the last apply read it (`store::registry_cache`).
-fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) -> Result<()> {
+fn read_registries(
+    root: &Root,
+    listener: &Listener,
+    inventory: &mut Inventory,
+    clustered: bool,
+) -> Result<()> {
     use crate::observed::RegistryState;
     let mut wanted = Vec::new();
     let mut known = Vec::new();
@@ -522,7 +532,9 @@ fn read_registries(root: &Root, listener: &Listener, inventory: &mut Inventory) 
         // The live figures already say which registries hold nothing: a bucket whose stream
         // does not exist, or holds no message, reads as missing or empty without connecting.
         let bucket = format!("KV_{}", streams::registry_bucket(&name.token()));
+        // (A single server's figures only: a cluster's may come from a replica that is behind.)
         match space.usage.streams.iter().find(|s| s.name == bucket) {
+            _ if clustered => {}
             None => {
                 known.push((name.clone(), RegistryState::Missing));
                 continue;
@@ -628,10 +640,12 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
         let Some(account) = account else { continue };
         // Only a single server's: a cluster's report may come from a replica that is behind.
         let bucket = format!("KV_{}", streams::registry_bucket(&name.token()));
+        // A server that does not report the creation time gives no fingerprint: a bucket made
+        // again could not be told from the old one.
         space.registry_fingerprint = account
             .streams
             .iter()
-            .find(|s| s.name == bucket && !clustered)
+            .find(|s| s.name == bucket && !clustered && !s.fingerprint.created.is_empty())
             .map(|s| s.fingerprint.clone());
         space.replication = clustered
             .then(|| {

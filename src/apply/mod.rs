@@ -211,7 +211,15 @@ fn run(
         // step first makes them all durable at once. The promotion is never deferred, so every
         // record it refers to is on disk before it.
         let records_only = step.writes_only_records();
-        crate::store::atomic::set_deferred(records_only)?;
+        if let Err(e) = crate::store::atomic::set_deferred(records_only) {
+            // The records of the run before could not be made durable: nothing may refer to
+            // them, so they are put back like a failed step's.
+            let e = match outcome.generation {
+                None => put_back(e, &mut state.undo),
+                Some(_) => e,
+            };
+            return Err(fail(ctx.root, e, committed, step));
+        }
         // A lost lock stops the apply where it is, journal untouched: another cotal may own it.
         ctx.lock.verify().map_err(lock_lost)?;
         state.journal.steps.push(JournaledStep {
@@ -272,7 +280,16 @@ fn run(
             journal::save(ctx.root, &state.journal)?;
         }
     }
-    crate::store::atomic::set_deferred(false)?;
+    if let Err(e) = crate::store::atomic::set_deferred(false) {
+        let e = match outcome.generation {
+            None => put_back(e, &mut state.undo),
+            Some(_) => e,
+        };
+        return Err(match plan.steps.last() {
+            Some(last) => fail(ctx.root, e, committed, last),
+            None => e,
+        });
+    }
     let after = outcome.generation.map(|(_, to)| to);
     if let Err(e) = audit.write(Event::ApplyCompleted, None, after, "completed", None) {
         return Err(match plan.steps.last() {

@@ -4,10 +4,12 @@
 //! renames it over the target and fsyncs the directory: a reader sees the old file or the new
 //! one, never a torn one, and a power cut after return keeps the new one.
 //!
-//! Bulk writes may defer their syncs ([`set_deferred`]): each file is still written whole and
+//! Bulk writes may defer their syncs ([`set_deferred`]): a new file is still written whole and
 //! renamed into place, but its fsync and its folder's wait until [`set_deferred`]`(false)`,
 //! which syncs every deferred file at once and then each folder once. Whoever defers decides
-//! what must not happen before that flush (for apply: the promotion, which is the commit).
+//! what must not happen before that flush (for apply: the promotion, which is the commit). A
+//! write that replaces an existing file is never deferred (its old content must survive a
+//! crash), so a power cut before the flush can only leave a new file empty.
 //!
 //! Invariants: a temp file is created with `O_CREAT|O_EXCL|O_NOFOLLOW` (a planted link or file at
 //! its name fails the create instead of being written through) and its mode is set on the open
@@ -57,10 +59,12 @@ fn temp_in(dir: &Path, mode: u32) -> Result<tempfile::NamedTempFile> {
     Ok(tmp)
 }
 
-/// Make a written temp file durable and rename it over `path`, then sync the folder (while
-/// syncs are deferred: rename it, and leave both syncs to the flush).
+/// Make a written temp file durable and rename it over `path`, then sync the folder. While syncs
+/// are deferred, a file that does not exist yet is renamed into place at once and both syncs
+/// are left to the flush; a file that replaces another is always synced before its rename, so a
+/// crash leaves the old content or the new, never an empty file where a record was.
 fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> Result<()> {
-    if deferring() {
+    if deferring() && fs::symlink_metadata(path).is_err() {
         tmp.persist(path).map_err(|e| e.error).at(path)?;
         defer_sync(path, Some(parent_of(path)));
         return Ok(());
@@ -391,8 +395,11 @@ mod tests {
         assert_eq!(deferred_pending(), 0, "the flush synced everything");
         write(&dir.path().join("c"), b"three", SECRET).unwrap();
         assert_eq!(deferred_pending(), 0, "not deferring: synced at once");
-        // A file written and removed again before the flush has nothing left to sync.
+        // A file that replaces another is synced before its rename, deferring or not.
         set_deferred(true).unwrap();
+        write(&dir.path().join("c"), b"three again", SECRET).unwrap();
+        assert_eq!(deferred_pending(), 0, "a replacement is never deferred");
+        // A file written and removed again before the flush has nothing left to sync.
         write(&dir.path().join("d"), b"four", SECRET).unwrap();
         fs::remove_file(dir.path().join("d")).unwrap();
         set_deferred(false).unwrap();
