@@ -531,7 +531,7 @@ fn read_registries(
         }
         // The live figures already say which registries hold nothing: a bucket whose stream
         // does not exist, or holds no message, reads as missing or empty without connecting.
-        let bucket = format!("KV_{}", streams::registry_bucket(&name.token()));
+        let bucket = streams::registry_stream(&name.token());
         // (A single server's figures only: a cluster's may come from a replica that is behind.)
         match space.usage.streams.iter().find(|s| s.name == bucket) {
             _ if clustered => {}
@@ -639,7 +639,7 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
         };
         let Some(account) = account else { continue };
         // Only a single server's: a cluster's report may come from a replica that is behind.
-        let bucket = format!("KV_{}", streams::registry_bucket(&name.token()));
+        let bucket = streams::registry_stream(&name.token());
         // A server that does not report the creation time gives no fingerprint: a bucket made
         // again could not be told from the old one.
         space.registry_fingerprint = account

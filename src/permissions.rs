@@ -50,7 +50,7 @@ pub fn provisioner() -> Permissions {
 /// stream info that lists its keys, direct gets of their latest values, and puts (with the
 /// expected revision) and delete markers.
 pub fn registry(token: &str) -> Permissions {
-    let stream = format!("KV_{}", crate::streams::registry_bucket(token));
+    let stream = crate::streams::registry_stream(token);
     allow(
         &[
             "$JS.API.INFO",

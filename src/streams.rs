@@ -163,6 +163,11 @@ pub fn registry_bucket(t: &str) -> String {
     format!("cotal_{REGISTRY}_{t}")
 }
 
+/// The JetStream stream that holds a space's registry bucket.
+pub fn registry_stream(t: &str) -> String {
+    format!("KV_{}", registry_bucket(t))
+}
+
 /// Fields of `actual` that differ from `expected`, by name.
 pub fn drift(expected: &Shape, actual: &Shape) -> Vec<&'static str> {
     let mut out = Vec::new();

@@ -211,14 +211,11 @@ fn run(
         // step first makes them all durable at once. The promotion is never deferred, so every
         // record it refers to is on disk before it.
         let records_only = step.writes_only_records();
+        // The records of the run before that could not be made durable fail like a step.
         if let Err(e) = crate::store::atomic::set_deferred(records_only) {
-            // The records of the run before could not be made durable: nothing may refer to
-            // them, so they are put back like a failed step's.
-            let e = match outcome.generation {
-                None => put_back(e, &mut state.undo),
-                Some(_) => e,
-            };
-            return Err(fail(ctx.root, e, committed, step));
+            return Err(step_failed(
+                ctx.root, e, outcome, &mut state, committed, step,
+            ));
         }
         // A lost lock stops the apply where it is, journal untouched: another cotal may own it.
         ctx.lock.verify().map_err(lock_lost)?;
@@ -258,20 +255,9 @@ fn run(
         if let Err(e) = result {
             // What the run wrote is made durable before anything is put back or reported.
             let _ = crate::store::atomic::set_deferred(false);
-            // Records written for a promotion that never took effect are put back, so the
-            // inventory never runs ahead of the broker (a lost lock touches nothing more).
-            let e = match outcome.generation {
-                None if !matches!(e, Error::LockLost(_)) => put_back(e, &mut state.undo),
-                // Past the promotion the change is in force: say so, with what is left.
-                Some((from, to)) => annotate(
-                    e,
-                    &format!(
-                        "the new config was already promoted and confirmed (generation {from} -> {to}); run `cotal apply` again to finish the remaining steps"
-                    ),
-                ),
-                None => e,
-            };
-            return Err(fail(ctx.root, e, committed, step));
+            return Err(step_failed(
+                ctx.root, e, outcome, &mut state, committed, step,
+            ));
         }
         if let Some(last) = state.journal.steps.last_mut() {
             last.ended_at = Some(crate::clock::timestamp());
@@ -281,12 +267,8 @@ fn run(
         }
     }
     if let Err(e) = crate::store::atomic::set_deferred(false) {
-        let e = match outcome.generation {
-            None => put_back(e, &mut state.undo),
-            Some(_) => e,
-        };
         return Err(match plan.steps.last() {
-            Some(last) => fail(ctx.root, e, committed, last),
+            Some(last) => step_failed(ctx.root, e, outcome, &mut state, committed, last),
             None => e,
         });
     }
@@ -301,6 +283,31 @@ fn run(
     journal::close(ctx.root)?;
     tracing::info!("journal closed");
     Ok(())
+}
+
+/// The error of `step`, which failed with `e`: records written for a promotion that never took
+/// effect are put back, so the inventory never runs ahead of the broker (a lost lock touches
+/// nothing more); past the promotion the change is in force, and the error says so. Then the
+/// journal is closed or kept ([`fail`]).
+fn step_failed(
+    root: &Root,
+    e: Error,
+    outcome: &Outcome,
+    state: &mut State,
+    committed: bool,
+    step: &Step,
+) -> Error {
+    let e = match outcome.generation {
+        None if !matches!(e, Error::LockLost(_)) => put_back(e, &mut state.undo),
+        Some((from, to)) => annotate(
+            e,
+            &format!(
+                "the new config was already promoted and confirmed (generation {from} -> {to}); run `cotal apply` again to finish the remaining steps"
+            ),
+        ),
+        None => e,
+    };
+    fail(root, e, committed, step)
 }
 
 /// Stops deferring syncs (flushing what is pending, best effort) when the executor returns early.

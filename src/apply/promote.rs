@@ -39,7 +39,7 @@ pub fn promote(
     // The promotion is the commit: every record it refers to must be on disk before it.
     if crate::store::atomic::deferred_pending() > 0 {
         return Err(Error::Other(
-            "internal error: records written by this apply were not synced before the promotion; nothing was promoted".into(),
+            "internal error: records written by this apply were not synced before the promotion; nothing was promoted.\nnext: run `cotal apply` again (it syncs and adopts them), and report this".into(),
         ));
     }
     let files = root.nodes(ctx.desired.cluster.as_ref());

@@ -454,7 +454,7 @@ async fn read_registry(
     let js = jetstream::new(client);
     let bucket = streams::registry_bucket(token);
     let stream = js
-        .get_stream_no_info(format!("KV_{bucket}"))
+        .get_stream_no_info(streams::registry_stream(token))
         .await
         .map_err(|e| format!("registry {bucket}: {e}"))?;
     let prefix = format!("$KV.{bucket}.");

@@ -64,10 +64,8 @@ fn temp_in(dir: &Path, mode: u32) -> Result<tempfile::NamedTempFile> {
 /// are left to the flush; a file that replaces another is always synced before its rename, so a
 /// crash leaves the old content or the new, never an empty file where a record was.
 fn persist(tmp: tempfile::NamedTempFile, path: &Path) -> Result<()> {
-    if deferring() && fs::symlink_metadata(path).is_err() {
-        tmp.persist(path).map_err(|e| e.error).at(path)?;
-        defer_sync(path, Some(parent_of(path)));
-        return Ok(());
+    if fs::symlink_metadata(path).is_err() && defer(Some(path), Some(parent_of(path))) {
+        return tmp.persist(path).map(|_| ()).map_err(|e| e.error).at(path);
     }
     tmp.as_file().sync_all().at(path)?;
     tmp.persist(path).map_err(|e| e.error).at(path)?;
@@ -86,27 +84,23 @@ thread_local! {
     static DEFERRED: std::cell::RefCell<Option<Deferred>> = const { std::cell::RefCell::new(None) };
 }
 
-fn deferring() -> bool {
-    DEFERRED.with(|d| d.borrow().is_some())
-}
-
-/// Remember `file` (and `dir`) for the next flush.
-fn defer_sync(file: &Path, dir: Option<&Path>) {
-    DEFERRED.with(|d| {
-        if let Some(d) = d.borrow_mut().as_mut() {
-            d.files.insert(file.to_path_buf());
-            if let Some(dir) = dir {
-                d.dirs.insert(dir.to_path_buf());
-            }
+/// While syncs are deferred, remember `file` and `dir` for the next flush and say so (`false`:
+/// not deferring, the caller syncs now).
+fn defer(file: Option<&Path>, dir: Option<&Path>) -> bool {
+    DEFERRED.with(|d| match d.borrow_mut().as_mut() {
+        Some(d) => {
+            d.files.extend(file.map(Path::to_path_buf));
+            d.dirs.extend(dir.map(Path::to_path_buf));
+            true
         }
-    });
+        None => false,
+    })
 }
 
 /// Sync a file appended to in place (the audit log): now, or at the next flush while syncs are
 /// deferred.
 pub fn sync_appended(file: &fs::File, path: &Path) -> std::io::Result<()> {
-    if deferring() {
-        defer_sync(path, None);
+    if defer(Some(path), None) {
         return Ok(());
     }
     file.sync_all()
@@ -229,13 +223,11 @@ pub fn ensure_dir(dir: &Path, mode: u32) -> Result<()> {
         return Ok(());
     };
     // A folder made while syncs are deferred has its entry synced at the flush.
-    let deferred = DEFERRED.with(|d| {
-        d.borrow_mut()
-            .as_mut()
-            .map(|d| d.dirs.insert(parent.to_path_buf()))
-            .is_some()
-    });
-    if deferred { Ok(()) } else { sync_dir(parent) }
+    if defer(None, Some(parent)) {
+        Ok(())
+    } else {
+        sync_dir(parent)
+    }
 }
 
 /// Rename durably (both names in one directory, or the target's directory fsynced).
