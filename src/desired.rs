@@ -1,10 +1,11 @@
-//! `cotal.toml`: the operator's desired state (DESIGN.md section 2), parsed and validated.
+//! `cotal.toml`: the operator's desired state (docs/design.md, "cotal.toml"), parsed and validated.
 //!
 //! Pure: [`parse`] takes the file's text and a display name and returns a [`Desired`] or an
 //! error that names the file, line and column. Unknown keys are errors, unknown versions are
 //! refused, and every value is range-checked here so that later stages never see a bad one.
 
 use crate::model::{ByteSize, Limits, SpaceName, SpaceSpec, SpaceState};
+use crate::topology::{self, Topology, check_host, check_path, check_port};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -15,13 +16,12 @@ pub const VERSION: i64 = 1;
 /// Streams plus KV buckets cotal provisions in every space; `max_streams` below it cannot work.
 pub const PROVISIONED_STREAMS: u64 = 12;
 
-/// The `[broker]` table with defaults applied.
+/// The `[broker]` table with defaults applied; its listener and store are the lone node's of
+/// the [`Topology`] (a cluster's nodes set their own).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct BrokerSettings {
-    pub host: String,
-    pub port: u16,
-    /// As written in the file; relative paths are relative to the root.
-    pub store_dir: String,
+    /// Kept for files written before every root kept its system keys: `init` refuses `false`,
+    /// saying why (a root without them cannot confirm a reload).
     pub multi_space: bool,
     /// The JetStream file store the broker may use (`jetstream { max_file_store }`); unset:
     /// nats-server's own default (75% of the free disk when it starts).
@@ -36,9 +36,6 @@ pub struct BrokerSettings {
 impl Default for BrokerSettings {
     fn default() -> Self {
         BrokerSettings {
-            host: "127.0.0.1".into(),
-            port: 4222,
-            store_dir: ".cotal/nats".into(),
             multi_space: true,
             max_file_store: None,
             max_memory_store: None,
@@ -47,34 +44,43 @@ impl Default for BrokerSettings {
     }
 }
 
-/// The desired state: broker settings and the spaces by name, each space's limits already
-/// completed from `[defaults.limits]` (a limit a space does not set is the default's; one
-/// neither sets is unlimited).
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// The lone server's listener and store when `[broker]` does not set them.
+pub const DEFAULT_HOST: &str = "127.0.0.1";
+pub const DEFAULT_PORT: u16 = 4222;
+pub const DEFAULT_STORE_DIR: &str = ".cotal/nats";
+
+/// The desired state, exactly what `cotal.toml` says: broker settings, the topology and the
+/// spaces by name, each space's limits already completed from `[defaults.limits]` (a limit a
+/// space does not set is the default's; one neither sets is unlimited). What one run asks on
+/// top of it (rotations, `--allow-degraded`) is the plan's [`crate::plan::Intent`].
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Desired {
     pub broker: BrokerSettings,
+    /// The broker's nodes: `[broker]`'s lone server, or `[cluster]`'s nodes.
+    pub topology: Topology,
     /// `[defaults.limits]` as written.
     pub defaults: Limits,
     pub spaces: BTreeMap<SpaceName, SpaceSpec>,
-    /// What the operator asked to rotate in this run (`cotal rotate`); never read from the file.
-    pub rotate: Rotate,
     /// The channels each space declares (`[spaces.X.channel_defaults]`,
     /// `[spaces.X.channels.NAME]`, `prune_channels`); a space that declares none is absent.
     pub channels: BTreeMap<SpaceName, crate::channels::SpaceChannels>,
-    /// `[cluster]`: the nodes of a NATS cluster; `None`: one server, `[broker]`'s listener.
-    pub cluster: Option<crate::cluster::ClusterSettings>,
-    /// Proceed when a quorum of the nodes confirms and the others cannot be reached
-    /// (`--allow-degraded`); an intent of one run, never read from the file.
-    pub allow_degraded: bool,
 }
 
-/// Keys to replace, an intent of one run: the plan then re-issues with new keys what it names.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Rotate {
-    /// New system signing keys (control, observer, evictor), every $SYS creds re-minted.
-    pub sys: bool,
-    /// New account signing keys for these spaces; users signed by the old keys are refused.
-    pub accounts: std::collections::BTreeSet<SpaceName>,
+impl Default for Desired {
+    /// A root with no space: one server at the default listener and store.
+    fn default() -> Self {
+        Desired {
+            broker: BrokerSettings::default(),
+            topology: Topology::lone(
+                DEFAULT_HOST.into(),
+                DEFAULT_PORT,
+                DEFAULT_STORE_DIR.into(),
+            ),
+            defaults: Limits::default(),
+            spaces: BTreeMap::new(),
+            channels: BTreeMap::new(),
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -88,7 +94,7 @@ struct RawFile {
     #[serde(default)]
     spaces: BTreeMap<Spanned<String>, RawSpace>,
     #[serde(default)]
-    cluster: Option<Spanned<crate::cluster::RawCluster>>,
+    cluster: Option<Spanned<crate::topology::RawCluster>>,
 }
 
 #[derive(Deserialize)]
@@ -216,15 +222,13 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
             }
         }
     }
-    let broker = match raw.broker {
-        None => BrokerSettings::default(),
+    let (broker, lone) = match raw.broker {
+        None => (BrokerSettings::default(), Desired::default().topology),
         Some(b) => broker_settings(b, &loc)?,
     };
-    let cluster = match raw.cluster {
-        None => None,
-        Some(c) => Some(crate::cluster::settings(c, &|offset, msg| {
-            loc.at(offset, msg)
-        })?),
+    let topology = match raw.cluster {
+        None => lone,
+        Some(c) => topology::cluster(c, &|offset, msg| loc.at(offset, msg))?,
     };
 
     let defaults = match raw.defaults.and_then(|d| d.limits) {
@@ -260,12 +264,10 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
     }
     Ok(Desired {
         broker,
+        topology,
         defaults,
         spaces,
-        rotate: Rotate::default(),
         channels,
-        cluster,
-        allow_degraded: false,
     })
 }
 
@@ -330,18 +332,19 @@ fn space_channels(
     Ok(out)
 }
 
-fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String> {
+/// `[broker]`, and the lone server its listener and store describe.
+fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topology), String> {
     let defaults = BrokerSettings::default();
     let host = match b.host {
-        None => defaults.host,
+        None => DEFAULT_HOST.to_string(),
         Some(h) => check_host(h.get_ref()).map_err(|e| loc.at(h.span().start, e))?,
     };
     let port = match b.port {
-        None => defaults.port,
+        None => DEFAULT_PORT,
         Some(p) => check_port("port", *p.get_ref()).map_err(|e| loc.at(p.span().start, e))?,
     };
     let store_dir = match b.store_dir {
-        None => defaults.store_dir,
+        None => DEFAULT_STORE_DIR.to_string(),
         Some(d) => check_path("store_dir", d.get_ref()).map_err(|e| loc.at(d.span().start, e))?,
     };
     let store =
@@ -354,50 +357,13 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<BrokerSettings, String
                 )
             })
         };
-    Ok(BrokerSettings {
-        host,
-        port,
-        store_dir,
+    let settings = BrokerSettings {
         multi_space: b.multi_space.unwrap_or(defaults.multi_space),
         max_file_store: store("max_file_store", b.max_file_store)?,
         max_memory_store: store("max_memory_store", b.max_memory_store)?,
         evictor_creds: b.evictor_creds.unwrap_or(defaults.evictor_creds),
-    })
-}
-
-/// A listener host as nats-server binds it: a hostname or an IP address (IPv6 unbracketed).
-pub(crate) fn check_host(v: &str) -> Result<String, String> {
-    if v.is_empty() || !v.chars().all(|c| c.is_ascii_graphic() && c != '"') {
-        return Err(format!(
-            "host {v:?} must be a non-empty hostname or IP address"
-        ));
-    }
-    // nats-server binds `host` as written: an IPv6 address goes unbracketed, and the port has
-    // its own key.
-    if v.contains(':') && v.parse::<std::net::Ipv6Addr>().is_err() {
-        return Err(format!(
-            "host {v:?} is neither a hostname nor an IP address (write an IPv6 address without brackets, and the port as `port = N`)"
-        ));
-    }
-    Ok(v.to_string())
-}
-
-/// A TCP port, 1 to 65535.
-pub(crate) fn check_port(field: &str, v: i64) -> Result<u16, String> {
-    u16::try_from(v)
-        .ok()
-        .filter(|p| *p != 0)
-        .ok_or_else(|| format!("{field} {v} must be between 1 and 65535"))
-}
-
-/// A path written into a rendered config: no quote, backslash or control character.
-pub(crate) fn check_path(field: &str, v: &str) -> Result<String, String> {
-    if v.is_empty() || v.chars().any(|c| c.is_control() || c == '"' || c == '\\') {
-        return Err(format!(
-            "{field} {v:?} must be a non-empty path without quotes, backslashes or control characters"
-        ));
-    }
-    Ok(v.to_string())
+    };
+    Ok((settings, Topology::lone(host, port, store_dir)))
 }
 
 fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {
@@ -542,8 +508,11 @@ max_storage = "10GiB"
             "cotal.toml",
         )
         .unwrap();
-        assert_eq!(d.broker.port, 4333);
-        assert_eq!(d.broker.store_dir, ".cotal/nats");
+        assert!(!d.topology.is_cluster());
+        assert_eq!(d.topology.nodes.len(), 1, "one server is a cluster of one");
+        assert_eq!(d.topology.first().name, crate::topology::LONE_NODE);
+        assert_eq!(d.topology.first().port, 4333);
+        assert_eq!(d.topology.first().store_dir, ".cotal/nats");
         let design = &d.spaces[&SpaceName::parse("design").unwrap()];
         assert_eq!(design.state, SpaceState::Suspended);
         assert!(design.protect);
@@ -560,6 +529,7 @@ max_storage = "10GiB"
         let d = parse(STARTER, "cotal.toml").unwrap();
         assert!(d.spaces.is_empty());
         assert_eq!(d.broker, BrokerSettings::default());
+        assert_eq!(d.topology, Desired::default().topology);
         assert!(
             d.defaults.entries().iter().all(|(_, v)| v.is_some()),
             "every default is finite: {:?}",

@@ -28,15 +28,6 @@ pub fn inventory<'a>(
     format!("sha256:{}", hex::encode(h.finalize()))
 }
 
-/// The fingerprint of what a render preloads (placeholders included as given).
-pub fn preloads(preloads: &[crate::render::Preload]) -> String {
-    inventory(preloads.iter().map(|p| match p.token {
-        crate::render::Token::Signed(t) | crate::render::Token::Pending(t) => {
-            (p.space, p.account, t)
-        }
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -458,6 +458,24 @@ pub fn shorten(token: &str) -> String {
     }
 }
 
+/// The public half of the broker record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct BrokerTrust {
+    pub operator_pub: String,
+    /// The operator's signing keys, as its JWT lists them.
+    pub operator_signing: Vec<String>,
+    pub operator_jwt: String,
+    pub sys_pub: String,
+    pub sys_jwt: String,
+}
+
+impl BrokerTrust {
+    /// Whether `key` may sign accounts of this broker: the operator or one of its signing keys.
+    pub fn signs_accounts(&self, key: &str) -> bool {
+        key == self.operator_pub || self.operator_signing.iter().any(|k| k == key)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,7 +44,7 @@ pub mod broker;
 pub mod channels;
 pub mod cli;
 pub mod clock;
-pub mod cluster;
+pub mod topology;
 pub mod credentials;
 pub mod desired;
 pub mod digest;

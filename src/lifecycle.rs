@@ -66,7 +66,7 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
             )
         }
     };
-    let running = observed.process.is_running();
+    let running = observed.is_running();
     let state = if removing {
         State::Removing
     } else if suspended {

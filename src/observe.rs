@@ -10,7 +10,7 @@ use crate::digest;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::{
-    BrokerProcess, BrokerRecordState, Capacity, CapacitySource, Inventory, Observed,
+    BrokerProcess, BrokerRecordState, Capacity, CapacitySource, Inventory, Observed, ObservedNode,
     PromotedConfig, ServerInfo, Store, StreamUsage, SysKeysState, SystemObserved, Usage,
     UsageSource,
 };
@@ -119,29 +119,29 @@ fn observe_with(
             BrokerRecordState::Valid(trust)
         }
     };
-    let store_dir = root.store_dir(&first_store_dir(desired));
     let mut inventory = match &broker {
         BrokerRecordState::Valid(trust) => inventory::read(root, trust)?,
         _ => Inventory::default(),
     };
     let started = std::time::Instant::now();
-    let (server_conf, process, listener, nodes) = observe_nodes(root, desired)?;
+    let nodes = observe_nodes(root, desired)?;
     tracing::debug!(took = ?started.elapsed(), "observed the nodes");
+    // The broker as a whole: unknown when a node is, and the node cotal reaches it through.
+    let topology = &desired.topology;
+    let process = crate::observed::nodes_process(&nodes);
+    let listener = crate::observed::via(&nodes).listener.clone();
     let (mut live_error, mut server, mut store) = (None, None, None);
-    if let (BrokerProcess::Running { .. }, BrokerRecordState::Valid(_)) = (&process, &broker) {
+    if let (true, BrokerRecordState::Valid(_)) = (process.is_running(), &broker) {
         let running = nodes.iter().filter(|n| n.process.is_running()).count();
-        let servers = running.max(1);
         // Streams are read from every running node unless each holds a replica of every
         // stream (replicas = nodes, all running): then one node's view is the whole of it.
         // Connections are always summed over every node.
-        let whole_on_each = desired
-            .cluster
-            .as_ref()
-            .is_some_and(|c| c.replicas as usize >= c.nodes.len() && running == c.nodes.len());
+        let whole_on_each =
+            topology.replicas as usize >= topology.nodes.len() && running == topology.nodes.len();
         let jsz_servers = if whole_on_each && !every_view {
             1
         } else {
-            servers
+            running
         };
         // After an apply: the accounts of the spaces it touched, as they are now.
         let touched: Option<Vec<String>> = reuse.map(|(_, names)| {
@@ -151,26 +151,23 @@ fn observe_with(
                 .map(|s| s.account_pub.clone())
                 .collect()
         });
-        let figures = live_figures(root, &listener, jsz_servers, servers, touched.as_deref());
+        let figures = live_figures(root, &listener, jsz_servers, running, touched.as_deref());
         tracing::debug!(took = ?started.elapsed(), "read the live figures");
         match figures {
             Ok(figures) => {
                 apply_figures(
                     &mut inventory,
                     &figures,
-                    desired.cluster.as_ref().map(|c| c.replicas as usize),
+                    topology
+                        .is_cluster()
+                        .then_some(topology.replicas as usize),
                 );
                 if let (Some((before, _)), Some(touched)) = (reuse, &touched) {
                     keep_untouched_figures(&mut inventory, before, touched);
                 }
                 match &known_registries {
                     None => {
-                        read_registries(
-                            root,
-                            &listener,
-                            &mut inventory,
-                            desired.cluster.is_some(),
-                        )?;
+                        read_registries(root, &listener, &mut inventory, topology.is_cluster())?;
                         tracing::debug!(took = ?started.elapsed(), "read the channel registries");
                     }
                     Some(known) => {
@@ -195,7 +192,11 @@ fn observe_with(
     }
     // The small per-space files are read on every core: at thousands of spaces they are most
     // of a plan's time.
-    let stores = crate::observed::local_stores(&store_dir, &nodes);
+    let stores: Vec<std::path::PathBuf> = nodes
+        .iter()
+        .filter(|n| !n.remote())
+        .map(|n| n.store_dir.clone())
+        .collect();
     let stopped = process == BrokerProcess::Stopped;
     inventory
         .spaces
@@ -212,7 +213,7 @@ fn observe_with(
         .values()
         .map(|s| s.usage.total_bytes())
         .sum();
-    let capacity = capacity(desired, &store_dir, store, stored);
+    let capacity = capacity(desired, &nodes[0].store_dir, store, stored);
     let journal = journal::load(root)?;
     let mut journal_protected = std::collections::BTreeSet::new();
     if let crate::observed::JournalState::Open(j) = &journal {
@@ -237,14 +238,10 @@ fn observe_with(
         system,
         now,
         inventory,
-        server_conf,
-        listener,
         generation: generation::load(root)?,
         journal,
         journal_protected,
         capacity,
-        process,
-        store_dir,
         desired_digest,
         live_error,
         server,
@@ -295,8 +292,8 @@ fn local_facts(
 /// `.cotal/auth/server.conf` while `cotal.toml` declares a cluster, or a cluster node's config
 /// while it does not.
 fn layout_conflict(root: &Root, desired: &Desired) -> Result<Option<String>> {
-    if desired.cluster.is_some() {
-        let single = &root.nodes(None)[0];
+    if desired.topology.is_cluster() {
+        let single = &root.lone_node_files();
         return Ok(server_conf::read(single)?.map(|_| {
             format!(
                 "cotal.toml declares a [cluster], but this root runs as one server: its config is {} and its streams are in its store",
@@ -316,84 +313,52 @@ fn layout_conflict(root: &Root, desired: &Desired) -> Result<Option<String>> {
     Ok(None)
 }
 
-/// Every node's promoted config and process. Returns the first node's config, the broker's
-/// process (for a cluster: `Running` with the first running node's pid when any runs, `Unknown`
-/// when any node is unknown), the listener cotal reaches it through, and the cluster's nodes
-/// (empty for a single server).
-fn observe_nodes(
-    root: &Root,
-    desired: &Desired,
-) -> Result<(
-    Option<PromotedConfig>,
-    BrokerProcess,
-    Listener,
-    Vec<crate::observed::ObservedNode>,
-)> {
-    let files = root.nodes(desired.cluster.as_ref());
+/// Every node's promoted config, process and listener, in `cotal.toml`'s order.
+fn observe_nodes(root: &Root, desired: &Desired) -> Result<Vec<ObservedNode>> {
+    let topology = &desired.topology;
     let mut nodes = Vec::new();
-    for (i, f) in files.iter().enumerate() {
-        let conf = match desired.cluster {
-            None => server_conf::read(f)?.map(PromotedConfig::new),
-            Some(_) => {
-                root.check_node_config(f)?;
-                node_conf(f)?
-            }
-        };
-        let listener = node_listener(desired, i, conf.as_ref());
-        let remote = desired.cluster.as_ref().is_some_and(|c| !c.nodes[i].local);
-        let process = if remote {
-            BrokerProcess::Stopped
+    for spec in &topology.nodes {
+        let files = root.files_of(topology, spec);
+        let conf = if topology.is_cluster() {
+            root.check_node_config(&files)?;
+            node_conf(&files)?
         } else {
-            broker_process(f, &listener)?
+            server_conf::read(&files)?.map(PromotedConfig::new)
         };
-        nodes.push(crate::observed::ObservedNode {
-            name: f.name.clone(),
+        let listener = promoted_listener(conf.as_ref(), &spec.host, spec.port);
+        let process = if spec.local {
+            broker_process(&files, &listener)?
+        } else {
+            BrokerProcess::Stopped
+        };
+        nodes.push(ObservedNode {
+            store_dir: root.store_dir(&spec.store_dir),
+            spec: spec.clone(),
+            files,
             listener,
             server_conf: conf,
             process,
-            store_dir: root.store_dir(
-                &desired
-                    .cluster
-                    .as_ref()
-                    .map(|c| c.nodes[i].store_dir.clone())
-                    .unwrap_or_else(|| desired.broker.store_dir.clone()),
-            ),
-            remote,
         });
     }
     // A remote node runs when it answers, by its server name, through the cluster's system
     // account (asked through a local node whose process and listener were checked).
     let remote: Vec<String> = nodes
         .iter()
-        .filter(|n| n.remote)
-        .map(|n| n.name.clone())
+        .filter(|n| n.remote())
+        .map(|n| n.name().to_string())
         .collect();
     let via = nodes
         .iter()
-        .find(|n| !n.remote && n.process.is_running())
+        .find(|n| !n.remote() && n.process.is_running())
         .map(|n| n.listener.clone());
     if let (false, Some(via)) = (remote.is_empty(), via)
         && let Ok(answered) = remote_nodes_answering(root, &via, &remote)
     {
-        for n in nodes.iter_mut().filter(|n| answered.contains(&n.name)) {
-            n.process = BrokerProcess::Running { pid: 0 };
+        for n in nodes.iter_mut().filter(|n| answered.contains(n.name())) {
+            n.process = BrokerProcess::Answering;
         }
     }
-    let first = nodes[0].clone();
-    if desired.cluster.is_none() {
-        return Ok((first.server_conf, first.process, first.listener, Vec::new()));
-    }
-    let unknown = nodes.iter().find_map(|n| match &n.process {
-        BrokerProcess::Unknown { seen } => Some(format!("node {}: {seen}", n.name)),
-        _ => None,
-    });
-    let running = nodes.iter().find(|n| n.process.is_running());
-    let (process, listener) = match (unknown, running) {
-        (Some(seen), _) => (BrokerProcess::Unknown { seen }, first.listener.clone()),
-        (None, Some(n)) => (n.process.clone(), n.listener.clone()),
-        (None, None) => (BrokerProcess::Stopped, first.listener.clone()),
-    };
-    Ok((first.server_conf, process, listener, nodes))
+    Ok(nodes)
 }
 
 /// Which of `names` answer, by server name, through the system account of the cluster that
@@ -414,14 +379,6 @@ fn remote_nodes_answering(
     Err(last.expect("system_users is never empty"))
 }
 
-/// The JetStream store of the broker's first node, as written in `cotal.toml`.
-pub fn first_store_dir(desired: &Desired) -> String {
-    match &desired.cluster {
-        Some(c) => c.nodes[0].store_dir.clone(),
-        None => desired.broker.store_dir.clone(),
-    }
-}
-
 /// A cluster node's promoted config, refused unless cotal rendered it (a node's `config` may
 /// name a file anywhere: one cotal did not write is never shown in a plan nor replaced).
 fn node_conf(f: &crate::store::NodeFiles) -> Result<Option<PromotedConfig>> {
@@ -439,14 +396,6 @@ fn node_conf(f: &crate::store::NodeFiles) -> Result<Option<PromotedConfig>> {
         )));
     }
     Ok(Some(PromotedConfig::new(text)))
-}
-
-/// Where node `index` listens: its promoted config's listener, else `cotal.toml`'s.
-fn node_listener(desired: &Desired, index: usize, promoted: Option<&PromotedConfig>) -> Listener {
-    match desired.cluster.as_ref().and_then(|c| c.nodes.get(index)) {
-        None => listener(desired, promoted),
-        Some(n) => promoted_listener(promoted, &n.host, n.port),
-    }
 }
 
 /// The system account as the broker record holds it: which scoped keys it keeps (or the legacy
@@ -740,12 +689,6 @@ fn total_memory() -> u64 {
         .unwrap_or(0)
 }
 
-/// Where the broker listens: the promoted config's listener (what a running broker loaded),
-/// else `cotal.toml`'s.
-pub fn listener(desired: &Desired, promoted: Option<&PromotedConfig>) -> Listener {
-    promoted_listener(promoted, &desired.broker.host, desired.broker.port)
-}
-
 /// The listener a promoted config names, else `host` and `port`.
 pub fn promoted_listener(promoted: Option<&PromotedConfig>, host: &str, port: u16) -> Listener {
     let view = promoted.map(|p| &p.view);
@@ -760,7 +703,7 @@ pub fn promoted_listener(promoted: Option<&PromotedConfig>, host: &str, port: u1
 /// The root's broker, three-valued, from the kernel's view of the pidfile's process and the
 /// listener (see [`crate::broker::identity`]).
 pub fn broker_process(
-    node: &crate::store::NodeFiles,
+    node: &crate::topology::NodeFiles,
     listener: &Listener,
 ) -> Result<BrokerProcess> {
     Ok(match identity::probe(node, listener)? {

@@ -9,22 +9,20 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-/// The public half of the broker record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct BrokerTrust {
-    pub operator_pub: String,
-    /// The operator's signing keys, as its JWT lists them.
-    pub operator_signing: Vec<String>,
-    pub operator_jwt: String,
-    pub sys_pub: String,
-    pub sys_jwt: String,
-}
+pub use crate::jwt::BrokerTrust;
 
-impl BrokerTrust {
-    /// Whether `key` may sign accounts of this broker: the operator or one of its signing keys.
-    pub fn signs_accounts(&self, key: &str) -> bool {
-        key == self.operator_pub || self.operator_signing.iter().any(|k| k == key)
-    }
+/// Every space of an inventory, signed, in name order: what a render of the inventory preloads.
+pub fn preloads(
+    spaces: &BTreeMap<SpaceName, ObservedSpace>,
+) -> Vec<crate::render::Preload<'_>> {
+    spaces
+        .iter()
+        .map(|(n, s)| crate::render::Preload {
+            space: n,
+            account: &s.account_pub,
+            token: crate::render::Token::Signed(&s.jwt),
+        })
+        .collect()
 }
 
 /// State of the broker record.
@@ -241,20 +239,50 @@ pub enum JournalState {
     Corrupt { file: PathBuf, reason: String },
 }
 
-/// Whether this root's broker runs, three-valued (DESIGN.md section 5): running only when the
-/// recorded pid is this root's nats-server and owns the listener, stopped only when no such
-/// process exists and nothing listens, unknown otherwise (every writing verb refuses).
+/// Whether a node of this root's broker runs, three-valued (docs/design.md, "The running
+/// broker"): running only when the recorded pid is this root's nats-server and owns the
+/// listener, stopped only when no such process exists and nothing listens, unknown otherwise
+/// (every writing verb refuses). A node cotal does not run (another machine's, or one a state
+/// file records) runs when it answered through the system account, and has no pid here.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "state", rename_all = "lowercase")]
 pub enum BrokerProcess {
     Stopped,
-    Running { pid: u32 },
-    Unknown { seen: String },
+    Running {
+        pid: u32,
+    },
+    /// Runs, but is no process of this machine that cotal probes: a remote node (`local =
+    /// false`) that answered through the cluster's system account, or a node a state file
+    /// records as running.
+    Answering,
+    Unknown {
+        seen: String,
+    },
 }
 
 impl BrokerProcess {
     pub fn is_running(&self) -> bool {
-        matches!(self, BrokerProcess::Running { .. })
+        matches!(
+            self,
+            BrokerProcess::Running { .. } | BrokerProcess::Answering
+        )
+    }
+
+    /// One word for people and for `status`: running, stopped or unknown.
+    pub fn word(&self) -> &'static str {
+        match self {
+            BrokerProcess::Running { .. } | BrokerProcess::Answering => "running",
+            BrokerProcess::Stopped => "stopped",
+            BrokerProcess::Unknown { .. } => "unknown",
+        }
+    }
+
+    /// The pid of a process of this machine, when it runs.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            BrokerProcess::Running { pid } => Some(*pid),
+            _ => None,
+        }
     }
 }
 
@@ -377,21 +405,14 @@ pub struct Observed {
     pub tenant_material: Vec<String>,
     pub system: SystemObserved,
     pub inventory: Inventory,
-    /// The promoted `server.conf`, if any.
-    pub server_conf: Option<PromotedConfig>,
     pub generation: GenerationState,
     pub journal: JournalState,
-    pub process: BrokerProcess,
-    /// The JetStream store directory, absolute.
-    pub store_dir: PathBuf,
     /// sha256 of `cotal.toml` as read.
     pub desired_digest: String,
     /// Why live figures are missing although the broker runs.
     pub live_error: Option<String>,
     /// The running server's version and start time, read with the live figures.
     pub server: Option<ServerInfo>,
-    /// Where the broker listens: the promoted config's listener, else `cotal.toml`'s.
-    pub listener: crate::model::Listener,
     /// Spaces an open journal removes whose folder records protection for the pinned account
     /// (or whose protection record is unreadable: fail closed).
     pub journal_protected: std::collections::BTreeSet<SpaceName>,
@@ -400,42 +421,68 @@ pub struct Observed {
     /// When this was observed (unix seconds): expiry is judged against it, never against the
     /// clock, so planning stays a pure function.
     pub now: i64,
-    /// Every node of a cluster, in `cotal.toml`'s order. Empty for a single server, which the
-    /// fields above describe; for a cluster `server_conf` is the first node's, `process` says
-    /// `Running` when a node runs (the pid of the first that does), and `listener` is that
-    /// node's: the one cotal reaches the cluster through.
+    /// Every node of the broker, in `cotal.toml`'s order; never empty: a single server is the
+    /// one node `local`, a cluster has at least two.
     pub nodes: Vec<ObservedNode>,
     /// The root holds the promoted config of the other layout (a single server's while
     /// `cotal.toml` declares a cluster, or a cluster node's while it does not): what was found.
     pub layout_conflict: Option<String>,
 }
 
-/// Every local node's JetStream store: `single` for a single server (`nodes` empty); a remote
-/// node's store is on its own machine.
-pub fn local_stores(single: &std::path::Path, nodes: &[ObservedNode]) -> Vec<PathBuf> {
-    if nodes.is_empty() {
-        return vec![single.to_path_buf()];
-    }
-    nodes
-        .iter()
-        .filter(|n| !n.remote)
-        .map(|n| n.store_dir.clone())
-        .collect()
-}
-
-/// One node of a cluster, as observed.
+/// One node of the broker, as observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedNode {
-    pub name: String,
+    /// The node as `cotal.toml` declares it.
+    pub spec: crate::topology::NodeSpec,
+    /// Its config, the promotion's candidate and previous config, pidfile and log.
+    pub files: crate::topology::NodeFiles,
+    /// Where it listens: its promoted config's listener, else `cotal.toml`'s.
     pub listener: crate::model::Listener,
     pub server_conf: Option<PromotedConfig>,
-    /// A remote node (`local = false`) is `Running { pid: 0 }` when it answered through the
-    /// cluster's system account, else `Stopped`: its process is never probed.
+    /// A remote node (`local = false`) is [`BrokerProcess::Answering`] when it answered through
+    /// the cluster's system account, else `Stopped`: its process is never probed.
     pub process: BrokerProcess,
     /// The node's JetStream store, absolute (a remote node's is on its own machine).
     pub store_dir: PathBuf,
+}
+
+impl ObservedNode {
+    pub fn name(&self) -> &str {
+        &self.spec.name
+    }
+
     /// Whether another machine runs it (`local = false`).
-    pub remote: bool,
+    pub fn remote(&self) -> bool {
+        !self.spec.local
+    }
+}
+
+/// The process of a broker made of `nodes`, three-valued: `Unknown` when any node is (what was
+/// seen names the node on a cluster), else the first running node's, else `Stopped`.
+pub fn nodes_process(nodes: &[ObservedNode]) -> BrokerProcess {
+    let clustered = nodes.len() > 1;
+    let unknown = nodes.iter().find_map(|n| match &n.process {
+        BrokerProcess::Unknown { seen } => Some(BrokerProcess::Unknown {
+            seen: format!("{}{seen}", crate::topology::node_prefix(clustered, n.name())),
+        }),
+        _ => None,
+    });
+    unknown
+        .or_else(|| {
+            nodes
+                .iter()
+                .find(|n| n.process.is_running())
+                .map(|n| n.process.clone())
+        })
+        .unwrap_or(BrokerProcess::Stopped)
+}
+
+/// The node cotal reaches a broker of `nodes` through: the first running one, else the first.
+pub fn via(nodes: &[ObservedNode]) -> &ObservedNode {
+    nodes
+        .iter()
+        .find(|n| n.process.is_running())
+        .unwrap_or(&nodes[0])
 }
 
 impl Observed {
@@ -473,7 +520,7 @@ impl Observed {
                 out.push(format!("{} is corrupt: {reason}", file.display()))
             }
             GenerationState::Absent
-                if self.server_conf.is_some() || !self.inventory.spaces.is_empty() =>
+                if self.server_conf().is_some() || !self.inventory.spaces.is_empty() =>
             {
                 out.push("the generation record .cotal/auth/broker-config.json is missing although spaces are applied: the next apply promotes the config again from generation 0".into())
             }
@@ -495,74 +542,100 @@ impl Observed {
         for n in self.nodes_down() {
             out.push(format!(
                 "node {} of the cluster is not running ({} of {} run): `cotal up` starts it{}",
-                n.name,
+                n.name(),
                 self.nodes_running(),
                 self.nodes.len(),
-                if n.remote { " on its own machine" } else { "" }
+                if n.remote() { " on its own machine" } else { "" }
             ));
         }
         out
     }
 
-    /// The text of the promoted config, if any.
+    /// Whether the broker is a cluster (a topology has one node exactly when it is a single
+    /// server: a cluster has at least two).
+    pub fn is_cluster(&self) -> bool {
+        self.nodes.len() > 1
+    }
+
+    /// The node cotal reaches first in `cotal.toml`'s order.
+    pub fn first(&self) -> &ObservedNode {
+        &self.nodes[0]
+    }
+
+    /// Whether the broker runs: one of its nodes does, and none is unknown.
+    pub fn is_running(&self) -> bool {
+        self.process().is_running()
+    }
+
+    /// The broker's process, three-valued over its nodes (see [`nodes_process`]).
+    pub fn process(&self) -> BrokerProcess {
+        nodes_process(&self.nodes)
+    }
+
+    /// The listener cotal reaches the broker through (see [`via`]).
+    pub fn listener(&self) -> &crate::model::Listener {
+        &via(&self.nodes).listener
+    }
+
+    /// The first node's promoted config, if any.
+    pub fn server_conf(&self) -> Option<&PromotedConfig> {
+        self.first().server_conf.as_ref()
+    }
+
+    /// The text of the first node's promoted config, if any.
     pub fn server_conf_text(&self) -> Option<&str> {
-        self.server_conf.as_ref().map(|c| c.text.as_str())
+        self.server_conf().map(|c| c.text.as_str())
     }
 
     /// Whether the promoted config preloads `account` (on any node).
     pub fn loads(&self, account: &str) -> bool {
-        self.server_conf
-            .as_ref()
-            .is_some_and(|c| c.view.loads(account))
-            || self.nodes.iter().any(|n| {
-                n.server_conf
-                    .as_ref()
-                    .is_some_and(|c| c.view.loads(account))
-            })
+        self.nodes.iter().any(|n| {
+            n.server_conf
+                .as_ref()
+                .is_some_and(|c| c.view.loads(account))
+        })
     }
 
-    /// Every local node's JetStream store (the single server's `store_dir`).
+    /// Every local node's JetStream store (a remote node's is on its own machine).
     pub fn store_dirs(&self) -> Vec<PathBuf> {
-        local_stores(&self.store_dir, &self.nodes)
+        self.nodes
+            .iter()
+            .filter(|n| !n.remote())
+            .map(|n| n.store_dir.clone())
+            .collect()
     }
 
-    /// How many nodes of a cluster run (0 for a single server).
+    /// How many nodes run.
     pub fn nodes_running(&self) -> usize {
         self.nodes.iter().filter(|n| n.process.is_running()).count()
     }
 
-    /// Whether node `name` runs (a single server: whether the broker runs).
+    /// Whether node `name` runs.
     pub fn node_running(&self, name: &str) -> bool {
-        if self.nodes.is_empty() {
-            return self.process.is_running();
-        }
-        self.nodes
-            .iter()
-            .any(|n| n.name == name && n.process.is_running())
+        self.node(name).is_some_and(|n| n.process.is_running())
     }
 
-    /// Whether JetStream can have a quorum: a single server, or a strict majority of a
-    /// cluster's nodes running.
+    /// Node `name`.
+    pub fn node(&self, name: &str) -> Option<&ObservedNode> {
+        self.nodes.iter().find(|n| n.name() == name)
+    }
+
+    /// Whether JetStream can have a quorum: a strict majority of the nodes running (a single
+    /// server always has one: its meta layer is itself).
     pub fn has_quorum(&self) -> bool {
-        self.nodes.is_empty() || self.nodes_running() * 2 > self.nodes.len()
+        !self.is_cluster() || self.nodes_running() * 2 > self.nodes.len()
     }
 
-    /// The promoted config text of node `name` (a single server's is `server_conf`).
+    /// The promoted config text of node `name`.
     pub fn node_conf_text(&self, name: &str) -> Option<&str> {
-        if self.nodes.is_empty() {
-            return self.server_conf_text();
-        }
-        self.nodes
-            .iter()
-            .find(|n| n.name == name)
+        self.node(name)
             .and_then(|n| n.server_conf.as_ref())
             .map(|c| c.text.as_str())
     }
 
-    /// The nodes of a running cluster that are not running (empty for a single server, and
-    /// when no node runs).
+    /// The nodes that are not running while another runs (empty when no node runs).
     pub fn nodes_down(&self) -> Vec<&ObservedNode> {
-        if !self.process.is_running() {
+        if !self.is_running() {
             return Vec::new();
         }
         self.nodes
@@ -572,9 +645,10 @@ impl Observed {
     }
 
     /// What the plan pins of the promoted configs: the sha256 of the one config of a single
-    /// server, or of every node's name and config in order; `absent` when there is none.
+    /// server (as saved plans have always pinned it), or of every node's name and config in
+    /// order; `absent` when there is none.
     pub fn config_pin(&self) -> String {
-        if self.nodes.is_empty() {
+        if !self.is_cluster() {
             return self
                 .server_conf_text()
                 .map(|c| crate::digest::sha256(c.as_bytes()))
@@ -585,7 +659,7 @@ impl Observed {
         }
         let mut all = String::new();
         for n in &self.nodes {
-            all.push_str(&n.name);
+            all.push_str(n.name());
             all.push('\0');
             all.push_str(
                 n.server_conf

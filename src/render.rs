@@ -8,7 +8,7 @@
 
 use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
-use crate::observed::BrokerTrust;
+use crate::jwt::BrokerTrust;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -57,18 +57,12 @@ pub struct Preload<'a> {
     pub token: Token<'a>,
 }
 
-/// Every space of an inventory, signed, in name order: what a render of the inventory preloads.
-pub fn inventory_preloads(
-    spaces: &std::collections::BTreeMap<SpaceName, crate::observed::ObservedSpace>,
-) -> Vec<Preload<'_>> {
-    spaces
-        .iter()
-        .map(|(n, s)| Preload {
-            space: n,
-            account: &s.account_pub,
-            token: Token::Signed(&s.jwt),
-        })
-        .collect()
+/// The fingerprint of what a render preloads (placeholders included as given): the generation
+/// record's `inventoryDigest`.
+pub fn preloads_digest(preloads: &[Preload]) -> String {
+    crate::digest::inventory(preloads.iter().map(|p| match p.token {
+        Token::Signed(t) | Token::Pending(t) => (p.space, p.account, t),
+    }))
 }
 
 /// The first line of every rendered config.

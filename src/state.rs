@@ -151,24 +151,30 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, String> {
             system_jwt: trust.sys_jwt.clone(),
             system_keys,
             previous_control: observed.system.previous_control,
-            listener: observed.listener.clone(),
-            store_dir: observed.store_dir.clone(),
+            listener: observed.listener().clone(),
+            store_dir: observed.first().store_dir.clone(),
             capacity: observed.capacity,
-            running: observed.process.is_running(),
+            running: observed.is_running(),
         },
-        server_conf: observed.server_conf.as_ref().map(|c| c.text.clone()),
-        nodes: observed
-            .nodes
-            .iter()
-            .map(|n| NodeState {
-                name: n.name.clone(),
-                listener: n.listener.clone(),
-                store_dir: n.store_dir.clone(),
-                server_conf: n.server_conf.as_ref().map(|c| c.text.clone()),
-                running: n.process.is_running(),
-                remote: n.remote,
-            })
-            .collect(),
+        server_conf: observed.server_conf_text().map(str::to_string),
+        // A single server is the broker the fields above describe (the format of states
+        // exported before clusters); a cluster lists every node.
+        nodes: if observed.is_cluster() {
+            observed
+                .nodes
+                .iter()
+                .map(|n| NodeState {
+                    name: n.name().to_string(),
+                    listener: n.listener.clone(),
+                    store_dir: n.store_dir.clone(),
+                    server_conf: n.server_conf.as_ref().map(|c| c.text.clone()),
+                    running: n.process.is_running(),
+                    remote: n.remote(),
+                })
+                .collect()
+        } else {
+            Vec::new()
+        },
         spaces: observed
             .inventory
             .spaces
@@ -293,18 +299,11 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
             previous_control: b.previous_control,
         },
         inventory,
-        server_conf: state.server_conf.clone().map(PromotedConfig::new),
         generation: match &state.generation {
             Some(g) => GenerationState::Valid(g.clone()),
             None => GenerationState::Absent,
         },
         journal: JournalState::Closed,
-        process: if b.running {
-            BrokerProcess::Running { pid: 0 }
-        } else {
-            BrokerProcess::Stopped
-        },
-        store_dir: b.store_dir.clone(),
         desired_digest,
         live_error: b.running.then(|| {
             format!(
@@ -313,28 +312,76 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
             )
         }),
         server: None,
-        listener: b.listener.clone(),
         journal_protected: Default::default(),
         capacity: b.capacity,
         now,
         layout_conflict: None,
-        nodes: state
-            .nodes
-            .iter()
-            .map(|n| crate::observed::ObservedNode {
-                name: n.name.clone(),
-                listener: n.listener.clone(),
-                server_conf: n.server_conf.clone().map(PromotedConfig::new),
-                process: if n.running {
-                    BrokerProcess::Running { pid: 0 }
-                } else {
-                    BrokerProcess::Stopped
-                },
-                store_dir: n.store_dir.clone(),
-                remote: n.remote,
-            })
-            .collect(),
+        nodes: if state.nodes.is_empty() {
+            vec![exported_node(
+                crate::topology::LONE_NODE,
+                &b.listener,
+                &b.store_dir,
+                state.server_conf.as_deref(),
+                b.running,
+                false,
+            )]
+        } else {
+            state
+                .nodes
+                .iter()
+                .map(|n| {
+                    exported_node(
+                        &n.name,
+                        &n.listener,
+                        &n.store_dir,
+                        n.server_conf.as_deref(),
+                        n.running,
+                        n.remote,
+                    )
+                })
+                .collect()
+        },
     })
+}
+
+/// A node as a state recorded it: on another host, so its files have no path here and a
+/// running node is [`BrokerProcess::Answering`] (no pid of this machine).
+fn exported_node(
+    name: &str,
+    listener: &Listener,
+    store_dir: &std::path::Path,
+    server_conf: Option<&str>,
+    running: bool,
+    remote: bool,
+) -> crate::observed::ObservedNode {
+    crate::observed::ObservedNode {
+        spec: crate::topology::NodeSpec {
+            name: name.to_string(),
+            host: listener.host.clone(),
+            port: listener.port,
+            cluster_port: None,
+            store_dir: store_dir.to_string_lossy().into_owned(),
+            config: None,
+            local: !remote,
+        },
+        files: crate::topology::NodeFiles {
+            name: name.to_string(),
+            dir: PathBuf::new(),
+            conf: PathBuf::new(),
+            conf_next: PathBuf::new(),
+            conf_prev: PathBuf::new(),
+            pid: PathBuf::new(),
+            log: PathBuf::new(),
+        },
+        listener: listener.clone(),
+        server_conf: server_conf.map(|t| PromotedConfig::new(t.to_string())),
+        process: if running {
+            BrokerProcess::Answering
+        } else {
+            BrokerProcess::Stopped
+        },
+        store_dir: store_dir.to_path_buf(),
+    }
 }
 
 #[cfg(test)]

@@ -26,7 +26,6 @@ mod users;
 
 use crate::audit::{Actor, Event};
 use crate::broker::Broker;
-use crate::desired::Desired;
 use crate::error::{Error, Result};
 use crate::fault::{self, Point};
 use crate::model::SpaceName;
@@ -71,7 +70,9 @@ impl std::fmt::Display for ReapFailure {
 /// Everything the executor needs besides the plan.
 pub struct Context<'a> {
     pub root: &'a Root,
-    pub desired: &'a Desired,
+    /// The broker's nodes as every promotion renders them ([`crate::plan::nodes`]), in the
+    /// order of `observed.nodes`, whose files they are written to.
+    pub nodes: &'a [crate::render::Node],
     pub observed: &'a Observed,
     /// Who is applying, for the journal and the audit.
     pub actor: Actor,

@@ -11,7 +11,6 @@ use super::undo::undo_writes;
 use super::users::space_user;
 use super::{Context, ExpectedInventory, State, lock_lost};
 use crate::broker::{Broker, Expectation, preflight};
-use crate::digest;
 use crate::error::{Error, Result};
 use crate::fault::{self, Point};
 use crate::observed::{
@@ -42,7 +41,7 @@ pub fn promote(
             "internal error: records written by this apply were not synced before the promotion; nothing was promoted.\nnext: run `cotal apply` again (it syncs and adopts them), and report this".into(),
         ));
     }
-    let files = root.nodes(ctx.desired.cluster.as_ref());
+    let files: Vec<NodeFiles> = ctx.observed.nodes.iter().map(|n| n.files.clone()).collect();
     let trust = record.validate().map_err(Error::Other)?;
     let inv = checked_inventory(root, &trust, &state.expected, &state.journal.removals)?;
     let candidate = render_and_preflight(ctx, &files, &trust, &inv)?;
@@ -54,7 +53,8 @@ pub fn promote(
         Vec::new()
     };
     ctx.lock.verify().map_err(lock_lost)?;
-    promote_every_node(&files, state)?;
+    let clustered = ctx.observed.is_cluster();
+    promote_every_node(&files, clustered, state)?;
     tracing::info!(
         generation = current,
         spaces = inv.spaces.len(),
@@ -65,7 +65,14 @@ pub fn promote(
     fault::break_config(&files.last().expect("a node").conf);
     if broker.running() {
         fault::point(Point::BeforeReload);
-        reload_or_roll_back(&files, broker, &candidate.digests, &expectations, state)?;
+        reload_or_roll_back(
+            &files,
+            clustered,
+            broker,
+            &candidate.digests,
+            &expectations,
+            state,
+        )?;
     }
     fault::point(Point::AfterReload);
     generation::save(
@@ -118,12 +125,16 @@ fn render_and_preflight(
     trust: &BrokerTrust,
     inv: &Inventory,
 ) -> Result<Candidate> {
-    let preloads = render::inventory_preloads(&inv.spaces);
+    let preloads = crate::observed::preloads(&inv.spaces);
     let mut digests = Vec::new();
     let mut nexts = Vec::new();
-    for (node, f) in plan::nodes(ctx.desired, ctx.observed).iter().zip(files) {
-        let written = render::render(trust, &preloads, node)
-            .map_err(Error::Refused)
+    for f in files {
+        let written = ctx
+            .nodes
+            .iter()
+            .find(|n| n.name == f.name)
+            .ok_or_else(|| Error::Other(format!("internal error: node {} is not rendered", f.name)))
+            .and_then(|node| render::render(trust, &preloads, node).map_err(Error::Refused))
             .and_then(|rendered| {
                 let next = server_conf::write_next(f, &rendered.text)?;
                 digests.push((f.name.clone(), rendered.digest));
@@ -170,14 +181,15 @@ fn render_and_preflight(
         .find_map(|(f, r)| r.err().map(|e| (f, e)))
     {
         discard_every_next(files)?;
-        return Err(match files.len() {
-            1 => e,
-            _ => Error::Refused(format!("node {}: {e}", f.name)),
+        return Err(if ctx.observed.is_cluster() {
+            Error::Refused(format!("node {}: {e}", f.name))
+        } else {
+            e
         });
     }
     Ok(Candidate {
         digests,
-        inventory_digest: digest::preloads(&preloads),
+        inventory_digest: render::preloads_digest(&preloads),
     })
 }
 
@@ -190,7 +202,7 @@ fn discard_every_next(files: &[NodeFiles]) -> Result<()> {
 
 /// Promote every node's candidate; when one cannot be promoted, put back the nodes already
 /// promoted (nothing was reloaded yet) and every record this apply wrote, and say so (exit 7).
-fn promote_every_node(files: &[NodeFiles], state: &mut State) -> Result<()> {
+fn promote_every_node(files: &[NodeFiles], clustered: bool, state: &mut State) -> Result<()> {
     for (k, f) in files.iter().enumerate() {
         let Err(e) = server_conf::promote_next(f) else {
             continue;
@@ -198,7 +210,7 @@ fn promote_every_node(files: &[NodeFiles], state: &mut State) -> Result<()> {
         let not_restored = restore_every(&files[..k]);
         let _ = discard_every_next(&files[k..]);
         let records = put_back_records(state);
-        let of = if files.len() > 1 {
+        let of = if clustered {
             format!(" of node {}", f.name)
         } else {
             String::new()
@@ -278,6 +290,7 @@ fn compare_and_set(root: &Root, files: &[NodeFiles], expected: u64) -> Result<u6
 /// say so (exit 7).
 fn reload_or_roll_back(
     files: &[NodeFiles],
+    clustered: bool,
     broker: &mut dyn Broker,
     digests: &[(String, String)],
     expectations: &[Expectation],
@@ -306,7 +319,7 @@ fn reload_or_roll_back(
                 Err(again) => again.to_string(),
             }
         ),
-        Ok(true) if files.len() > 1 => "every node's previous config was restored, and every node a reload was sent to confirmed it runs its previous config again".to_string(),
+        Ok(true) if clustered => "every node's previous config was restored, and every node a reload was sent to confirmed it runs its previous config again".to_string(),
         Ok(true) => "the previous config was restored and the broker confirmed it".to_string(),
         Ok(false) => "the previous config was restored; no reload had reached the broker, so it still runs that config".to_string(),
         Err(again) => format!("the previous config was restored but could not be confirmed: {again}"),

@@ -139,7 +139,7 @@ struct Target {
     name: String,
     id: String,
     nats: live::Nats,
-    files: crate::store::NodeFiles,
+    files: crate::topology::NodeFiles,
 }
 
 /// The root's running broker (one server, or every running node of a cluster), reached on the
@@ -153,6 +153,8 @@ pub struct Running {
     /// Replicas of the streams and buckets provisioning creates and keeps (a cluster's
     /// declared count; `None` for a single server).
     replicas: Option<usize>,
+    /// Whether the broker is a cluster (errors then name the node).
+    clustered: bool,
     /// What each node (index into `targets`) had loaded before the last reload, for
     /// [`Broker::restore`].
     before: Vec<(usize, control::Loaded)>,
@@ -170,10 +172,10 @@ impl Running {
     /// its `server_name` (a running node that does not answer is an error naming it).
     pub fn connect(
         root: &Root,
-        desired: &crate::desired::Desired,
+        topology: &crate::topology::Topology,
         observed: &crate::observed::Observed,
     ) -> Result<Self> {
-        let listener = &observed.listener;
+        let listener = observed.listener();
         let nats = live::Nats::new(&listener.host, listener.port)?;
         // The previous control key's user, when one is kept, reaches a broker that still runs
         // the system JWT of an apply interrupted before its promotion.
@@ -194,49 +196,48 @@ impl Running {
             Some(c) => c,
             None => return Err(last.expect("system_users is never empty")),
         };
-        let files = root.nodes(desired.cluster.as_ref());
-        let targets = if observed.nodes.is_empty() {
-            vec![Target {
-                name: files[0].name.clone(),
-                id: control.server_id().to_string(),
-                nats: live::Nats::new(&listener.host, listener.port)?,
-                files: files[0].clone(),
-            }]
+        // A single server is the server cotal is connected to; a cluster's running nodes
+        // are found by their server names through its system account.
+        let running: Vec<&crate::observed::ObservedNode> = observed
+            .nodes
+            .iter()
+            .filter(|n| n.process.is_running())
+            .collect();
+        let ids = if topology.is_cluster() {
+            let names: Vec<String> = running.iter().map(|n| n.name().to_string()).collect();
+            control.servers(&names)?
         } else {
-            // Observed nodes and node files are both in cotal.toml's order.
-            let running: Vec<(&crate::observed::ObservedNode, &crate::store::NodeFiles)> = observed
-                .nodes
+            running
                 .iter()
-                .zip(&files)
-                .filter(|(n, _)| n.process.is_running())
-                .collect();
-            let names: Vec<String> = running.iter().map(|(n, _)| n.name.clone()).collect();
-            let ids = control.servers(&names)?;
-            let mut targets = Vec::new();
-            for (n, f) in running {
-                let id = ids.get(&n.name).ok_or_else(|| {
-                    Error::Other(format!(
-                        "node {} runs but did not answer the cluster's system account by its server name within {:?}: it may not have joined the cluster.\nnext: `cotal status`, and the node's log in {}",
-                        n.name,
-                        control::REQUEST_DEADLINE,
-                        f.log.display()
-                    ))
-                })?;
-                targets.push(Target {
-                    name: n.name.clone(),
-                    id: id.clone(),
-                    nats: live::Nats::new(&n.listener.host, n.listener.port)?,
-                    files: f.clone(),
-                });
-            }
-            targets
+                .map(|n| (n.name().to_string(), control.server_id().to_string()))
+                .collect()
         };
+        let mut targets = Vec::new();
+        for n in running {
+            let id = ids.get(n.name()).ok_or_else(|| {
+                Error::Other(format!(
+                    "node {} runs but did not answer the cluster's system account by its server name within {:?}: it may not have joined the cluster.\nnext: `cotal status`, and the node's log in {}",
+                    n.name(),
+                    control::REQUEST_DEADLINE,
+                    n.files.log.display()
+                ))
+            })?;
+            targets.push(Target {
+                name: n.name().to_string(),
+                id: id.clone(),
+                nats: live::Nats::new(&n.listener.host, n.listener.port)?,
+                files: n.files.clone(),
+            });
+        }
         Ok(Running {
             root: root.clone(),
             nats,
             control,
             targets,
-            replicas: desired.cluster.as_ref().map(|c| c.replicas as usize),
+            replicas: topology
+                .is_cluster()
+                .then_some(topology.replicas as usize),
+            clustered: topology.is_cluster(),
             before: Vec::new(),
             creds,
             reloads: Vec::new(),
@@ -329,18 +330,9 @@ impl Running {
             .collect()
     }
 
-    /// Whether this broker is a cluster's nodes (errors then name the node).
-    fn clustered(&self) -> bool {
-        self.targets.len() > 1 || self.targets[0].name != crate::store::paths::SINGLE_NODE
-    }
-
     /// "node NAME: " for a cluster, nothing for a single server.
     fn on(&self, i: usize) -> String {
-        if self.clustered() {
-            format!("node {}: ", self.targets[i].name)
-        } else {
-            String::new()
-        }
+        crate::topology::node_prefix(self.clustered, &self.targets[i].name)
     }
 }
 

@@ -94,7 +94,7 @@ pub struct Request<'a> {
     /// The imperative verb, for refusals; `None` for apply.
     pub verb: Option<SpaceVerb>,
     /// Keys this run replaces (`cotal rotate`).
-    pub rotate: crate::desired::Rotate,
+    pub rotate: plan::Rotate,
 }
 
 /// Lock, observe, plan, confirm, execute.
@@ -111,9 +111,11 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         Some(edit) => edit(&text)?,
         None => text.clone(),
     };
-    let (mut desired, digest) = observe::desired_from_text(root, &new_text)?;
-    desired.rotate = req.rotate.clone();
-    desired.allow_degraded = confirm_args.allow_degraded;
+    let (desired, digest) = observe::desired_from_text(root, &new_text)?;
+    let intent = plan::Intent {
+        rotate: req.rotate.clone(),
+        allow_degraded: confirm_args.allow_degraded,
+    };
     let observed = observe::observe(root, &desired, digest)?;
     // What was observed is only this cotal's to act on while its lock is still the root's.
     lock.verify()?;
@@ -130,7 +132,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     let plan = match &req.only {
         Some(only) => {
             let narrowed = plan::narrow(&desired, &observed, only);
-            let mut plan = plan::compute(&narrowed, &observed)?.only(only);
+            let mut plan = plan::compute(&narrowed, &observed, &intent)?.only(only);
             let others = plan::pending_elsewhere(&desired, &narrowed, only);
             if !others.is_empty() {
                 plan.warnings.push(format!(
@@ -140,7 +142,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             }
             plan
         }
-        None => plan::compute(&desired, &observed)?,
+        None => plan::compute(&desired, &observed, &intent)?,
     };
     if let Some(saved) = &req.saved {
         check_stale(saved, &plan)?;
@@ -174,8 +176,10 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     );
     // The running broker's control plane is reached before anything is confirmed or written:
     // an apply that could not confirm its reload does not start.
-    let mut running = match &observed.process {
-        BrokerProcess::Running { .. } => Some(Running::connect(root, &desired, &observed)?),
+    let mut running = match observed.process() {
+        BrokerProcess::Running { .. } | BrokerProcess::Answering => {
+            Some(Running::connect(root, &desired.topology, &observed)?)
+        }
         BrokerProcess::Stopped => None,
         BrokerProcess::Unknown { .. } => {
             return Err(plan::guard_liveness(&observed).unwrap_err().into());
@@ -184,9 +188,10 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     confirm(&plan, confirm_args)?;
     write_file()?;
 
+    let nodes = plan::nodes(&desired, &observed);
     let ctx = Context {
         root,
-        desired: &desired,
+        nodes: &nodes,
         observed: &observed,
         actor: crate::operator::actor(),
         lock: &lock,
@@ -220,7 +225,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         let nodes = broker.server_ids().len();
         for took in &broker.reloads {
             let ms = took.as_secs_f64() * 1000.0;
-            report(if desired.cluster.is_some() {
+            report(if desired.topology.is_cluster() {
                 format!(
                     "Reload confirmed by all {nodes} running nodes in {ms:.1} ms (the slowest node's reply to its reload request, sent to every node at once, then VARZ on each node: its promoted config's digest); the data plane verified on every running node."
                 )

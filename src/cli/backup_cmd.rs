@@ -22,13 +22,13 @@ fn with_target<T>(
     let space = SpaceName::parse(name).map_err(Error::Input)?;
     let (desired, digest) = observe::desired(&root)?;
     let _lock = lock::acquire(&root, &crate::operator::holder(), std::time::Duration::ZERO)?;
-    if let Some(c) = &desired.cluster {
+    if let Some(cluster) = &desired.topology.cluster {
         return Err(Error::Refused(format!(
             "`{verb}` does not work on a cluster yet: a per-space artifact is taken from one stopped store, and on the {} nodes of cluster {:?} cotal cannot yet prove every replica of each stream was current at the cut.\n\
              blast radius: none, nothing was read or written.\n\
              next: `cotal root backup` saves the whole root (records and keys); to move one space's data, copy its streams with a NATS client (`nats stream backup`) while the cluster runs",
-            c.nodes.len(),
-            c.name
+            desired.topology.nodes.len(),
+            cluster
         )));
     }
     let observed = observe::observe(&root, &desired, digest)?;
@@ -40,15 +40,19 @@ fn with_target<T>(
              next: `cotal down --preserve-state` (this stops the broker for every space), then `{verb}`, then `cotal up`"
         )));
     };
-    match &observed.process {
+    match observed.process() {
         BrokerProcess::Stopped => {}
-        BrokerProcess::Running { pid } => {
+        BrokerProcess::Unknown { .. } => plan::guard_liveness(&observed)?,
+        running => {
             return Err(Error::Refused(format!(
-                "the broker runs again (pid {pid}) since the cut of {}; the store is live.\nnext: `cotal down --preserve-state` again",
+                "the broker runs again{} since the cut of {}; the store is live.\nnext: `cotal down --preserve-state` again",
+                running
+                    .pid()
+                    .map(|pid| format!(" (pid {pid})"))
+                    .unwrap_or_default(),
                 the_cut.at
             )));
         }
-        BrokerProcess::Unknown { .. } => plan::guard_liveness(&observed)?,
     }
     let Some(observed_space) = observed.inventory.spaces.get(&space) else {
         return Err(Error::Refused(format!(
@@ -98,7 +102,7 @@ fn with_target<T>(
         account: &observed_space.account_pub,
         jwt: &isolated_jwt,
         signing_seed: &record.account.signing_seed,
-        store_dir: &observed.store_dir,
+        store_dir: &observed.first().store_dir,
     };
     work(&root, &target, &tenants)
 }

@@ -6,7 +6,7 @@ use crate::broker::identity::{self, Listener, Liveness};
 use crate::broker::{Running, Stopped, process};
 use crate::error::{Error, Result};
 use crate::observe;
-use crate::observed::{BrokerProcess, PromotedConfig};
+use crate::observed::PromotedConfig;
 use crate::plan::{self, Step};
 use crate::store::lock;
 use std::time::Duration;
@@ -46,19 +46,18 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     apply::refuse_if_journal_open(&observed.journal, "up")?;
     plan::guard_trust(&observed)?;
     plan::guard_liveness(&observed)?;
-    if let BrokerProcess::Running { pid } = observed.process
-        && observed.nodes_down().is_empty()
-    {
-        if observed.nodes.is_empty() {
-            println!("The broker is already running (pid {pid}).");
-        } else {
-            println!("Every node of the cluster is already running.");
+    let topology = &desired.topology;
+    if observed.is_running() && observed.nodes_down().is_empty() {
+        match observed.process().pid() {
+            Some(pid) if !topology.is_cluster() => {
+                println!("The broker is already running (pid {pid}).")
+            }
+            _ => println!("Every node of the cluster is already running."),
         }
         return Ok(0);
     }
-    let files = root.nodes(desired.cluster.as_ref());
-    for f in &files {
-        process::check_log(f)?;
+    for n in &observed.nodes {
+        process::check_log(&n.files)?;
     }
     if observed.inventory.spaces.is_empty() {
         return Err(Error::Refused(
@@ -67,14 +66,6 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     }
     // Each node will listen where cotal.toml says: nothing of this root may run there and
     // nothing may listen there. Checked before anything is written.
-    // Where cotal.toml says each node listens.
-    let listeners: Vec<Listener> = plan::nodes(&desired, &observed)
-        .into_iter()
-        .map(|n| Listener {
-            host: n.host,
-            port: n.port,
-        })
-        .collect();
     let refuse_listener = |seen: String| {
         Error::Refused(format!(
             "cannot start the broker: {seen}.\n\
@@ -83,27 +74,31 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         ))
     };
     let mut to_start = Vec::new();
-    for (i, (f, listener)) in files.iter().zip(&listeners).enumerate() {
-        if is_remote(&desired, i) {
-            continue;
-        }
-        match identity::probe(f, listener)? {
-            Liveness::Unknown { seen } => return Err(refuse_listener(of_node(&files, f, seen))),
+    for n in observed.nodes.iter().filter(|n| !n.remote()) {
+        let listener = Listener {
+            host: n.spec.host.clone(),
+            port: n.spec.port,
+        };
+        match identity::probe(&n.files, &listener)? {
+            Liveness::Unknown { seen } => {
+                return Err(refuse_listener(format!("{}{seen}", topology.on(n.name()))));
+            }
             Liveness::Running { .. } => {}
-            Liveness::Stopped { .. } => to_start.push((f, listener)),
+            Liveness::Stopped { .. } => to_start.push((&n.files, listener)),
         }
     }
     // The config on disk must be the rendering of the inventory: promote it when it is not.
     let boot = plan::boot_plan(&desired, &observed)?;
     if !boot.is_empty() {
-        if observed.process.is_running() {
+        if observed.is_running() {
             return Err(Error::Refused(
                 "the config on disk is not the rendering of the inventory, and some nodes of the cluster run it: starting the others on another config would split the cluster.\nblast radius: none, nothing was started.\nnext: `cotal down`, then `cotal up`".into(),
             ));
         }
+        let nodes = plan::nodes(&desired, &observed);
         let ctx = Context {
             root: &root,
-            desired: &desired,
+            nodes: &nodes,
             observed: &observed,
             actor: crate::operator::actor(),
             lock: &lock,
@@ -113,10 +108,10 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     }
     for (f, listener) in &to_start {
         let pid = process::start(&root, f, listener, args.timeout)?;
-        if files.len() == 1 {
-            println!("nats-server started (pid {pid}) on nats://{listener}");
-        } else {
+        if topology.is_cluster() {
             println!("node {} started (pid {pid}) on nats://{listener}", f.name);
+        } else {
+            println!("nats-server started (pid {pid}) on nats://{listener}");
         }
     }
     if crate::store::cut::clear(&root)? {
@@ -125,20 +120,20 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
 
     // Booting completes provisioning (seed 000 section 2.1), from what the broker says it holds.
     let observed = observe::observe(&root, &desired, digest)?;
-    for (n, f) in observed.nodes.iter().zip(&files) {
-        if n.remote && !n.process.is_running() {
+    for n in &observed.nodes {
+        if n.remote() && !n.process.is_running() {
             println!(
                 "node {} runs on another machine (local = false) and does not answer through the cluster: start it there, on its config {}",
-                n.name,
-                f.conf.display()
+                n.name(),
+                n.files.conf.display()
             );
         }
     }
-    if desired.cluster.is_some() {
-        let leader = wait_for_meta_leader(&root, &desired, &observed, args.timeout)?;
+    if topology.is_cluster() {
+        let leader = wait_for_meta_leader(&root, topology, &observed, args.timeout)?;
         println!("The cluster's JetStream meta leader is {leader}.");
     }
-    let observed = if desired.cluster.is_some() {
+    let observed = if topology.is_cluster() {
         // Read again now that JetStream answers cluster-wide.
         observe::observe(&root, &desired, observed.desired_digest.clone())?
     } else {
@@ -150,7 +145,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
              next: `cotal status` to see the broker, then `cotal apply`, which provisions whatever is missing"
         )));
     }
-    let mut provisioning = plan::compute(&desired, &observed)?;
+    let mut provisioning = plan::compute(&desired, &observed, &plan::Intent::default())?;
     provisioning.steps.retain(|s| {
         // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml
         // (and not suspended there: a suspended account accepts no provisioner).
@@ -159,15 +154,16 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     });
     if !provisioning.is_empty() {
         // The executor runs them, with its journal and audit, as apply would.
+        let nodes = plan::nodes(&desired, &observed);
         let ctx = Context {
             root: &root,
-            desired: &desired,
+            nodes: &nodes,
             observed: &observed,
             actor: crate::operator::actor(),
             lock: &lock,
             progress: &progress,
         };
-        let mut broker = Running::connect(&root, &desired, &observed)?;
+        let mut broker = Running::connect(&root, topology, &observed)?;
         apply::execute(&ctx, &provisioning, &mut broker)?;
         for step in &provisioning.steps {
             println!("  {}", step.title());
@@ -187,34 +183,16 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     Ok(0)
 }
 
-/// Whether node `i` of `cotal.toml` runs on another machine.
-fn is_remote(desired: &crate::desired::Desired, i: usize) -> bool {
-    desired
-        .cluster
-        .as_ref()
-        .and_then(|c| c.nodes.get(i))
-        .is_some_and(|n| !n.local)
-}
-
-/// `seen`, prefixed with the node it is about on a cluster.
-fn of_node(files: &[crate::store::NodeFiles], f: &crate::store::NodeFiles, seen: String) -> String {
-    if files.len() == 1 {
-        seen
-    } else {
-        format!("node {}: {seen}", f.name)
-    }
-}
-
 /// Wait until the cluster's JetStream has a meta leader and its meta group counts every running
 /// node as current (so streams of the declared replicas can be placed), asking through the
 /// system account. Returns the leader's name.
 fn wait_for_meta_leader(
     root: &crate::store::Root,
-    desired: &crate::desired::Desired,
+    topology: &crate::topology::Topology,
     observed: &crate::observed::Observed,
     timeout: Duration,
 ) -> Result<String> {
-    let running = Running::connect(root, desired, observed)?;
+    let running = Running::connect(root, topology, observed)?;
     let nodes = running.server_ids().len();
     let deadline = std::time::Instant::now() + timeout;
     loop {
@@ -248,29 +226,37 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     // The listener the running broker loaded: the promoted config's, else cotal.toml's (which
     // may be unparsable: stopping never needs it).
     let desired = observe::desired(&root).map(|(d, _)| d).unwrap_or_default();
-    if args.preserve_state && desired.cluster.is_some() {
+    let topology = &desired.topology;
+    if args.preserve_state && topology.is_cluster() {
         return Err(Error::Refused(
             "--preserve-state records a cut for `cotal space backup` and `space restore`, which do not work on a cluster yet.\nblast radius: none, nothing was stopped.\nnext: `cotal down` without it".into(),
         ));
     }
-    // The nodes cotal.toml names, and every node folder on disk besides (a cotal.toml that does
-    // not parse, or whose [cluster] changed, still stops every node this root started).
-    let mut files = root.nodes(desired.cluster.as_ref());
-    let single = root.nodes(None).remove(0);
-    if desired.cluster.is_some() && (single.conf.exists() || single.pid.exists()) {
+    // The nodes cotal.toml names with where each listens, and every node folder on disk
+    // besides (a cotal.toml that does not parse, or whose [cluster] changed, still stops every
+    // node this root started). A node folder cotal.toml does not name listens where its
+    // promoted config says (port 0 matches no listener).
+    let mut nodes: Vec<(crate::store::NodeFiles, Option<&crate::topology::NodeSpec>)> = topology
+        .nodes
+        .iter()
+        .map(|n| (root.files_of(topology, n), Some(n)))
+        .collect();
+    let single = root.lone_node_files();
+    if topology.is_cluster() && (single.conf.exists() || single.pid.exists()) {
         // A single server this root ran before its cotal.toml declared a cluster.
-        files.push(single);
+        nodes.push((single, None));
     }
-    let named: Vec<String> = files.iter().map(|f| f.name.clone()).collect();
     for name in root.node_folders() {
-        if !named.contains(&name) {
-            files.push(root.node_files(&name, None));
+        if !nodes.iter().any(|(f, _)| f.name == name) {
+            nodes.push((root.node_files(&name, None), None));
         }
     }
+    // Messages name the node whenever there is more than one to stop.
+    let clustered = nodes.len() > 1;
     let mut stopped = None;
     let mut listener = None;
-    for (i, f) in files.iter().enumerate() {
-        if is_remote(&desired, i) {
+    for (f, spec) in &nodes {
+        if spec.is_some_and(|s| !s.local) {
             println!(
                 "node {}: runs on another machine (local = false); stop it there.",
                 f.name
@@ -278,15 +264,12 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
             continue;
         }
         let promoted = crate::store::server_conf::read(f)?.map(PromotedConfig::new);
-        let (host, port) = match &desired.cluster {
-            None if i == 0 => (desired.broker.host.clone(), desired.broker.port),
-            Some(c) if i < c.nodes.len() => (c.nodes[i].host.clone(), c.nodes[i].port),
-            // A node folder cotal.toml does not name: only its promoted config says where it
-            // listens (port 0 matches no listener).
-            _ => ("127.0.0.1".to_string(), 0),
+        let (host, port) = match spec {
+            Some(s) => (s.host.as_str(), s.port),
+            None => ("127.0.0.1", 0),
         };
-        let l = observe::promoted_listener(promoted.as_ref(), &host, port);
-        stopped = stop_node(&files, f, &l, args.grace)?.or(stopped);
+        let l = observe::promoted_listener(promoted.as_ref(), host, port);
+        stopped = stop_node(clustered, f, &l, args.grace)?.or(stopped);
         listener.get_or_insert(l);
     }
     let listener = listener.expect("a node");
@@ -323,18 +306,13 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
 /// on: still binding, a hand-edited port, a lost pidfile) and its pidfile's process when that is
 /// one. Anything else is left alone. Returns the last pid stopped.
 fn stop_node(
-    files: &[crate::store::NodeFiles],
+    clustered: bool,
     node: &crate::store::NodeFiles,
     listener: &Listener,
     grace: Duration,
 ) -> Result<Option<u32>> {
-    let said = |what: &str| {
-        if files.len() == 1 {
-            what.to_string()
-        } else {
-            format!("node {}: {what}", node.name)
-        }
-    };
+    let said =
+        |what: &str| format!("{}{what}", crate::topology::node_prefix(clustered, &node.name));
     let mut own = identity::root_brokers(node);
     if let Ok(Some(pid)) = identity::recorded_pid(node)?
         && identity::is_root_broker(node, pid)
@@ -366,10 +344,10 @@ fn stop_node(
             }
             println!(
                 "{}",
-                said(if files.len() == 1 {
-                    "The broker was not running."
-                } else {
+                said(if clustered {
                     "not running."
+                } else {
+                    "The broker was not running."
                 })
             );
             Ok(None)
@@ -377,7 +355,7 @@ fn stop_node(
         Liveness::Unknown { seen } => Err(Error::Refused(format!(
             "cannot tell whether this root's broker is running: {}; nothing was signalled there.\n\
              next: if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)",
-            of_node(files, node, seen)
+            said(&seen)
         ))),
     }
 }

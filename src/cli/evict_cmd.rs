@@ -33,25 +33,25 @@ pub fn run(global: &Global, name: &str, lock_timeout: Duration) -> Result<i32> {
             space.quoted()
         )));
     };
-    if observed.process == BrokerProcess::Stopped {
+    if observed.process() == BrokerProcess::Stopped {
         println!(
             "The broker is stopped: space {} has no connection to evict.",
             space.quoted()
         );
         return Ok(0);
     }
-    if let Some(c) = &desired.cluster {
+    if let Some(cluster) = &desired.topology.cluster {
         return Err(Error::Refused(format!(
             "`space evict` does not work on a cluster yet: a client id names a connection on one node, and cotal kicks through one node's control plane; on the {} nodes of cluster {:?} it could not close every connection of {}.\n\
              blast radius: none, nothing was closed.\n\
              next: `cotal space suspend {}` closes the space's clients on every node (and `cotal space resume` lets them back)",
-            c.nodes.len(),
-            c.name,
+            desired.topology.nodes.len(),
+            cluster,
             space.quoted(),
             space.as_str()
         )));
     }
-    let running = Running::connect(&root, &desired, &observed)?;
+    let running = Running::connect(&root, &desired.topology, &observed)?;
     let mut closed = 0usize;
     let result = kick_all(running.control(), account, &mut closed);
     let outcome = match &result {

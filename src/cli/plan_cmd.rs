@@ -66,13 +66,16 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
             out.display()
         )));
     }
-    let (mut desired, digest) = observe::desired(&root)?;
-    desired.allow_degraded = args.allow_degraded;
+    let (desired, digest) = observe::desired(&root)?;
+    let intent = plan::Intent {
+        allow_degraded: args.allow_degraded,
+        ..Default::default()
+    };
     let observed = match &args.state {
         Some(file) => from_state(file, digest)?,
         None => observe::observe(&root, &desired, digest)?,
     };
-    let plan = plan::compute(&desired, &observed)?;
+    let plan = plan::compute(&desired, &observed, &intent)?;
     let shown = super::format_plan(&plan, args.format, global.colour);
     match &out {
         Some(Target::Stdout) => {

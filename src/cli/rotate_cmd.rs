@@ -4,7 +4,7 @@
 
 use super::Global;
 use super::apply_cmd::{self, ConfirmArgs, Request};
-use crate::desired::Rotate;
+use crate::plan::Rotate;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use std::collections::BTreeSet;

@@ -182,20 +182,13 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         desired_error,
         problems,
         broker: BrokerStatus {
-            state: match observed.process {
-                BrokerProcess::Running { .. } => "running",
-                BrokerProcess::Stopped => "stopped",
-                BrokerProcess::Unknown { .. } => "unknown",
-            },
-            pid: match observed.process {
-                BrokerProcess::Running { pid } => Some(pid),
+            state: observed.process().word(),
+            pid: observed.process().pid(),
+            seen: match observed.process() {
+                BrokerProcess::Unknown { seen } => Some(seen),
                 _ => None,
             },
-            seen: match &observed.process {
-                BrokerProcess::Unknown { seen } => Some(seen.clone()),
-                _ => None,
-            },
-            url: format!("nats://{}", observed.listener),
+            url: format!("nats://{}", observed.listener()),
             version: server.map(|s| s.version.clone()),
             started: server.map(|s| s.started.clone()),
             operator: match &observed.broker {
@@ -281,21 +274,18 @@ fn node_status(
     desired: &crate::desired::Desired,
     observed: &crate::observed::Observed,
 ) -> Vec<NodeStatus> {
+    // A single server is the broker line itself; a cluster lists its nodes.
+    if !observed.is_cluster() {
+        return Vec::new();
+    }
     let mut out: Vec<NodeStatus> = observed
         .nodes
         .iter()
         .map(|n| NodeStatus {
-            name: n.name.clone(),
-            state: match n.process {
-                BrokerProcess::Running { .. } => "running",
-                BrokerProcess::Stopped => "stopped",
-                BrokerProcess::Unknown { .. } => "unknown",
-            },
-            pid: match n.process {
-                BrokerProcess::Running { pid } if !n.remote => Some(pid),
-                _ => None,
-            },
-            remote: n.remote,
+            name: n.name().to_string(),
+            state: n.process.word(),
+            pid: n.process.pid(),
+            remote: n.remote(),
             url: format!("nats://{}", n.listener),
             server_id: None,
             version: None,
@@ -305,13 +295,13 @@ fn node_status(
             error: None,
         })
         .collect();
-    if out.is_empty() || !observed.process.is_running() {
+    if !observed.is_running() {
         return out;
     }
     let BrokerRecordState::Valid(trust) = &observed.broker else {
         return out;
     };
-    let running = match crate::broker::Running::connect(root, desired, observed) {
+    let running = match crate::broker::Running::connect(root, &desired.topology, observed) {
         Ok(r) => r,
         Err(e) => {
             for n in out.iter_mut().filter(|n| n.state == "running") {
@@ -326,7 +316,7 @@ fn node_status(
         .ok()
         .flatten()
         .map(|(leader, _)| leader);
-    let preloads = crate::render::inventory_preloads(&observed.inventory.spaces);
+    let preloads = crate::observed::preloads(&observed.inventory.spaces);
     let rendered: Vec<(String, String)> = crate::plan::nodes(desired, observed)
         .iter()
         .filter_map(|node| {

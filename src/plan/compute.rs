@@ -2,67 +2,55 @@
 //! removals, the per-space diff, descriptions, the promotion, the order of steps.
 
 use super::guards::{self, Refusal};
-use super::{Action, Pins, Plan, Summary, describe, diff, order, promotion, removals, system};
+use super::{
+    Action, Intent, Pins, Plan, Summary, describe, diff, order, promotion, removals, system,
+};
 use crate::desired::Desired;
-use crate::digest;
 use crate::observed::Observed;
 use crate::render::{self, Node};
 
-/// The broker's nodes, each rendered from the same inventory: one server, or every node of
-/// the cluster in `cotal.toml`'s order (each routing to all the others).
+/// The broker's nodes, each rendered from the same inventory, in `cotal.toml`'s order: a
+/// single server's one node, or every node of a cluster (each routing to all the others).
+/// Each node's absolute store is the one observed of it.
 pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
+    let topology = &desired.topology;
     let max_file_store = desired.broker.max_file_store.map(|b| b.0);
     let max_memory_store = desired.broker.max_memory_store.map(|b| b.0);
-    let Some(cluster) = &desired.cluster else {
-        return vec![Node {
-            name: crate::cluster::SINGLE_NODE.into(),
-            host: desired.broker.host.clone(),
-            port: desired.broker.port,
-            cluster: None,
-            store_dir: observed.store_dir.clone(),
-            max_file_store,
-            max_memory_store,
-        }];
-    };
-    cluster
+    topology
         .nodes
         .iter()
-        .enumerate()
-        .map(|(i, n)| Node {
+        .map(|n| Node {
             name: n.name.clone(),
             host: n.host.clone(),
             port: n.port,
-            cluster: Some(render::ClusterBlock {
-                name: cluster.name.clone(),
-                listen: crate::model::Listener {
-                    host: n.host.clone(),
-                    port: n.cluster_port,
-                }
-                .to_string(),
-                routes: cluster
+            cluster: topology.cluster.as_ref().map(|name| render::ClusterBlock {
+                name: name.clone(),
+                listen: n.route_listen().map(|l| l.to_string()).unwrap_or_default(),
+                routes: topology
                     .nodes
                     .iter()
                     .filter(|o| o.name != n.name)
-                    .map(|o| o.route())
+                    .filter_map(|o| o.route())
                     .collect(),
             }),
             store_dir: observed
-                .nodes
-                .get(i)
-                .map(|o| o.store_dir.clone())
-                .unwrap_or_else(|| observed.store_dir.clone()),
+                .node(&n.name)
+                .unwrap_or(observed.first())
+                .store_dir
+                .clone(),
             max_file_store,
             max_memory_store,
         })
         .collect()
 }
 
-/// Compute the plan, or refuse.
-pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> {
+/// Compute the plan, or refuse: a pure function of what `cotal.toml` says, what was observed,
+/// and what this run asks on top ([`Intent`]).
+pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Result<Plan, Refusal> {
     let trust = guards::guard_trust(observed)?;
     guards::guard_liveness(observed)?;
     guards::guard_journal(observed)?;
-    guards::guard_nodes(desired, observed)?;
+    guards::guard_nodes(desired, observed, intent)?;
     let nodes = nodes(desired, observed);
 
     let removals = removals::collect(desired, observed);
@@ -71,8 +59,8 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> 
     for node in &nodes {
         guards::guard_listener(observed, node)?;
     }
-    let system = system::reissue(desired, observed, &removals);
-    let diff = diff::diff(desired, observed, &removals, system.as_ref());
+    let system = system::reissue(desired, observed, intent, &removals);
+    let diff = diff::diff(desired, observed, intent, &removals, system.as_ref());
     guards::guard_sys_keys(observed, system.as_ref(), diff.adds.keys())?;
     guards::guard_degraded_adds(desired, observed, diff.adds.keys())?;
     super::capacity::guard_capacity(desired, observed)?;
@@ -96,12 +84,12 @@ pub fn compute(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal> 
         pins: Pins {
             generation: observed.generation.generation(),
             desired_digest: observed.desired_digest.clone(),
-            inventory_digest: digest::preloads(&render::inventory_preloads(
+            inventory_digest: render::preloads_digest(&crate::observed::preloads(
                 &observed.inventory.spaces,
             )),
             config_digest: observed.config_pin(),
         },
-        broker_running: observed.process.is_running(),
+        broker_running: observed.is_running(),
         summary: Summary {
             add: count(Action::Add),
             change: count(Action::Change),

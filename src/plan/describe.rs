@@ -239,9 +239,7 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
             ));
         }
     }
-    if let Some(c) = &desired.cluster
-        && c.nodes.len() == 2
-    {
+    if desired.topology.is_cluster() && desired.topology.nodes.len() == 2 {
         out.push(
             "a cluster of two nodes tolerates no node down: JetStream needs both for a quorum (three nodes tolerate one)".into(),
         );
@@ -249,7 +247,7 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
     for down in observed.nodes_down() {
         out.push(format!(
             "node {} is not running (--allow-degraded): its config file is written for its next start, but it is not reloaded or confirmed; `cotal up` starts it",
-            down.name
+            down.name()
         ));
     }
     out
@@ -257,10 +255,10 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
 
 /// " of node NAME" for a cluster's node, nothing for a single server.
 fn node_of(observed: &Observed, name: &str) -> String {
-    if observed.nodes.is_empty() {
-        String::new()
-    } else {
+    if observed.is_cluster() {
         format!(" of node {name}")
+    } else {
+        String::new()
     }
 }
 
@@ -275,7 +273,7 @@ pub fn channel_warnings(desired: &Desired, observed: &Observed, diff: &Diff) -> 
             continue;
         }
         let why = match observed.inventory.spaces.get(name) {
-            _ if !observed.process.is_running() => Some("the broker is stopped".to_string()),
+            _ if !observed.is_running() => Some("the broker is stopped".to_string()),
             None => None,
             Some(s)
                 if s.limits.is_suspended() || desired.spaces[name].state != SpaceState::Active =>

@@ -57,11 +57,12 @@ impl Diff {
 pub fn diff(
     desired: &Desired,
     observed: &Observed,
+    intent: &super::Intent,
     removals: &Removals,
     system: Option<&SystemReissue>,
 ) -> Diff {
     let inv = &observed.inventory;
-    let running = observed.process.is_running();
+    let running = observed.is_running();
     let mut out = Diff::default();
     for (name, spec) in &desired.spaces {
         let space = match inv.spaces.get(name) {
@@ -83,7 +84,7 @@ pub fn diff(
         };
         let expected = AccountLimits::for_space(spec);
         let revoking = space.revoked != space.revocations;
-        let rotating = desired.rotate.accounts.contains(name);
+        let rotating = intent.rotate.accounts.contains(name);
         if expected != space.limits || revoking || rotating {
             let mut fields = if expected != space.limits {
                 field_changes(&space.limits, &expected)
@@ -323,7 +324,7 @@ mod tests {
             "f",
         )
         .unwrap();
-        let d = diff(&desired, &o, &Removals::default(), None);
+        let d = diff(&desired, &o, &Default::default(), &Removals::default(), None);
         assert_eq!(d.reissues[&name("a")].transition, Transition::Suspend);
         assert_eq!(d.reissues[&name("s")].transition, Transition::Resume);
         assert_eq!(d.reissues[&name("l")].transition, Transition::Limits);
@@ -368,7 +369,7 @@ mod tests {
         loaded.revocations.insert("UOLD".into(), 10);
         let o = observed(&[("r", revoking), ("l", loaded)]);
         let desired = crate::desired::parse("version = 1\n[spaces.r]\n[spaces.l]\n", "f").unwrap();
-        let d = diff(&desired, &o, &Removals::default(), None);
+        let d = diff(&desired, &o, &Default::default(), &Removals::default(), None);
         assert!(
             !d.reissues.contains_key(&name("l")),
             "loaded revocations are no change"

@@ -154,7 +154,7 @@ pub fn guard_liveness(observed: &Observed) -> Result<(), Refusal> {
             "keep cotal.toml as it was; or, to accept that the spaces start with empty streams (their accounts and credentials are kept), `cotal down`, move the other layout's files aside (named above), then `cotal apply` and `cotal up`",
         ));
     }
-    match &observed.process {
+    match observed.process() {
         BrokerProcess::Unknown { seen } => Err(Refusal::new(
             format!("cannot tell whether this root's broker is running: {seen}."),
             "unknown; nothing was changed.",
@@ -176,7 +176,7 @@ pub fn guard_cluster_removals(
 ) -> Result<(), Refusal> {
     // Journaled removals too: an interrupted removal is finished through the running cluster.
     let fresh: Vec<&SpaceName> = removals.iter().map(|(n, _)| n).collect();
-    if desired.cluster.is_none() || observed.process.is_running() || fresh.is_empty() {
+    if !desired.topology.is_cluster() || observed.is_running() || fresh.is_empty() {
         return Ok(());
     }
     Err(Refusal::new(
@@ -193,18 +193,22 @@ pub fn guard_cluster_removals(
 /// (a client of a new account on a node that has not loaded it is cut off from the others).
 /// With `--allow-degraded` a strict majority of running nodes is enough; the others get their
 /// file for their next start.
-pub fn guard_nodes(desired: &Desired, observed: &Observed) -> Result<(), Refusal> {
+pub fn guard_nodes(
+    desired: &Desired,
+    observed: &Observed,
+    intent: &super::Intent,
+) -> Result<(), Refusal> {
     let down = observed.nodes_down();
     if down.is_empty() {
         return Ok(());
     }
-    let names: Vec<&str> = down.iter().map(|n| n.name.as_str()).collect();
+    let names: Vec<&str> = down.iter().map(|n| n.name()).collect();
     let (total, running) = (observed.nodes.len(), observed.nodes_running());
     let quorum = observed.has_quorum();
     // With one replica a stream lives on one node: a node down hides its streams, and a plan
     // could not tell a missing stream from one on that node.
-    let replicated = desired.cluster.as_ref().is_some_and(|c| c.replicas > 1);
-    if desired.allow_degraded && quorum && replicated {
+    let replicated = desired.topology.replicas > 1;
+    if intent.allow_degraded && quorum && replicated {
         return Ok(());
     }
     Err(Refusal::new(
@@ -233,12 +237,10 @@ pub fn guard_degraded_adds<'a>(
     adds: impl IntoIterator<Item = &'a SpaceName>,
 ) -> Result<(), Refusal> {
     let down = observed.nodes_down().len();
-    let Some(cluster) = &desired.cluster else {
-        return Ok(());
-    };
+    let replicas = desired.topology.replicas;
     let running = observed.nodes_running();
     let adds: Vec<&SpaceName> = adds.into_iter().collect();
-    if down == 0 || adds.is_empty() || (cluster.replicas as usize) <= running {
+    if down == 0 || adds.is_empty() || (replicas as usize) <= running {
         return Ok(());
     }
     Err(Refusal::new(
@@ -246,7 +248,7 @@ pub fn guard_degraded_adds<'a>(
             "cannot add {} with only {running} of {} nodes running: its streams and buckets have {} replicas, and JetStream places each replica on its own running node.",
             list(adds),
             observed.nodes.len(),
-            cluster.replicas
+            replicas
         ),
         NOTHING_CHANGED,
         "`cotal up` starts the nodes that are down, then apply again (changes that add no space go through with --allow-degraded)",
@@ -374,7 +376,7 @@ pub fn guard_removals(
 
 /// A listener change cannot be reloaded: refuse it while the broker runs.
 pub fn guard_listener(observed: &Observed, node: &Node) -> Result<(), Refusal> {
-    if !observed.process.is_running() {
+    if !observed.is_running() {
         return Ok(());
     }
     match listener_change(observed, node) {
@@ -414,17 +416,7 @@ pub fn guard_sys_keys<'a>(
 
 /// The listener of the node's promoted config, when it differs from the node's.
 pub fn listener_change(observed: &Observed, node: &Node) -> Option<Listener> {
-    let promoted = if observed.nodes.is_empty() {
-        observed.server_conf.as_ref()
-    } else {
-        observed
-            .nodes
-            .iter()
-            .find(|n| n.name == node.name)?
-            .server_conf
-            .as_ref()
-    };
-    let view = &promoted?.view;
+    let view = &observed.node(&node.name)?.server_conf.as_ref()?.view;
     let (host, port) = (view.host.clone()?, view.port?);
     (host != node.host || port != node.port).then_some(Listener { host, port })
 }
@@ -445,8 +437,8 @@ mod tests {
 
     fn observed_with(conf: &str, process: BrokerProcess) -> Observed {
         let mut o = crate::plan::testing::observed(&[]);
-        o.server_conf = Some(PromotedConfig::new(conf.to_string()));
-        o.process = process;
+        o.nodes[0].server_conf = Some(PromotedConfig::new(conf.to_string()));
+        o.nodes[0].process = process;
         o
     }
 

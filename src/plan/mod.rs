@@ -19,6 +19,7 @@ mod compute;
 mod describe;
 mod diff;
 pub mod guards;
+mod intent;
 mod narrow;
 mod order;
 mod promotion;
@@ -29,6 +30,7 @@ mod testing;
 
 pub use blast::Blast;
 pub use compute::{compute, nodes};
+pub use intent::{Intent, Rotate};
 pub use guards::{Refusal, guard_liveness, guard_trust};
 pub use narrow::{applied_spec, narrow, pending_elsewhere};
 pub use promotion::boot_plan;

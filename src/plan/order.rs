@@ -23,7 +23,7 @@ pub fn steps(
     promotion: Option<Step>,
 ) -> Vec<Step> {
     let inv = &observed.inventory;
-    let running = observed.process.is_running();
+    let running = observed.is_running();
     let mut steps = Vec::new();
     if let JournalState::Open(j) = &observed.journal {
         steps.push(Step::FinishJournal {
@@ -161,7 +161,7 @@ mod tests {
         )
         .unwrap();
         let removals = removals::collect(&desired, &o);
-        let diff = diff::diff(&desired, &o, &removals, None);
+        let diff = diff::diff(&desired, &o, &Default::default(), &removals, None);
         let described = describe::describe(&desired, &o, &removals, &diff);
         let system = SystemReissue {
             rotate: false,

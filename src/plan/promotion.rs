@@ -9,7 +9,6 @@ use super::removals::Removals;
 use super::system::SystemReissue;
 use super::{ConfigChange, NodeConfigChange, Pins, Plan, Reason, Step};
 use crate::desired::Desired;
-use crate::digest;
 use crate::model::SpaceName;
 use crate::observed::{BrokerTrust, GenerationState, Inventory, Observed};
 use crate::render::{self, Node, Preload, Token};
@@ -87,7 +86,7 @@ pub fn reasons(
         reasons.push(Reason::ConfigDrift);
     }
     match &observed.generation {
-        GenerationState::Valid(g) if g.inventory_digest == digest::preloads(&base) => {}
+        GenerationState::Valid(g) if g.inventory_digest == render::preloads_digest(&base) => {}
         _ if !reasons.is_empty() => {}
         GenerationState::Valid(_) => reasons.push(Reason::GenerationBehind),
         _ => reasons.push(Reason::NoGeneration),
@@ -131,12 +130,13 @@ pub fn promotion(
         .iter()
         .filter(|p| !diff.adds.contains_key(p.space) && !diff.reissues.contains_key(p.space))
         .count();
-    let siblings = if observed.process.is_running() {
+    let siblings = if observed.is_running() {
         format!(
             "rewrites the config every space shares{}; hot reload: the {kept} untouched space{} see{} no dropped connection and no data change",
-            match observed.nodes.len() {
-                0 => String::new(),
-                n => format!(" on all {n} nodes, reloaded at once"),
+            if observed.is_cluster() {
+                format!(" on all {} nodes, reloaded at once", observed.nodes.len())
+            } else {
+                String::new()
             },
             if kept == 1 { "" } else { "s" },
             if kept == 1 { "s" } else { "" }
@@ -155,7 +155,7 @@ pub fn promotion(
                 ..Blast::default()
             },
         },
-        config: config_change(changes, observed.nodes.is_empty()),
+        config: config_change(changes, !observed.is_cluster()),
     }))
 }
 
@@ -249,7 +249,7 @@ fn projected_preloads<'a>(
 /// rendering of the inventory, or the generation record does not match it. Empty when it is.
 pub fn boot_reasons(desired: &Desired, observed: &Observed) -> Result<Vec<Reason>, Refusal> {
     let trust = guard_trust(observed)?;
-    let preloads = render::inventory_preloads(&observed.inventory.spaces);
+    let preloads = crate::observed::preloads(&observed.inventory.spaces);
     let mut reasons = Vec::new();
     for node in super::nodes(desired, observed) {
         let rendered = render::server_conf(&trust, &preloads, &node).map_err(Refusal::render)?;
@@ -259,7 +259,7 @@ pub fn boot_reasons(desired: &Desired, observed: &Observed) -> Result<Vec<Reason
         }
     }
     if !matches!(&observed.generation,
-        GenerationState::Valid(g) if g.inventory_digest == digest::preloads(&preloads))
+        GenerationState::Valid(g) if g.inventory_digest == render::preloads_digest(&preloads))
     {
         reasons.push(Reason::BootGenerationDrift);
     }
@@ -344,16 +344,16 @@ mod tests {
             reasons(&trust, &o, &none, &diff, None, &nodes).unwrap(),
             vec![Reason::NoConfig]
         );
-        let preloads = render::inventory_preloads(&o.inventory.spaces);
+        let preloads = crate::observed::preloads(&o.inventory.spaces);
         let conf = render::server_conf(&trust, &preloads, node).unwrap();
-        o.server_conf = Some(crate::observed::PromotedConfig::new(conf.clone()));
+        o.nodes[0].server_conf = Some(crate::observed::PromotedConfig::new(conf.clone()));
         assert_eq!(
             reasons(&trust, &o, &none, &diff, None, &nodes).unwrap(),
             vec![Reason::NoGeneration]
         );
         o.generation = GenerationState::Valid(crate::observed::GenerationRecord {
             generation: 3,
-            inventory_digest: digest::preloads(&preloads),
+            inventory_digest: render::preloads_digest(&preloads),
         });
         assert!(
             reasons(&trust, &o, &none, &diff, None, &nodes)
@@ -361,7 +361,7 @@ mod tests {
                 .is_empty()
         );
         assert!(boot_plan(&desired, &o).unwrap().is_empty());
-        o.server_conf = Some(crate::observed::PromotedConfig::new(format!(
+        o.nodes[0].server_conf = Some(crate::observed::PromotedConfig::new(format!(
             "{conf}# edited\n"
         )));
         assert_eq!(
@@ -382,32 +382,30 @@ mod tests {
         let (trust, mut o, _) = root_of(&["design"]);
         let parse = |extra: &str| crate::desired::parse(&format!("{CLUSTER}{extra}"), "f").unwrap();
         let converged = parse("[spaces.design]\n");
-        let preloads = render::inventory_preloads(&o.inventory.spaces);
-        o.nodes = crate::plan::nodes(&converged, &o)
+        let preloads = crate::observed::preloads(&o.inventory.spaces);
+        let rendered = crate::plan::nodes(&converged, &o);
+        o.nodes = converged
+            .topology
+            .nodes
             .iter()
-            .map(|n| crate::observed::ObservedNode {
-                name: n.name.clone(),
-                listener: crate::model::Listener {
-                    host: n.host.clone(),
-                    port: n.port,
-                },
-                server_conf: Some(crate::observed::PromotedConfig::new(
+            .zip(&rendered)
+            .map(|(spec, n)| {
+                let mut node =
+                    crate::plan::testing::node(spec.clone(), &n.store_dir.to_string_lossy());
+                node.server_conf = Some(crate::observed::PromotedConfig::new(
                     render::server_conf(&trust, &preloads, n).unwrap(),
-                )),
-                process: crate::observed::BrokerProcess::Stopped,
-                store_dir: n.store_dir.clone(),
-                remote: false,
+                ));
+                node
             })
             .collect();
-        o.server_conf = o.nodes[0].server_conf.clone();
         o.generation = GenerationState::Valid(crate::observed::GenerationRecord {
             generation: 4,
-            inventory_digest: digest::preloads(&preloads),
+            inventory_digest: render::preloads_digest(&preloads),
         });
-        assert!(crate::plan::compute(&converged, &o).unwrap().is_empty());
+        assert!(crate::plan::compute(&converged, &o, &Default::default()).unwrap().is_empty());
 
         // An add changes every node the same way: shown once.
-        let plan = crate::plan::compute(&parse("[spaces.design]\n[spaces.ops]\n"), &o).unwrap();
+        let plan = crate::plan::compute(&parse("[spaces.design]\n[spaces.ops]\n"), &o, &Default::default()).unwrap();
         let config = plan.config.unwrap();
         assert_eq!(config.node.as_deref(), Some("n1"));
         assert_eq!(config.same_on, ["n2", "n3"]);
@@ -420,7 +418,7 @@ mod tests {
         edited.nodes[1].server_conf = Some(crate::observed::PromotedConfig::new(format!(
             "{conf}# edited\n"
         )));
-        let config = crate::plan::compute(&converged, &edited)
+        let config = crate::plan::compute(&converged, &edited, &Default::default())
             .unwrap()
             .config
             .unwrap();
@@ -433,8 +431,7 @@ mod tests {
         for n in fresh.nodes.iter_mut() {
             n.server_conf = None;
         }
-        fresh.server_conf = None;
-        let config = crate::plan::compute(&converged, &fresh)
+        let config = crate::plan::compute(&converged, &fresh, &Default::default())
             .unwrap()
             .config
             .unwrap();
@@ -445,7 +442,7 @@ mod tests {
         // node's diff is its own, every one shown whole.
         let moved = format!("{CLUSTER}[spaces.design]\n")
             .replace("cluster_port = 6223", "cluster_port = 6299");
-        let plan = crate::plan::compute(&crate::desired::parse(&moved, "f").unwrap(), &o).unwrap();
+        let plan = crate::plan::compute(&crate::desired::parse(&moved, "f").unwrap(), &o, &Default::default()).unwrap();
         let config = plan.config.unwrap();
         assert_eq!(config.node.as_deref(), Some("n1"));
         assert!(config.after.contains("nats-route://127.0.0.1:6299"));

@@ -7,6 +7,7 @@
 //! this one finds nothing to do (every reason below is one the apply removes).
 
 use super::removals::Removals;
+use super::Intent;
 use crate::desired::Desired;
 use crate::model::{SpaceName, SpaceState};
 use crate::observed::{Observed, ObservedSpace, SysKeysState};
@@ -31,11 +32,12 @@ pub struct SystemReissue {
 pub fn reissue(
     desired: &Desired,
     observed: &Observed,
+    intent: &Intent,
     removals: &Removals,
 ) -> Option<SystemReissue> {
     let system = &observed.system;
     let mut changes = Vec::new();
-    let rotate = desired.rotate.sys;
+    let rotate = intent.rotate.sys;
     if rotate {
         changes.push(
             "rotate: new control, observer and evictor keys; users of the old keys (every space's $SYS creds) are refused after the reload".into(),
@@ -227,7 +229,7 @@ mod tests {
         let why = creds_reason(&d, &due, &name("design"), s, None).unwrap();
         assert!(why.starts_with("the space-observer expires"), "{why}");
         assert_eq!(
-            reissue(&d, &due, &Default::default()),
+            reissue(&d, &due, &Intent::default(), &Default::default()),
             None,
             "no JWT change"
         );
@@ -248,7 +250,7 @@ mod tests {
             },
             observer("U2", NOW + 20 * DAY),
         ];
-        let r = reissue(&d, &o, &Default::default()).unwrap();
+        let r = reissue(&d, &o, &Intent::default(), &Default::default()).unwrap();
         assert_eq!(r.revoke[&name("design")], ["U1", "U2"]);
         assert_eq!(
             r.changes.last().unwrap(),
@@ -267,14 +269,14 @@ mod tests {
         );
         // Once loaded, nothing more.
         o.system.revocations = [("U1".to_string(), NOW), ("U2".to_string(), NOW)].into();
-        assert_eq!(reissue(&d, &o, &Default::default()), None);
+        assert_eq!(reissue(&d, &o, &Intent::default(), &Default::default()), None);
     }
 
     #[test]
     fn the_evictor_opt_in_and_out_re_issue_once_and_re_mint_the_creds() {
         let on = desired("[broker]\nevictor_creds = true\n[spaces.design]\n");
         let mut o = with_observer(observer("U1", NOW + 20 * DAY));
-        let r = reissue(&on, &o, &Default::default()).unwrap();
+        let r = reissue(&on, &o, &Intent::default(), &Default::default()).unwrap();
         assert_eq!(r.evictor, Some(true));
         let s = &o.inventory.spaces[&name("design")];
         assert_eq!(
@@ -289,12 +291,12 @@ mod tests {
             issuer: "EVI".into(),
             ..observer("E1", NOW + 20 * DAY)
         });
-        assert_eq!(reissue(&on, &o, &Default::default()), None);
+        assert_eq!(reissue(&on, &o, &Intent::default(), &Default::default()), None);
         let s = &o.inventory.spaces[&name("design")];
         assert_eq!(creds_reason(&on, &o, &name("design"), s, None), None);
         // Opted out again.
         let off = desired("[spaces.design]\n");
-        let r = reissue(&off, &o, &Default::default()).unwrap();
+        let r = reissue(&off, &o, &Intent::default(), &Default::default()).unwrap();
         assert_eq!(r.evictor, Some(false));
         assert_eq!(
             creds_reason(&off, &o, &name("design"), s, Some(&r)).as_deref(),
@@ -304,14 +306,15 @@ mod tests {
 
     #[test]
     fn a_rotation_re_mints_every_active_space_and_a_keyless_root_only_with_one() {
-        let mut d = desired("[spaces.design]\n");
+        let d = desired("[spaces.design]\n");
+        let mut intent = Intent::default();
         let mut o = with_observer(observer("U1", NOW + 20 * DAY));
         o.system.keys = SysKeysState::None;
-        assert_eq!(reissue(&d, &o, &Default::default()), None);
+        assert_eq!(reissue(&d, &o, &intent, &Default::default()), None);
         let s = &o.inventory.spaces[&name("design")];
         assert_eq!(creds_reason(&d, &o, &name("design"), s, None), None);
-        d.rotate.sys = true;
-        let r = reissue(&d, &o, &Default::default()).unwrap();
+        intent.rotate.sys = true;
+        let r = reissue(&d, &o, &intent, &Default::default()).unwrap();
         assert!(r.rotate && r.revoke.is_empty());
         assert_eq!(
             creds_reason(&d, &o, &name("design"), s, Some(&r)).as_deref(),

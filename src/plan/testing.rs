@@ -42,24 +42,17 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
             previous_control: false,
         },
         now: 1_800_000_000,
-        nodes: Vec::new(),
+        nodes: vec![lone_node("/srv/s")],
         layout_conflict: None,
         inventory: Inventory {
             spaces: spaces.iter().map(|(n, s)| (name(n), s.clone())).collect(),
             corrupt: Vec::new(),
         },
-        server_conf: None,
         generation: GenerationState::Absent,
         journal: JournalState::Closed,
-        process: BrokerProcess::Stopped,
-        store_dir: "/srv/s".into(),
         desired_digest: String::new(),
         live_error: None,
         server: None,
-        listener: Listener {
-            host: "127.0.0.1".into(),
-            port: 4222,
-        },
         journal_protected: Default::default(),
         capacity: Capacity {
             file: Store {
@@ -73,6 +66,39 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
                 used: None,
             },
         },
+    }
+}
+
+/// The node of a stopped single server at 127.0.0.1:4222 with its store at `store_dir`, no config
+/// promoted yet.
+pub fn lone_node(store_dir: &str) -> ObservedNode {
+    node(
+        crate::desired::Desired::default().topology.nodes.remove(0),
+        store_dir,
+    )
+}
+
+/// The stopped node `spec`, its files in `/srv/.cotal/node.NAME/`, no config promoted yet.
+pub fn node(spec: crate::topology::NodeSpec, store_dir: &str) -> ObservedNode {
+    let dir = std::path::PathBuf::from(format!("/srv/.cotal/node.{}", spec.name));
+    ObservedNode {
+        files: crate::topology::NodeFiles {
+            name: spec.name.clone(),
+            conf: dir.join("server.conf"),
+            conf_next: dir.join("server.conf.next"),
+            conf_prev: dir.join("server.conf.prev"),
+            pid: dir.join("nats.pid"),
+            log: dir.join("nats.log"),
+            dir,
+        },
+        listener: Listener {
+            host: spec.host.clone(),
+            port: spec.port,
+        },
+        spec,
+        server_conf: None,
+        process: BrokerProcess::Stopped,
+        store_dir: store_dir.into(),
     }
 }
 

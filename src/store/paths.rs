@@ -172,24 +172,39 @@ impl Root {
     pub fn log_file(&self) -> PathBuf {
         self.state_dir().join("nats.log")
     }
-    /// The files of every node of the broker `cluster` describes (`None`: one server), in the
-    /// file's order.
-    pub fn nodes(&self, cluster: Option<&crate::cluster::ClusterSettings>) -> Vec<NodeFiles> {
-        match cluster {
-            None => vec![NodeFiles {
-                name: SINGLE_NODE.into(),
-                dir: self.auth_dir(),
-                conf: self.server_conf(),
-                conf_next: self.server_conf_next(),
-                conf_prev: self.server_conf_prev(),
-                pid: self.pid_file(),
-                log: self.log_file(),
-            }],
-            Some(c) => c
-                .nodes
-                .iter()
-                .map(|n| self.node_files(&n.name, n.config.as_deref()))
-                .collect(),
+    /// The files of every node of `topology`, in its order: a single server's are where they
+    /// always were (`.cotal/auth/server.conf`, `.cotal/nats.pid`, `.cotal/nats.log`).
+    pub fn nodes(&self, topology: &crate::topology::Topology) -> Vec<NodeFiles> {
+        topology
+            .nodes
+            .iter()
+            .map(|n| self.files_of(topology, n))
+            .collect()
+    }
+
+    /// The files of `node` of `topology`.
+    pub fn files_of(
+        &self,
+        topology: &crate::topology::Topology,
+        node: &crate::topology::NodeSpec,
+    ) -> NodeFiles {
+        if topology.is_cluster() {
+            self.node_files(&node.name, node.config.as_deref())
+        } else {
+            self.lone_node_files()
+        }
+    }
+
+    /// The files of a single server (the node `local`).
+    pub fn lone_node_files(&self) -> NodeFiles {
+        NodeFiles {
+            name: crate::topology::LONE_NODE.into(),
+            dir: self.auth_dir(),
+            conf: self.server_conf(),
+            conf_next: self.server_conf_next(),
+            conf_prev: self.server_conf_prev(),
+            pid: self.pid_file(),
+            log: self.log_file(),
         }
     }
 
@@ -278,23 +293,7 @@ impl Root {
     }
 }
 
-pub use crate::cluster::SINGLE_NODE;
-
-/// The files of one broker node: its config with the candidate and previous ones of a
-/// promotion (all three in one folder, so the promotion is a rename), its pidfile and log.
-/// A single server's are `.cotal/auth/server.conf`, `.cotal/nats.pid` and `.cotal/nats.log`; a
-/// cluster node's live in `.cotal/node.<name>/` (its config where `config` says, if it does).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NodeFiles {
-    pub name: String,
-    /// The folder of the config file.
-    pub dir: PathBuf,
-    pub conf: PathBuf,
-    pub conf_next: PathBuf,
-    pub conf_prev: PathBuf,
-    pub pid: PathBuf,
-    pub log: PathBuf,
-}
+pub use crate::topology::NodeFiles;
 
 /// The files of a space's folder `.cotal/space.<hex>/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

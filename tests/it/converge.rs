@@ -77,13 +77,14 @@ fn apply_once(root: &TestRoot) -> Result<(), i32> {
     let (desired, digest) = observe::desired(&r).unwrap();
     let observed = observe::observe(&r, &desired, digest).unwrap();
     let plan =
-        plan::compute(&desired, &observed).map_err(|e| cotal::error::Error::from(e).exit_code())?;
+        plan::compute(&desired, &observed, &Default::default()).map_err(|e| cotal::error::Error::from(e).exit_code())?;
     if plan.is_empty() {
         return Ok(());
     }
+    let nodes = plan::nodes(&desired, &observed);
     let ctx = Context {
         root: &r,
-        desired: &desired,
+        nodes: &nodes,
         observed: &observed,
         actor: cotal::audit::Actor {
             user: "test".into(),
@@ -101,7 +102,7 @@ fn plan_is_empty(root: &TestRoot) -> bool {
     let r = cotal::store::Root::at(root.path()).unwrap();
     let (desired, digest) = observe::desired(&r).unwrap();
     let observed = observe::observe(&r, &desired, digest).unwrap();
-    plan::compute(&desired, &observed).unwrap().is_empty()
+    plan::compute(&desired, &observed, &Default::default()).unwrap().is_empty()
 }
 
 proptest! {

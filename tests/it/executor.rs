@@ -80,7 +80,7 @@ fn apply_with(root: &TestRoot, broker: &mut Fake, before_execute: impl FnOnce())
     let r = cotal::store::Root::at(root.path()).unwrap();
     let (desired, digest) = observe::desired(&r).unwrap();
     let observed = observe::observe(&r, &desired, digest).unwrap();
-    let plan = plan::compute(&desired, &observed).unwrap();
+    let plan = plan::compute(&desired, &observed, &Default::default()).unwrap();
     before_execute();
     let lock = cotal::store::lock::acquire(
         &r,
@@ -93,9 +93,10 @@ fn apply_with(root: &TestRoot, broker: &mut Fake, before_execute: impl FnOnce())
         Duration::ZERO,
     )
     .unwrap();
+    let nodes = plan::nodes(&desired, &observed);
     let ctx = Context {
         root: &r,
-        desired: &desired,
+        nodes: &nodes,
         observed: &observed,
         actor: Actor {
             user: "t".into(),

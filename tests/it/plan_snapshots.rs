@@ -92,6 +92,23 @@ fn desired(text: &str) -> Desired {
 }
 
 /// A converged root holding `spaces`: config rendered and generation recorded.
+/// A stopped single server's node (the node `local`), its store at `store_dir`.
+fn lone_node(store_dir: &str) -> cotal::observed::ObservedNode {
+    let root = cotal::store::Root::at("/srv/cotal").unwrap();
+    let spec = Desired::default().topology.nodes.remove(0);
+    cotal::observed::ObservedNode {
+        files: root.lone_node_files(),
+        listener: cotal::model::Listener {
+            host: spec.host.clone(),
+            port: spec.port,
+        },
+        spec,
+        server_conf: None,
+        process: BrokerProcess::Stopped,
+        store_dir: store_dir.into(),
+    }
+}
+
 fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
     let spaces: BTreeMap<_, _> = spaces.into_iter().collect();
     let mut o = Observed {
@@ -104,24 +121,17 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
             previous_control: false,
         },
         now: 1_800_000_000,
-        nodes: Vec::new(),
+        nodes: vec![lone_node("/srv/cotal/.cotal/nats")],
         layout_conflict: None,
         inventory: Inventory {
             spaces,
             corrupt: Vec::new(),
         },
-        server_conf: None,
         generation: GenerationState::Absent,
         journal: JournalState::Closed,
-        process: BrokerProcess::Stopped,
-        store_dir: "/srv/cotal/.cotal/nats".into(),
         desired_digest: "sha256:desired".into(),
         live_error: None,
         server: None,
-        listener: cotal::model::Listener {
-            host: "127.0.0.1".into(),
-            port: 4222,
-        },
         journal_protected: Default::default(),
         capacity: Capacity {
             file: Store {
@@ -148,7 +158,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
             })
             .collect();
         let node = plan::nodes(&desired(""), &o).remove(0);
-        o.server_conf = Some(PromotedConfig::new(
+        o.nodes[0].server_conf = Some(PromotedConfig::new(
             render::server_conf(&trust(), &preloads, &node).unwrap(),
         ));
         o.generation = GenerationState::Valid(GenerationRecord {
@@ -169,7 +179,7 @@ fn text(plan: &Plan) -> String {
 }
 
 fn refusal(d: &Desired, o: &Observed) -> String {
-    match plan::compute(d, o) {
+    match plan::compute(d, o, &Default::default()) {
         Err(e) => {
             let e = cotal::error::Error::from(e);
             format!("exit {}: {e}", e.exit_code())
@@ -185,7 +195,7 @@ fn render_is_deterministic_and_ordered() {
         space(1, "design", &SpaceSpec::default()),
         space(3, "weird \"name\"\n# injected", &SpaceSpec::default()),
     ]);
-    let conf = o.server_conf.clone().unwrap().text;
+    let conf = o.server_conf().unwrap().text.clone();
     insta::assert_snapshot!("server_conf", render::shorten_tokens(&conf));
     let again = observed(vec![
         space(1, "design", &SpaceSpec::default()),
@@ -193,7 +203,7 @@ fn render_is_deterministic_and_ordered() {
         space(3, "weird \"name\"\n# injected", &SpaceSpec::default()),
     ]);
     assert_eq!(
-        again.server_conf.unwrap().text,
+        again.server_conf().unwrap().text.clone(),
         conf,
         "same inputs, same bytes"
     );
@@ -262,7 +272,7 @@ fn adding_two_spaces_to_a_fresh_root() {
     let d = desired(
         "[spaces.design]\nprotect = true\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n[spaces.release]\n",
     );
-    let p = plan::compute(&d, &observed(vec![])).unwrap();
+    let p = plan::compute(&d, &observed(vec![]), &Default::default()).unwrap();
     insta::assert_snapshot!("add_two_text", text(&p));
     insta::assert_snapshot!("add_two_json", report::json(&p));
     insta::assert_snapshot!("add_two_markdown", report::markdown(&p));
@@ -274,7 +284,7 @@ fn a_converged_root_plans_nothing() {
         space(1, "design", &SpaceSpec::default()),
         space(2, "release", &SpaceSpec::default()),
     ]);
-    let p = plan::compute(&desired("[spaces.design]\n[spaces.release]\n"), &o).unwrap();
+    let p = plan::compute(&desired("[spaces.design]\n[spaces.release]\n"), &o, &Default::default()).unwrap();
     assert!(p.is_empty(), "{}", text(&p));
     assert_eq!(text(&p), "No changes. The broker matches cotal.toml.\n");
     assert_eq!(p.pins.generation, 4);
@@ -286,7 +296,7 @@ fn removing_a_space_with_live_figures() {
         space(1, "design", &SpaceSpec::default()),
         space(2, "release", &SpaceSpec::default()),
     ]);
-    o.process = BrokerProcess::Running { pid: 42 };
+    o.nodes[0].process = BrokerProcess::Running { pid: 42 };
     let release = o
         .inventory
         .spaces
@@ -313,7 +323,7 @@ fn removing_a_space_with_live_figures() {
         ],
         connections: Some(7),
     };
-    let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
+    let p = plan::compute(&desired("[spaces.design]\n"), &o, &Default::default()).unwrap();
     assert!(p.destroys_data());
     insta::assert_snapshot!("remove_live_text", text(&p));
     insta::assert_snapshot!("remove_live_markdown", report::markdown(&p));
@@ -341,7 +351,7 @@ fn suspending_changing_limits_and_protecting() {
     let d = desired(
         "[spaces.design]\nstate = \"suspended\"\n[spaces.release]\nprotect = true\n[spaces.release.limits]\nmax_connections = 5\nmax_storage = \"1GiB\"\n",
     );
-    let p = plan::compute(&d, &o).unwrap();
+    let p = plan::compute(&d, &o, &Default::default()).unwrap();
     assert_eq!(
         (p.summary.add, p.summary.change, p.summary.remove),
         (0, 2, 0)
@@ -353,11 +363,11 @@ fn suspending_changing_limits_and_protecting() {
 #[test]
 fn drift_in_the_config_or_the_generation_is_a_plan() {
     let mut o = observed(vec![space(1, "design", &SpaceSpec::default())]);
-    let conf = o.server_conf.clone().unwrap().text;
-    o.server_conf = Some(PromotedConfig::new(
+    let conf = o.server_conf().unwrap().text.clone();
+    o.nodes[0].server_conf = Some(PromotedConfig::new(
         conf.replace("port: 4222", "port: 4999"),
     ));
-    let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
+    let p = plan::compute(&desired("[spaces.design]\n"), &o, &Default::default()).unwrap();
     insta::assert_snapshot!("drift_text", text(&p));
 
     let mut o = observed(vec![space(1, "design", &SpaceSpec::default())]);
@@ -365,7 +375,7 @@ fn drift_in_the_config_or_the_generation_is_a_plan() {
         generation: 4,
         inventory_digest: format!("sha256:{}", "0".repeat(64)),
     });
-    let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
+    let p = plan::compute(&desired("[spaces.design]\n"), &o, &Default::default()).unwrap();
     assert_eq!(p.steps.len(), 1);
     assert!(
         matches!(&p.steps[0], plan::Step::PromoteConfig { reasons, .. } if reasons[0] == plan::Reason::GenerationBehind)
@@ -373,7 +383,7 @@ fn drift_in_the_config_or_the_generation_is_a_plan() {
 
     // A record whose JWT no longer matches the desired limits.
     let o = observed(vec![space(1, "design", &SpaceSpec::default())]);
-    let p = plan::compute(&desired("[spaces.design.limits]\nmax_streams = 20\n"), &o).unwrap();
+    let p = plan::compute(&desired("[spaces.design.limits]\nmax_streams = 20\n"), &o, &Default::default()).unwrap();
     assert!(
         text(&p).contains("max_streams: unlimited -> 20"),
         "{}",
@@ -404,7 +414,7 @@ fn an_interrupted_removal_is_finished_first() {
         added: Vec::new(),
         steps: Vec::new(),
     });
-    let p = plan::compute(&desired("[spaces.design]\n"), &o).unwrap();
+    let p = plan::compute(&desired("[spaces.design]\n"), &o, &Default::default()).unwrap();
     assert!(!p.destroys_data(), "the data is already gone");
     insta::assert_snapshot!("journal_text", text(&p));
 }
@@ -459,7 +469,7 @@ fn guards_refuse_naming_tenants_blast_radius_and_next_step() {
 #[test]
 fn names_sharing_a_token_are_warned_about() {
     let o = observed(vec![]);
-    let p = plan::compute(&desired("[spaces.\"a.b\"]\n[spaces.a_b]\n"), &o).unwrap();
+    let p = plan::compute(&desired("[spaces.\"a.b\"]\n[spaces.a_b]\n"), &o, &Default::default()).unwrap();
     assert_eq!(p.warnings.len(), 1);
     assert!(
         p.warnings[0].contains("share the wire token \"a_b\""),
@@ -487,6 +497,7 @@ fn lowering_storage_below_use_says_so() {
     let p = plan::compute(
         &desired("[spaces.design.limits]\nmax_storage = \"1GiB\"\n"),
         &o,
+        &Default::default(),
     )
     .unwrap();
     assert!(

@@ -623,7 +623,7 @@ fn the_config_digest_cotal_computes_is_the_one_nats_server_reports() {
     let node = cotal::plan::nodes(&desired, &observed).remove(0);
     let rendered = cotal::render::render(
         trust,
-        &cotal::render::inventory_preloads(&observed.inventory.spaces),
+        &cotal::observed::preloads(&observed.inventory.spaces),
         &node,
     )
     .unwrap();

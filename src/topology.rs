@@ -1,22 +1,148 @@
-//! `[cluster]` of `cotal.toml`: the nodes of a NATS cluster that one desired state drives (a
-//! cluster name, the JetStream replica count of the spaces' streams, and each node's listener,
-//! route port, store and config file). Pure: parsing and validation only.
+//! The broker's topology: the nodes one desired state drives. A single server is a cluster of
+//! one node (`local`, at the paths a single server always had); `[cluster]` of `cotal.toml`
+//! lists several. Pure: parsing and validation of `[cluster]`, the node specs, and the names of
+//! each node's files.
 //!
-//! Invariants: a cluster has at least two nodes with distinct names (each is its nats-server's
-//! `server_name`), distinct client and route listeners, distinct stores and config files; three
-//! replicas need at least three nodes. Without `[cluster]` a root is one server, exactly as it
-//! was before clusters existed.
+//! Invariants: a topology has at least one node; a cluster has at least two, with distinct
+//! names (each is its nats-server's `server_name`), distinct client and route listeners,
+//! distinct stores and config files; three replicas need at least three nodes. Only what really
+//! differs asks which it is ([`Topology::is_cluster`], [`Topology::replicas`]): the cluster block
+//! of a rendered config, replicas, quorum, and the verbs a cluster refuses.
 
 use serde::Deserialize;
+use std::path::PathBuf;
 use toml::Spanned;
 
-/// The node name of a root without `[cluster]` (one server).
-pub const SINGLE_NODE: &str = "local";
+/// The node name of a single server (a cluster of one).
+pub const LONE_NODE: &str = "local";
 
 /// The cluster name when `[cluster] name` is not set.
 pub const DEFAULT_NAME: &str = "cotal";
 /// The replica counts a space's streams may have.
 pub const REPLICAS: [u8; 2] = [1, 3];
+
+/// The nodes of the broker, never empty.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Topology {
+    /// The cluster's name; `None` for a single server (its config has no `cluster {}` block).
+    pub cluster: Option<String>,
+    /// Replicas of every stream and bucket cotal provisions (1 or 3; 1 for a single server).
+    pub replicas: u8,
+    /// In the file's order; the first is the node cotal reaches first. At least one.
+    pub nodes: Vec<NodeSpec>,
+}
+
+impl Topology {
+    /// One server at `host:port` with its store at `store_dir` (as written, relative to the
+    /// root): the node `local`, whose files are a single server's.
+    pub fn lone(host: String, port: u16, store_dir: String) -> Self {
+        Topology {
+            cluster: None,
+            replicas: 1,
+            nodes: vec![NodeSpec {
+                name: LONE_NODE.into(),
+                host,
+                port,
+                cluster_port: None,
+                store_dir,
+                config: None,
+                local: true,
+            }],
+        }
+    }
+
+    /// Whether this is a cluster of several nodes (a `[cluster]` in `cotal.toml`).
+    pub fn is_cluster(&self) -> bool {
+        self.cluster.is_some()
+    }
+
+    /// The node cotal reaches first.
+    pub fn first(&self) -> &NodeSpec {
+        &self.nodes[0]
+    }
+
+    /// The node named `name`.
+    pub fn node(&self, name: &str) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// "node NAME: " before what is said of one node of a cluster; nothing for a single server,
+    /// whose messages read as they always did.
+    pub fn on(&self, node: &str) -> String {
+        node_prefix(self.is_cluster(), node)
+    }
+}
+
+/// "node NAME: " when `clustered`, else nothing: the one place a message names its node.
+pub fn node_prefix(clustered: bool, node: &str) -> String {
+    if clustered {
+        format!("node {node}: ")
+    } else {
+        String::new()
+    }
+}
+
+/// One node, validated. Paths are as written (relative ones are relative to the root).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct NodeSpec {
+    pub name: String,
+    pub host: String,
+    pub port: u16,
+    /// The route listener's port; `None` for a single server, which has no routes.
+    pub cluster_port: Option<u16>,
+    pub store_dir: String,
+    /// Where the node reads its config; `None`: its default place (a single server's
+    /// `.cotal/auth/server.conf`, a cluster node's `.cotal/node.<name>/server.conf`).
+    pub config: Option<String>,
+    /// Whether cotal runs the node on this machine (`local = false`: another machine runs it,
+    /// reading its config where `config` says; cotal never starts, stops or probes its
+    /// process, and knows it runs only when it answers through the cluster's system account).
+    pub local: bool,
+}
+
+impl NodeSpec {
+    /// The URL the other nodes route to (`None` for a single server).
+    pub fn route(&self) -> Option<String> {
+        let port = self.cluster_port?;
+        Some(if self.host.contains(':') {
+            format!("nats-route://[{}]:{port}", self.host)
+        } else {
+            format!("nats-route://{}:{port}", self.host)
+        })
+    }
+
+    /// The route listener, `host:port` (`None` for a single server).
+    pub fn route_listen(&self) -> Option<crate::model::Listener> {
+        Some(crate::model::Listener {
+            host: self.host.clone(),
+            port: self.cluster_port?,
+        })
+    }
+
+    /// Where the node reads its config, as written or by default, relative to the root.
+    fn config_path(&self) -> String {
+        self.config
+            .clone()
+            .unwrap_or_else(|| format!(".cotal/node.{}/server.conf", self.name))
+    }
+}
+
+/// The files of one broker node: its config with the candidate and previous ones of a
+/// promotion (all three in one folder, so the promotion is a rename), its pidfile and log.
+/// A single server's are `.cotal/auth/server.conf`, `.cotal/nats.pid` and `.cotal/nats.log`; a
+/// cluster node's live in `.cotal/node.<name>/` (its config where `config` says, if it does).
+/// Made by `store::Root::nodes`; plain paths here so that observations can carry them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFiles {
+    pub name: String,
+    /// The folder of the config file.
+    pub dir: PathBuf,
+    pub conf: PathBuf,
+    pub conf_next: PathBuf,
+    pub conf_prev: PathBuf,
+    pub pid: PathBuf,
+    pub log: PathBuf,
+}
 
 /// `[cluster]` as written.
 #[derive(Deserialize)]
@@ -40,78 +166,32 @@ struct RawNode {
     local: Option<Spanned<bool>>,
 }
 
-/// The cluster, validated.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct ClusterSettings {
-    pub name: String,
-    /// Replicas of every stream and bucket cotal provisions (1 or 3).
-    pub replicas: u8,
-    /// In the file's order; the first is the node cotal reaches first.
-    pub nodes: Vec<NodeSettings>,
-}
-
-/// One node, validated. Paths are as written (relative ones are relative to the root).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct NodeSettings {
-    pub name: String,
-    pub host: String,
-    pub port: u16,
-    pub cluster_port: u16,
-    pub store_dir: String,
-    /// Where the node reads its config; `None`: `.cotal/node.<name>/server.conf`.
-    pub config: Option<String>,
-    /// Whether cotal runs the node on this machine (`local = false`: another machine runs it,
-    /// reading its config where `config` says; cotal never starts, stops or probes its
-    /// process, and knows it runs only when it answers through the cluster's system account).
-    pub local: bool,
-}
-
-impl NodeSettings {
-    /// Where the node reads its config, as written or by default, relative to the root.
-    pub fn config_path(&self) -> String {
-        self.config
-            .clone()
-            .unwrap_or_else(|| format!(".cotal/node.{}/server.conf", self.name))
-    }
-
-    /// `host:cluster_port`, what the other nodes route to.
-    pub fn route(&self) -> String {
-        if self.host.contains(':') {
-            format!("nats-route://[{}]:{}", self.host, self.cluster_port)
-        } else {
-            format!("nats-route://{}:{}", self.host, self.cluster_port)
-        }
-    }
-}
-
-/// Validate `[cluster]`. `at(offset, message)` locates an error in the file.
-pub fn settings(
+/// Validate `[cluster]` into its topology. `at(offset, message)` locates an error in the file.
+pub fn cluster(
     raw: Spanned<RawCluster>,
     at: &dyn Fn(usize, String) -> String,
-) -> Result<ClusterSettings, String> {
+) -> Result<Topology, String> {
     let raw = raw.into_inner();
     let name = match raw.name {
         None => DEFAULT_NAME.to_string(),
         Some(n) => check_name("cluster name", n.get_ref()).map_err(|e| at(n.span().start, e))?,
     };
     let nodes_at = raw.nodes.span().start;
-    let mut nodes: Vec<NodeSettings> = Vec::new();
+    let mut nodes: Vec<NodeSpec> = Vec::new();
     for node in raw.nodes.into_inner() {
         let name_at = node.name.span().start;
         let name = check_name("node name", node.name.get_ref()).map_err(|e| at(name_at, e))?;
         let host = match node.host {
             None => "127.0.0.1".to_string(),
-            Some(h) => {
-                crate::desired::check_host(h.get_ref()).map_err(|e| at(h.span().start, e))?
-            }
+            Some(h) => check_host(h.get_ref()).map_err(|e| at(h.span().start, e))?,
         };
         let port_at = node.port.span().start;
         let cluster_port_at = node.cluster_port.span().start;
         let store_at = node.store_dir.as_ref().map(|d| d.span().start);
         let config_at = node.config.as_ref().map(|c| c.span().start);
-        let port = crate::desired::check_port("port", *node.port.get_ref())
+        let port = check_port("port", *node.port.get_ref())
             .map_err(|e| at(node.port.span().start, e))?;
-        let cluster_port = crate::desired::check_port("cluster_port", *node.cluster_port.get_ref())
+        let cluster_port = check_port("cluster_port", *node.cluster_port.get_ref())
             .map_err(|e| at(node.cluster_port.span().start, e))?;
         if port == cluster_port {
             return Err(at(
@@ -121,13 +201,12 @@ pub fn settings(
         }
         let store_dir = match node.store_dir {
             None => format!(".cotal/node.{name}/nats"),
-            Some(d) => crate::desired::check_path("store_dir", d.get_ref())
-                .map_err(|e| at(d.span().start, e))?,
+            Some(d) => check_path("store_dir", d.get_ref()).map_err(|e| at(d.span().start, e))?,
         };
         let config = match node.config {
             None => None,
             Some(c) => Some(
-                crate::desired::check_path("config", c.get_ref())
+                check_path("config", c.get_ref())
                     .and_then(|p| check_config_path(&name, p))
                     .map_err(|e| at(c.span().start, e))?,
             ),
@@ -144,11 +223,11 @@ pub fn settings(
             }
             Some(l) => *l.get_ref(),
         };
-        let this = NodeSettings {
+        let this = NodeSpec {
             name,
             host,
             port,
-            cluster_port,
+            cluster_port: Some(cluster_port),
             store_dir,
             config,
             local,
@@ -206,11 +285,46 @@ pub fn settings(
             }
         }
     };
-    Ok(ClusterSettings {
-        name,
+    Ok(Topology {
+        cluster: Some(name),
         replicas,
         nodes,
     })
+}
+
+/// A listener host as nats-server binds it: a hostname or an IP address (IPv6 unbracketed).
+pub(crate) fn check_host(v: &str) -> Result<String, String> {
+    if v.is_empty() || !v.chars().all(|c| c.is_ascii_graphic() && c != '"') {
+        return Err(format!(
+            "host {v:?} must be a non-empty hostname or IP address"
+        ));
+    }
+    // nats-server binds `host` as written: an IPv6 address goes unbracketed, and the port has
+    // its own key.
+    if v.contains(':') && v.parse::<std::net::Ipv6Addr>().is_err() {
+        return Err(format!(
+            "host {v:?} is neither a hostname nor an IP address (write an IPv6 address without brackets, and the port as `port = N`)"
+        ));
+    }
+    Ok(v.to_string())
+}
+
+/// A TCP port, 1 to 65535.
+pub(crate) fn check_port(field: &str, v: i64) -> Result<u16, String> {
+    u16::try_from(v)
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("{field} {v} must be between 1 and 65535"))
+}
+
+/// A path written into a rendered config: no quote, backslash or control character.
+pub(crate) fn check_path(field: &str, v: &str) -> Result<String, String> {
+    if v.is_empty() || v.chars().any(|c| c.is_control() || c == '"' || c == '\\') {
+        return Err(format!(
+            "{field} {v:?} must be a non-empty path without quotes, backslashes or control characters"
+        ));
+    }
+    Ok(v.to_string())
 }
 
 /// Why two nodes cannot both be in a cluster, if they cannot.
@@ -223,7 +337,7 @@ enum Field {
     Config,
 }
 
-fn clash(a: &NodeSettings, b: &NodeSettings) -> Option<(Field, String)> {
+fn clash(a: &NodeSpec, b: &NodeSpec) -> Option<(Field, String)> {
     if a.name == b.name {
         return Some((
             Field::Name,
@@ -231,18 +345,22 @@ fn clash(a: &NodeSettings, b: &NodeSettings) -> Option<(Field, String)> {
         ));
     }
     let theirs = [
-        (a.port, "client port"),
+        (Some(a.port), "client port"),
         (a.cluster_port, "route port (cluster_port)"),
     ];
-    for (mine, field) in [(b.port, Field::Port), (b.cluster_port, Field::ClusterPort)] {
+    for (mine, field) in [(Some(b.port), Field::Port), (b.cluster_port, Field::ClusterPort)] {
         if a.host == b.host
+            && mine.is_some()
             && let Some((_, what)) = theirs.iter().find(|(p, _)| *p == mine)
         {
             return Some((
                 field,
                 format!(
-                    "node {:?} listens on {}:{mine}, which is node {:?}'s {what}",
-                    b.name, b.host, a.name
+                    "node {:?} listens on {}:{}, which is node {:?}'s {what}",
+                    b.name,
+                    b.host,
+                    mine.unwrap_or_default(),
+                    a.name
                 ),
             ));
         }
@@ -332,9 +450,12 @@ fn check_name(what: &str, v: &str) -> Result<String, String> {
 
 #[cfg(test)]
 mod tests {
-    fn parse(cluster: &str) -> Result<super::ClusterSettings, String> {
+    fn parse(cluster: &str) -> Result<super::Topology, String> {
         let text = format!("version = 1\n{cluster}");
-        crate::desired::parse(&text, "cotal.toml").map(|d| d.cluster.expect("a cluster"))
+        crate::desired::parse(&text, "cotal.toml").map(|d| {
+            assert!(d.topology.is_cluster(), "a cluster");
+            d.topology
+        })
     }
 
     const THREE: &str = r#"
@@ -357,11 +478,11 @@ cluster_port = 6224
     #[test]
     fn three_nodes_default_to_three_replicas_and_their_own_folders() {
         let c = parse(THREE).unwrap();
-        assert_eq!(c.name, "c1");
+        assert_eq!(c.cluster.as_deref(), Some("c1"));
         assert_eq!(c.replicas, 3);
         assert_eq!(c.nodes.len(), 3);
         assert_eq!(c.nodes[1].store_dir, ".cotal/node.n2/nats");
-        assert_eq!(c.nodes[2].route(), "nats-route://127.0.0.1:6224");
+        assert_eq!(c.nodes[2].route().unwrap(), "nats-route://127.0.0.1:6224");
     }
 
     #[test]

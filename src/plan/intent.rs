@@ -1,0 +1,24 @@
+//! What one run asks beyond `cotal.toml`: keys to rotate (`cotal rotate`) and whether to proceed
+//! with nodes down (`--allow-degraded`). The plan's third input, next to the desired state and
+//! the observation; never read from the file, so a file always means the same plan.
+
+use crate::model::SpaceName;
+use std::collections::BTreeSet;
+
+/// The operator's intent for this run, beside the desired state.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Intent {
+    /// Keys to replace: the plan then re-issues with new keys what it names.
+    pub rotate: Rotate,
+    /// Proceed when a quorum of the nodes runs and the others do not (`--allow-degraded`).
+    pub allow_degraded: bool,
+}
+
+/// Keys to replace in this run.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Rotate {
+    /// New system signing keys (control, observer, evictor), every $SYS creds re-minted.
+    pub sys: bool,
+    /// New account signing keys for these spaces; users signed by the old keys are refused.
+    pub accounts: BTreeSet<SpaceName>,
+}
