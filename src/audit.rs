@@ -2,8 +2,8 @@
 //!
 //! The event types and their fields are here (pure); writing and reading are in
 //! [`crate::store::audit`]. Mandatory events are written before the work they announce, so an
-//! apply whose audit cannot be written stops before its commit point (fail closed, seed 002
-//! section 5).
+//! apply whose audit cannot be written stops before its commit point (fail closed: docs/design/lifecycle-model.md,
+//! "The audit fails closed").
 
 use crate::model::SpaceName;
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! Per-space backup and restore of a preserved store (seed 000 section 2.3, issue 5).
+//! Per-space backup and restore of a preserved store (docs/design/lifecycle-model.md, "Backup and restore").
 //!
 //! The choice: a backup **copies the space's stream folders** out of the preserved JetStream
 //! store while the broker is stopped (after the cut), and a restore copies them into the store of
@@ -175,7 +175,7 @@ pub fn backup(
     if !missing.is_empty() {
         return Err(Error::Refused(format!(
             "{} is not complete in the store: missing {}.\nnext: start the broker (`cotal up`) so provisioning completes it, then take the cut again",
-            crate::plan::q(target.space),
+            target.space.quoted(),
             missing
                 .iter()
                 .map(|s| s.as_str())
@@ -316,8 +316,8 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
         return Err(Error::Refused(format!(
             "{} is a backup of space {}, not {}; a backup restores only into the space it was taken from",
             dir.display(),
-            crate::plan::q(&manifest.space),
-            crate::plan::q(space)
+            manifest.space.quoted(),
+            space.quoted()
         )));
     }
     let expected = backed_up(&space.token());
@@ -326,7 +326,7 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
         return Err(Error::Refused(format!(
             "{}: the manifest lists streams {names:?}, a backup of {} holds {expected:?}",
             manifest_path.display(),
-            crate::plan::q(space)
+            space.quoted()
         )));
     }
     // Folders are real folders: a link anywhere inside the artifact is refused, never followed.
@@ -447,7 +447,7 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
              next: if you are deliberately moving the space here, pass --relocate",
             dir.display(),
             manifest.account,
-            crate::plan::q(target.space),
+            target.space.quoted(),
             target.account
         )));
     }
@@ -461,7 +461,7 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
         return Err(Error::Refused(format!(
             "{} already has {} in the store; a restore fills an empty namespace and never merges.\n\
              next: restore into a space added while the broker is stopped (before `cotal up` provisions it)",
-            crate::plan::q(target.space),
+            target.space.quoted(),
             existing.join(", ")
         )));
     }

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 
 /// The registry key of the space's defaults.
 pub const DEFAULTS_KEY: &str = "=defaults";
-/// What provisioning seeds under [`DEFAULTS_KEY`] when it is unset (seed 000, 2.1 step 7).
+/// What provisioning seeds under [`DEFAULTS_KEY`] when it is unset (docs/design/lifecycle-model.md, "Adding a space").
 pub const SEEDED_DEFAULTS: &str = r#"{"deliveryClass":"durable"}"#;
 /// The key an older cotal wrote the default delivery class under; no client reads it.
 pub const LEGACY_DELIVERY_KEY: &str = "delivery";

@@ -1,4 +1,4 @@
-//! `cotal.toml`: the operator's desired state (docs/design.md, "cotal.toml"), parsed and validated.
+//! `cotal.toml`: the operator's desired state (docs/design/architecture.md, "cotal.toml"), parsed and validated.
 //!
 //! Pure: [`parse`] takes the file's text and a display name and returns a [`Desired`] or an
 //! error that names the file, line and column. Unknown keys are errors, unknown versions are
@@ -71,11 +71,7 @@ impl Default for Desired {
     fn default() -> Self {
         Desired {
             broker: BrokerSettings::default(),
-            topology: Topology::lone(
-                DEFAULT_HOST.into(),
-                DEFAULT_PORT,
-                DEFAULT_STORE_DIR.into(),
-            ),
+            topology: Topology::lone(DEFAULT_HOST.into(), DEFAULT_PORT, DEFAULT_STORE_DIR.into()),
             defaults: Limits::default(),
             spaces: BTreeMap::new(),
             channels: BTreeMap::new(),

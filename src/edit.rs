@@ -54,7 +54,7 @@ pub fn add_space(
     if spaces.contains_key(space.as_str()) {
         return Err(format!(
             "cotal.toml already has a table for {}",
-            crate::plan::q(space)
+            space.quoted()
         ));
     }
     let mut table = Table::new();
@@ -103,7 +103,7 @@ pub fn set_state(text: &str, space: &SpaceName, state: SpaceState) -> Result<Str
         .and_then(|s| s.as_table_like_mut())
         .and_then(|t| t.get_mut(space.as_str()))
         .and_then(|t| t.as_table_like_mut())
-        .ok_or_else(|| format!("cotal.toml has no table for {}", crate::plan::q(space)))?;
+        .ok_or_else(|| format!("cotal.toml has no table for {}", space.quoted()))?;
     match state {
         SpaceState::Active => {
             table.remove("state");

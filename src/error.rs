@@ -1,11 +1,11 @@
-//! The error type every verb returns, and the exit code each kind maps to (DESIGN.md section 8).
+//! The error type every verb returns, and the exit code each kind maps to (docs/design/architecture.md, "Exit codes").
 //!
 //! Invariant: no variant ever carries secret material. Messages are built from names, paths and
 //! public keys only; a seed that reached an error string would reach the terminal and the logs.
 
 use std::path::PathBuf;
 
-/// Process exit codes of every verb (DESIGN.md section 8).
+/// Process exit codes of every verb (docs/design/architecture.md, "Exit codes").
 pub mod exit {
     pub const OK: i32 = 0;
     pub const ERROR: i32 = 1;

@@ -6,10 +6,11 @@
 //! |---|---|---|
 //! | [`cli`] | the command line: parse, observe, plan, render, confirm, apply; one file per verb | edge |
 //! | [`desired`] | `cotal.toml` parsed and validated (file:line:column errors) | pure |
+//! | [`topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` validated | pure |
 //! | [`model`] | the vocabulary: space names (and how they are shown), states, limits, sizes, listeners | pure |
 //! | [`observe`] | reads everything a plan may depend on into an [`observed::Observed`] | edge (IO) |
 //! | [`observed`] | what observation found, as plain data | pure |
-//! | [`plan`] | `(desired, observed) -> Plan` in named stages; the closed `Step` set; refusals | pure |
+//! | [`plan`] | `(desired, observed, intent) -> Plan` in named stages; the closed `Step` set; refusals | pure |
 //! | [`report`] | a plan as text, JSON and markdown | pure |
 //! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view | pure |
 //! | [`apply`] | the executor: the journal, one `match` over `Step`, promotion stages, rollback, audit | edge |
@@ -34,8 +35,11 @@
 //! | [`error`] | the error kinds and their exit codes | pure |
 //! | [`fault`] | named crash and pause points (fault-injection builds) | edge |
 //!
+//! docs/design/architecture.md describes the shape; CONTRIBUTING.md how to work in it.
 //! `tests/it/architecture.rs` fails when a pure module imports IO, a process, the environment,
 //! the clock, randomness or the broker.
+
+#![forbid(unsafe_code)]
 
 pub mod apply;
 pub mod audit;
@@ -44,7 +48,6 @@ pub mod broker;
 pub mod channels;
 pub mod cli;
 pub mod clock;
-pub mod topology;
 pub mod credentials;
 pub mod desired;
 pub mod digest;
@@ -67,3 +70,4 @@ pub mod secret;
 pub mod state;
 pub mod store;
 pub mod streams;
+pub mod topology;

@@ -1,5 +1,5 @@
 //! A space's lifecycle state, derived from what is observed and never stored as a guess
-//! (seed 002 sections 1-3): `provisioning`, `active`, `suspended`, `removing`, and the single
+//! (docs/design/lifecycle-model.md, "States and servability"): `provisioning`, `active`, `suspended`, `removing`, and the single
 //! predicate "servable". Pure.
 
 use crate::model::SpaceName;

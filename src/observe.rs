@@ -158,9 +158,7 @@ fn observe_with(
                 apply_figures(
                     &mut inventory,
                     &figures,
-                    topology
-                        .is_cluster()
-                        .then_some(topology.replicas as usize),
+                    topology.is_cluster().then_some(topology.replicas as usize),
                 );
                 if let (Some((before, _)), Some(touched)) = (reuse, &touched) {
                     keep_untouched_figures(&mut inventory, before, touched);

@@ -12,9 +12,7 @@ use std::path::PathBuf;
 pub use crate::jwt::BrokerTrust;
 
 /// Every space of an inventory, signed, in name order: what a render of the inventory preloads.
-pub fn preloads(
-    spaces: &BTreeMap<SpaceName, ObservedSpace>,
-) -> Vec<crate::render::Preload<'_>> {
+pub fn preloads(spaces: &BTreeMap<SpaceName, ObservedSpace>) -> Vec<crate::render::Preload<'_>> {
     spaces
         .iter()
         .map(|(n, s)| crate::render::Preload {
@@ -239,7 +237,7 @@ pub enum JournalState {
     Corrupt { file: PathBuf, reason: String },
 }
 
-/// Whether a node of this root's broker runs, three-valued (docs/design.md, "The running
+/// Whether a node of this root's broker runs, three-valued (docs/design/architecture.md, "The running
 /// broker"): running only when the recorded pid is this root's nats-server and owns the
 /// listener, stopped only when no such process exists and nothing listens, unknown otherwise
 /// (every writing verb refuses). A node cotal does not run (another machine's, or one a state
@@ -463,7 +461,10 @@ pub fn nodes_process(nodes: &[ObservedNode]) -> BrokerProcess {
     let clustered = nodes.len() > 1;
     let unknown = nodes.iter().find_map(|n| match &n.process {
         BrokerProcess::Unknown { seen } => Some(BrokerProcess::Unknown {
-            seen: format!("{}{seen}", crate::topology::node_prefix(clustered, n.name())),
+            seen: format!(
+                "{}{seen}",
+                crate::topology::node_prefix(clustered, n.name())
+            ),
         }),
         _ => None,
     });
@@ -545,7 +546,11 @@ impl Observed {
                 n.name(),
                 self.nodes_running(),
                 self.nodes.len(),
-                if n.remote() { " on its own machine" } else { "" }
+                if n.remote() {
+                    " on its own machine"
+                } else {
+                    ""
+                }
             ));
         }
         out

@@ -4,8 +4,8 @@
 //! deleted by the system account's account purge, so no user of a tenant account holds a
 //! delete right); the system account's users get what the template of their scoped signing key
 //! allows ([`SysRole`]): a space's $SYS pair reaches only that space's account, with its own
-//! inbox prefix, except the evictor's KICK, which is broker-wide by NATS's design (seed 000
-//! section 5) and minted only when the root opts in. The profiles of the users handed to people
+//! inbox prefix, except the evictor's KICK, which is broker-wide by NATS's design (docs/design/lifecycle-model.md,
+//! "System keys for a later space") and minted only when the root opts in. The profiles of the users handed to people
 //! ([`Profile`]) are here too.
 
 use crate::jwt::{Permission, Permissions, ResponsePermission};
@@ -119,7 +119,7 @@ pub fn control() -> Permissions {
     )
 }
 
-/// How long a space's $SYS creds live (seed 000: renewed by the operator's rotation).
+/// How long a space's $SYS creds live (renewed by the operator's rotation: docs/design/lifecycle-model.md, "Broker-wide system rotation").
 pub const SYS_CREDS_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
 /// An apply re-mints a space's $SYS creds that expire within this window.
 pub const SYS_CREDS_RENEW_WITHIN: Duration = Duration::from_secs(10 * 24 * 3600);

@@ -1,14 +1,14 @@
 //! `server.conf`: a pure function of (broker trust, inventory, node settings) to bytes
-//! (DESIGN.md section 4).
+//! (docs/design/architecture.md, "Rendering server.conf").
 //!
 //! Invariants: same inputs, same bytes; spaces appear in name order, then `SYS`; zero spaces, an
 //! account preloaded twice and an account not issued by the broker's operator are refused. The
 //! accounts come from the validated inventory, whose signatures were verified when it was read;
 //! here each token's issuer and subject are checked again against what it is preloaded as.
 
+use crate::jwt::BrokerTrust;
 use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
-use crate::jwt::BrokerTrust;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::PathBuf;

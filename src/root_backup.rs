@@ -13,7 +13,7 @@
 //! that does not exist, below a folder no other user can write; a restore verifies every
 //! checksum before it writes, writes only into a root that holds no `.cotal/` yet, and assembles
 //! `.cotal/` under a temporary name before renaming it into place. The manifest is not signed
-//! (see the README): it catches damage, not a deliberate edit.
+//! (see docs/guide/backup.md, "The root itself"): it catches damage, not a deliberate edit.
 
 use crate::error::{Error, IoContext, Result};
 use crate::store::{Root, atomic};

@@ -1,4 +1,4 @@
-//! The one table of what a space holds in JetStream (DESIGN.md section 5): its five streams and
+//! The one table of what a space holds in JetStream (docs/design/architecture.md, "Provisioning and teardown"): its five streams and
 //! seven KV buckets, their configs, and which are backed up. Pure.
 //!
 //! Invariant: every stream and bucket name is built from the space's token, so it only contains

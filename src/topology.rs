@@ -189,8 +189,8 @@ pub fn cluster(
         let cluster_port_at = node.cluster_port.span().start;
         let store_at = node.store_dir.as_ref().map(|d| d.span().start);
         let config_at = node.config.as_ref().map(|c| c.span().start);
-        let port = check_port("port", *node.port.get_ref())
-            .map_err(|e| at(node.port.span().start, e))?;
+        let port =
+            check_port("port", *node.port.get_ref()).map_err(|e| at(node.port.span().start, e))?;
         let cluster_port = check_port("cluster_port", *node.cluster_port.get_ref())
             .map_err(|e| at(node.cluster_port.span().start, e))?;
         if port == cluster_port {
@@ -348,7 +348,10 @@ fn clash(a: &NodeSpec, b: &NodeSpec) -> Option<(Field, String)> {
         (Some(a.port), "client port"),
         (a.cluster_port, "route port (cluster_port)"),
     ];
-    for (mine, field) in [(Some(b.port), Field::Port), (b.cluster_port, Field::ClusterPort)] {
+    for (mine, field) in [
+        (Some(b.port), Field::Port),
+        (b.cluster_port, Field::ClusterPort),
+    ] {
         if a.host == b.host
             && mine.is_some()
             && let Some((_, what)) = theirs.iter().find(|(p, _)| *p == mine)

@@ -30,7 +30,7 @@ use crate::error::{Error, Result};
 use crate::fault::{self, Point};
 use crate::model::SpaceName;
 use crate::observed::{Journal, JournalState, JournaledRemoval, JournaledStep, Observed};
-use crate::plan::{self, Plan, Step, q};
+use crate::plan::{Plan, Step};
 use crate::store::broker_record::{self, BrokerRecord};
 use crate::store::lock::Lock;
 use crate::store::{Root, journal};
@@ -63,7 +63,13 @@ pub struct ReapFailure {
 
 impl std::fmt::Display for ReapFailure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} of {}: {}", self.part, q(&self.space), self.error)
+        write!(
+            f,
+            "{} of {}: {}",
+            self.part,
+            self.space.quoted(),
+            self.error
+        )
     }
 }
 
@@ -460,7 +466,7 @@ pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Re
                     " (it completes the removal of {})",
                     j.removals
                         .iter()
-                        .map(|r| plan::q(&r.space))
+                        .map(|r| r.space.quoted())
                         .collect::<Vec<_>>()
                         .join(", ")
                 )

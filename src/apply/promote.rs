@@ -17,7 +17,7 @@ use crate::observed::{
     BrokerTrust, GenerationRecord, GenerationState, Inventory, JournaledRemoval,
 };
 use crate::permissions;
-use crate::plan::{self, Plan, Step};
+use crate::plan::{Plan, Step};
 use crate::render;
 use crate::store::broker_record::BrokerRecord;
 use crate::store::{NodeFiles, Root, account_record, generation, inventory, server_conf};
@@ -419,20 +419,20 @@ fn check_inventory(
     let mut moved = Vec::new();
     for (name, (account, jwt)) in expected {
         match inv.spaces.get(name) {
-            None => moved.push(format!("{} vanished", plan::q(name))),
+            None => moved.push(format!("{} vanished", name.quoted())),
             Some(s) if &s.account_pub != account => moved.push(format!(
                 "{} now holds account {} (the plan saw {account})",
-                plan::q(name),
+                name.quoted(),
                 s.account_pub
             )),
             Some(s) if &s.jwt != jwt => {
-                moved.push(format!("{} holds another account JWT", plan::q(name)))
+                moved.push(format!("{} holds another account JWT", name.quoted()))
             }
             Some(_) => {}
         }
     }
     for name in inv.spaces.keys().filter(|n| !expected.contains_key(*n)) {
-        moved.push(format!("{} appeared", plan::q(name)));
+        moved.push(format!("{} appeared", name.quoted()));
     }
     if moved.is_empty() {
         return Ok(());

@@ -13,7 +13,6 @@ use crate::mint;
 use crate::model::{SpaceName, SpaceSpec};
 use crate::observed::JournaledAdd;
 use crate::permissions;
-use crate::plan::q;
 use crate::store::broker_record::BrokerRecord;
 use crate::store::paths::SpaceFile;
 use crate::store::{account_record, jetstream_dir, journal, space_dir};
@@ -121,7 +120,7 @@ pub fn reissue_account(
         return Err(Error::Refused(format!(
             "the record of {} changed under the lock (now account {}, the plan saw {account}).\n\
              next: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
-            q(space),
+            space.quoted(),
             current.account.public
         )));
     }
@@ -200,7 +199,7 @@ pub fn provision_many(
                 "cotal-provisioner",
                 permissions::provisioner(),
             )?
-            .ok_or_else(|| Error::Other(format!("the record of {} disappeared", q(space))))
+            .ok_or_else(|| Error::Other(format!("the record of {} disappeared", space.quoted())))
         })
         .collect();
     let work: Vec<(SpaceName, String)> = spaces
@@ -265,7 +264,7 @@ pub fn write_channels(
         return Err(Error::Refused(format!(
             "the record of {} changed under the lock (now account {}, the plan saw {account}).\n\
              next: run `cotal plan`",
-            q(space),
+            space.quoted(),
             current.account.public
         )));
     }
@@ -276,7 +275,7 @@ pub fn write_channels(
         "cotal-registry",
         permissions::registry(&space.token()),
     )?
-    .ok_or_else(|| Error::Other(format!("the record of {} disappeared", q(space))))?;
+    .ok_or_else(|| Error::Other(format!("the record of {} disappeared", space.quoted())))?;
     let revisions = broker.write_channels(space, &writer, writes)?;
     tracing::info!(space = %space, keys = writes.len(), "channels written");
     Ok(revisions)

@@ -1,5 +1,5 @@
 //! Whether a root's broker is running, stopped or unknown, from what the kernel says rather than
-//! from a pidfile alone (DESIGN.md section 5).
+//! from a pidfile alone (docs/design/architecture.md, "The running broker").
 //!
 //! Invariants:
 //! - *Running* only when the recorded pid is alive, runs as this user, is a nats-server (its

@@ -16,7 +16,6 @@ pub mod process;
 
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
-use crate::plan::q;
 use crate::store::Root;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -117,7 +116,7 @@ impl Broker for Stopped {
     fn provision(&mut self, space: &SpaceName, _provisioner: &str) -> Result<Vec<String>> {
         Err(Error::Other(format!(
             "cannot provision {}: the broker is not running (`cotal up` provisions it)",
-            q(space)
+            space.quoted()
         )))
     }
     fn write_channels(
@@ -128,7 +127,7 @@ impl Broker for Stopped {
     ) -> Result<Vec<(String, Option<u64>)>> {
         Err(Error::Other(format!(
             "cannot write the channels of {}: the broker is not running (plan with it running)",
-            q(space)
+            space.quoted()
         )))
     }
 }
@@ -234,9 +233,7 @@ impl Running {
             nats,
             control,
             targets,
-            replicas: topology
-                .is_cluster()
-                .then_some(topology.replicas as usize),
+            replicas: topology.is_cluster().then_some(topology.replicas as usize),
             clustered: topology.is_cluster(),
             before: Vec::new(),
             creds,
@@ -358,7 +355,7 @@ impl Broker for Running {
             .map_err(|e| {
                 Error::Other(format!(
                     "cannot ask the broker whether it has the account of {}: {e}",
-                    q(space)
+                    space.quoted()
                 ))
             })?
             .is_some();
@@ -460,7 +457,7 @@ impl Broker for Running {
                     } => match self.control.account_jwt_of(&t.id, account)? {
                         Some(loaded) if &loaded != jwt => failures.push(format!(
                             "{} is still in force with another JWT than the promoted one{on}",
-                            q(space)
+                            space.quoted()
                         )),
                         _ => {}
                     },
@@ -473,17 +470,21 @@ impl Broker for Running {
                     }
                     Expectation::Unloaded { space, account } => {
                         if self.control.account_jwt_of(&t.id, account)?.is_some() {
-                            failures.push(format!("{} is still loaded{on}", q(space)));
+                            failures.push(format!("{} is still loaded{on}", space.quoted()));
                         }
                     }
                     Expectation::Accepts { space, creds } => {
                         if let Err(why) = t.nats.try_connect(creds) {
-                            failures.push(format!("{} refused a fresh user{on}: {why}", q(space)));
+                            failures.push(format!(
+                                "{} refused a fresh user{on}: {why}",
+                                space.quoted()
+                            ));
                         }
                     }
                     Expectation::Refuses { space, creds } => {
                         if t.nats.try_connect(creds).is_ok() {
-                            failures.push(format!("{} still accepts connections{on}", q(space)));
+                            failures
+                                .push(format!("{} still accepts connections{on}", space.quoted()));
                         }
                     }
                 }

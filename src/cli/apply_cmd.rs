@@ -332,7 +332,7 @@ fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
                  next: review the plan and re-run with --allow-destroy, or answer `yes` interactively",
                 plan.removed_spaces()
                     .iter()
-                    .map(|s| plan::q(s))
+                    .map(|s| s.quoted())
                     .collect::<Vec<_>>()
                     .join(", ")
             )));

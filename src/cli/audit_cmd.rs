@@ -63,7 +63,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 let space = r
                     .space
                     .as_ref()
-                    .map(crate::report::name)
+                    .map(crate::model::SpaceName::quoted)
                     .unwrap_or_else(|| "-".into());
                 let generation = match r.generation.after {
                     Some(a) => format!("gen {}->{a}", r.generation.before),

@@ -58,7 +58,7 @@ fn with_target<T>(
         return Err(Error::Refused(format!(
             "this root has no space {}: its trust comes from `cotal space add` under this broker.\n\
              next: `cotal space add {name}` while the broker is stopped, then `{verb}` again",
-            plan::q(&space)
+            space.quoted()
         )));
     };
     let record = account_record::load(&root, &space)?;
@@ -116,7 +116,7 @@ pub fn backup(global: &Global, name: &str, dir: &Path) -> Result<i32> {
     )?;
     println!(
         "Backed up {} (account {}) to {}:",
-        plan::q(&manifest.space),
+        manifest.space.quoted(),
         manifest.account,
         dir.display()
     );

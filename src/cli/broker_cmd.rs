@@ -118,7 +118,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         println!("The cut taken by `cotal down --preserve-state` is cleared.");
     }
 
-    // Booting completes provisioning (seed 000 section 2.1), from what the broker says it holds.
+    // Booting completes provisioning (docs/design/lifecycle-model.md, "Booting completes provisioning"), from what the broker says it holds.
     let observed = observe::observe(&root, &desired, digest)?;
     for n in &observed.nodes {
         if n.remote() && !n.process.is_running() {
@@ -311,8 +311,12 @@ fn stop_node(
     listener: &Listener,
     grace: Duration,
 ) -> Result<Option<u32>> {
-    let said =
-        |what: &str| format!("{}{what}", crate::topology::node_prefix(clustered, &node.name));
+    let said = |what: &str| {
+        format!(
+            "{}{what}",
+            crate::topology::node_prefix(clustered, &node.name)
+        )
+    };
     let mut own = identity::root_brokers(node);
     if let Ok(Some(pid)) = identity::recorded_pid(node)?
         && identity::is_root_broker(node, pid)

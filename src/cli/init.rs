@@ -19,7 +19,7 @@ pub struct Args {
     pub single_space: bool,
 }
 
-const NO_SINGLE_SPACE: &str = "a root without system signing keys (single-space) could not confirm a reload of its broker, observe it, or give even its first space its $SYS creds, so cotal no longer makes one. Every root keeps scoped system keys, each able to mint only the users of its role (README, \"The credential model\").\nnext: run `cotal init` without --single-space (and without `multi_space = false` in cotal.toml)";
+const NO_SINGLE_SPACE: &str = "a root without system signing keys (single-space) could not confirm a reload of its broker, observe it, or give even its first space its $SYS creds, so cotal no longer makes one. Every root keeps scoped system keys, each able to mint only the users of its role (docs/guide/credentials.md, \"The credential model\").\nnext: run `cotal init` without --single-space (and without `multi_space = false` in cotal.toml)";
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
     if args.single_space {

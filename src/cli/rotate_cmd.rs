@@ -4,9 +4,9 @@
 
 use super::Global;
 use super::apply_cmd::{self, ConfirmArgs, Request};
-use crate::plan::Rotate;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
+use crate::plan::Rotate;
 use std::collections::BTreeSet;
 
 #[derive(Debug, clap::Subcommand)]

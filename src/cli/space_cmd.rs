@@ -117,7 +117,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                     if !limits.is_empty() || protect || suspended {
                         return Err(Error::Input(format!(
                             "cotal.toml already has a table for {}; change its settings there and run `cotal apply`",
-                            crate::plan::q(&name)
+                            name.quoted()
                         )));
                     }
                     return Ok(text.to_string());
@@ -291,7 +291,7 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
                 "space", "desired", "protect", "state", "servable"
             );
             for r in &rows {
-                let name = crate::report::name(&SpaceName::parse(&r.name).expect("valid"));
+                let name = (SpaceName::parse(&r.name).expect("valid")).quoted();
                 println!(
                     "{:<24} {:<10} {:<8} {:<13} {:<9} {}",
                     name,

@@ -8,7 +8,6 @@ use crate::lifecycle;
 use crate::model::{human_bytes, human_count};
 use crate::observe;
 use crate::observed::{BrokerProcess, BrokerRecordState, JournalState};
-use crate::report::name;
 use serde::Serialize;
 use std::fmt::Write as _;
 
@@ -482,7 +481,7 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
         let _ = writeln!(
             out,
             "{:<20} {:<13} {:<9} {:>7} {:>10} {:>10} {:>6}  {}",
-            name(&space),
+            space.quoted(),
             sp.view.state.to_string(),
             if sp.view.servable { "yes" } else { "no" },
             sp.streams,

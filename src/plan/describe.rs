@@ -4,7 +4,7 @@
 use super::blast::{self, Blast};
 use super::diff::Diff;
 use super::removals::{Removal, Removals};
-use super::{Action, SpaceChange, list, q};
+use super::{Action, SpaceChange, list};
 use crate::desired::Desired;
 use crate::model::{SpaceName, SpaceSpec, SpaceState, human_bytes};
 use crate::observed::{Observed, UsageSource};
@@ -223,7 +223,7 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
                 out.push(format!(
                     "{stream} of {} was recreated with another {} than cotal provisions, which nats-server cannot change in place: the space is not servable until it is put right. \
                      To do so, delete that stream with a user of the space (its messages go with it); the next `cotal apply` creates it again",
-                    q(name),
+                    name.quoted(),
                     fixed.join(" and ")
                 ));
             }
@@ -289,7 +289,7 @@ pub fn channel_warnings(desired: &Desired, observed: &Observed, diff: &Diff) -> 
         if let Some(why) = why {
             out.push(format!(
                 "the channels {} declares are not checked ({why}); an apply with the broker running and the space active writes them",
-                q(name)
+                name.quoted()
             ));
         }
     }
@@ -302,7 +302,7 @@ pub fn channel_warnings(desired: &Desired, observed: &Observed, diff: &Diff) -> 
             }
             out.push(format!(
                 "{}: the registry holds channels cotal.toml does not declare, kept: {kept} (prune_channels = true removes them)",
-                q(name)
+                name.quoted()
             ));
         }
     }

@@ -324,7 +324,13 @@ mod tests {
             "f",
         )
         .unwrap();
-        let d = diff(&desired, &o, &Default::default(), &Removals::default(), None);
+        let d = diff(
+            &desired,
+            &o,
+            &Default::default(),
+            &Removals::default(),
+            None,
+        );
         assert_eq!(d.reissues[&name("a")].transition, Transition::Suspend);
         assert_eq!(d.reissues[&name("s")].transition, Transition::Resume);
         assert_eq!(d.reissues[&name("l")].transition, Transition::Limits);
@@ -369,7 +375,13 @@ mod tests {
         loaded.revocations.insert("UOLD".into(), 10);
         let o = observed(&[("r", revoking), ("l", loaded)]);
         let desired = crate::desired::parse("version = 1\n[spaces.r]\n[spaces.l]\n", "f").unwrap();
-        let d = diff(&desired, &o, &Default::default(), &Removals::default(), None);
+        let d = diff(
+            &desired,
+            &o,
+            &Default::default(),
+            &Removals::default(),
+            None,
+        );
         assert!(
             !d.reissues.contains_key(&name("l")),
             "loaded revocations are no change"

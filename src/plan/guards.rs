@@ -4,8 +4,8 @@
 //! Invariant: a guard only reads the observation; a refused plan has changed nothing.
 
 use super::blast;
+use super::list;
 use super::removals::Removals;
-use super::{list, q};
 use crate::desired::Desired;
 use crate::error::Error;
 use crate::model::{Listener, SpaceName};
@@ -271,8 +271,8 @@ pub fn guard_journal(observed: &Observed) -> Result<(), Refusal> {
                 refusals.push(format!(
                     "it would remove account {} under the name {}, but that account is the one of {}",
                     r.account,
-                    q(&r.space),
-                    q(name)
+                    r.space.quoted(),
+                    name.quoted()
                 ));
             }
         }
@@ -286,15 +286,15 @@ pub fn guard_journal(observed: &Observed) -> Result<(), Refusal> {
             refusals.push(format!(
                 "it pins account {} for {}, but the record of {} holds account {}",
                 r.account,
-                q(&r.space),
-                q(&r.space),
+                r.space.quoted(),
+                r.space.quoted(),
                 s.account_pub
             ));
         }
         if observed.journal_protected.contains(&r.space) {
             refusals.push(format!(
                 "it would remove {}, which .cotal/space.{}/lifecycle.json records as protected",
-                q(&r.space),
+                r.space.quoted(),
                 r.space.hex()
             ));
         }
@@ -342,7 +342,7 @@ pub fn guard_removals(
             refusals.push(format!(
                 "{} is protected (protect = true was applied and is recorded in .cotal/space.{}/lifecycle.json); its removal would have this blast radius: {}.\n\
                  next: first set `protect = false` in its [spaces.{}] table and run `cotal apply`, then delete the table and apply again",
-                q(name),
+                name.quoted(),
                 name.hex(),
                 blast::removal(name, &space.usage.streams, space.usage.connections).describe(),
                 toml_key(name)
@@ -352,7 +352,7 @@ pub fn guard_removals(
             refusals.push(format!(
                 "{} has live local processes (pids {}); removing it would pull the account from under them.\n\
                  next: stop them, then apply again",
-                q(name),
+                name.quoted(),
                 space
                     .live_processes
                     .iter()
@@ -427,7 +427,11 @@ fn toml_key(name: &SpaceName) -> String {
         .as_str()
         .chars()
         .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-    if bare { name.to_string() } else { q(name) }
+    if bare {
+        name.to_string()
+    } else {
+        name.quoted()
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,4 @@
-//! The plan: a closed set of steps, ordered as DESIGN.md section 6 says, each with its reason
+//! The plan: a closed set of steps, ordered as docs/design/architecture.md ("The plan") says, each with its reason
 //! and blast radius, computed by a pure function of (desired, observed).
 //!
 //! [`compute`] is a pipeline of named pure stages: [`guards`] (refusals as values), [`removals`]
@@ -6,7 +6,7 @@
 //! seed's replacement, the evictor opt-in, revocations of $SYS users; and why a space's $SYS
 //! creds are re-minted), [`diff`] (what changes per space, as types), [`describe`] (the
 //! words and blast radius people read), [`promotion`] (why the one config promotion happens,
-//! and the config it shows) and [`order`] (the steps in DESIGN.md's order).
+//! and the config it shows) and [`order`] (the steps in that order).
 //!
 //! Invariants: the planner does no IO, reads no clock and draws no randomness; equal inputs give
 //! equal plans; the plan never holds a seed (it holds account public keys and shortened JWTs).
@@ -30,8 +30,8 @@ mod testing;
 
 pub use blast::Blast;
 pub use compute::{compute, nodes};
-pub use intent::{Intent, Rotate};
 pub use guards::{Refusal, guard_liveness, guard_trust};
+pub use intent::{Intent, Rotate};
 pub use narrow::{applied_spec, narrow, pending_elsewhere};
 pub use promotion::boot_plan;
 
@@ -154,7 +154,7 @@ impl std::fmt::Display for Reason {
             Reason::Changes { spaces } => write!(
                 f,
                 "changes {}",
-                spaces.iter().map(q).collect::<Vec<_>>().join(", ")
+                spaces.iter().map(SpaceName::quoted).collect::<Vec<_>>().join(", ")
             ),
             Reason::SystemAccount => f.write_str("re-issues the system account"),
             Reason::NoConfig => f.write_str("server.conf does not exist yet"),
@@ -177,7 +177,7 @@ impl std::fmt::Display for Reason {
 
 /// `"a", "b" and "c"`.
 pub fn list<'a>(names: impl IntoIterator<Item = &'a SpaceName>) -> String {
-    let v: Vec<String> = names.into_iter().map(q).collect();
+    let v: Vec<String> = names.into_iter().map(SpaceName::quoted).collect();
     match v.len() {
         0 => String::new(),
         1 => v[0].clone(),
@@ -342,12 +342,12 @@ impl Step {
                 if *committed {
                     format!(
                         "finish deleting the streams of {} (already past its commit point)",
-                        q(space)
+                        space.quoted()
                     )
                 } else {
                     format!(
                         "delete the streams and buckets of {} (commit point)",
-                        q(space)
+                        space.quoted()
                     )
                 }
             }
@@ -359,23 +359,28 @@ impl Step {
                 }
             }
             Step::AddAccount { space, .. } => {
-                format!("mint the account of {} and write its record", q(space))
+                format!(
+                    "mint the account of {} and write its record",
+                    space.quoted()
+                )
             }
             Step::WriteChannels { space, writes, .. } => format!(
                 "write {} channel registry key{} of {} (compare-and-set; no reload)",
                 writes.len(),
                 if writes.len() == 1 { "" } else { "s" },
-                q(space)
+                space.quoted()
             ),
             Step::ReissueAccount { space, .. } => {
-                format!("re-issue the account JWT of {}", q(space))
+                format!("re-issue the account JWT of {}", space.quoted())
             }
             Step::RecordProtection { space, protect } => {
-                format!("record protect = {protect} for {}", q(space))
+                format!("record protect = {protect} for {}", space.quoted())
             }
-            Step::WriteSysCreds { space } => format!("write the $SYS credentials of {}", q(space)),
+            Step::WriteSysCreds { space } => {
+                format!("write the $SYS credentials of {}", space.quoted())
+            }
             Step::Provision { space, work } => {
-                format!("provision {}: {}", q(space), work.join(", "))
+                format!("provision {}: {}", space.quoted(), work.join(", "))
             }
             Step::PromoteConfig {
                 from_generation,
@@ -384,14 +389,9 @@ impl Step {
             } => format!(
                 "render server.conf from the inventory and promote it (generation {from_generation} -> {to_generation})"
             ),
-            Step::Reap { space, .. } => format!("reap the local material of {}", q(space)),
+            Step::Reap { space, .. } => format!("reap the local material of {}", space.quoted()),
         }
     }
-}
-
-/// A quoted space name for messages.
-pub fn q(space: &SpaceName) -> String {
-    space.quoted()
 }
 
 /// Counts for the summary line.
@@ -565,7 +565,7 @@ impl Plan {
             .changes
             .iter()
             .filter(|c| !keep.contains(&c.space))
-            .map(|c| q(&c.space))
+            .map(|c| c.space.quoted())
             .collect();
         if !others.is_empty() {
             warnings.push(format!(

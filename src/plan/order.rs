@@ -1,4 +1,4 @@
-//! The steps of a plan in DESIGN.md section 6's order: finish an open journal; delete the
+//! The steps of a plan in order of docs/design/architecture.md, "The plan": finish an open journal; delete the
 //! streams of removed spaces (each its commit point); write the records of added and changed
 //! spaces; one promotion; provision; reap.
 

@@ -402,10 +402,19 @@ mod tests {
             generation: 4,
             inventory_digest: render::preloads_digest(&preloads),
         });
-        assert!(crate::plan::compute(&converged, &o, &Default::default()).unwrap().is_empty());
+        assert!(
+            crate::plan::compute(&converged, &o, &Default::default())
+                .unwrap()
+                .is_empty()
+        );
 
         // An add changes every node the same way: shown once.
-        let plan = crate::plan::compute(&parse("[spaces.design]\n[spaces.ops]\n"), &o, &Default::default()).unwrap();
+        let plan = crate::plan::compute(
+            &parse("[spaces.design]\n[spaces.ops]\n"),
+            &o,
+            &Default::default(),
+        )
+        .unwrap();
         let config = plan.config.unwrap();
         assert_eq!(config.node.as_deref(), Some("n1"));
         assert_eq!(config.same_on, ["n2", "n3"]);
@@ -442,7 +451,12 @@ mod tests {
         // node's diff is its own, every one shown whole.
         let moved = format!("{CLUSTER}[spaces.design]\n")
             .replace("cluster_port = 6223", "cluster_port = 6299");
-        let plan = crate::plan::compute(&crate::desired::parse(&moved, "f").unwrap(), &o, &Default::default()).unwrap();
+        let plan = crate::plan::compute(
+            &crate::desired::parse(&moved, "f").unwrap(),
+            &o,
+            &Default::default(),
+        )
+        .unwrap();
         let config = plan.config.unwrap();
         assert_eq!(config.node.as_deref(), Some("n1"));
         assert!(config.after.contains("nats-route://127.0.0.1:6299"));

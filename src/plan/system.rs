@@ -6,8 +6,8 @@
 //! Invariants: pure; expiry is judged against `observed.now`; a second plan after an apply of
 //! this one finds nothing to do (every reason below is one the apply removes).
 
-use super::removals::Removals;
 use super::Intent;
+use super::removals::Removals;
 use crate::desired::Desired;
 use crate::model::{SpaceName, SpaceState};
 use crate::observed::{Observed, ObservedSpace, SysKeysState};
@@ -98,7 +98,7 @@ pub fn reissue(
             if !keys.is_empty() {
                 changes.push(format!(
                     "revoke the $SYS creds of {} ({}): closed at the reload, refused from then on",
-                    super::q(name),
+                    name.quoted(),
                     if leaving { "removed" } else { "suspended" }
                 ));
                 revoke.insert(name.clone(), keys);
@@ -269,7 +269,10 @@ mod tests {
         );
         // Once loaded, nothing more.
         o.system.revocations = [("U1".to_string(), NOW), ("U2".to_string(), NOW)].into();
-        assert_eq!(reissue(&d, &o, &Intent::default(), &Default::default()), None);
+        assert_eq!(
+            reissue(&d, &o, &Intent::default(), &Default::default()),
+            None
+        );
     }
 
     #[test]
@@ -291,7 +294,10 @@ mod tests {
             issuer: "EVI".into(),
             ..observer("E1", NOW + 20 * DAY)
         });
-        assert_eq!(reissue(&on, &o, &Intent::default(), &Default::default()), None);
+        assert_eq!(
+            reissue(&on, &o, &Intent::default(), &Default::default()),
+            None
+        );
         let s = &o.inventory.spaces[&name("design")];
         assert_eq!(creds_reason(&on, &o, &name("design"), s, None), None);
         // Opted out again.

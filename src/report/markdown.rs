@@ -55,7 +55,7 @@ pub fn markdown(plan: &Plan) -> String {
             out,
             "| `{}` | {} | {} | {} |",
             c.action.symbol(),
-            cell(&super::name(&c.space)),
+            cell(&c.space.quoted()),
             cell(&c.details.join("; ")),
             cell(&c.blast.describe_or_contained())
         );

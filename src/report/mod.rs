@@ -9,7 +9,6 @@ mod text;
 pub use markdown::markdown;
 pub use text::{Palette, text};
 
-use crate::model::SpaceName;
 use crate::plan::Plan;
 
 /// Output formats of `plan` and friends.
@@ -25,11 +24,6 @@ pub fn json(plan: &Plan) -> String {
     let mut s = serde_json::to_string_pretty(plan).expect("plan serializes");
     s.push('\n');
     s
-}
-
-/// How a space name is shown: the one rule of [`SpaceName::quoted`].
-pub fn name(space: &SpaceName) -> String {
-    space.quoted()
 }
 
 /// Unified diff of the config before and after (JWTs already shortened). For a cluster: the

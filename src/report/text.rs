@@ -1,7 +1,7 @@
 //! The text plan: `+`/`-`/`~` per space, the ordered steps, warnings, the summary line, the
 //! blast radius and a unified diff of `server.conf`.
 
-use super::{config_diff, name, summary_line};
+use super::{config_diff, summary_line};
 use crate::plan::{Action, Plan, Step};
 use console::Style;
 use std::fmt::Write as _;
@@ -70,7 +70,7 @@ pub fn text(plan: &Plan, p: &Palette) -> String {
             out,
             "  {} {} {verb}{}",
             style.apply_to(c.action.symbol()),
-            style.apply_to(name(&c.space)).bold(),
+            style.apply_to(c.space.quoted()).bold(),
             p.dim.apply_to(account)
         );
         for d in &c.details {

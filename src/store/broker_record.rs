@@ -264,13 +264,3 @@ pub fn load_sys_seed(root: &Root) -> Result<Option<Seed>> {
     Ok(atomic::read_optional(&path)?
         .map(|b| Seed::new(String::from_utf8_lossy(&b).trim().to_string())))
 }
-
-/// Write the retained system signing seed (0600).
-pub fn save_sys_seed(root: &Root, seed: &Seed) -> Result<()> {
-    atomic::ensure_dir(&root.auth_dir(), atomic::PRIVATE_DIR)?;
-    atomic::write(
-        &root.sys_seed(),
-        format!("{}\n", seed.expose()).as_bytes(),
-        atomic::SECRET,
-    )
-}

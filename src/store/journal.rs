@@ -1,4 +1,4 @@
-//! `.cotal/maintenance/journal.json`: the open apply (DESIGN.md section 7).
+//! `.cotal/maintenance/journal.json`: the open apply (docs/design/architecture.md, "Apply, lock and journal").
 //!
 //! Invariants: the journal is written before the first step of an apply and removed only after
 //! its last; while it exists every verb but `apply` refuses. It holds no secrets.

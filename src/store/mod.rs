@@ -1,4 +1,4 @@
-//! Everything cotal keeps on disk (DESIGN.md section 3), one module per artifact.
+//! Everything cotal keeps on disk (docs/design/architecture.md, "The .cotal folder"), one module per artifact.
 //!
 //! Invariants: every write goes through [`atomic`] (temp file, fsync, rename, fsync the
 //! directory); secret files are created 0600 and never pass through a wider mode; no module

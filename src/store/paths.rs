@@ -1,4 +1,4 @@
-//! Where every artifact of a root lives (DESIGN.md section 3), and how a root is found.
+//! Where every artifact of a root lives (docs/design/architecture.md, "The .cotal folder"), and how a root is found.
 //!
 //! Invariants: this module is the only place that spells a path under `.cotal/`; a [`Root`] is
 //! canonical (absolute, every symlink resolved), so the same root reached through an alias is

@@ -1,5 +1,5 @@
 //! A node's `server.conf` and its `.next` / `.prev` companions: the three files of a promotion
-//! (DESIGN.md section 4). A single server's are in `.cotal/auth/`; a cluster node's beside the
+//! (docs/design/architecture.md, "Rendering server.conf"). A single server's are in `.cotal/auth/`; a cluster node's beside the
 //! config it reads.
 //!
 //! Invariant: `server.conf` is only ever replaced by a rename, so a reader (or nats-server on

@@ -76,8 +76,8 @@ fn apply_once(root: &TestRoot) -> Result<(), i32> {
     .unwrap();
     let (desired, digest) = observe::desired(&r).unwrap();
     let observed = observe::observe(&r, &desired, digest).unwrap();
-    let plan =
-        plan::compute(&desired, &observed, &Default::default()).map_err(|e| cotal::error::Error::from(e).exit_code())?;
+    let plan = plan::compute(&desired, &observed, &Default::default())
+        .map_err(|e| cotal::error::Error::from(e).exit_code())?;
     if plan.is_empty() {
         return Ok(());
     }
@@ -102,7 +102,9 @@ fn plan_is_empty(root: &TestRoot) -> bool {
     let r = cotal::store::Root::at(root.path()).unwrap();
     let (desired, digest) = observe::desired(&r).unwrap();
     let observed = observe::observe(&r, &desired, digest).unwrap();
-    plan::compute(&desired, &observed, &Default::default()).unwrap().is_empty()
+    plan::compute(&desired, &observed, &Default::default())
+        .unwrap()
+        .is_empty()
 }
 
 proptest! {

@@ -13,9 +13,12 @@ mod architecture;
 mod cli;
 mod converge;
 mod executor;
+#[path = "docs/generate.rs"]
+mod generate_docs;
 mod hostile;
 mod plan_snapshots;
 mod readers_never_panic;
+mod reference;
 mod schema;
 mod support;
 

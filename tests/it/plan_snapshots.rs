@@ -284,7 +284,12 @@ fn a_converged_root_plans_nothing() {
         space(1, "design", &SpaceSpec::default()),
         space(2, "release", &SpaceSpec::default()),
     ]);
-    let p = plan::compute(&desired("[spaces.design]\n[spaces.release]\n"), &o, &Default::default()).unwrap();
+    let p = plan::compute(
+        &desired("[spaces.design]\n[spaces.release]\n"),
+        &o,
+        &Default::default(),
+    )
+    .unwrap();
     assert!(p.is_empty(), "{}", text(&p));
     assert_eq!(text(&p), "No changes. The broker matches cotal.toml.\n");
     assert_eq!(p.pins.generation, 4);
@@ -383,7 +388,12 @@ fn drift_in_the_config_or_the_generation_is_a_plan() {
 
     // A record whose JWT no longer matches the desired limits.
     let o = observed(vec![space(1, "design", &SpaceSpec::default())]);
-    let p = plan::compute(&desired("[spaces.design.limits]\nmax_streams = 20\n"), &o, &Default::default()).unwrap();
+    let p = plan::compute(
+        &desired("[spaces.design.limits]\nmax_streams = 20\n"),
+        &o,
+        &Default::default(),
+    )
+    .unwrap();
     assert!(
         text(&p).contains("max_streams: unlimited -> 20"),
         "{}",
@@ -469,7 +479,12 @@ fn guards_refuse_naming_tenants_blast_radius_and_next_step() {
 #[test]
 fn names_sharing_a_token_are_warned_about() {
     let o = observed(vec![]);
-    let p = plan::compute(&desired("[spaces.\"a.b\"]\n[spaces.a_b]\n"), &o, &Default::default()).unwrap();
+    let p = plan::compute(
+        &desired("[spaces.\"a.b\"]\n[spaces.a_b]\n"),
+        &o,
+        &Default::default(),
+    )
+    .unwrap();
     assert_eq!(p.warnings.len(), 1);
     assert!(
         p.warnings[0].contains("share the wire token \"a_b\""),

@@ -1,5 +1,5 @@
 //! The fuzz targets' properties, run in CI with proptest (cargo-fuzz needs a nightly-capable
-//! toolchain and minutes of ASan builds; see docs/reliability.md): every reader of untrusted
+//! toolchain and minutes of ASan builds; see docs/design/reliability.md): every reader of untrusted
 //! input returns a value or an error, never panics.
 
 use proptest::prelude::*;

@@ -38,7 +38,7 @@ fn every_example_is_valid_for_the_schema_and_the_parser() {
 #[test]
 fn bad_files_are_refused_by_both() {
     let v = validator();
-    let bad: [&str; 29] = [
+    let bad: [&str; 32] = [
         "[spaces.a]\n",
         "version = 2\n",
         "version = 1\nextra = true\n",
@@ -67,6 +67,10 @@ fn bad_files_are_refused_by_both() {
         "version = 1\n[spaces.a.channels.\"=defaults\"]\n",
         "version = 1\n[spaces.a.channels.general]\ncolour = \"red\"\n",
         "version = 1\n[spaces.a.channel_defaults]\ndescription = \"x\"\n",
+        // A space's keys are not defaults, and the schema's own definitions are not keys.
+        "version = 1\n[defaults]\nprune_channels = true\n",
+        "version = 1\n[defaults.channel_defaults]\ndelivery_class = \"live\"\n",
+        "version = 1\n[channel]\n",
         &format!(
             "version = 1\n[spaces.a.channels.general]\ndescription = \"{}\"\n",
             "x".repeat(201)

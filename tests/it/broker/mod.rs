@@ -1422,7 +1422,7 @@ fn secrets_never_leave_their_files_and_every_secret_file_has_its_mode() {
         );
     }
 
-    // Modes of DESIGN.md section 3.
+    // Modes of docs/design/architecture.md, "The .cotal folder".
     let mode =
         |p: &std::path::Path| std::fs::symlink_metadata(p).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode(&creds_file), 0o600);

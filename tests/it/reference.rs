@@ -1,0 +1,71 @@
+//! The generated references are current: `docs/reference/cli.md` and `docs/reference/cotal.1`
+//! match the clap definitions, and `docs/reference/cotal-toml.md` matches the schema. A change
+//! of a flag, a help text or a key that is not regenerated fails here, as uv and jj check
+//! theirs.
+
+use crate::generate_docs as generate;
+
+#[test]
+fn the_generated_references_are_current() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut stale = Vec::new();
+    for (path, bytes) in generate::files(repo) {
+        let on_disk = std::fs::read(repo.join(&path)).unwrap_or_default();
+        if on_disk != bytes {
+            stale.push(path.display().to_string());
+        }
+    }
+    assert!(
+        stale.is_empty(),
+        "stale generated references: {}\nrun `cargo run --example gen_docs` and commit the result",
+        stale.join(", ")
+    );
+}
+
+#[test]
+fn the_references_name_every_verb_and_every_table() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let files = generate::files(repo);
+    let text = |name: &str| {
+        String::from_utf8(
+            files
+                .iter()
+                .find(|(p, _)| p.ends_with(name))
+                .expect(name)
+                .1
+                .clone(),
+        )
+        .unwrap()
+    };
+    let cli = text("cli.md");
+    for verb in [
+        "cotal plan",
+        "cotal apply",
+        "cotal up",
+        "cotal space rm",
+        "cotal root backup",
+    ] {
+        assert!(
+            cli.contains(&format!("## `{verb}`")),
+            "{verb} in the CLI reference"
+        );
+    }
+    assert!(cli.contains("--detailed-exitcode"));
+    assert!(text("cotal.1").contains(".TH cotal 1"));
+    let toml = text("cotal-toml.md");
+    for table in [
+        "[broker]",
+        "[[cluster.nodes]]",
+        "[spaces.NAME]",
+        "[spaces.NAME.limits]",
+    ] {
+        assert!(
+            toml.contains(&format!("## `{table}`")),
+            "{table} in:\n{toml}"
+        );
+    }
+    assert!(
+        toml.contains("| `version` **(required)** | `1` |"),
+        "{toml}"
+    );
+}
