@@ -4,7 +4,8 @@
 //!
 //! | module | what it owns | pure? |
 //! |---|---|---|
-//! | [`cli`] | the command line: parse, observe, plan, render, confirm, apply; one file per verb | edge |
+//! | [`cli`] | the command line: parse, call one operation, render its result; one file per verb | edge |
+//! | [`ops`] | the operations below the commands: apply, up, down, the state after an apply | edge |
 //! | [`desired`] | `cotal.toml` parsed and validated (file:line:column errors) | pure |
 //! | [`topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` validated | pure |
 //! | [`model`] | the vocabulary: space names (and how they are shown), states, limits, sizes, listeners | pure |
@@ -61,6 +62,7 @@ pub mod model;
 pub mod observe;
 pub mod observed;
 pub mod operator;
+pub mod ops;
 pub mod permissions;
 pub mod plan;
 pub mod render;

@@ -46,7 +46,7 @@ pub struct ShowArgs {
 
 /// `cotal show FILE`: a saved plan, printed.
 pub fn show(global: &Global, args: ShowArgs) -> Result<i32> {
-    let plan = super::apply_cmd::load_saved(&args.file)?;
+    let plan = crate::ops::apply::load_saved(&args.file)?;
     print!("{}", super::format_plan(&plan, args.format, global.colour));
     Ok(exit::OK)
 }

@@ -3,9 +3,10 @@
 //! nothing more.
 
 use super::Global;
-use super::apply_cmd::{self, ConfirmArgs, Request};
+use super::apply_cmd::{self, ConfirmArgs};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
+use crate::ops::apply::Request;
 use crate::plan::Rotate;
 use std::collections::BTreeSet;
 

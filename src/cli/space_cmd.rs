@@ -3,12 +3,13 @@
 //! the same lock, journal, guards, audit and output as `apply`.
 
 use super::Global;
-use super::apply_cmd::{self, ConfirmArgs, Request, SpaceVerb};
+use super::apply_cmd::{self, ConfirmArgs};
 use crate::edit;
 use crate::error::{Error, Result};
 use crate::lifecycle;
 use crate::model::{SpaceName, SpaceState};
 use crate::observe;
+use crate::ops::apply::{Request, SpaceVerb};
 use std::collections::BTreeSet;
 
 #[derive(Debug, clap::Subcommand)]

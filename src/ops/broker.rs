@@ -1,0 +1,392 @@
+//! The broker's processes: `up` (render from the inventory, start every local node that is not
+//! running, wait for a cluster's JetStream meta leader, complete provisioning) and `down` (stop
+//! every node this root started). What happens is told as typed events; the command renders
+//! them.
+
+use crate::apply::{self, Context, Progress};
+use crate::broker::identity::{self, Listener, Liveness};
+use crate::broker::{Running, Stopped as StoppedBroker, process};
+use crate::error::{Error, Result};
+use crate::observe;
+use crate::observed::PromotedConfig;
+use crate::plan::{self, Step};
+use crate::store::{Root, lock};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What `up` is asked.
+pub struct Up {
+    /// How long to wait for each node to accept connections (and a cluster for its leader).
+    pub timeout: Duration,
+    pub lock_timeout: Duration,
+}
+
+/// What `up` tells as it goes.
+pub enum UpEvent {
+    /// A node was started (`node`: its name on a cluster).
+    Started {
+        node: Option<String>,
+        pid: u32,
+        listener: Listener,
+    },
+    /// The cut of `down --preserve-state` was cleared.
+    CutCleared,
+    /// A node another machine runs does not answer through the cluster.
+    RemoteNotAnswering { node: String, config: PathBuf },
+    /// The cluster's JetStream meta leader.
+    MetaLeader(String),
+    /// A provisioning step `up` completed.
+    Provisioned(String),
+}
+
+/// What `up` leaves.
+pub enum Served {
+    /// Every node already ran (`pid`: a single server's).
+    AlreadyRunning { pid: Option<u32> },
+    /// The broker runs and serves these spaces at this generation.
+    Started { spaces: usize, generation: u64 },
+}
+
+/// What `down` is asked.
+pub struct Down {
+    /// How long nats-server gets after SIGTERM before SIGKILL.
+    pub grace: Duration,
+    pub lock_timeout: Duration,
+    /// Record a cut for `space backup` and `space restore`.
+    pub preserve_state: bool,
+}
+
+/// What `down` tells of each node (`node`: its name when there is more than one).
+pub enum DownEvent {
+    Stopped {
+        node: Option<String>,
+        pid: u32,
+    },
+    /// The pidfile named a process that is not this root's nats-server; it was removed.
+    StalePidfile {
+        node: Option<String>,
+        pid: u32,
+    },
+    NotRunning {
+        node: Option<String>,
+    },
+    /// Another machine runs it: stop it there.
+    Remote {
+        node: String,
+    },
+}
+
+/// What `down` leaves.
+pub enum Stopped {
+    /// The root has no `.cotal/`: no broker of it can run.
+    NeverInitialised,
+    Stopped,
+    /// Stopped, with a cut recorded.
+    Cut {
+        at: String,
+        generation: u64,
+    },
+}
+
+/// Render from the inventory, start nats-server (every node of a cluster that is not
+/// running), wait for a cluster's JetStream meta leader, provision what is missing.
+/// `on` is told what happens as it happens; the result is the broker served.
+pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent)) -> Result<Served> {
+    let (desired, digest) = observe::desired(root)?;
+    let lock = lock::acquire(root, &crate::operator::holder(), args.lock_timeout)?;
+    let observed = observe::observe(root, &desired, digest.clone())?;
+    apply::refuse_if_journal_open(&observed.journal, "up")?;
+    plan::guard_trust(&observed)?;
+    plan::guard_liveness(&observed)?;
+    let topology = &desired.topology;
+    if observed.is_running() && observed.nodes_down().is_empty() {
+        return Ok(Served::AlreadyRunning {
+            pid: observed.process().pid().filter(|_| !topology.is_cluster()),
+        });
+    }
+    for n in &observed.nodes {
+        process::check_log(&n.files)?;
+    }
+    if observed.inventory.spaces.is_empty() {
+        return Err(Error::Refused(
+            "this root holds no space yet, and a broker needs at least one.\nnext: add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`".into(),
+        ));
+    }
+    // Each node will listen where cotal.toml says: nothing of this root may run there and
+    // nothing may listen there. Checked before anything is written.
+    let refuse_listener = |seen: String| {
+        Error::Refused(format!(
+            "cannot start the broker: {seen}.\n\
+             blast radius: none, nothing was started.\n\
+             next: stop that process, or change the port in cotal.toml and run `cotal apply`, then `cotal up`"
+        ))
+    };
+    let mut to_start = Vec::new();
+    for n in observed.nodes.iter().filter(|n| !n.remote()) {
+        let listener = Listener {
+            host: n.spec.host.clone(),
+            port: n.spec.port,
+        };
+        match identity::probe(&n.files, &listener)? {
+            Liveness::Unknown { seen } => {
+                return Err(refuse_listener(format!("{}{seen}", topology.on(n.name()))));
+            }
+            Liveness::Running { .. } => {}
+            Liveness::Stopped { .. } => to_start.push((&n.files, listener)),
+        }
+    }
+    // The config on disk must be the rendering of the inventory: promote it when it is not.
+    let boot = plan::boot_plan(&desired, &observed)?;
+    if !boot.is_empty() {
+        if observed.is_running() {
+            return Err(Error::Refused(
+                "the config on disk is not the rendering of the inventory, and some nodes of the cluster run it: starting the others on another config would split the cluster.\nblast radius: none, nothing was started.\nnext: `cotal down`, then `cotal up`".into(),
+            ));
+        }
+        let nodes = plan::nodes(&desired, &observed);
+        let ctx = Context {
+            root,
+            nodes: &nodes,
+            observed: &observed,
+            actor: crate::operator::actor(),
+            lock: &lock,
+            progress,
+        };
+        apply::execute(&ctx, &boot, &mut StoppedBroker)?;
+    }
+    for (f, listener) in &to_start {
+        let pid = process::start(root, f, listener, args.timeout)?;
+        on(UpEvent::Started {
+            node: topology.is_cluster().then(|| f.name.clone()),
+            pid,
+            listener: listener.clone(),
+        });
+    }
+    if crate::store::cut::clear(root)? {
+        on(UpEvent::CutCleared);
+    }
+
+    // Booting completes provisioning (docs/design/lifecycle-model.md, "Booting completes provisioning"), from what the broker says it holds.
+    let observed = observe::observe(root, &desired, digest)?;
+    for n in &observed.nodes {
+        if n.remote() && !n.process.is_running() {
+            on(UpEvent::RemoteNotAnswering {
+                node: n.name().to_string(),
+                config: n.files.conf.clone(),
+            });
+        }
+    }
+    if topology.is_cluster() {
+        let leader = wait_for_meta_leader(root, topology, &observed, args.timeout)?;
+        on(UpEvent::MetaLeader(leader));
+    }
+    let observed = if topology.is_cluster() {
+        // Read again now that JetStream answers cluster-wide.
+        observe::observe(root, &desired, observed.desired_digest.clone())?
+    } else {
+        observed
+    };
+    if let Some(e) = &observed.live_error {
+        return Err(Error::Other(format!(
+            "nats-server started, but cotal could not read which streams it holds ({e}), so provisioning was not checked.\n\
+             next: `cotal status` to see the broker, then `cotal apply`, which provisions whatever is missing"
+        )));
+    }
+    let mut provisioning = plan::compute(&desired, &observed, &plan::Intent::default())?;
+    provisioning.steps.retain(|s| {
+        // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml
+        // (and not suspended there: a suspended account accepts no provisioner).
+        matches!(s, Step::Provision { space, .. }
+            if observed.inventory.spaces.get(space).is_some_and(|o| !o.limits.is_suspended()))
+    });
+    if !provisioning.is_empty() {
+        // The executor runs them, with its journal and audit, as apply would.
+        let nodes = plan::nodes(&desired, &observed);
+        let ctx = Context {
+            root,
+            nodes: &nodes,
+            observed: &observed,
+            actor: crate::operator::actor(),
+            lock: &lock,
+            progress,
+        };
+        let mut broker = Running::connect(root, topology, &observed)?;
+        apply::execute(&ctx, &provisioning, &mut broker)?;
+        for step in &provisioning.steps {
+            on(UpEvent::Provisioned(step.title()));
+        }
+    }
+    Ok(Served::Started {
+        spaces: observed.inventory.spaces.len(),
+        generation: observed.generation.generation(),
+    })
+}
+
+/// Wait until the cluster's JetStream has a meta leader and its meta group counts every running
+/// node as current (so streams of the declared replicas can be placed), asking through the
+/// system account. Returns the leader's name.
+fn wait_for_meta_leader(
+    root: &Root,
+    topology: &crate::topology::Topology,
+    observed: &crate::observed::Observed,
+    timeout: Duration,
+) -> Result<String> {
+    let running = Running::connect(root, topology, observed)?;
+    let nodes = running.server_ids().len();
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let why = match running.control().meta_group(nodes) {
+            Ok(Some((leader, current))) if current >= nodes => return Ok(leader),
+            Ok(Some((leader, current))) => {
+                format!("meta leader {leader} counts {current} of {nodes} running nodes as current")
+            }
+            Ok(None) => "no meta leader yet".to_string(),
+            Err(e) => e.to_string(),
+        };
+        if std::time::Instant::now() >= deadline {
+            return Err(Error::Other(format!(
+                "the cluster's nodes run, but JetStream elected no meta leader within {timeout:?} ({why}), so nothing was provisioned.\nnext: `cotal status`, and each node's log in .cotal/node.NAME/nats.log (can the nodes reach each other's cluster_port?)"
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Stop the broker (every node of a cluster). Works while a journal is open: the operator can
+/// always stop the broker, and the next `cotal apply` finishes the journal with it stopped.
+/// `on` is told what happens to each node as it happens.
+pub fn down(root: &Root, args: &Down, on: &dyn Fn(DownEvent)) -> Result<Stopped> {
+    // No .cotal/: no server.conf, so no nats-server of this root can run.
+    if std::fs::symlink_metadata(root.state_dir()).is_err() {
+        return Ok(Stopped::NeverInitialised);
+    }
+    let _lock = lock::acquire(root, &crate::operator::holder(), args.lock_timeout)?;
+    // The listener the running broker loaded: the promoted config's, else cotal.toml's (which
+    // may be unparsable: stopping never needs it).
+    let desired = observe::desired(root).map(|(d, _)| d).unwrap_or_default();
+    let topology = &desired.topology;
+    if args.preserve_state && topology.is_cluster() {
+        return Err(Error::Refused(
+            "--preserve-state records a cut for `cotal space backup` and `space restore`, which do not work on a cluster yet.\nblast radius: none, nothing was stopped.\nnext: `cotal down` without it".into(),
+        ));
+    }
+    // The nodes cotal.toml names with where each listens, and every node folder on disk
+    // besides (a cotal.toml that does not parse, or whose [cluster] changed, still stops every
+    // node this root started). A node folder cotal.toml does not name listens where its
+    // promoted config says (port 0 matches no listener).
+    let mut nodes: Vec<(crate::store::NodeFiles, Option<&crate::topology::NodeSpec>)> = topology
+        .nodes
+        .iter()
+        .map(|n| (root.files_of(topology, n), Some(n)))
+        .collect();
+    let single = root.lone_node_files();
+    if topology.is_cluster() && (single.conf.exists() || single.pid.exists()) {
+        // A single server this root ran before its cotal.toml declared a cluster.
+        nodes.push((single, None));
+    }
+    for name in root.node_folders() {
+        if !nodes.iter().any(|(f, _)| f.name == name) {
+            nodes.push((root.node_files(&name, None), None));
+        }
+    }
+    // Messages name the node whenever there is more than one to stop.
+    let clustered = nodes.len() > 1;
+    let mut stopped = None;
+    let mut listener = None;
+    for (f, spec) in &nodes {
+        if spec.is_some_and(|s| !s.local) {
+            on(DownEvent::Remote {
+                node: f.name.clone(),
+            });
+            continue;
+        }
+        let promoted = crate::store::server_conf::read(f)?.map(PromotedConfig::new);
+        let (host, port) = match spec {
+            Some(s) => (s.host.as_str(), s.port),
+            None => ("127.0.0.1", 0),
+        };
+        let l = observe::promoted_listener(promoted.as_ref(), host, port);
+        let node = clustered.then(|| f.name.clone());
+        stopped = stop_node(node, f, &l, args.grace, on)?.or(stopped);
+        listener.get_or_insert(l);
+    }
+    let listener = listener.expect("a node");
+    if args.preserve_state {
+        let (host, port) = (&listener.host, listener.port);
+        let sockets = identity::listening_sockets(&listener)?;
+        if !sockets.is_empty() {
+            return Err(Error::Refused(format!(
+                "the broker is stopped but {}; no cut without the evidence that nothing serves the store.\nnext: stop that process, then `cotal down --preserve-state` again",
+                identity::describe_holders(&sockets, &listener)
+            )));
+        }
+        let cut = crate::store::cut::Cut {
+            op: "cut".into(),
+            at: crate::clock::timestamp(),
+            generation: crate::store::generation::load(root)?.generation(),
+            evidence: crate::store::cut::Evidence {
+                broker_stopped: true,
+                listener_unreachable: true,
+                stopped_pid: stopped,
+                listener: format!("{host}:{port}"),
+            },
+        };
+        crate::store::cut::save(root, &cut)?;
+        return Ok(Stopped::Cut {
+            at: cut.at,
+            generation: cut.generation,
+        });
+    }
+    Ok(Stopped::Stopped)
+}
+
+/// Stop one node: every nats-server of this user started on its config (whatever it listens
+/// on: still binding, a hand-edited port, a lost pidfile) and its pidfile's process when that is
+/// one. Anything else is left alone. Returns the last pid stopped.
+fn stop_node(
+    name: Option<String>,
+    node: &crate::store::NodeFiles,
+    listener: &Listener,
+    grace: Duration,
+    on: &dyn Fn(DownEvent),
+) -> Result<Option<u32>> {
+    let mut own = identity::root_brokers(node);
+    if let Ok(Some(pid)) = identity::recorded_pid(node)?
+        && identity::is_root_broker(node, pid)
+        && !own.contains(&pid)
+    {
+        own.push(pid);
+    }
+    let probed = match own.first() {
+        Some(&pid) => Liveness::Running { pid },
+        None => identity::probe(node, listener)?,
+    };
+    match probed {
+        Liveness::Running { .. } => {
+            for &pid in &own {
+                process::stop(node, pid, grace)?;
+                on(DownEvent::Stopped {
+                    node: name.clone(),
+                    pid,
+                });
+            }
+            Ok(own.last().copied())
+        }
+        Liveness::Stopped { stale_pid } => {
+            if let Some(pid) = stale_pid {
+                crate::store::atomic::remove_file(&node.pid)?;
+                on(DownEvent::StalePidfile {
+                    node: name.clone(),
+                    pid,
+                });
+            }
+            on(DownEvent::NotRunning { node: name });
+            Ok(None)
+        }
+        Liveness::Unknown { seen } => Err(Error::Refused(format!(
+            "cannot tell whether this root's broker is running: {}{seen}; nothing was signalled there.\n\
+             next: if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)",
+            name.map(|n| format!("node {n}: ")).unwrap_or_default()
+        ))),
+    }
+}

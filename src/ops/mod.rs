@@ -1,0 +1,8 @@
+//! The operations below the commands: each takes plain values (what a command parsed), does the
+//! work through observation, the planner, the executor, the broker and the store, and returns
+//! what happened as a value (or reports progress as typed events) for the command to render.
+//! Commands parse, call one operation and print; operations never print.
+
+pub mod apply;
+pub mod broker;
+pub mod state;

@@ -1,0 +1,121 @@
+//! The secret-free state of a root (see [`crate::state`]): exported on request (`cotal state
+//! export`) and written to `.cotal/state.json` after every apply, so the review loop always has
+//! the latest.
+
+use crate::error::{Error, Result};
+use crate::observe;
+use crate::store::{Root, atomic};
+
+/// The root's state as JSON.
+pub fn export(root: &Root) -> Result<Vec<u8>> {
+    let (desired, digest, _) = observe::desired_for_reading(root)?;
+    encode(&observe::observe(root, &desired, digest)?)
+}
+
+fn encode(observed: &crate::observed::Observed) -> Result<Vec<u8>> {
+    let state = crate::state::export(observed, &crate::clock::timestamp()).map_err(|e| {
+        Error::Refused(format!(
+            "no state exported: {e}\nblast radius: none, nothing was written."
+        ))
+    })?;
+    let mut bytes = serde_json::to_vec_pretty(&state).expect("the state serializes");
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+/// Up to how many touched spaces the state after an apply asks the broker for one by one (more
+/// are asked for in one request for every account).
+const TOUCHED_ASKED_ONE_BY_ONE: usize = 32;
+
+/// After a successful apply: `.cotal/state.json`, so the state the review loop needs is always
+/// the latest. The registries are not read again: what the apply observed before, patched with
+/// what it wrote (a space whose registry was not read before, or that this apply provisioned,
+/// is left unknown). The live figures are asked again only of the spaces the plan touched (see
+/// [`observe::observe_after_apply`]). The registries read before the apply are cached for the
+/// next plan (`store::registry_cache`). A failure is the caller's to report as a warning: the
+/// apply itself is done.
+pub fn write_after_apply(
+    root: &Root,
+    desired: &crate::desired::Desired,
+    before: &crate::observed::Observed,
+    outcome: &crate::apply::Outcome,
+    plan: &crate::plan::Plan,
+) -> Result<()> {
+    use crate::observed::RegistryState;
+    // The registries read before this apply, with their streams' fingerprints then: the next
+    // plan reads again only those that moved since (this apply's own writes move them too).
+    let mut cache = crate::store::registry_cache::Cache::default();
+    for space in before.inventory.spaces.values() {
+        if let (RegistryState::Read(registry), Some(fingerprint)) =
+            (&space.registry, &space.registry_fingerprint)
+        {
+            cache.accounts.insert(
+                space.account_pub.clone(),
+                crate::store::registry_cache::Cached {
+                    fingerprint: fingerprint.clone(),
+                    registry: registry.clone(),
+                },
+            );
+        }
+    }
+    if !cache.accounts.is_empty()
+        && let Err(e) = crate::store::registry_cache::save(root, &cache)
+    {
+        tracing::warn!(error = %e, "the registry cache was not written");
+    }
+    let mut known = std::collections::BTreeMap::new();
+    for (name, space) in &before.inventory.spaces {
+        let mut state = space.registry.clone();
+        if let Some(written) = outcome.channels_written.get(name) {
+            state = match state {
+                RegistryState::Read(mut r) => {
+                    for (key, value, revision) in written {
+                        match (value, revision) {
+                            (Some(v), Some(rev)) => {
+                                r.insert(
+                                    key.clone(),
+                                    crate::channels::Entry {
+                                        value: serde_json::from_str(v)
+                                            .unwrap_or_else(|_| v.clone().into()),
+                                        revision: *rev,
+                                    },
+                                );
+                            }
+                            _ => {
+                                r.remove(key);
+                            }
+                        }
+                    }
+                    RegistryState::Read(r)
+                }
+                _ => RegistryState::Unknown,
+            };
+        }
+        known.insert(name.clone(), (space.account_pub.clone(), state));
+    }
+    // The spaces whose live figures this apply may have moved; a change of the system account,
+    // or a bulk change, has every account's figures asked for again.
+    let touched: Option<std::collections::BTreeSet<crate::model::SpaceName>> = {
+        use crate::plan::Step;
+        let whole = plan
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::ReissueSystemAccount { .. }));
+        let names: std::collections::BTreeSet<_> = plan
+            .steps
+            .iter()
+            .filter_map(|s| s.space().cloned())
+            .collect();
+        (!whole && names.len() <= TOUCHED_ASKED_ONE_BY_ONE).then_some(names)
+    };
+    observe::observe_after_apply(
+        root,
+        desired,
+        before.desired_digest.clone(),
+        known,
+        before,
+        touched.as_ref(),
+    )
+    .and_then(|o| encode(&o))
+    .and_then(|b| atomic::write(&root.state_file(), &b, atomic::PUBLIC))
+}
