@@ -1,16 +1,14 @@
 //! `cotal creds`: hand a person a user of a space (`cotal creds SPACE --user NAME`), list the
-//! users handed out, and revoke them. The work is [`crate::credentials`]'s; this file parses,
-//! takes the lock and prints.
+//! users handed out, and revoke them. The operations are [`crate::ops::creds`]; this file
+//! parses, writes the creds where asked and prints.
 
 use super::Global;
-use crate::credentials::{self, DEFAULT_EXPIRY, Request, Target};
+use crate::credentials::{DEFAULT_EXPIRY, Request, Target};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::model::stamp;
-use crate::observed::ObservedSpace;
 use crate::permissions::Profile;
-use crate::store::{atomic, lock, users};
-use crate::{observe, plan};
+use crate::store::atomic;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -127,29 +125,10 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     }
 }
 
-/// The space and what is observed of it (its validated account), from an observation that
-/// fails closed on any untrusted record.
-fn observed_space(root: &crate::store::Root, raw: &str) -> Result<(SpaceName, ObservedSpace)> {
-    let space = SpaceName::parse(raw).map_err(Error::Input)?;
-    let (desired, digest, broken) = observe::desired_for_reading(root)?;
-    if let Some(why) = &broken {
+/// Show why `cotal.toml` could not be read, when an operation says so.
+fn warn(broken: Option<String>) {
+    if let Some(why) = broken {
         eprintln!("warning: cotal.toml cannot be read ({why}); the spaces on disk are used");
-    }
-    let observed = observe::observe(root, &desired, digest)?;
-    plan::guard_trust(&observed)?;
-    match observed.inventory.spaces.get(&space) {
-        Some(s) => Ok((space, s.clone())),
-        None => Err(Error::Input(format!(
-            "no space {} on this root (spaces: {})",
-            space.quoted(),
-            observed
-                .inventory
-                .spaces
-                .keys()
-                .map(SpaceName::quoted)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ))),
     }
 }
 
@@ -165,13 +144,9 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         .map(|raw| super::out_file::Target::check(raw, args.force, Some(&root)))
         .transpose()?
         .unwrap_or(super::out_file::Target::Stdout);
-    let (space, observed) = observed_space(&root, &raw_space)?;
-    let account = observed.account_pub;
-    let lock = lock::acquire(&root, &crate::operator::holder(), args.lock_timeout)?;
-    let issued = credentials::mint(
+    let space = SpaceName::parse(&raw_space).map_err(Error::Input)?;
+    let (issued, broken) = crate::ops::creds::mint(
         &root,
-        &lock,
-        &account,
         &Request {
             space: space.clone(),
             user,
@@ -181,7 +156,9 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
                 Expiry::Never => None,
             },
         },
+        args.lock_timeout,
     )?;
+    warn(broken);
     let m = &issued.minted;
     let expiry = match m.expires_at {
         Some(t) => format!("expires {}", stamp(t)),
@@ -226,10 +203,9 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
         (_, Some(k), _) => Target::Key(k),
         _ => Target::All,
     };
-    let (space, observed) = observed_space(&root, &args.space)?;
-    let account = observed.account_pub;
-    let lock = lock::acquire(&root, &crate::operator::holder(), args.lock_timeout)?;
-    let revoked = credentials::revoke(&root, &lock, &space, &account, &target)?;
+    let space = SpaceName::parse(&args.space).map_err(Error::Input)?;
+    let (revoked, broken) = crate::ops::creds::revoke(&root, &space, &target, args.lock_timeout)?;
+    warn(broken);
     eprintln!(
         "Recorded the revocation of {} key{} of space {} at {}.\n\
          next: `cotal apply` re-issues the account with it and reloads the broker: their connections close and they are refused from then on",
@@ -243,35 +219,14 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
 
 fn list(global: &Global, args: ListArgs) -> Result<i32> {
     let root = global.root()?;
-    let (space, observed) = observed_space(&root, &args.space)?;
-    let account = observed.account_pub.clone();
-    let ledger = users::load(&root, &space, &account)?;
-    let loaded = users::Ledger {
-        revoked: observed.revocations.clone(),
-        ..users::Ledger::empty(&account)
-    };
-    let now = crate::clock::now();
-    let rows: Vec<serde_json::Value> = ledger
-        .minted
+    let space = SpaceName::parse(&args.space).map_err(Error::Input)?;
+    let listing = crate::ops::creds::list(&root, &space, crate::clock::now())?;
+    warn(listing.warning);
+    let (account, ledger) = (listing.account, listing.ledger);
+    let rows: Vec<serde_json::Value> = listing
+        .users
         .iter()
-        .map(|m| {
-            let state = if loaded.is_revoked(&m.key, m.issued_at) {
-                "revoked"
-            } else if ledger.is_revoked(&m.key, m.issued_at) {
-                // Recorded, not yet in the account's JWT.
-                "revoking"
-            } else if m.expires_at.is_some_and(|e| e <= now) {
-                "expired"
-            } else if m
-                .signed_by
-                .as_ref()
-                .is_some_and(|k| k != &observed.signing_pub)
-            {
-                // `cotal rotate account` replaced the key that signed it.
-                "refused (old signing key)"
-            } else {
-                "valid"
-            };
+        .map(|(m, state)| {
             serde_json::json!({
                 "name": m.name,
                 "key": m.key,

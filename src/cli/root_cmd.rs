@@ -1,11 +1,9 @@
 //! `cotal root backup DIR` and `cotal root restore DIR`: the root's trust material and records
-//! (see [`crate::root_backup`]).
+//! (see [`crate::ops::backup::root_backup`] and [`crate::root_backup`]).
 
 use super::Global;
-use crate::error::{Error, Result};
-use crate::observed::{BrokerRecordState, JournalState};
-use crate::store::lock;
-use crate::{observe, plan, root_backup};
+use crate::error::Result;
+use crate::root_backup;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -31,24 +29,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
     match command {
         Command::Backup { dir, lock_timeout } => {
             let root = global.root()?;
-            let _lock = lock::acquire(&root, &crate::operator::holder(), lock_timeout)?;
-            let (desired, digest, _) = observe::desired_for_reading(&root)?;
-            let observed = observe::observe(&root, &desired, digest)?;
-            if let JournalState::Open(_) = observed.journal {
-                return Err(Error::Interrupted(
-                    "an apply was interrupted (the journal is open): the records are between two states.\nnext: run `cotal apply` to finish it, then back up".into(),
-                ));
-            }
-            plan::guard_trust(&observed)?;
-            let BrokerRecordState::Valid(trust) = &observed.broker else {
-                unreachable!("guard_trust passed");
-            };
-            let manifest = root_backup::backup(
-                &root,
-                &dir,
-                &trust.operator_pub,
-                observed.generation.generation(),
-            )?;
+            let manifest = crate::ops::backup::root_backup(&root, &dir, lock_timeout)?;
             println!(
                 "Backed up the root (operator {}, generation {}, {} files) to {} (0700).\n\
                  It holds every seed of this broker: keep it as you keep the operator's keys. Stream data is backed up per space (`cotal space backup`).",

@@ -4,5 +4,7 @@
 //! Commands parse, call one operation and print; operations never print.
 
 pub mod apply;
+pub mod backup;
 pub mod broker;
+pub mod creds;
 pub mod state;

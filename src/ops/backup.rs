@@ -1,0 +1,150 @@
+//! Backups: one space's data out of, and into, a preserved store (after `cotal down
+//! --preserve-state`, see [`crate::backup`]), and the root's trust and records (see
+//! [`crate::root_backup`]). Each runs under the root's lock after the checks its artifact
+//! depends on.
+
+use crate::backup::{self, Manifest, Target, Verified};
+use crate::error::{Error, Result};
+use crate::model::SpaceName;
+use crate::observed::{BrokerProcess, BrokerRecordState, JournalState};
+use crate::store::{Root, account_record, cut, lock};
+use crate::{apply, observe, plan, root_backup};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+/// Back up space `name` of a preserved store into `dir`.
+pub fn space_backup(root: &Root, name: &str, dir: &Path) -> Result<Manifest> {
+    with_target(root, name, "cotal space backup", |root, target, tenants| {
+        backup::backup(root, target, tenants, dir)
+    })
+}
+
+/// Restore space `name` from `dir` into a preserved store, verified against its manifest.
+pub fn space_restore(root: &Root, name: &str, dir: &Path, relocate: bool) -> Result<Vec<Verified>> {
+    with_target(root, name, "cotal space restore", |root, target, _| {
+        backup::restore(root, target, dir, relocate)
+    })
+}
+
+/// Copy the root's trust and records into `dir`, refused while an apply is interrupted (the
+/// records are between two states) or the trust is unsound.
+pub fn root_backup(
+    root: &Root,
+    dir: &Path,
+    lock_timeout: Duration,
+) -> Result<root_backup::Manifest> {
+    let _lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
+    let (desired, digest, _) = observe::desired_for_reading(root)?;
+    let observed = observe::observe(root, &desired, digest)?;
+    if let JournalState::Open(_) = observed.journal {
+        return Err(Error::Interrupted(
+            "an apply was interrupted (the journal is open): the records are between two states.\nnext: run `cotal apply` to finish it, then back up".into(),
+        ));
+    }
+    plan::guard_trust(&observed)?;
+    let BrokerRecordState::Valid(trust) = &observed.broker else {
+        unreachable!("guard_trust passed");
+    };
+    root_backup::backup(
+        root,
+        dir,
+        &trust.operator_pub,
+        observed.generation.generation(),
+    )
+}
+
+/// Shared preconditions; runs `work` with the target.
+fn with_target<T>(
+    root: &Root,
+    name: &str,
+    verb: &str,
+    work: impl FnOnce(&Root, &Target, &BTreeMap<String, SpaceName>) -> Result<T>,
+) -> Result<T> {
+    let space = SpaceName::parse(name).map_err(Error::Input)?;
+    let (desired, digest) = observe::desired(root)?;
+    let _lock = lock::acquire(root, &crate::operator::holder(), std::time::Duration::ZERO)?;
+    if let Some(cluster) = &desired.topology.cluster {
+        return Err(Error::Refused(format!(
+            "`{verb}` does not work on a cluster yet: a per-space artifact is taken from one stopped store, and on the {} nodes of cluster {:?} cotal cannot yet prove every replica of each stream was current at the cut.\n\
+             blast radius: none, nothing was read or written.\n\
+             next: `cotal root backup` saves the whole root (records and keys); to move one space's data, copy its streams with a NATS client (`nats stream backup`) while the cluster runs",
+            desired.topology.nodes.len(),
+            cluster
+        )));
+    }
+    let observed = observe::observe(root, &desired, digest)?;
+    apply::refuse_if_journal_open(&observed.journal, verb)?;
+    let trust = plan::guard_trust(&observed)?;
+    let Some(the_cut) = cut::load(root)? else {
+        return Err(Error::Refused(format!(
+            "`{verb}` needs a cut: a per-space artifact is consistent only against a stopped store.\n\
+             next: `cotal down --preserve-state` (this stops the broker for every space), then `{verb}`, then `cotal up`"
+        )));
+    };
+    match observed.process() {
+        BrokerProcess::Stopped => {}
+        BrokerProcess::Unknown { .. } => plan::guard_liveness(&observed)?,
+        running => {
+            return Err(Error::Refused(format!(
+                "the broker runs again{} since the cut of {}; the store is live.\nnext: `cotal down --preserve-state` again",
+                running
+                    .pid()
+                    .map(|pid| format!(" (pid {pid})"))
+                    .unwrap_or_default(),
+                the_cut.at
+            )));
+        }
+    }
+    let Some(observed_space) = observed.inventory.spaces.get(&space) else {
+        return Err(Error::Refused(format!(
+            "this root has no space {}: its trust comes from `cotal space add` under this broker.\n\
+             next: `cotal space add {name}` while the broker is stopped, then `{verb}` again",
+            space.quoted()
+        )));
+    };
+    let record = account_record::load(root, &space)?;
+    // The isolated broker reads the streams as a user of the space: a suspended space (fenced
+    // before a move) is loaded there with an active JWT, minted in memory and never written.
+    let isolated_jwt = if observed_space.limits.is_suspended() {
+        let broker = match crate::store::broker_record::load(root)? {
+            crate::store::broker_record::Loaded::Valid(b, _) => b,
+            _ => {
+                return Err(Error::Refused(
+                    "the broker record changed while cotal read it.\nnext: run the command again"
+                        .into(),
+                ));
+            }
+        };
+        let mut active = plan::applied_spec(observed_space);
+        active.state = crate::model::SpaceState::Active;
+        crate::mint::reissue(
+            &broker,
+            &record,
+            &space,
+            &active,
+            &observed_space.revocations,
+            false,
+        )
+        .map_err(Error::Other)?
+        .account
+        .jwt
+    } else {
+        observed_space.jwt.clone()
+    };
+    let tenants: BTreeMap<String, SpaceName> = observed
+        .inventory
+        .spaces
+        .iter()
+        .map(|(n, s)| (s.account_pub.clone(), n.clone()))
+        .collect();
+    let target = Target {
+        trust: &trust,
+        space: &space,
+        account: &observed_space.account_pub,
+        jwt: &isolated_jwt,
+        signing_seed: &record.account.signing_seed,
+        store_dir: &observed.first().store_dir,
+    };
+    work(root, &target, &tenants)
+}

@@ -1,0 +1,128 @@
+//! Credentials handed to people: mint a user of a space, revoke users, list what was handed
+//! out (see [`crate::credentials`]). Each reads the space's account from an observation that
+//! fails closed on any untrusted record, and writes under the root's lock.
+
+use crate::credentials::{self, Issued, Request, Revoked, Target};
+use crate::error::{Error, Result};
+use crate::model::SpaceName;
+use crate::observed::ObservedSpace;
+use crate::store::{Root, lock, users};
+use crate::{observe, plan};
+use std::time::Duration;
+
+/// The space and what is observed of it (its validated account), from an observation that
+/// fails closed on any untrusted record; and why `cotal.toml` could not be read, when it could
+/// not (the spaces on disk are used: a warning for the caller to show).
+fn observed_space(root: &Root, space: &SpaceName) -> Result<(ObservedSpace, Option<String>)> {
+    let (desired, digest, broken) = observe::desired_for_reading(root)?;
+    let observed = observe::observe(root, &desired, digest)?;
+    plan::guard_trust(&observed)?;
+    match observed.inventory.spaces.get(space) {
+        Some(s) => Ok((s.clone(), broken)),
+        None => Err(Error::Input(format!(
+            "no space {} on this root (spaces: {})",
+            space.quoted(),
+            observed
+                .inventory
+                .spaces
+                .keys()
+                .map(SpaceName::quoted)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+/// Mint a user of `request.space`; returns its creds (secret), what was recorded, and a
+/// warning when `cotal.toml` could not be read.
+pub fn mint(
+    root: &Root,
+    request: &Request,
+    lock_timeout: Duration,
+) -> Result<(Issued, Option<String>)> {
+    crate::permissions::valid_user_name(&request.user).map_err(Error::Input)?;
+    let (observed, warning) = observed_space(root, &request.space)?;
+    let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
+    let issued = credentials::mint(root, &lock, &observed.account_pub, request)?;
+    Ok((issued, warning))
+}
+
+/// Record the revocation of `target`'s keys of `space` (the next apply puts it in force).
+pub fn revoke(
+    root: &Root,
+    space: &SpaceName,
+    target: &Target,
+    lock_timeout: Duration,
+) -> Result<(Revoked, Option<String>)> {
+    let (observed, warning) = observed_space(root, space)?;
+    let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
+    let revoked = credentials::revoke(root, &lock, space, &observed.account_pub, target)?;
+    Ok((revoked, warning))
+}
+
+/// Where a user handed out stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum UserState {
+    #[serde(rename = "valid")]
+    Valid,
+    /// Revoked in the account's JWT the broker loads.
+    #[serde(rename = "revoked")]
+    Revoked,
+    /// Recorded, not yet in the account's JWT (the next apply puts it there).
+    #[serde(rename = "revoking")]
+    Revoking,
+    #[serde(rename = "expired")]
+    Expired,
+    /// `cotal rotate account` replaced the key that signed it.
+    #[serde(rename = "refused (old signing key)")]
+    OldSigningKey,
+}
+
+/// The users handed out for a space.
+pub struct Listing {
+    pub account: String,
+    pub ledger: users::Ledger,
+    /// Each minted user with where it stands, in the ledger's order.
+    pub users: Vec<(users::Minted, UserState)>,
+    /// Why `cotal.toml` could not be read, when it could not.
+    pub warning: Option<String>,
+}
+
+/// The users of `space` and where each stands at `now`.
+pub fn list(root: &Root, space: &SpaceName, now: i64) -> Result<Listing> {
+    let (observed, warning) = observed_space(root, space)?;
+    let account = observed.account_pub.clone();
+    let ledger = users::load(root, space, &account)?;
+    let loaded = users::Ledger {
+        revoked: observed.revocations.clone(),
+        ..users::Ledger::empty(&account)
+    };
+    let users = ledger
+        .minted
+        .iter()
+        .map(|m| {
+            let state = if loaded.is_revoked(&m.key, m.issued_at) {
+                UserState::Revoked
+            } else if ledger.is_revoked(&m.key, m.issued_at) {
+                UserState::Revoking
+            } else if m.expires_at.is_some_and(|e| e <= now) {
+                UserState::Expired
+            } else if m
+                .signed_by
+                .as_ref()
+                .is_some_and(|k| k != &observed.signing_pub)
+            {
+                UserState::OldSigningKey
+            } else {
+                UserState::Valid
+            };
+            (m.clone(), state)
+        })
+        .collect();
+    Ok(Listing {
+        account,
+        ledger,
+        users,
+        warning,
+    })
+}
