@@ -56,7 +56,7 @@ pub struct Revoked {
 /// Check, under the lock, that `space` still has `account` (the one the caller observed and
 /// validated), refusing while an interrupted apply is removing it.
 fn check_account(root: &Root, space: &SpaceName, account: &str) -> Result<()> {
-    if let JournalState::Open(j) = journal::load(root)?
+    if let JournalState::Valid(j) = journal::load(root)?
         && j.removals.iter().any(|r| &r.space == space)
     {
         return Err(Error::Refused(format!(

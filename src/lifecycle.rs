@@ -46,7 +46,7 @@ pub struct View {
 
 /// Derive a space's state from the observation.
 pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> View {
-    let removing = matches!(&observed.journal, JournalState::Open(j)
+    let removing = matches!(&observed.journal, JournalState::Valid(j)
         if j.removals.iter().any(|r| &r.space == name && r.account == space.account_pub));
     let suspended = space.limits.is_suspended();
     let loaded = observed.loads(&space.account_pub);

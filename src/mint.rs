@@ -177,7 +177,7 @@ pub fn system_users(
     use crate::error::Error;
     use crate::store::broker_record;
     let record = match broker_record::load(root)? {
-        broker_record::Loaded::Valid(record, _) => record,
+        broker_record::Loaded::Valid((record, _)) => record,
         _ => {
             return Err(Error::Refused(format!(
                 "{} is missing or corrupt, so no system user can be minted.\nnext: restore it from a backup",

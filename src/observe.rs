@@ -110,11 +110,10 @@ fn observe_with(
     };
     let broker = match broker_record::load(root)? {
         broker_record::Loaded::Absent => BrokerRecordState::Absent,
-        broker_record::Loaded::Corrupt(reason) => BrokerRecordState::Corrupt {
-            file: root.broker_record(),
-            reason,
-        },
-        broker_record::Loaded::Valid(record, trust) => {
+        broker_record::Loaded::Corrupt { file, reason } => {
+            BrokerRecordState::Corrupt { file, reason }
+        }
+        broker_record::Loaded::Valid((record, trust)) => {
             system = system_observed(&record, broker_record::sys_seed_retained(root));
             BrokerRecordState::Valid(trust)
         }
@@ -214,7 +213,7 @@ fn observe_with(
     let capacity = capacity(desired, &nodes[0].store_dir, store, stored);
     let journal = journal::load(root)?;
     let mut journal_protected = std::collections::BTreeSet::new();
-    if let crate::observed::JournalState::Open(j) = &journal {
+    if let crate::observed::JournalState::Valid(j) = &journal {
         for r in &j.removals {
             let protected = match space_dir::load_lifecycle(root, &r.space) {
                 Ok(Some(l)) => l.account == r.account && l.protect,

@@ -23,13 +23,18 @@ pub fn preloads(spaces: &BTreeMap<SpaceName, ObservedSpace>) -> Vec<crate::rende
         .collect()
 }
 
-/// State of the broker record.
+/// What is at a record's path: nothing, something that is not a valid record (with its file and
+/// why: a guard decides, so corruption is a value and never an error), or the record. The one
+/// shape of every record cotal reads (`store::record` reads them all).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum BrokerRecordState {
+pub enum Record<T> {
     Absent,
     Corrupt { file: PathBuf, reason: String },
-    Valid(BrokerTrust),
+    Valid(T),
 }
+
+/// The broker record, its public half.
+pub type BrokerRecordState = Record<BrokerTrust>;
 
 /// One valid account record, public parts only.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -165,12 +170,8 @@ pub struct GenerationRecord {
     pub inventory_digest: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum GenerationState {
-    Absent,
-    Corrupt { file: PathBuf, reason: String },
-    Valid(GenerationRecord),
-}
+/// The generation record.
+pub type GenerationState = Record<GenerationRecord>;
 
 impl GenerationState {
     /// The generation to compare-and-set against (0 before the first promotion).
@@ -230,12 +231,9 @@ pub struct Journal {
     pub steps: Vec<JournaledStep>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum JournalState {
-    Closed,
-    Open(Journal),
-    Corrupt { file: PathBuf, reason: String },
-}
+/// The journal: `Absent` when no apply is open, `Valid` when one is (an interrupted apply the
+/// next `apply` finishes).
+pub type JournalState = Record<Journal>;
 
 /// Whether a node of this root's broker runs, three-valued (docs/design/architecture.md, "The running
 /// broker"): running only when the recorded pid is this root's nats-server and owns the

@@ -123,7 +123,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, String> {
             problems.join("; ")
         ));
     }
-    if matches!(observed.journal, JournalState::Open(_)) {
+    if matches!(observed.journal, JournalState::Valid(_)) {
         return Err(
             "an apply was interrupted (the journal is open): the state would not be one the broker runs.\nnext: run `cotal apply` to finish it, then export"
                 .into(),
@@ -303,7 +303,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
             Some(g) => GenerationState::Valid(g.clone()),
             None => GenerationState::Absent,
         },
-        journal: JournalState::Closed,
+        journal: JournalState::Absent,
         desired_digest,
         live_error: b.running.then(|| {
             format!(

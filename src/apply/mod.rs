@@ -188,7 +188,7 @@ fn run(
             .collect(),
         // Accounts an interrupted apply minted for names it was also removing stay known.
         added: match &ctx.observed.journal {
-            JournalState::Open(j) => j.added.clone(),
+            JournalState::Valid(j) => j.added.clone(),
             _ => Vec::new(),
         },
         steps: Vec::new(),
@@ -436,13 +436,13 @@ fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
 
 fn load_broker(root: &Root) -> Result<BrokerRecord> {
     match broker_record::load(root)? {
-        broker_record::Loaded::Valid(record, _) => Ok(*record),
+        broker_record::Loaded::Valid((record, _)) => Ok(*record),
         broker_record::Loaded::Absent => {
             Err(Error::Refused(
             "the broker record disappeared during apply.\nnext: restore .cotal/auth/broker.json from a backup".into(),
         ))
         }
-        broker_record::Loaded::Corrupt(why) => Err(Error::Refused(format!(
+        broker_record::Loaded::Corrupt { reason: why, .. } => Err(Error::Refused(format!(
             "{} is corrupt: {why}.\nnext: restore it from a backup",
             root.broker_record().display()
         ))),
@@ -452,8 +452,8 @@ fn load_broker(root: &Root) -> Result<BrokerRecord> {
 /// Whether the journal observed blocks a verb other than apply.
 pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Result<()> {
     match observed_journal {
-        JournalState::Closed => Ok(()),
-        JournalState::Open(j) => Err(Error::Interrupted(format!(
+        JournalState::Absent => Ok(()),
+        JournalState::Valid(j) => Err(Error::Interrupted(format!(
             "an apply started at {} by pid {} on {} was interrupted (journal .cotal/maintenance/journal.json); `{verb}` refuses until it is finished.\n\
              next: run `cotal apply` to finish it{}",
             j.started_at,

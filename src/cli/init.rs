@@ -51,7 +51,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 )));
             }
         }
-        broker_record::Loaded::Valid(_, trust) => {
+        broker_record::Loaded::Valid((_, trust)) => {
             return Err(Error::Refused(format!(
                 "{} already holds the broker trust (operator {}); a second operator would orphan every space signed by the first.\n\
                  blast radius: none, nothing was changed.\n\
@@ -60,7 +60,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 trust.operator_pub
             )));
         }
-        broker_record::Loaded::Corrupt(why) => {
+        broker_record::Loaded::Corrupt { reason: why, .. } => {
             return Err(Error::Refused(format!(
                 "{} exists but is corrupt ({why}); it may hold the trust of real tenants, so init does not replace it.\n\
                  next: restore it from a backup",

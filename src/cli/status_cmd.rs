@@ -196,7 +196,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
             },
         },
         generation: observed.generation.generation(),
-        journal_open: matches!(observed.journal, JournalState::Open(_)),
+        journal_open: matches!(observed.journal, JournalState::Valid(_)),
         cut: crate::store::cut::load(&root)?.map(|c| c.at),
         jetstream: {
             // What the applied spaces commit (their records' limits), not what cotal.toml asks.
@@ -464,7 +464,7 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
             cut
         );
     }
-    if let JournalState::Open(j) = &observed.journal {
+    if let JournalState::Valid(j) = &observed.journal {
         let _ = writeln!(
             out,
             "journal     OPEN since {} (pid {} on {}): run `cotal apply` to finish it",

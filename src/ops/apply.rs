@@ -97,7 +97,7 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
     lock.verify()?;
     if let (Some(verb), Some(only)) = (req.verb, &req.only) {
         // `space rm` of a space the open journal removes finishes that journal.
-        let finishing = matches!(&observed.journal, JournalState::Open(j)
+        let finishing = matches!(&observed.journal, JournalState::Valid(j)
             if verb == SpaceVerb::Rm && j.removals.iter().any(|r| only.contains(&r.space)));
         if !finishing {
             apply::refuse_if_journal_open(&observed.journal, &verb.to_string())?;

@@ -37,7 +37,7 @@ pub fn root_backup(
     let _lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
     let (desired, digest, _) = observe::desired_for_reading(root)?;
     let observed = observe::observe(root, &desired, digest)?;
-    if let JournalState::Open(_) = observed.journal {
+    if let JournalState::Valid(_) = observed.journal {
         return Err(Error::Interrupted(
             "an apply was interrupted (the journal is open): the records are between two states.\nnext: run `cotal apply` to finish it, then back up".into(),
         ));
@@ -108,7 +108,7 @@ fn with_target<T>(
     // before a move) is loaded there with an active JWT, minted in memory and never written.
     let isolated_jwt = if observed_space.limits.is_suspended() {
         let broker = match crate::store::broker_record::load(root)? {
-            crate::store::broker_record::Loaded::Valid(b, _) => b,
+            crate::store::broker_record::Loaded::Valid((b, _)) => b,
             _ => {
                 return Err(Error::Refused(
                     "the broker record changed while cotal read it.\nnext: run the command again"

@@ -260,7 +260,7 @@ pub fn guard_degraded_adds<'a>(
 /// account (or is gone, or holds the new account the journaled apply minted for that name),
 /// and its folder does not record it as protected.
 pub fn guard_journal(observed: &Observed) -> Result<(), Refusal> {
-    let JournalState::Open(j) = &observed.journal else {
+    let JournalState::Valid(j) = &observed.journal else {
         return Ok(());
     };
     let inv = &observed.inventory;

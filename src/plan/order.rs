@@ -25,7 +25,7 @@ pub fn steps(
     let inv = &observed.inventory;
     let running = observed.is_running();
     let mut steps = Vec::new();
-    if let JournalState::Open(j) = &observed.journal {
+    if let JournalState::Valid(j) = &observed.journal {
         steps.push(Step::FinishJournal {
             started_at: j.started_at.clone(),
             plan_digest: j.plan_digest.clone(),

@@ -44,7 +44,7 @@ impl Removals {
 /// Collect the removals: the open journal's first, then spaces gone from `cotal.toml`.
 pub fn collect(desired: &Desired, observed: &Observed) -> Removals {
     let mut out = BTreeMap::new();
-    if let JournalState::Open(j) = &observed.journal {
+    if let JournalState::Valid(j) = &observed.journal {
         for r in &j.removals {
             out.insert(
                 r.space.clone(),

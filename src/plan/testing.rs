@@ -49,7 +49,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
             corrupt: Vec::new(),
         },
         generation: GenerationState::Absent,
-        journal: JournalState::Closed,
+        journal: JournalState::Absent,
         desired_digest: String::new(),
         live_error: None,
         server: None,
@@ -104,7 +104,7 @@ pub fn node(spec: crate::topology::NodeSpec, store_dir: &str) -> ObservedNode {
 
 /// A journal removing `space` (account `account`).
 pub fn journal(space: &str, account: &str, committed: bool) -> JournalState {
-    JournalState::Open(Journal {
+    JournalState::Valid(Journal {
         op: "apply".into(),
         plan_digest: "sha256:x".into(),
         started_at: "2026-11-30T10:00:00Z".into(),

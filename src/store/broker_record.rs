@@ -160,13 +160,8 @@ impl BrokerRecord {
     }
 }
 
-/// What is at the broker record's path.
-#[derive(Debug)]
-pub enum Loaded {
-    Absent,
-    Valid(Box<BrokerRecord>, BrokerTrust),
-    Corrupt(String),
-}
+/// What is at the broker record's path: the whole record (with its seeds) and its public half.
+pub type Loaded = Record<(Box<BrokerRecord>, BrokerTrust)>;
 
 /// Read and validate the broker record. Corruption is a value, not an error: guards decide.
 pub fn load(root: &Root) -> Result<Loaded> {
@@ -177,8 +172,8 @@ pub fn load(root: &Root) -> Result<Loaded> {
     })?;
     Ok(match parsed {
         Record::Absent => Loaded::Absent,
-        Record::Corrupt { reason, .. } => Loaded::Corrupt(reason),
-        Record::Valid((r, trust)) => Loaded::Valid(Box::new(r), trust),
+        Record::Corrupt { file, reason } => Loaded::Corrupt { file, reason },
+        Record::Valid((r, trust)) => Loaded::Valid((Box::new(r), trust)),
     })
 }
 
@@ -187,8 +182,8 @@ pub fn save(root: &Root, broker: &BrokerRecord) -> Result<()> {
     let new_trust = broker.validate().map_err(Error::Other)?;
     match load(root)? {
         Loaded::Absent => {}
-        Loaded::Valid(_, existing) if existing.operator_pub == new_trust.operator_pub => {}
-        Loaded::Valid(_, existing) => {
+        Loaded::Valid((_, existing)) if existing.operator_pub == new_trust.operator_pub => {}
+        Loaded::Valid((_, existing)) => {
             return Err(Error::Refused(format!(
                 "{} holds operator {}; replacing it with operator {} would orphan every space signed by it.\nnext: keep the existing broker record; a new broker belongs in a new root",
                 root.broker_record().display(),
@@ -196,7 +191,7 @@ pub fn save(root: &Root, broker: &BrokerRecord) -> Result<()> {
                 new_trust.operator_pub
             )));
         }
-        Loaded::Corrupt(why) => {
+        Loaded::Corrupt { reason: why, .. } => {
             return Err(Error::Refused(format!(
                 "{} is corrupt ({why}); it may hold the trust of real tenants, so it is not overwritten.\nnext: restore it from a backup",
                 root.broker_record().display()

@@ -6,15 +6,11 @@
 
 use crate::error::Result;
 use crate::observed::{GenerationRecord, GenerationState};
-use crate::store::record::{self, Layout, Record};
+use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic};
 
 pub fn load(root: &Root) -> Result<GenerationState> {
-    Ok(match record::read_with(&root.generation_record(), parse)? {
-        Record::Absent => GenerationState::Absent,
-        Record::Corrupt { file, reason } => GenerationState::Corrupt { file, reason },
-        Record::Valid(r) => GenerationState::Valid(r),
-    })
+    record::read_with(&root.generation_record(), parse)
 }
 
 /// Parse and validate a generation record.

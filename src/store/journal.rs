@@ -5,15 +5,11 @@
 
 use crate::error::Result;
 use crate::observed::{Journal, JournalState};
-use crate::store::record::{self, Layout, Record};
+use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic};
 
 pub fn load(root: &Root) -> Result<JournalState> {
-    Ok(match record::read_with(&root.journal(), parse)? {
-        Record::Absent => JournalState::Closed,
-        Record::Corrupt { file, reason } => JournalState::Corrupt { file, reason },
-        Record::Valid(journal) => JournalState::Open(journal),
-    })
+    record::read_with(&root.journal(), parse)
 }
 
 pub fn parse(bytes: &[u8]) -> Result<Journal, String> {

@@ -8,15 +8,9 @@ use crate::error::Result;
 use crate::store::atomic::{self, Found};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-/// What is at a record's path.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Record<T> {
-    Absent,
-    Corrupt { file: PathBuf, reason: String },
-    Valid(T),
-}
+pub use crate::observed::Record;
 
 /// Read the record at `path`, parsing and checking it with `parse` (whose error is the reason
 /// it is corrupt).

@@ -128,7 +128,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
             corrupt: Vec::new(),
         },
         generation: GenerationState::Absent,
-        journal: JournalState::Closed,
+        journal: JournalState::Absent,
         desired_digest: "sha256:desired".into(),
         live_error: None,
         server: None,
@@ -410,7 +410,7 @@ fn an_interrupted_removal_is_finished_first() {
     let release = o.inventory.spaces[&SpaceName::parse("release").unwrap()]
         .account_pub
         .clone();
-    o.journal = JournalState::Open(Journal {
+    o.journal = JournalState::Valid(Journal {
         op: "apply".into(),
         plan_digest: "sha256:before".into(),
         started_at: "2026-11-30T10:00:00Z".into(),
