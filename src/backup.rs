@@ -14,6 +14,7 @@
 //! artifact holds no trust material (no seeds, no JWTs).
 
 use crate::broker::isolated::Isolated;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, IoContext, Result};
 use crate::mint;
 use crate::model::SpaceName;
@@ -117,7 +118,7 @@ fn reader_creds(target: &Target) -> Result<String> {
         Some(permissions::EPHEMERAL),
     )
     .map(|u| u.creds)
-    .map_err(Error::Other)
+    .map_err(Error::other)
 }
 
 /// Ask an isolated broker for each stream's state.
@@ -150,16 +151,20 @@ pub fn backup(
     // Anything at the path, a dangling link included, is refused: the artifact is renamed into
     // place, never written through a link.
     if std::fs::symlink_metadata(dir).is_ok() {
-        return Err(Error::Refused(format!(
-            "{} already exists (or is a link); a backup never writes into an existing path.\nnext: choose a new folder, or move the old one aside",
-            dir.display()
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} already exists (or is a link); a backup never writes into an existing path.",
+                dir.display()
+            ))
+            .next("choose a new folder, or move the old one aside"),
+        ));
     }
     let listing = jetstream_dir::list_store(target.store_dir)?;
     partition(&listing, tenants).map_err(|e| {
-        Error::Refused(format!(
-            "{e}.\nnext: find where those streams came from before taking a per-space backup"
-        ))
+        Error::refused(
+            Diagnostic::new(format!("{e}."))
+                .next("find where those streams came from before taking a per-space backup"),
+        )
     })?;
     let present = listing.get(target.account).cloned().unwrap_or_default();
     let wanted = backed_up(&target.space.token());
@@ -173,15 +178,18 @@ pub fn backup(
         })
         .collect();
     if !missing.is_empty() {
-        return Err(Error::Refused(format!(
-            "{} is not complete in the store: missing {}.\nnext: start the broker (`cotal up`) so provisioning completes it, then take the cut again",
-            target.space.quoted(),
-            missing
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} is not complete in the store: missing {}.",
+                target.space.quoted(),
+                missing
                 .iter()
                 .map(|s| s.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
-        )));
+            ))
+            .next("start the broker (`cotal up`) so provisioning completes it, then take the cut again"),
+        ));
     }
     let states = read_states(root, target, &wanted)?;
 
@@ -198,9 +206,12 @@ pub fn backup(
         let mut entries = Vec::new();
         for name in &wanted {
             let state = states.get(name).cloned().flatten().ok_or_else(|| {
-                Error::Refused(format!(
-                    "the isolated broker does not load stream {name}; the store may be damaged.\nnext: look at .cotal/maintenance/isolated.log"
-                ))
+                Error::refused(
+                    Diagnostic::new(format!(
+                        "the isolated broker does not load stream {name}; the store may be damaged."
+                    ))
+                    .next("look at .cotal/maintenance/isolated.log"),
+                )
             })?;
             let files = copy_tree(
                 &jetstream_dir::stream_dir(target.store_dir, target.account, name),
@@ -271,7 +282,7 @@ fn copy_into(from: &Path, to: &Path, rel: &str, out: &mut Vec<FileEntry>) -> Res
                 bytes,
             });
         } else {
-            return Err(Error::Refused(format!(
+            return Err(Error::refused(format!(
                 "{} is not a regular file or folder",
                 entry.path().display()
             )));
@@ -284,9 +295,12 @@ fn copy_into(from: &Path, to: &Path, rel: &str, out: &mut Vec<FileEntry>) -> Res
 /// its checksum, and no stream folder is missing or extra.
 pub fn verify_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     check_artifact(dir, space).map_err(|e| match e {
-        Error::Refused(why) => Error::Refused(format!(
-            "{why}.\nnothing was written to the store.\nnext: use an intact artifact, or take a new backup on the source root (`cotal down --preserve-state`, `cotal space backup`)"
-        )),
+        Error::Refused(why) => Error::refused(
+            Diagnostic::new(format!(
+                "{why}.\nnothing was written to the store."
+            ))
+            .next("use an intact artifact, or take a new backup on the source root (`cotal down --preserve-state`, `cotal space backup`)"),
+        ),
         other => other,
     })
 }
@@ -294,26 +308,26 @@ pub fn verify_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
 fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     let manifest_path = dir.join(MANIFEST);
     let bytes = std::fs::read(&manifest_path).map_err(|_| {
-        Error::Refused(format!(
+        Error::refused(format!(
             "{} has no readable manifest.json: it is not a complete cotal space backup (a truncated artifact?)",
             dir.display()
         ))
     })?;
     let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::Refused(format!(
+        Error::refused(format!(
             "{}: not a cotal space manifest: {e}",
             manifest_path.display()
         ))
     })?;
     if manifest.format != FORMAT {
-        return Err(Error::Refused(format!(
+        return Err(Error::refused(format!(
             "{}: artifact format {} is not {FORMAT}",
             manifest_path.display(),
             manifest.format
         )));
     }
     if &manifest.space != space {
-        return Err(Error::Refused(format!(
+        return Err(Error::refused(format!(
             "{} is a backup of space {}, not {}; a backup restores only into the space it was taken from",
             dir.display(),
             manifest.space.quoted(),
@@ -323,7 +337,7 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     let expected = backed_up(&space.token());
     let names: Vec<String> = manifest.streams.iter().map(|s| s.name.clone()).collect();
     if names != expected {
-        return Err(Error::Refused(format!(
+        return Err(Error::refused(format!(
             "{}: the manifest lists streams {names:?}, a backup of {} holds {expected:?}",
             manifest_path.display(),
             space.quoted()
@@ -332,7 +346,7 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     // Folders are real folders: a link anywhere inside the artifact is refused, never followed.
     let real_dir = |p: &Path| std::fs::symlink_metadata(p).is_ok_and(|m| m.file_type().is_dir());
     if !real_dir(&dir.join("streams")) {
-        return Err(Error::Refused(format!(
+        return Err(Error::refused(format!(
             "{}: streams/ is missing or is not a folder (a link is refused)",
             dir.display()
         )));
@@ -340,7 +354,7 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     for stream in &manifest.streams {
         let base = dir.join("streams").join(&stream.name);
         if !real_dir(&base) {
-            return Err(Error::Refused(format!(
+            return Err(Error::refused(format!(
                 "{}: stream {} is missing from the artifact, or is a link",
                 dir.display(),
                 stream.name
@@ -351,7 +365,7 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
                 .split('/')
                 .any(|c| c.is_empty() || c == "." || c == "..")
             {
-                return Err(Error::Refused(format!(
+                return Err(Error::refused(format!(
                     "{}: unsafe path {:?} in the manifest",
                     manifest_path.display(),
                     f.path
@@ -359,13 +373,13 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
             }
             let path = base.join(&f.path);
             let meta = std::fs::symlink_metadata(&path).map_err(|_| {
-                Error::Refused(format!(
+                Error::refused(format!(
                     "{} is missing from the artifact (truncated?)",
                     path.display()
                 ))
             })?;
             if !meta.is_file() {
-                return Err(Error::Refused(format!(
+                return Err(Error::refused(format!(
                     "{} is not a regular file",
                     path.display()
                 )));
@@ -373,7 +387,7 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
             // The size first (a sparse or grown file is refused unread), then the checksum,
             // streamed.
             if meta.len() != f.bytes {
-                return Err(Error::Refused(format!(
+                return Err(Error::refused(format!(
                     "{} is {} bytes, the manifest says {}: the artifact was truncated or tampered with",
                     path.display(),
                     meta.len(),
@@ -382,7 +396,7 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
             }
             let (sha256, len) = atomic::hash_file(&path)?;
             if len != f.bytes || sha256 != f.sha256 {
-                return Err(Error::Refused(format!(
+                return Err(Error::refused(format!(
                     "{} does not match its checksum in the manifest: the artifact was truncated or tampered with",
                     path.display()
                 )));
@@ -394,7 +408,7 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
         list_files(&base, "", &mut found)?;
         found.sort();
         if listed != found {
-            return Err(Error::Refused(format!(
+            return Err(Error::refused(format!(
                 "{}: the stream folder {} holds files the manifest does not list (or lacks some): tampered",
                 dir.display(),
                 stream.name
@@ -418,7 +432,7 @@ fn list_files(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
         } else if kind.is_file() {
             out.push(child);
         } else {
-            return Err(Error::Refused(format!(
+            return Err(Error::refused(format!(
                 "{} is {}, not a regular file or folder: links are refused, never followed",
                 entry.path().display(),
                 atomic::kind_of(&kind)
@@ -442,14 +456,16 @@ pub struct Verified {
 pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Result<Vec<Verified>> {
     let manifest = verify_artifact(dir, target.space)?;
     if manifest.account != target.account && !relocate {
-        return Err(Error::Refused(format!(
-            "{} was backed up from account {}, but {} is now account {} on this broker.\n\
-             next: if you are deliberately moving the space here, pass --relocate",
-            dir.display(),
-            manifest.account,
-            target.space.quoted(),
-            target.account
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} was backed up from account {}, but {} is now account {} on this broker.",
+                dir.display(),
+                manifest.account,
+                target.space.quoted(),
+                target.account
+            ))
+            .next("if you are deliberately moving the space here, pass --relocate"),
+        ));
     }
     let existing: Vec<&str> = manifest
         .streams
@@ -458,12 +474,14 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
         .filter(|n| jetstream_dir::stream_dir(target.store_dir, target.account, n).exists())
         .collect();
     if !existing.is_empty() {
-        return Err(Error::Refused(format!(
-            "{} already has {} in the store; a restore fills an empty namespace and never merges.\n\
-             next: restore into a space added while the broker is stopped (before `cotal up` provisions it)",
-            target.space.quoted(),
-            existing.join(", ")
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} already has {} in the store; a restore fills an empty namespace and never merges.",
+                target.space.quoted(),
+                existing.join(", ")
+            ))
+            .next("restore into a space added while the broker is stopped (before `cotal up` provisions it)"),
+        ));
     }
     let staging = jetstream_dir::staging_dir(target.store_dir, target.account);
     let _ = atomic::remove_tree(&staging);
@@ -481,7 +499,7 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
                     .zip(&stream.files)
                     .all(|(c, m)| c.path == m.path && c.sha256 == m.sha256 && c.bytes == m.bytes);
             if !same {
-                return Err(Error::Refused(format!(
+                return Err(Error::refused(format!(
                     "{}: stream {} changed while it was being restored; nothing was placed",
                     dir.display(),
                     stream.name
@@ -503,7 +521,7 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
         let mut report = Vec::new();
         for stream in &manifest.streams {
             let state = states.get(&stream.name).cloned().flatten().ok_or_else(|| {
-                Error::Other(format!(
+                Error::other(format!(
                     "stream {} did not load after the restore",
                     stream.name
                 ))
@@ -511,7 +529,7 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
             if (state.messages, state.first_seq, state.last_seq)
                 != (stream.messages, stream.first_seq, stream.last_seq)
             {
-                return Err(Error::Other(format!(
+                return Err(Error::other(format!(
                     "stream {} came back with {} messages, sequences {}..{}; the manifest says {}, {}..{}",
                     stream.name,
                     state.messages,

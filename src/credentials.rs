@@ -7,6 +7,7 @@
 //! name; revocations are only ever added.
 
 use crate::audit::{Event, Generations, Record as AuditRecord};
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::{GenerationState, JournalState};
@@ -59,18 +60,24 @@ fn check_account(root: &Root, space: &SpaceName, account: &str) -> Result<()> {
     if let JournalState::Valid(j) = journal::load(root)?
         && j.removals.iter().any(|r| &r.space == space)
     {
-        return Err(Error::Refused(format!(
-            "an interrupted apply is removing space {}.\nnext: run `cotal apply` to finish it",
-            space.quoted()
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "an interrupted apply is removing space {}.",
+                space.quoted()
+            ))
+            .next("run `cotal apply` to finish it"),
+        ));
     }
     let record = account_record::load(root, space)?;
     if record.account.public != account {
-        return Err(Error::Refused(format!(
-            "the record of space {} changed while cotal waited for the lock (now account {}).\nnext: run the command again",
-            space.quoted(),
-            record.account.public
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "the record of space {} changed while cotal waited for the lock (now account {}).",
+                space.quoted(),
+                record.account.public
+            ))
+            .next("run the command again"),
+        ));
     }
     Ok(())
 }
@@ -102,10 +109,10 @@ pub fn audit(root: &Root, event: Event, space: &SpaceName, outcome: String) -> R
 /// Mint a user of the space whose validated account is `account`. `_lock` proves the caller
 /// holds the root.
 pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Result<Issued> {
-    permissions::valid_user_name(&request.user).map_err(Error::Input)?;
+    permissions::valid_user_name(&request.user).map_err(Error::input)?;
     if request.expires == Some(Duration::ZERO) {
-        return Err(Error::Input(
-            "--expires 0 would mint creds that are already expired: give a duration (1h, 30d) or `never`".into(),
+        return Err(Error::input(
+            "--expires 0 would mint creds that are already expired: give a duration (1h, 30d) or `never`",
         ));
     }
     check_account(root, &request.space, account)?;
@@ -124,7 +131,7 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
         permissions::profile(request.profile, &request.space.token(), &request.user),
         request.expires,
     )
-    .map_err(Error::Other)?;
+    .map_err(Error::other)?;
     let minted = Minted {
         name: request.user.clone(),
         key: user.key.clone(),
@@ -173,21 +180,24 @@ pub fn revoke(
                 let mut names: Vec<&str> = ledger.minted.iter().map(|m| m.name.as_str()).collect();
                 names.sort_unstable();
                 names.dedup();
-                return Err(Error::Input(format!(
-                    "no user {name:?} was minted for space {} (minted: {}).\nnext: to revoke a key cotal did not mint, pass --key U…",
-                    space.quoted(),
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(", ")
-                    }
-                )));
+                return Err(Error::input(
+                    Diagnostic::new(format!(
+                        "no user {name:?} was minted for space {} (minted: {}).",
+                        space.quoted(),
+                        if names.is_empty() {
+                            "none".into()
+                        } else {
+                            names.join(", ")
+                        }
+                    ))
+                    .next("to revoke a key cotal did not mint, pass --key U…"),
+                ));
             }
             keys.into_iter().map(String::from).collect()
         }
         Target::Key(key) => {
             if !key.starts_with('U') || nkeys::KeyPair::from_public_key(key).is_err() {
-                return Err(Error::Input(format!(
+                return Err(Error::input(format!(
                     "{key:?} is not a user public key (U… , 56 characters)"
                 )));
             }

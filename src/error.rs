@@ -3,6 +3,7 @@
 //! Invariant: no variant ever carries secret material. Messages are built from names, paths and
 //! public keys only; a seed that reached an error string would reach the terminal and the logs.
 
+pub use crate::diagnostic::Diagnostic;
 use std::path::PathBuf;
 
 /// Process exit codes of every verb (docs/design/architecture.md, "Exit codes").
@@ -17,12 +18,14 @@ pub mod exit {
     pub const ROLLED_BACK: i32 = 7;
 }
 
-/// Everything a cotal verb can fail with.
+/// Everything a cotal verb can fail with: its kind (which decides the exit code, in
+/// [`Error::exit_code`] alone) and, but for I/O on a path, a [`Diagnostic`] of what happened and
+/// what to do next.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Bad input: a malformed file, an invalid argument. Nothing was changed.
     #[error("{0}")]
-    Input(String),
+    Input(Diagnostic),
 
     /// An I/O failure on a named path.
     #[error("{path}: {source}")]
@@ -32,41 +35,88 @@ pub enum Error {
         source: std::io::Error,
     },
 
-    /// A guard refused: the message names the tenants, the blast radius and what to do next.
+    /// A guard refused: the diagnostic names the tenants, the blast radius and what to do next.
     #[error("refused: {0}")]
-    Refused(String),
+    Refused(Diagnostic),
 
     /// The lock file was replaced while this process held it: another cotal may hold the root
     /// now, so nothing more is touched (not even the journal).
     #[error("refused: {0}")]
-    LockLost(String),
+    LockLost(Diagnostic),
 
     /// The root's maintenance lock is held by another process.
     #[error("the root is locked by another cotal: {0}")]
-    LockHeld(String),
+    LockHeld(Diagnostic),
 
     /// A saved plan no longer matches what is on disk.
     #[error(
         "the saved plan is stale: {0}\nrun `cotal plan --out FILE` again and review the new plan"
     )]
-    StalePlan(String),
+    StalePlan(Diagnostic),
 
     /// Something the plan relied on moved while it was being applied (a channel a client
     /// wrote meanwhile): nothing more was written.
     #[error("{0}")]
-    Conflict(String),
+    Conflict(Diagnostic),
 
     /// A journal is open: an apply was interrupted and must be finished first.
     #[error("{0}")]
-    Interrupted(String),
+    Interrupted(Diagnostic),
 
     /// The broker did not confirm a reload; the previous config was restored.
     #[error("reload not confirmed, rolled back: {0}")]
-    RolledBack(String),
+    RolledBack(Diagnostic),
 
     /// Anything else (external tools, the network), with context.
     #[error("{0}")]
-    Other(String),
+    Other(Diagnostic),
+}
+
+/// One constructor per kind, taking a [`Diagnostic`] or a plain message.
+impl Error {
+    pub fn input(d: impl Into<Diagnostic>) -> Self {
+        Error::Input(d.into())
+    }
+    pub fn refused(d: impl Into<Diagnostic>) -> Self {
+        Error::Refused(d.into())
+    }
+    pub fn lock_lost(d: impl Into<Diagnostic>) -> Self {
+        Error::LockLost(d.into())
+    }
+    pub fn lock_held(d: impl Into<Diagnostic>) -> Self {
+        Error::LockHeld(d.into())
+    }
+    pub fn stale_plan(d: impl Into<Diagnostic>) -> Self {
+        Error::StalePlan(d.into())
+    }
+    pub fn conflict(d: impl Into<Diagnostic>) -> Self {
+        Error::Conflict(d.into())
+    }
+    pub fn interrupted(d: impl Into<Diagnostic>) -> Self {
+        Error::Interrupted(d.into())
+    }
+    pub fn rolled_back(d: impl Into<Diagnostic>) -> Self {
+        Error::RolledBack(d.into())
+    }
+    pub fn other(d: impl Into<Diagnostic>) -> Self {
+        Error::Other(d.into())
+    }
+
+    /// The diagnostic, when the error has one (all but I/O on a path).
+    pub fn diagnostic(&self) -> Option<&Diagnostic> {
+        match self {
+            Error::Io { .. } => None,
+            Error::Input(d)
+            | Error::Refused(d)
+            | Error::LockLost(d)
+            | Error::LockHeld(d)
+            | Error::StalePlan(d)
+            | Error::Conflict(d)
+            | Error::Interrupted(d)
+            | Error::RolledBack(d)
+            | Error::Other(d) => Some(d),
+        }
+    }
 }
 
 impl Error {
@@ -94,7 +144,7 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 /// Terminal I/O (prompts) without a path to name.
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
-        Error::Other(e.to_string())
+        Error::other(e.to_string())
     }
 }
 

@@ -5,13 +5,13 @@
 //! | module | what it owns | pure? |
 //! |---|---|---|
 //! | [`cli`] | the command line: parse, call one operation, render its result; one file per verb | edge |
-//! | [`ops`] | the operations below the commands: apply, up, down, the state after an apply | edge |
+//! | [`ops`] | the operations below the commands: apply, up, down, the state after an apply, backups, credentials | edge |
 //! | [`desired`] | `cotal.toml` parsed and validated (file:line:column errors) | pure |
-//! | [`topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` validated | pure |
+//! | [`topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` parsed and validated | pure |
 //! | [`model`] | the vocabulary: space names (and how they are shown), states, limits, sizes, listeners | pure |
 //! | [`observe`] | reads everything a plan may depend on into an [`observed::Observed`] | edge (IO) |
 //! | [`observed`] | what observation found, as plain data | pure |
-//! | [`plan`] | `(desired, observed, intent) -> Plan` in named stages; the closed `Step` set; refusals | pure |
+//! | [`plan`] | `(desired, observed, intent) -> Plan` in named stages (`plan::Intent`: the rotations and `--allow-degraded` of one run); the closed `Step` set; refusals | pure |
 //! | [`report`] | a plan as text, JSON and markdown | pure |
 //! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view | pure |
 //! | [`apply`] | the executor: the journal, one `match` over `Step`, promotion stages, rollback, audit | edge |
@@ -34,7 +34,9 @@
 //! | [`secret`] | a seed that never prints | pure |
 //! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) | pure |
 //! | [`error`] | the error kinds and their exit codes | pure |
+//! | [`diagnostic`] | a refusal or error as data: what, tenants, blast radius, next steps | pure |
 //! | [`fault`] | named crash and pause points (fault-injection builds) | edge |
+//! | `testing` | fixtures shared by the unit and the integration tests (hidden, not an API) | tests |
 //!
 //! docs/design/architecture.md describes the shape; CONTRIBUTING.md how to work in it.
 //! `tests/it/architecture.rs` fails when a pure module imports IO, a process, the environment,
@@ -51,6 +53,7 @@ pub mod cli;
 pub mod clock;
 pub mod credentials;
 pub mod desired;
+pub mod diagnostic;
 pub mod digest;
 pub mod edit;
 pub mod error;
@@ -72,4 +75,6 @@ pub mod secret;
 pub mod state;
 pub mod store;
 pub mod streams;
+#[doc(hidden)]
+pub mod testing;
 pub mod topology;

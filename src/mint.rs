@@ -8,6 +8,7 @@
 //! operator's signing key where the root has one, never by its identity key.
 
 use crate::clock::now;
+use crate::diagnostic::Diagnostic;
 use crate::jwt::{self, AccountLimits, Permissions};
 use crate::model::{SpaceName, SpaceSpec};
 use crate::permissions::SysRole;
@@ -179,10 +180,13 @@ pub fn system_users(
     let record = match broker_record::load(root)? {
         broker_record::Loaded::Valid((record, _)) => record,
         _ => {
-            return Err(Error::Refused(format!(
-                "{} is missing or corrupt, so no system user can be minted.\nnext: restore it from a backup",
-                root.broker_record().display()
-            )));
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "{} is missing or corrupt, so no system user can be minted.",
+                    root.broker_record().display()
+                ))
+                .next("restore it from a backup"),
+            ));
         }
     };
     let sys = &record.sys.public;
@@ -193,7 +197,7 @@ pub fn system_users(
         } else {
             user(sys, seed, name, permissions.clone(), ephemeral)
         };
-        creds.map(|c| c.creds).map_err(Error::Other)
+        creds.map(|c| c.creds).map_err(Error::other)
     };
     if let Some(keys) = &record.sys.keys {
         let mut out = vec![mint(&keys.control, true)?];
@@ -203,12 +207,14 @@ pub fn system_users(
         return Ok(out);
     }
     let seed = broker_record::load_sys_seed(root)?.ok_or_else(|| {
-        Error::Refused(format!(
-            "this root keeps no system signing key (neither in {} nor in {}), so cotal cannot mint the system user it reloads and checks the running broker with.\n\
-             next: stop the broker (`cotal down`) and apply with it stopped; `cotal rotate sys` (broker stopped) gives a multi-space root new system keys",
-            root.broker_record().display(),
-            root.sys_seed().display()
-        ))
+        Error::refused(
+            Diagnostic::new(format!(
+                "this root keeps no system signing key (neither in {} nor in {}), so cotal cannot mint the system user it reloads and checks the running broker with.",
+                root.broker_record().display(),
+                root.sys_seed().display()
+            ))
+            .next("stop the broker (`cotal down`) and apply with it stopped; `cotal rotate sys` (broker stopped) gives a multi-space root new system keys"),
+        )
     })?;
     Ok(vec![mint(&seed, false)?])
 }

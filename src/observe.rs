@@ -6,6 +6,7 @@
 use crate::broker::identity::{self, Listener, Liveness};
 use crate::broker::live;
 use crate::desired::{self, Desired};
+use crate::diagnostic::Diagnostic;
 use crate::digest;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
@@ -39,7 +40,9 @@ pub fn desired_for_reading(root: &Root) -> Result<(Desired, String, Option<Strin
         )),
         Some(text) => match desired_from_text(root, &text) {
             Ok((desired, digest)) => Ok((desired, digest, None)),
-            Err(Error::Input(why)) => Ok((Desired::default(), String::new(), Some(why))),
+            Err(Error::Input(why)) => {
+                Ok((Desired::default(), String::new(), Some(why.to_string())))
+            }
             Err(e) => Err(e),
         },
     }
@@ -49,7 +52,7 @@ pub fn desired_for_reading(root: &Root) -> Result<(Desired, String, Option<Strin
 /// sha256 of the text.
 pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
     let path = root.desired_file();
-    let desired = desired::parse(text, &path.display().to_string()).map_err(Error::Input)?;
+    let desired = desired::parse(text, &path.display().to_string()).map_err(Error::input)?;
     Ok((desired, digest::sha256(text.as_bytes())))
 }
 
@@ -383,14 +386,18 @@ fn node_conf(f: &crate::store::NodeFiles) -> Result<Option<PromotedConfig>> {
         return Ok(None);
     };
     if !text.starts_with(crate::render::HEADER) {
-        return Err(Error::Refused(format!(
-            "node {}'s config file {} exists and is not a config cotal rendered; cotal neither shows it in a plan nor replaces it.\n\
-             blast radius: none, nothing was read into the plan or changed.\n\
-             next: point `config` of node {} at a file of its own, or move that file aside",
-            f.name,
-            f.conf.display(),
-            f.name
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "node {}'s config file {} exists and is not a config cotal rendered; cotal neither shows it in a plan nor replaces it.",
+                f.name,
+                f.conf.display()
+            ))
+            .blast("none, nothing was read into the plan or changed.")
+            .next(format!(
+                "point `config` of node {} at a file of its own, or move that file aside",
+                f.name
+            )),
+        ));
     }
     Ok(Some(PromotedConfig::new(text)))
 }
@@ -511,7 +518,7 @@ fn read_registries(
             permissions::registry(&name.token()),
             Some(permissions::EPHEMERAL),
         )
-        .map_err(Error::Other)?
+        .map_err(Error::other)?
         .creds;
         wanted.push((name.clone(), name.token(), creds));
     }

@@ -15,6 +15,7 @@
 //! `.cotal/` under a temporary name before renaming it into place. The manifest is not signed
 //! (see docs/guide/backup.md, "The root itself"): it catches damage, not a deliberate edit.
 
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};
@@ -86,7 +87,7 @@ fn kept_files(root: &Root) -> Result<Vec<String>> {
             if kind.is_file() {
                 out.push(rel(&entry.path()));
             } else {
-                return Err(Error::Refused(format!(
+                return Err(Error::refused(format!(
                     "{} is {}: a root backup holds regular files only",
                     entry.path().display(),
                     atomic::kind_of(&kind)
@@ -102,10 +103,13 @@ fn kept_files(root: &Root) -> Result<Vec<String>> {
 /// group or others (unless sticky and ours), and nothing may exist at the path.
 fn check_destination(dir: &Path) -> Result<()> {
     if std::fs::symlink_metadata(dir).is_ok() {
-        return Err(Error::Refused(format!(
-            "{} already exists (or is a link); a root backup is written into a new folder only.\nnext: choose a new path",
-            dir.display()
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} already exists (or is a link); a root backup is written into a new folder only.",
+                dir.display()
+            ))
+            .next("choose a new path"),
+        ));
     }
     let parent = match dir.parent() {
         Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
@@ -114,11 +118,14 @@ fn check_destination(dir: &Path) -> Result<()> {
     let meta = std::fs::metadata(&parent).at(&parent)?;
     let mode = meta.permissions().mode();
     if mode & 0o022 != 0 && mode & 0o1000 == 0 {
-        return Err(Error::Refused(format!(
-            "{} is writable by other users (mode {:o}): the seeds of every tenant would be written where someone else can swap or read them.\nnext: back up into a folder only you can write (for example a 0700 folder)",
-            parent.display(),
-            mode & 0o7777
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} is writable by other users (mode {:o}): the seeds of every tenant would be written where someone else can swap or read them.",
+                parent.display(),
+                mode & 0o7777
+            ))
+            .next("back up into a folder only you can write (for example a 0700 folder)"),
+        ));
     }
     Ok(())
 }
@@ -182,9 +189,11 @@ pub fn backup(root: &Root, dir: &Path, operator: &str, generation: u64) -> Resul
 /// (regular, not a link) with its size and checksum, and nothing else is.
 pub fn verify(dir: &Path) -> Result<Manifest> {
     let refuse = |why: String| {
-        Error::Refused(format!(
-            "{why}.\nblast radius: none, nothing was written.\nnext: use an intact root backup"
-        ))
+        Error::refused(
+            Diagnostic::new(format!("{why}."))
+                .blast("none, nothing was written.")
+                .next("use an intact root backup"),
+        )
     };
     let bytes = std::fs::read(dir.join(MANIFEST))
         .map_err(|_| refuse(format!("{} has no readable {MANIFEST}", dir.display())))?;
@@ -261,7 +270,7 @@ fn list(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
         } else if kind.is_file() {
             out.push(child);
         } else {
-            return Err(Error::Refused(format!(
+            return Err(Error::refused(format!(
                 "{} is {}: links are refused, never followed",
                 entry.path().display(),
                 atomic::kind_of(&kind)
@@ -276,10 +285,14 @@ fn list(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
 pub fn restore(root: &Root, dir: &Path) -> Result<Manifest> {
     let manifest = verify(dir)?;
     if std::fs::symlink_metadata(root.state_dir()).is_ok() {
-        return Err(Error::Refused(format!(
-            "{} already exists: a root backup is restored only into a root that holds nothing yet (it would replace the trust of the tenants there).\nblast radius: none, nothing was written.\nnext: restore into a new, empty folder (`cotal --root NEW root restore DIR`)",
-            root.state_dir().display()
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} already exists: a root backup is restored only into a root that holds nothing yet (it would replace the trust of the tenants there).",
+                root.state_dir().display()
+            ))
+            .blast("none, nothing was written.")
+            .next("restore into a new, empty folder (`cotal --root NEW root restore DIR`)"),
+        ));
     }
     let staging = root.dir().join(".cotal.cotal-partial");
     let _ = atomic::remove_tree(&staging);
@@ -294,7 +307,7 @@ pub fn restore(root: &Root, dir: &Path) -> Result<Manifest> {
             )?;
             let (sha256, _) = atomic::copy_file(&dir.join("files").join(&f.path), &to, f.mode)?;
             if sha256 != f.sha256 {
-                return Err(Error::Refused(format!(
+                return Err(Error::refused(format!(
                     "{} changed while it was being restored; nothing was placed",
                     f.path
                 )));

@@ -10,6 +10,7 @@
 //! observation that is not certain (a record that cannot be trusted, an open journal);
 //! [`observed`] of an export plans like the root it came from, without live figures.
 
+use crate::diagnostic::Diagnostic;
 use crate::jwt::{self, Revocations};
 use crate::model::{Limits, Listener, SpaceName, SpaceState};
 use crate::observed::{
@@ -115,19 +116,19 @@ pub struct AppliedSpace {
 
 /// The public part of `observed`, exported at `now` (RFC 3339); refused when the observation
 /// is not certain.
-pub fn export(observed: &Observed, now: &str) -> Result<State, String> {
+pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
     let problems = observed.problems();
     if !problems.is_empty() {
-        return Err(format!(
+        return Err(Diagnostic::new(format!(
             "the root holds records that cannot be trusted: {}",
             problems.join("; ")
-        ));
+        )));
     }
     if matches!(observed.journal, JournalState::Valid(_)) {
-        return Err(
-            "an apply was interrupted (the journal is open): the state would not be one the broker runs.\nnext: run `cotal apply` to finish it, then export"
-                .into(),
-        );
+        return Err(Diagnostic::new(
+            "an apply was interrupted (the journal is open): the state would not be one the broker runs.",
+        )
+        .next("run `cotal apply` to finish it, then export"));
     }
     let BrokerRecordState::Valid(trust) = &observed.broker else {
         return Err("the broker record is missing".into());

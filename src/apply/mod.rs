@@ -7,7 +7,7 @@
 //! - A removal's commit point is the journal saying `committed` for it, written before its first
 //!   stream is deleted: a failure anywhere after that leaves the removal to be finished.
 //! - The journal is opened before the first step and closed after the last. A failure after a
-//!   commit point leaves it open and returns [`Error::Interrupted`] (exit 6); a failure before any
+//!   commit point leaves it open and returns [`Error::interrupted`] (exit 6); a failure before any
 //!   commit point closes it (the re-plan derives the remaining work) and returns the failure.
 //! - The root's lock is checked before every step and just before the promotion: once its file
 //!   was replaced, this apply stops and touches nothing more (not even the journal).
@@ -26,6 +26,7 @@ mod users;
 
 use crate::audit::{Actor, Event};
 use crate::broker::Broker;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::fault::{self, Point};
 use crate::model::SpaceName;
@@ -422,12 +423,14 @@ fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
         return e;
     }
     if committed {
-        Error::Interrupted(format!(
-            "apply stopped at `{}` after a commit point: {e}\n\
-             the journal stays open: every removal it names is committed and will be finished.\n\
-             next: fix the cause and re-run `cotal apply`; if the broker is what blocks it, `cotal down` (which works while the journal is open) and `cotal apply` finish it with the broker stopped",
-            step.title()
-        ))
+        Error::interrupted(
+            Diagnostic::new(format!(
+                "apply stopped at `{}` after a commit point: {e}\n\
+             the journal stays open: every removal it names is committed and will be finished.",
+                step.title()
+            ))
+            .next("fix the cause and re-run `cotal apply`; if the broker is what blocks it, `cotal down` (which works while the journal is open) and `cotal apply` finish it with the broker stopped"),
+        )
     } else {
         let _ = journal::close(root);
         e
@@ -437,15 +440,17 @@ fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
 fn load_broker(root: &Root) -> Result<BrokerRecord> {
     match broker_record::load(root)? {
         broker_record::Loaded::Valid((record, _)) => Ok(*record),
-        broker_record::Loaded::Absent => {
-            Err(Error::Refused(
-            "the broker record disappeared during apply.\nnext: restore .cotal/auth/broker.json from a backup".into(),
-        ))
-        }
-        broker_record::Loaded::Corrupt { reason: why, .. } => Err(Error::Refused(format!(
-            "{} is corrupt: {why}.\nnext: restore it from a backup",
-            root.broker_record().display()
-        ))),
+        broker_record::Loaded::Absent => Err(Error::refused(
+            Diagnostic::new("the broker record disappeared during apply.")
+                .next("restore .cotal/auth/broker.json from a backup"),
+        )),
+        broker_record::Loaded::Corrupt { reason: why, .. } => Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} is corrupt: {why}.",
+                root.broker_record().display()
+            ))
+            .next("restore it from a backup"),
+        )),
     }
 }
 
@@ -453,13 +458,16 @@ fn load_broker(root: &Root) -> Result<BrokerRecord> {
 pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Result<()> {
     match observed_journal {
         JournalState::Absent => Ok(()),
-        JournalState::Valid(j) => Err(Error::Interrupted(format!(
-            "an apply started at {} by pid {} on {} was interrupted (journal .cotal/maintenance/journal.json); `{verb}` refuses until it is finished.\n\
-             next: run `cotal apply` to finish it{}",
-            j.started_at,
-            j.pid,
-            j.host,
-            if j.removals.is_empty() {
+        JournalState::Valid(j) => Err(Error::interrupted(
+            Diagnostic::new(format!(
+                "an apply started at {} by pid {} on {} was interrupted (journal .cotal/maintenance/journal.json); `{verb}` refuses until it is finished.",
+                j.started_at,
+                j.pid,
+                j.host
+            ))
+            .next(format!(
+                "run `cotal apply` to finish it{}",
+                if j.removals.is_empty() {
                 String::new()
             } else {
                 format!(
@@ -471,10 +479,14 @@ pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Re
                         .join(", ")
                 )
             }
-        ))),
-        JournalState::Corrupt { file, reason } => Err(Error::Interrupted(format!(
-            "the apply journal {} is corrupt ({reason}); `{verb}` refuses.\nnext: inspect it and run `cotal plan`",
-            file.display()
-        ))),
+            )),
+        )),
+        JournalState::Corrupt { file, reason } => Err(Error::interrupted(
+            Diagnostic::new(format!(
+                "the apply journal {} is corrupt ({reason}); `{verb}` refuses.",
+                file.display()
+            ))
+            .next("inspect it and run `cotal plan`"),
+        )),
     }
 }

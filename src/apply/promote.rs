@@ -11,6 +11,7 @@ use super::undo::undo_writes;
 use super::users::space_user;
 use super::{Context, ExpectedInventory, State, lock_lost};
 use crate::broker::{Broker, Expectation, preflight};
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::fault::{self, Point};
 use crate::observed::{
@@ -37,12 +38,13 @@ pub fn promote(
     let root = ctx.root;
     // The promotion is the commit: every record it refers to must be on disk before it.
     if crate::store::atomic::deferred_pending() > 0 {
-        return Err(Error::Other(
-            "internal error: records written by this apply were not synced before the promotion; nothing was promoted.\nnext: run `cotal apply` again (it syncs and adopts them), and report this".into(),
+        return Err(Error::other(
+            Diagnostic::new("internal error: records written by this apply were not synced before the promotion; nothing was promoted.")
+            .next("run `cotal apply` again (it syncs and adopts them), and report this"),
         ));
     }
     let files: Vec<NodeFiles> = ctx.observed.nodes.iter().map(|n| n.files.clone()).collect();
-    let trust = record.validate().map_err(Error::Other)?;
+    let trust = record.validate().map_err(Error::other)?;
     let inv = checked_inventory(root, &trust, &state.expected, &state.journal.removals)?;
     let candidate = render_and_preflight(ctx, &files, &trust, &inv)?;
     let current = compare_and_set(root, &files, expected)?;
@@ -95,11 +97,14 @@ fn checked_inventory(
 ) -> Result<Inventory> {
     let mut inv = inventory::read(root, trust)?;
     if let Some(c) = inv.corrupt.first() {
-        return Err(Error::Refused(format!(
-            "the inventory became uncertain during apply ({}: {}); an uncertain tenant list is not rendered.\nnext: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
-            c.file.display(),
-            c.reason
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "the inventory became uncertain during apply ({}: {}); an uncertain tenant list is not rendered.",
+                c.file.display(),
+                c.reason
+            ))
+            .next("find who changed .cotal/auth/ during the apply, then run `cotal plan`"),
+        ));
     }
     check_inventory(root, &inv, expected)?;
     inv.spaces.retain(|name, space| {
@@ -133,8 +138,8 @@ fn render_and_preflight(
             .nodes
             .iter()
             .find(|n| n.name == f.name)
-            .ok_or_else(|| Error::Other(format!("internal error: node {} is not rendered", f.name)))
-            .and_then(|node| render::render(trust, &preloads, node).map_err(Error::Refused))
+            .ok_or_else(|| Error::other(format!("internal error: node {} is not rendered", f.name)))
+            .and_then(|node| render::render(trust, &preloads, node).map_err(Error::refused))
             .and_then(|rendered| {
                 let next = server_conf::write_next(f, &rendered.text)?;
                 digests.push((f.name.clone(), rendered.digest));
@@ -171,7 +176,7 @@ fn render_and_preflight(
             .into_iter()
             .map(|h| {
                 h.join()
-                    .unwrap_or_else(|_| Err(Error::Other("the preflight thread panicked".into())))
+                    .unwrap_or_else(|_| Err(Error::other("the preflight thread panicked")))
             })
             .collect()
     });
@@ -182,7 +187,7 @@ fn render_and_preflight(
     {
         discard_every_next(files)?;
         return Err(if ctx.observed.is_cluster() {
-            Error::Refused(format!("node {}: {e}", f.name))
+            Error::refused(format!("node {}: {e}", f.name))
         } else {
             e
         });
@@ -215,21 +220,17 @@ fn promote_every_node(files: &[NodeFiles], clustered: bool, state: &mut State) -
         } else {
             String::new()
         };
-        return Err(Error::RolledBack(format!(
-            "the config{of} could not be promoted: {e}
-{}; {}; no node was reloaded, so the broker still runs the config it had.
-next: make {} writable by cotal (a file marked immutable, a read-only mount?), then apply again",
-            if not_restored.is_empty() {
+        return Err(Error::rolled_back(Diagnostic::new(format!(
+"the config{of} could not be promoted: {e}
+{}; {}; no node was reloaded, so the broker still runs the config it had.", if not_restored.is_empty() {
                 "every node's previous config was put back".to_string()
             } else {
                 format!(
                     "some nodes' previous config could not be put back ({})",
                     not_restored.join("; ")
                 )
-            },
-            records,
-            f.conf.display()
-        )));
+            }, records)).next(format!(
+"make {} writable by cotal (a file marked immutable, a read-only mount?), then apply again", f.conf.display()))));
     }
     Ok(())
 }
@@ -266,21 +267,26 @@ fn compare_and_set(root: &Root, files: &[NodeFiles], expected: u64) -> Result<u6
     let current = match generation::load(root)? {
         GenerationState::Corrupt { file, reason } => {
             discard_every_next(files)?;
-            return Err(Error::Refused(format!(
-                "{} became corrupt during apply: {reason}.\nnext: find who changed it during the apply; restore or delete it, then run `cotal plan`",
-                file.display()
-            )));
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "{} became corrupt during apply: {reason}.",
+                    file.display()
+                ))
+                .next("find who changed it during the apply; restore or delete it, then run `cotal plan`"),
+            ));
         }
         other => other.generation(),
     };
     if current != expected {
         discard_every_next(files)?;
-        return Err(Error::Refused(format!(
-            "the generation moved from {expected} to {current} while this apply held the lock: another writer promoted a config (a cotal that bypassed the lock, or a hand edit of {}).\n\
-             blast radius: none from this apply; its config was not promoted.\n\
-             next: run `cotal plan` to see the state now, then apply again",
-            root.generation_record().display()
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "the generation moved from {expected} to {current} while this apply held the lock: another writer promoted a config (a cotal that bypassed the lock, or a hand edit of {}).",
+                root.generation_record().display()
+            ))
+            .blast("none from this apply; its config was not promoted.")
+            .next("run `cotal plan` to see the state now, then apply again"),
+        ));
     }
     Ok(current)
 }
@@ -299,7 +305,7 @@ fn reload_or_roll_back(
     let confirmed = broker
         .reload(digests)
         .and_then(|_| broker.verify(expectations))
-        .and_then(|_| fault::refuse_verify().map_err(Error::Other));
+        .and_then(|_| fault::refuse_verify().map_err(Error::other));
     let Err(e) = confirmed else {
         return Ok(());
     };
@@ -324,9 +330,10 @@ fn reload_or_roll_back(
         Ok(false) => "the previous config was restored; no reload had reached the broker, so it still runs that config".to_string(),
         Err(again) => format!("the previous config was restored but could not be confirmed: {again}"),
     };
-    Err(Error::RolledBack(format!(
-        "{e}\n{reloaded}; {records}.\nnext: `cotal plan` shows the refused change again; fix its cause and apply again"
-    )))
+    Err(Error::rolled_back(
+        Diagnostic::new(format!("{e}\n{reloaded}; {records}."))
+            .next("`cotal plan` shows the refused change again; fix its cause and apply again"),
+    ))
 }
 
 /// What the broker must show after the reload: added and re-issued spaces loaded with exactly
@@ -437,11 +444,13 @@ fn check_inventory(
     if moved.is_empty() {
         return Ok(());
     }
-    Err(Error::Refused(format!(
-        "the account inventory in {} changed under the lock since the plan was made: {}.\n\
-         blast radius: none from the promotion; it was not done, so the broker still serves the config it had.\n\
-         next: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
-        root.auth_dir().display(),
-        moved.join("; ")
-    )))
+    Err(Error::refused(
+        Diagnostic::new(format!(
+            "the account inventory in {} changed under the lock since the plan was made: {}.",
+            root.auth_dir().display(),
+            moved.join("; ")
+        ))
+        .blast("none from the promotion; it was not done, so the broker still serves the config it had.")
+        .next("find who changed .cotal/auth/ during the apply, then run `cotal plan`"),
+    ))
 }

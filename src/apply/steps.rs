@@ -7,6 +7,7 @@ use super::undo::{Undo, remember};
 use super::users::{space_user, write_sys_creds};
 use super::{Context, Outcome, ReapFailure, State};
 use crate::broker::Broker;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::fault::{self, Point};
 use crate::mint;
@@ -52,7 +53,7 @@ pub fn add_account(
     spec: &SpaceSpec,
 ) -> Result<()> {
     let root = ctx.root;
-    let account = mint::account(record, space, spec).map_err(Error::Other)?;
+    let account = mint::account(record, space, spec).map_err(Error::other)?;
     // A name this apply also removes (under its old account) is re-added: the journal says
     // which new account its record may hold before the record is written.
     if state.journal.removals.iter().any(|r| &r.space == space) {
@@ -117,15 +118,17 @@ pub fn reissue_account(
     let root = ctx.root;
     let current = account_record::load(root, space)?;
     if current.account.public != account {
-        return Err(Error::Refused(format!(
-            "the record of {} changed under the lock (now account {}, the plan saw {account}).\n\
-             next: find who changed .cotal/auth/ during the apply, then run `cotal plan`",
-            space.quoted(),
-            current.account.public
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "the record of {} changed under the lock (now account {}, the plan saw {account}).",
+                space.quoted(),
+                current.account.public
+            ))
+            .next("find who changed .cotal/auth/ during the apply, then run `cotal plan`"),
+        ));
     }
     let updated = mint::reissue(record, &current, space, spec, revocations, rotate_signing)
-        .map_err(Error::Other)?;
+        .map_err(Error::other)?;
     remember(&mut state.undo, &root.account_record(space))?;
     account_record::save(root, &updated)?;
     state.expected.insert(
@@ -199,7 +202,7 @@ pub fn provision_many(
                 "cotal-provisioner",
                 permissions::provisioner(),
             )?
-            .ok_or_else(|| Error::Other(format!("the record of {} disappeared", space.quoted())))
+            .ok_or_else(|| Error::other(format!("the record of {} disappeared", space.quoted())))
         })
         .collect();
     let work: Vec<(SpaceName, String)> = spaces
@@ -261,12 +264,14 @@ pub fn write_channels(
 ) -> Result<Vec<(String, Option<u64>)>> {
     let current = account_record::load(ctx.root, space)?;
     if !account.is_empty() && current.account.public != account {
-        return Err(Error::Refused(format!(
-            "the record of {} changed under the lock (now account {}, the plan saw {account}).\n\
-             next: run `cotal plan`",
-            space.quoted(),
-            current.account.public
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "the record of {} changed under the lock (now account {}, the plan saw {account}).",
+                space.quoted(),
+                current.account.public
+            ))
+            .next("run `cotal plan`"),
+        ));
     }
     let writer = space_user(
         ctx.root,
@@ -275,7 +280,7 @@ pub fn write_channels(
         "cotal-registry",
         permissions::registry(&space.token()),
     )?
-    .ok_or_else(|| Error::Other(format!("the record of {} disappeared", space.quoted())))?;
+    .ok_or_else(|| Error::other(format!("the record of {} disappeared", space.quoted())))?;
     let revisions = broker.write_channels(space, &writer, writes)?;
     tracing::info!(space = %space, keys = writes.len(), "channels written");
     Ok(revisions)

@@ -81,7 +81,7 @@ pub fn reissue_system_account(
         Some(&keys),
         &revocations,
     )
-    .map_err(Error::Other)?;
+    .map_err(Error::other)?;
     let mut next = record.clone();
     next.sys.jwt = token;
     next.sys.keys = Some(keys);

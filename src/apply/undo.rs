@@ -83,14 +83,19 @@ pub fn put_back(e: Error, undo: &mut UndoLog) -> Error {
 
 /// Add a note to an error's message, keeping its kind (and so its exit code).
 pub fn annotate(e: Error, note: &str) -> Error {
-    let with = |msg: String| format!("{msg}\n({note})");
+    let with = |mut d: crate::diagnostic::Diagnostic| {
+        d.what = format!("{}\n({note})", d.what);
+        d
+    };
     match e {
-        Error::Refused(m) => Error::Refused(with(m)),
-        Error::Other(m) => Error::Other(with(m)),
-        Error::Interrupted(m) => Error::Interrupted(with(m)),
-        Error::Conflict(m) => Error::Conflict(with(m)),
-        Error::Input(m) => Error::Input(with(m)),
-        Error::Io { path, source } => Error::Other(with(format!("{}: {source}", path.display()))),
+        Error::Refused(m) => Error::refused(with(m)),
+        Error::Other(m) => Error::other(with(m)),
+        Error::Interrupted(m) => Error::interrupted(with(m)),
+        Error::Conflict(m) => Error::conflict(with(m)),
+        Error::Input(m) => Error::input(with(m)),
+        Error::Io { path, source } => {
+            Error::other(with(format!("{}: {source}", path.display()).into()))
+        }
         other => other,
     }
 }

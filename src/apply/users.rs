@@ -32,7 +32,7 @@ pub fn space_user(
         permissions,
         Some(permissions::EPHEMERAL),
     )
-    .map_err(Error::Other)?;
+    .map_err(Error::other)?;
     Ok(Some(user.creds))
 }
 
@@ -53,13 +53,13 @@ pub fn write_sys_creds(
     let sys = &record.sys.public;
     let lifetime = Some(permissions::SYS_CREDS_LIFETIME);
     let observer =
-        mint::scoped_user(sys, &keys.observer, account, lifetime).map_err(Error::Other)?;
+        mint::scoped_user(sys, &keys.observer, account, lifetime).map_err(Error::other)?;
     let evictor = keys
         .evictor
         .as_ref()
         .map(|seed| mint::scoped_user(sys, seed, account, lifetime))
         .transpose()
-        .map_err(Error::Other)?;
+        .map_err(Error::other)?;
     space_dir::save_sys_creds(
         root,
         space,

@@ -64,7 +64,7 @@ impl Control {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| Error::Other(format!("tokio runtime: {e}")))?;
+            .map_err(|e| Error::other(format!("tokio runtime: {e}")))?;
         let client = rt
             .block_on(async {
                 async_nats::ConnectOptions::with_credentials(creds)
@@ -77,10 +77,10 @@ impl Control {
                     .await
                     .map_err(|e| e.to_string())
             })
-            .map_err(|e| Error::Other(format!("system connection to {url}: {e}")))?;
+            .map_err(|e| Error::other(format!("system connection to {url}: {e}")))?;
         let server_id = client.server_info().server_id;
         if server_id.is_empty() {
-            return Err(Error::Other(format!("{url} sent no server id in its INFO")));
+            return Err(Error::other(format!("{url} sent no server id in its INFO")));
         }
         Ok(Control {
             rt,
@@ -117,9 +117,9 @@ impl Control {
     ) -> Result<Envelope<T>> {
         let reply = self
             .send(subject, body, deadline)
-            .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+            .map_err(|e| Error::other(format!("{subject}: {e}")))?;
         serde_json::from_slice(&reply)
-            .map_err(|e| Error::Other(format!("{subject}: unexpected reply: {e}")))
+            .map_err(|e| Error::other(format!("{subject}: unexpected reply: {e}")))
     }
 
     /// Send one request and wait for its reply, at most `deadline`.
@@ -200,11 +200,11 @@ pub(crate) async fn gather<T: for<'de> Deserialize<'de>>(
     let mut sub = client
         .subscribe(inbox.clone())
         .await
-        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+        .map_err(|e| Error::other(format!("{subject}: {e}")))?;
     client
         .publish_with_reply(subject.to_string(), inbox, body.to_string().into())
         .await
-        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+        .map_err(|e| Error::other(format!("{subject}: {e}")))?;
     let until = tokio::time::Instant::now() + deadline;
     let mut out = Vec::new();
     while !enough(&out) {
@@ -245,18 +245,18 @@ async fn varz_async(client: &async_nats::Client, id: &str) -> Result<Loaded> {
     let subject = format!("$SYS.REQ.SERVER.{id}.VARZ");
     let reply = send(client, &subject, "{}", REQUEST_DEADLINE)
         .await
-        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+        .map_err(|e| Error::other(format!("{subject}: {e}")))?;
     let envelope: Envelope<Varz> = serde_json::from_slice(&reply)
-        .map_err(|e| Error::Other(format!("{subject}: unexpected reply: {e}")))?;
+        .map_err(|e| Error::other(format!("{subject}: unexpected reply: {e}")))?;
     let v = match (envelope.error, envelope.data) {
-        (Some(err), _) => return Err(Error::Other(format!("{subject}: {}", err.description))),
+        (Some(err), _) => return Err(Error::other(format!("{subject}: {}", err.description))),
         (None, Some(data)) => data,
-        (None, None) => return Err(Error::Other(format!("{subject}: an empty reply"))),
+        (None, None) => return Err(Error::other(format!("{subject}: an empty reply"))),
     };
     {
         Ok(Loaded {
             load_time: parse_time(&v.config_load_time).ok_or_else(|| {
-                Error::Other(format!(
+                Error::other(format!(
                     "{subject}: config_load_time {:?} is not a time",
                     v.config_load_time
                 ))
@@ -386,7 +386,7 @@ impl Control {
             let body = serde_json::json!({ "offset": cids.len(), "limit": PAGE }).to_string();
             let page: Connz = match self.request(&subject, &body, REQUEST_DEADLINE)? {
                 Ok(page) => page,
-                Err(why) => return Err(Error::Other(format!("{subject}: {why}"))),
+                Err(why) => return Err(Error::other(format!("{subject}: {why}"))),
             };
             let got = page.connections.len() as u64;
             cids.extend(page.connections.into_iter().map(|c| c.cid));
@@ -406,7 +406,7 @@ impl Control {
         match envelope.error {
             None => Ok(true),
             Some(e) if e.description.contains("not found") || e.code == Some(404) => Ok(false),
-            Some(e) => Err(Error::Other(format!("{subject}: {}", e.description))),
+            Some(e) => Err(Error::other(format!("{subject}: {}", e.description))),
         }
     }
 
@@ -424,7 +424,7 @@ impl Control {
         match self.request::<Accountz>(&subject, &body, REQUEST_DEADLINE)? {
             Ok(a) => Ok(a.account_detail.map(|d| d.jwt)),
             Err(why) if why.contains("does not exist") => Ok(None),
-            Err(why) => Err(Error::Other(format!("{subject}: {why}"))),
+            Err(why) => Err(Error::other(format!("{subject}: {why}"))),
         }
     }
 
@@ -436,17 +436,17 @@ impl Control {
         let subject = format!("$JS.API.ACCOUNT.PURGE.{account}");
         let reply = self
             .send(&subject, "", PURGE_DEADLINE)
-            .map_err(|e| Error::Other(format!("purging account {account}: {e}")))?;
+            .map_err(|e| Error::other(format!("purging account {account}: {e}")))?;
         let r: PurgeReply = serde_json::from_slice(&reply).map_err(|e| {
-            Error::Other(format!("purging account {account}: unexpected reply: {e}"))
+            Error::other(format!("purging account {account}: unexpected reply: {e}"))
         })?;
         match (r.error, r.initiated) {
-            (Some(e), _) => Err(Error::Other(format!(
+            (Some(e), _) => Err(Error::other(format!(
                 "purging account {account}: {}",
                 e.description
             ))),
             (None, true) => Ok(()),
-            (None, false) => Err(Error::Other(format!(
+            (None, false) => Err(Error::other(format!(
                 "purging account {account}: the server did not start the purge"
             ))),
         }

@@ -5,6 +5,7 @@
 //! Every user is minted in memory by the caller with a short expiry and never written to disk.
 
 use crate::channels;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::streams::{self, Expected, Retention, Shape};
 use async_nats::jetstream::{self, kv, stream};
@@ -22,7 +23,7 @@ pub struct Nats {
 }
 
 fn other(context: &str) -> impl FnOnce(String) -> Error + '_ {
-    move |e| Error::Other(format!("{context}: {e}"))
+    move |e| Error::other(format!("{context}: {e}"))
 }
 
 impl Nats {
@@ -38,7 +39,7 @@ impl Nats {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| Error::Other(format!("tokio runtime: {e}")))?;
+            .map_err(|e| Error::other(format!("tokio runtime: {e}")))?;
         Ok(Nats {
             rt,
             url: format!("nats://{host}:{port}"),
@@ -106,17 +107,17 @@ impl Nats {
                         let info = s
                             .info()
                             .await
-                            .map_err(|e| Error::Other(format!("{name}: {e}")))?;
+                            .map_err(|e| Error::other(format!("{name}: {e}")))?;
                         Some(StreamState {
                             messages: info.state.messages,
                             first_seq: info.state.first_sequence,
                             last_seq: info.state.last_sequence,
                             config: serde_json::to_value(&info.config)
-                                .map_err(|e| Error::Other(e.to_string()))?,
+                                .map_err(|e| Error::other(e.to_string()))?,
                         })
                     }
                     Err(e) if not_found(&e) => None,
-                    Err(e) => return Err(Error::Other(format!("reading stream {name}: {e}"))),
+                    Err(e) => return Err(Error::other(format!("reading stream {name}: {e}"))),
                 };
                 out.push((name.clone(), state));
             }
@@ -244,7 +245,7 @@ impl Nats {
     pub fn connections(&self, observer_creds: &str, account: &str) -> Result<u64> {
         self.rt.block_on(async {
             let client = async_nats::ConnectOptions::with_credentials(observer_creds)
-                .map_err(|e| Error::Other(format!("observer creds: {e}")))?
+                .map_err(|e| Error::other(format!("observer creds: {e}")))?
                 .connection_timeout(TIMEOUT)
                 .request_timeout(Some(TIMEOUT))
                 .max_reconnects(Some(0))
@@ -252,7 +253,7 @@ impl Nats {
                 .name("cotal")
                 .connect(&self.url)
                 .await
-                .map_err(|e| Error::Other(format!("observer connect: {e}")))?;
+                .map_err(|e| Error::other(format!("observer connect: {e}")))?;
             let connz: Reply<Connz> =
                 request(&client, &format!("$SYS.REQ.ACCOUNT.{account}.CONNZ"), "{}").await?;
             Ok(connz.data.num_connections)
@@ -285,7 +286,7 @@ impl Nats {
     }
 
     /// Write a space's registry, in order, each write compare-and-set on the revision it was
-    /// planned against. A key that moved since is [`Error::StalePlan`], naming it; the writes
+    /// planned against. A key that moved since is [`Error::stale_plan`], naming it; the writes
     /// before it are kept (each is what the plan said).
     pub fn write_channels(
         &self,
@@ -303,28 +304,31 @@ impl Nats {
             let kv = js
                 .get_key_value(&bucket)
                 .await
-                .map_err(|e| Error::Other(format!("channel registry {bucket}: {e}")))?;
+                .map_err(|e| Error::other(format!("channel registry {bucket}: {e}")))?;
             let mut done = Vec::new();
             for w in writes {
                 let key = w.key.as_str();
                 let stale = |why: String| {
-                    Error::Conflict(format!(
-                        "channel {key:?} of space {} changed in the registry since the plan ({why}); nothing more was written.\nnext: run `cotal plan` to see it, then apply again",
-                        space.quoted()
-                    ))
+                    Error::conflict(
+                        Diagnostic::new(format!(
+                            "channel {key:?} of space {} changed in the registry since the plan ({why}); nothing more was written.",
+                            space.quoted()
+                        ))
+                        .next("run `cotal plan` to see it, then apply again"),
+                    )
                 };
                 let result: std::result::Result<Option<u64>, Error> = match (&w.value, w.expect) {
                     (Some(v), Expect::Any) => kv
                         .put(key, v.clone().into())
                         .await
                         .map(Some)
-                        .map_err(|e| Error::Other(format!("writing channel {key:?}: {e}"))),
+                        .map_err(|e| Error::other(format!("writing channel {key:?}: {e}"))),
                     (Some(v), Expect::Absent) => match kv.create(key, v.clone().into()).await {
                         Ok(r) => Ok(Some(r)),
                         Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                             Err(stale("it exists now".into()))
                         }
-                        Err(e) => Err(Error::Other(format!("writing channel {key:?}: {e}"))),
+                        Err(e) => Err(Error::other(format!("writing channel {key:?}: {e}"))),
                     },
                     (Some(v), Expect::Revision(r)) => {
                         match kv.update(key, v.clone().into(), r).await {
@@ -335,7 +339,7 @@ impl Nats {
                             Err(e) if e.to_string().contains("wrong last sequence") => {
                                 Err(stale(format!("it is no longer at revision {r}")))
                             }
-                            Err(e) => Err(Error::Other(format!("writing channel {key:?}: {e}"))),
+                            Err(e) => Err(Error::other(format!("writing channel {key:?}: {e}"))),
                         }
                     }
                     // A delete marker published on the key's subject, so any key a tenant
@@ -361,7 +365,7 @@ impl Nats {
                             Err(e) if e.to_string().contains("wrong last sequence") => {
                                 Err(stale("it is no longer at the revision read".into()))
                             }
-                            Err(e) => Err(Error::Other(format!("deleting channel {key:?}: {e}"))),
+                            Err(e) => Err(Error::other(format!("deleting channel {key:?}: {e}"))),
                         }
                     }
                 };
@@ -427,14 +431,14 @@ async fn provision_space(
     let registry = js
         .get_key_value(streams::registry_bucket(token))
         .await
-        .map_err(|e| Error::Other(format!("channel registry: {e}")))?;
+        .map_err(|e| Error::other(format!("channel registry: {e}")))?;
     match registry
         .create(channels::DEFAULTS_KEY, channels::SEEDED_DEFAULTS.into())
         .await
     {
         Ok(_) => done.push("set the default delivery class to durable".into()),
         Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Error::Other(format!("seeding the channel registry: {e}"))),
+        Err(e) => return Err(Error::other(format!("seeding the channel registry: {e}"))),
     }
     Ok(done)
 }
@@ -532,14 +536,14 @@ async fn ensure(
     match created {
         Ok(()) => return Ok(Some(format!("ensured {name}"))),
         Err(e) if e.contains("10058") => {}
-        Err(e) => return Err(Error::Other(format!("creating {name}: {e}"))),
+        Err(e) => return Err(Error::other(format!("creating {name}: {e}"))),
     }
     let existing = match js.get_stream(&name).await {
         Ok(mut s) => {
             let config = s
                 .info()
                 .await
-                .map_err(|e| Error::Other(format!("{name}: {e}")))?
+                .map_err(|e| Error::other(format!("{name}: {e}")))?
                 .config
                 .clone();
             let mut fields = streams::drift(&want.shape(), &shape_of(&config));
@@ -549,9 +553,9 @@ async fn ensure(
             Some(fields)
         }
         Err(e) if not_found(&e) => None,
-        Err(e) => return Err(Error::Other(format!("reading stream {name}: {e}"))),
+        Err(e) => return Err(Error::other(format!("reading stream {name}: {e}"))),
     };
-    let fail = |verb: &str, e: String| Error::Other(format!("{verb} {name}: {e}"));
+    let fail = |verb: &str, e: String| Error::other(format!("{verb} {name}: {e}"));
     Ok(Some(match (want, existing) {
         (_, Some(fields)) if fields.is_empty() => return Ok(None),
         // Drift nats-server cannot update in place is left as it is; the plan names it.
@@ -649,7 +653,7 @@ async fn request_all<T: for<'de> Deserialize<'de>>(
         crate::broker::control::gather(client, subject, body, TIMEOUT, |got: &[T]| got.len() >= n)
             .await?;
     if out.is_empty() {
-        return Err(Error::Other(format!(
+        return Err(Error::other(format!(
             "{subject}: no reply within {TIMEOUT:?}"
         )));
     }
@@ -664,9 +668,9 @@ async fn request<T: for<'de> Deserialize<'de>>(
     let reply = client
         .request(subject.to_string(), body.to_string().into())
         .await
-        .map_err(|e| Error::Other(format!("{subject}: {e}")))?;
+        .map_err(|e| Error::other(format!("{subject}: {e}")))?;
     serde_json::from_slice(&reply.payload)
-        .map_err(|e| Error::Other(format!("{subject}: unexpected reply: {e}")))
+        .map_err(|e| Error::other(format!("{subject}: unexpected reply: {e}")))
 }
 
 fn shape_of(c: &stream::Config) -> Shape {

@@ -14,6 +14,7 @@ pub mod live;
 pub mod preflight;
 pub mod process;
 
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::store::Root;
@@ -76,7 +77,7 @@ pub trait Broker {
             .collect()
     }
     /// Write the space's channel registry as `writer` (compare-and-set per key; a key that
-    /// moved is [`Error::StalePlan`]). Returns each key with its new revision (`None`: deleted).
+    /// moved is [`Error::stale_plan`]). Returns each key with its new revision (`None`: deleted).
     fn write_channels(
         &mut self,
         space: &SpaceName,
@@ -114,7 +115,7 @@ impl Broker for Stopped {
         Ok(())
     }
     fn provision(&mut self, space: &SpaceName, _provisioner: &str) -> Result<Vec<String>> {
-        Err(Error::Other(format!(
+        Err(Error::other(format!(
             "cannot provision {}: the broker is not running (`cotal up` provisions it)",
             space.quoted()
         )))
@@ -125,7 +126,7 @@ impl Broker for Stopped {
         _writer: &str,
         _writes: &[crate::channels::Write],
     ) -> Result<Vec<(String, Option<u64>)>> {
-        Err(Error::Other(format!(
+        Err(Error::other(format!(
             "cannot write the channels of {}: the broker is not running (plan with it running)",
             space.quoted()
         )))
@@ -214,12 +215,17 @@ impl Running {
         let mut targets = Vec::new();
         for n in running {
             let id = ids.get(n.name()).ok_or_else(|| {
-                Error::Other(format!(
-                    "node {} runs but did not answer the cluster's system account by its server name within {:?}: it may not have joined the cluster.\nnext: `cotal status`, and the node's log in {}",
-                    n.name(),
-                    control::REQUEST_DEADLINE,
-                    n.files.log.display()
-                ))
+                Error::other(
+                    Diagnostic::new(format!(
+                        "node {} runs but did not answer the cluster's system account by its server name within {:?}: it may not have joined the cluster.",
+                        n.name(),
+                        control::REQUEST_DEADLINE
+                    ))
+                    .next(format!(
+                        "`cotal status`, and the node's log in {}",
+                        n.files.log.display()
+                    )),
+                )
             })?;
             targets.push(Target {
                 name: n.name().to_string(),
@@ -255,7 +261,7 @@ impl Running {
                     return Ok(());
                 }
                 Ok(c) => {
-                    last = Some(Error::Other(format!(
+                    last = Some(Error::other(format!(
                         "the listener now answers as server {}, not {}",
                         c.server_id(),
                         self.control.server_id()
@@ -264,7 +270,7 @@ impl Running {
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| Error::Other("no control creds".into())))
+        Err(last.unwrap_or_else(|| Error::other("no control creds")))
     }
 
     /// Reload the targets `(index, loaded before, digest)` at once and confirm each. A reload
@@ -353,7 +359,7 @@ impl Broker for Running {
             .control
             .account_jwt(account)
             .map_err(|e| {
-                Error::Other(format!(
+                Error::other(format!(
                     "cannot ask the broker whether it has the account of {}: {e}",
                     space.quoted()
                 ))
@@ -406,7 +412,7 @@ impl Broker for Running {
                         )
                     })
                     .collect();
-                Err(Error::Other(words.join("\n")))
+                Err(Error::other(words.join("\n")))
             }
         }
     }
@@ -438,7 +444,7 @@ impl Broker for Running {
         if failures.is_empty() {
             Ok(true)
         } else {
-            Err(Error::Other(failures.join("; ")))
+            Err(Error::other(failures.join("; ")))
         }
     }
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()> {
@@ -493,7 +499,7 @@ impl Broker for Running {
         if failures.is_empty() {
             Ok(())
         } else {
-            Err(Error::Other(format!(
+            Err(Error::other(format!(
                 "the reload did not take on the data plane: {}",
                 failures.join("; ")
             )))

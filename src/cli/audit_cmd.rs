@@ -22,7 +22,7 @@ fn since(raw: &str) -> Result<SystemTime> {
         return Ok(t);
     }
     let age = humantime::parse_duration(raw).map_err(|_| {
-        Error::Input(format!(
+        Error::input(format!(
             "--since {raw:?}: write a time (2026-11-30T10:00:00Z) or an age (1h, 7d)"
         ))
     })?;

@@ -4,6 +4,7 @@
 
 use super::Global;
 use crate::credentials::{DEFAULT_EXPIRY, Request, Target};
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::model::stamp;
@@ -135,16 +136,16 @@ fn warn(broken: Option<String>) {
 fn mint(global: &Global, args: MintArgs) -> Result<i32> {
     let root = global.root()?;
     let (Some(raw_space), Some(user)) = (args.space, args.user) else {
-        return Err(Error::Input("give the space and --user NAME".into()));
+        return Err(Error::input("give the space and --user NAME"));
     };
-    crate::permissions::valid_user_name(&user).map_err(Error::Input)?;
+    crate::permissions::valid_user_name(&user).map_err(Error::input)?;
     let out = args
         .out
         .as_deref()
         .map(|raw| super::out_file::Target::check(raw, args.force, Some(&root)))
         .transpose()?
         .unwrap_or(super::out_file::Target::Stdout);
-    let space = SpaceName::parse(&raw_space).map_err(Error::Input)?;
+    let space = SpaceName::parse(&raw_space).map_err(Error::input)?;
     let (issued, broken) = crate::ops::creds::mint(
         &root,
         &Request {
@@ -166,14 +167,19 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
     };
     out.write(issued.creds.expose().as_bytes(), atomic::SECRET)
         .map_err(|e| {
-            Error::Other(format!(
-                "user {:?} ({}) of space {} was minted and recorded, but its creds could not be written to {out}: {e}\nnext: revoke it (`cotal creds revoke {} --key {}`) and mint again",
-                issued.minted.name,
-                issued.minted.key,
-                space.quoted(),
-                space.as_str(),
-                issued.minted.key
-            ))
+            Error::other(
+                Diagnostic::new(format!(
+                    "user {:?} ({}) of space {} was minted and recorded, but its creds could not be written to {out}: {e}",
+                    issued.minted.name,
+                    issued.minted.key,
+                    space.quoted()
+                ))
+                .next(format!(
+                    "revoke it (`cotal creds revoke {} --key {}`) and mint again",
+                    space.as_str(),
+                    issued.minted.key
+                )),
+            )
         })?;
     let written = if out.is_stdout() {
         String::new()
@@ -203,7 +209,7 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
         (_, Some(k), _) => Target::Key(k),
         _ => Target::All,
     };
-    let space = SpaceName::parse(&args.space).map_err(Error::Input)?;
+    let space = SpaceName::parse(&args.space).map_err(Error::input)?;
     let (revoked, broken) = crate::ops::creds::revoke(&root, &space, &target, args.lock_timeout)?;
     warn(broken);
     eprintln!(
@@ -219,7 +225,7 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
 
 fn list(global: &Global, args: ListArgs) -> Result<i32> {
     let root = global.root()?;
-    let space = SpaceName::parse(&args.space).map_err(Error::Input)?;
+    let space = SpaceName::parse(&args.space).map_err(Error::input)?;
     let listing = crate::ops::creds::list(&root, &space, crate::clock::now())?;
     warn(listing.warning);
     let (account, ledger) = (listing.account, listing.ledger);

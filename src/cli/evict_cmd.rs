@@ -6,6 +6,7 @@
 use super::Global;
 use crate::audit::Event;
 use crate::broker::Running;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::BrokerProcess;
@@ -15,7 +16,7 @@ use std::time::Duration;
 
 pub fn run(global: &Global, name: &str, lock_timeout: Duration) -> Result<i32> {
     let root = global.root()?;
-    let space = SpaceName::parse(name).map_err(Error::Input)?;
+    let space = SpaceName::parse(name).map_err(Error::input)?;
     let _lock = lock::acquire(&root, &crate::operator::holder(), lock_timeout)?;
     let (desired, digest) = observe::desired(&root)?;
     let observed = observe::observe(&root, &desired, digest)?;
@@ -28,7 +29,7 @@ pub fn run(global: &Global, name: &str, lock_timeout: Duration) -> Result<i32> {
         .get(&space)
         .map(|s| &s.account_pub)
     else {
-        return Err(Error::Input(format!(
+        return Err(Error::input(format!(
             "no space {} on this root",
             space.quoted()
         )));
@@ -41,15 +42,19 @@ pub fn run(global: &Global, name: &str, lock_timeout: Duration) -> Result<i32> {
         return Ok(0);
     }
     if let Some(cluster) = &desired.topology.cluster {
-        return Err(Error::Refused(format!(
-            "`space evict` does not work on a cluster yet: a client id names a connection on one node, and cotal kicks through one node's control plane; on the {} nodes of cluster {:?} it could not close every connection of {}.\n\
-             blast radius: none, nothing was closed.\n\
-             next: `cotal space suspend {}` closes the space's clients on every node (and `cotal space resume` lets them back)",
-            desired.topology.nodes.len(),
-            cluster,
-            space.quoted(),
-            space.as_str()
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "`space evict` does not work on a cluster yet: a client id names a connection on one node, and cotal kicks through one node's control plane; on the {} nodes of cluster {:?} it could not close every connection of {}.",
+                desired.topology.nodes.len(),
+                cluster,
+                space.quoted()
+            ))
+            .blast("none, nothing was closed.")
+            .next(format!(
+                "`cotal space suspend {}` closes the space's clients on every node (and `cotal space resume` lets them back)",
+                space.as_str()
+            )),
+        ));
     }
     let running = Running::connect(&root, &desired.topology, &observed)?;
     let mut closed = 0usize;

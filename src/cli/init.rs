@@ -2,6 +2,7 @@
 
 use super::Global;
 use crate::desired;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::store::{atomic, broker_record, desired_file, journal, lock};
 
@@ -19,11 +20,15 @@ pub struct Args {
     pub single_space: bool,
 }
 
-const NO_SINGLE_SPACE: &str = "a root without system signing keys (single-space) could not confirm a reload of its broker, observe it, or give even its first space its $SYS creds, so cotal no longer makes one. Every root keeps scoped system keys, each able to mint only the users of its role (docs/guide/credentials.md, \"The credential model\").\nnext: run `cotal init` without --single-space (and without `multi_space = false` in cotal.toml)";
+/// Why `init` makes no root without system keys.
+fn no_single_space() -> Diagnostic {
+    Diagnostic::new("a root without system signing keys (single-space) could not confirm a reload of its broker, observe it, or give even its first space its $SYS creds, so cotal no longer makes one. Every root keeps scoped system keys, each able to mint only the users of its role (docs/guide/credentials.md, \"The credential model\").")
+        .next("run `cotal init` without --single-space (and without `multi_space = false` in cotal.toml)")
+}
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
     if args.single_space {
-        return Err(Error::Input(NO_SINGLE_SPACE.into()));
+        return Err(Error::input(no_single_space()));
     }
     let root = global.new_root()?;
     refuse_ancestor(global, &root)?;
@@ -31,7 +36,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     let desired_path = root.desired_file();
     let existing = match desired_file::read(&root)? {
         Some(text) => {
-            Some(desired::parse(&text, &desired_path.display().to_string()).map_err(Error::Input)?)
+            Some(desired::parse(&text, &desired_path.display().to_string()).map_err(Error::input)?)
         }
         None => None,
     };
@@ -42,44 +47,50 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         broker_record::Loaded::Absent => {
             let material = broker_record::tenant_material(&root)?;
             if !material.is_empty() {
-                return Err(Error::Refused(format!(
-                    "{} holds tenant material ({}) but no broker record: the operator that signed those tenants is missing, and a new operator would orphan them.\n\
-                     blast radius: none, nothing was changed.\n\
-                     next: restore .cotal/auth/broker.json from a backup",
-                    root.dir().display(),
-                    material.join(", ")
-                )));
+                return Err(Error::refused(
+                    Diagnostic::new(format!(
+                        "{} holds tenant material ({}) but no broker record: the operator that signed those tenants is missing, and a new operator would orphan them.",
+                        root.dir().display(),
+                        material.join(", ")
+                    ))
+                    .blast("none, nothing was changed.")
+                    .next("restore .cotal/auth/broker.json from a backup"),
+                ));
             }
         }
         broker_record::Loaded::Valid((_, trust)) => {
-            return Err(Error::Refused(format!(
-                "{} already holds the broker trust (operator {}); a second operator would orphan every space signed by the first.\n\
-                 blast radius: none, nothing was changed.\n\
-                 next: edit cotal.toml and run `cotal plan`",
-                root.broker_record().display(),
-                trust.operator_pub
-            )));
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "{} already holds the broker trust (operator {}); a second operator would orphan every space signed by the first.",
+                    root.broker_record().display(),
+                    trust.operator_pub
+                ))
+                .blast("none, nothing was changed.")
+                .next("edit cotal.toml and run `cotal plan`"),
+            ));
         }
         broker_record::Loaded::Corrupt { reason: why, .. } => {
-            return Err(Error::Refused(format!(
-                "{} exists but is corrupt ({why}); it may hold the trust of real tenants, so init does not replace it.\n\
-                 next: restore it from a backup",
-                root.broker_record().display()
-            )));
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "{} exists but is corrupt ({why}); it may hold the trust of real tenants, so init does not replace it.",
+                    root.broker_record().display()
+                ))
+                .next("restore it from a backup"),
+            ));
         }
     }
     if existing.as_ref().is_some_and(|d| !d.broker.multi_space) {
-        return Err(Error::Input(NO_SINGLE_SPACE.into()));
+        return Err(Error::input(no_single_space()));
     }
 
     let evictor = existing.as_ref().is_some_and(|d| d.broker.evictor_creds);
     // One atomic write: the operator, the system account and the keys its JWT lists.
-    let record = crate::mint::broker(true, evictor).map_err(Error::Other)?;
+    let record = crate::mint::broker(true, evictor).map_err(Error::other)?;
     broker_record::save(&root, &record)?;
     if existing.is_none() {
         desired_file::write(&root, desired::STARTER)?;
     }
-    let trust = record.validate().map_err(Error::Other)?;
+    let trust = record.validate().map_err(Error::other)?;
     println!("Initialised a cotal root at {}", root.dir().display());
     println!("  operator        {}", trust.operator_pub);
     println!("  system account  {}", trust.sys_pub);
@@ -113,12 +124,16 @@ fn refuse_ancestor(global: &Global, root: &crate::store::Root) -> Result<()> {
     if here.dir() == root.dir() {
         return Ok(());
     }
-    Err(Error::Refused(format!(
-        "{} is inside the cotal root {} (it holds a cotal.toml or .cotal/): `cotal init` here would initialise that root, not this folder.\n\
-         blast radius: none, nothing was changed.\n\
-         next: `cotal init --root .` makes a new root here; `cotal --root {} init` the enclosing one",
-        here.dir().display(),
-        root.dir().display(),
-        root.dir().display()
-    )))
+    Err(Error::refused(
+        Diagnostic::new(format!(
+            "{} is inside the cotal root {} (it holds a cotal.toml or .cotal/): `cotal init` here would initialise that root, not this folder.",
+            here.dir().display(),
+            root.dir().display()
+        ))
+        .blast("none, nothing was changed.")
+        .next(format!(
+            "`cotal init --root .` makes a new root here; `cotal --root {} init` the enclosing one",
+            root.dir().display()
+        )),
+    ))
 }

@@ -18,6 +18,7 @@ mod space_cmd;
 mod state_cmd;
 mod status_cmd;
 
+use crate::diagnostic::Diagnostic;
 use crate::error::Result;
 use crate::report::Format;
 use clap::{Parser, Subcommand, ValueEnum};
@@ -146,11 +147,13 @@ impl Global {
         if exists(root.desired_file()) || exists(root.state_dir()) {
             return Ok(root);
         }
-        Err(crate::error::Error::Input(format!(
-            "{} is not a cotal root (no cotal.toml, no .cotal/, here or in any parent folder); nothing was read or written.\n\
-             next: run it from a root (or pass --root DIR, or set COTAL_ROOT), or make one with `cotal init`",
-            root.dir().display()
-        )))
+        Err(crate::error::Error::input(
+            Diagnostic::new(format!(
+                "{} is not a cotal root (no cotal.toml, no .cotal/, here or in any parent folder); nothing was read or written.",
+                root.dir().display()
+            ))
+            .next("run it from a root (or pass --root DIR, or set COTAL_ROOT), or make one with `cotal init`"),
+        ))
     }
 
     /// The root `init` makes: found like [`Global::root`], but it need not exist yet.

@@ -8,6 +8,7 @@
 //! runs before any work, so a refusal changes nothing; the write itself is atomic (a temp file
 //! renamed over the path, which replaces a link that appeared meanwhile instead of following it).
 
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::store::{Root, atomic};
 use std::io::Write;
@@ -30,10 +31,11 @@ impl Target {
             root.refuse_own_file(raw)?;
         }
         let refuse = |what: &str, next: &str| {
-            Err(Error::Input(format!(
-                "--out {} is {what}.\nblast radius: none, nothing was written.\nnext: {next}",
-                raw.display()
-            )))
+            Err(Error::input(
+                Diagnostic::new(format!("--out {} is {what}.", raw.display()))
+                    .blast("none, nothing was written.")
+                    .next(next),
+            ))
         };
         match std::fs::symlink_metadata(raw) {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Target::File(raw.into())),

@@ -2,6 +2,7 @@
 
 use super::Global;
 use super::out_file::Target;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Result, exit};
 use crate::observe;
 use crate::plan;
@@ -61,10 +62,13 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     if let (Some(Target::File(out)), Some(state)) = (&out, &args.state)
         && std::fs::canonicalize(state).ok() == std::fs::canonicalize(out).ok()
     {
-        return Err(crate::error::Error::Input(format!(
-            "--out {} is the state file the plan is made from; nothing was written.\nnext: save the plan elsewhere",
-            out.display()
-        )));
+        return Err(crate::error::Error::input(
+            Diagnostic::new(format!(
+                "--out {} is the state file the plan is made from; nothing was written.",
+                out.display()
+            ))
+            .next("save the plan elsewhere"),
+        ));
     }
     let (desired, digest) = observe::desired(&root)?;
     let intent = plan::Intent {
@@ -103,7 +107,7 @@ fn from_state(file: &std::path::Path, digest: String) -> Result<crate::observed:
     use crate::error::Error;
     let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
     let state: crate::state::State = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::Input(format!("{}: not a cotal state: {e}", file.display())))?;
+        .map_err(|e| Error::input(format!("{}: not a cotal state: {e}", file.display())))?;
     crate::state::observed(&state, digest, crate::clock::now())
-        .map_err(|e| Error::Input(format!("{}: {e}", file.display())))
+        .map_err(|e| Error::input(format!("{}: {e}", file.display())))
 }

@@ -45,7 +45,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             },
         ),
         Command::Account { name, confirm } => {
-            let name = SpaceName::parse(&name).map_err(Error::Input)?;
+            let name = SpaceName::parse(&name).map_err(Error::input)?;
             apply_cmd::flow(
                 global,
                 &root,

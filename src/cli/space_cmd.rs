@@ -77,7 +77,7 @@ pub enum Command {
 }
 
 fn space(raw: &str) -> Result<SpaceName> {
-    SpaceName::parse(raw).map_err(Error::Input)
+    SpaceName::parse(raw).map_err(Error::input)
 }
 
 fn only(name: &SpaceName) -> Option<BTreeSet<SpaceName>> {
@@ -102,7 +102,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                     l.split_once('=')
                         .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
                         .ok_or_else(|| {
-                            Error::Input(format!(
+                            Error::input(format!(
                                 "--limit {l:?}: write KEY=VALUE, e.g. max_connections=200"
                             ))
                         })
@@ -114,16 +114,16 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                 SpaceState::Active
             };
             let edit_fn = |text: &str| -> Result<String> {
-                if edit::has_space(text, &name).map_err(Error::Input)? {
+                if edit::has_space(text, &name).map_err(Error::input)? {
                     if !limits.is_empty() || protect || suspended {
-                        return Err(Error::Input(format!(
+                        return Err(Error::input(format!(
                             "cotal.toml already has a table for {}; change its settings there and run `cotal apply`",
                             name.quoted()
                         )));
                     }
                     return Ok(text.to_string());
                 }
-                edit::add_space(text, &name, state, protect, &limits).map_err(Error::Input)
+                edit::add_space(text, &name, state, protect, &limits).map_err(Error::input)
             };
             apply_cmd::flow(
                 global,
@@ -140,7 +140,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
         Command::Rm { name, confirm } => {
             let name = space(&name)?;
             let edit_fn = |text: &str| -> Result<String> {
-                Ok(edit::remove_space(text, &name).map_err(Error::Input)?.0)
+                Ok(edit::remove_space(text, &name).map_err(Error::input)?.0)
             };
             apply_cmd::flow(
                 global,
@@ -190,7 +190,7 @@ fn set_state(
 ) -> Result<i32> {
     let name = space(name)?;
     let edit_fn = |text: &str| -> Result<String> {
-        edit::set_state(text, &name, state).map_err(Error::Input)
+        edit::set_state(text, &name, state).map_err(Error::input)
     };
     apply_cmd::flow(
         global,

@@ -237,7 +237,7 @@ impl<'r> Prepared<'r> {
         }
         Ok(match desired_file::write(self.root, &self.text) {
             Ok(()) => e,
-            Err(undo) => Error::Other(format!(
+            Err(undo) => Error::other(format!(
                 "{e}\n(cotal.toml keeps the edit: putting it back failed: {undo})"
             )),
         })
@@ -248,9 +248,9 @@ impl<'r> Prepared<'r> {
 pub fn load_saved(path: &std::path::Path) -> Result<Plan> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let plan: Plan = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::Input(format!("{}: not a saved cotal plan: {e}", path.display())))?;
+        .map_err(|e| Error::input(format!("{}: not a saved cotal plan: {e}", path.display())))?;
     if plan.format_version != plan::FORMAT_VERSION {
-        return Err(Error::Input(format!(
+        return Err(Error::input(format!(
             "{}: plan format {} is not {}; make a new plan with this cotal",
             path.display(),
             plan.format_version,
@@ -302,6 +302,6 @@ fn check_stale(saved: &Plan, now: &Plan) -> Result<()> {
     if moved.is_empty() {
         Ok(())
     } else {
-        Err(Error::StalePlan(moved.join("; ")))
+        Err(Error::stale_plan(moved.join("; ")))
     }
 }

@@ -4,6 +4,7 @@
 //! depends on.
 
 use crate::backup::{self, Manifest, Target, Verified};
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::{BrokerProcess, BrokerRecordState, JournalState};
@@ -38,8 +39,9 @@ pub fn root_backup(
     let (desired, digest, _) = observe::desired_for_reading(root)?;
     let observed = observe::observe(root, &desired, digest)?;
     if let JournalState::Valid(_) = observed.journal {
-        return Err(Error::Interrupted(
-            "an apply was interrupted (the journal is open): the records are between two states.\nnext: run `cotal apply` to finish it, then back up".into(),
+        return Err(Error::interrupted(
+            Diagnostic::new("an apply was interrupted (the journal is open): the records are between two states.")
+            .next("run `cotal apply` to finish it, then back up"),
         ));
     }
     plan::guard_trust(&observed)?;
@@ -61,47 +63,60 @@ fn with_target<T>(
     verb: &str,
     work: impl FnOnce(&Root, &Target, &BTreeMap<String, SpaceName>) -> Result<T>,
 ) -> Result<T> {
-    let space = SpaceName::parse(name).map_err(Error::Input)?;
+    let space = SpaceName::parse(name).map_err(Error::input)?;
     let (desired, digest) = observe::desired(root)?;
     let _lock = lock::acquire(root, &crate::operator::holder(), std::time::Duration::ZERO)?;
     if let Some(cluster) = &desired.topology.cluster {
-        return Err(Error::Refused(format!(
-            "`{verb}` does not work on a cluster yet: a per-space artifact is taken from one stopped store, and on the {} nodes of cluster {:?} cotal cannot yet prove every replica of each stream was current at the cut.\n\
-             blast radius: none, nothing was read or written.\n\
-             next: `cotal root backup` saves the whole root (records and keys); to move one space's data, copy its streams with a NATS client (`nats stream backup`) while the cluster runs",
-            desired.topology.nodes.len(),
-            cluster
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "`{verb}` does not work on a cluster yet: a per-space artifact is taken from one stopped store, and on the {} nodes of cluster {:?} cotal cannot yet prove every replica of each stream was current at the cut.",
+                desired.topology.nodes.len(),
+                cluster
+            ))
+            .blast("none, nothing was read or written.")
+            .next("`cotal root backup` saves the whole root (records and keys); to move one space's data, copy its streams with a NATS client (`nats stream backup`) while the cluster runs"),
+        ));
     }
     let observed = observe::observe(root, &desired, digest)?;
     apply::refuse_if_journal_open(&observed.journal, verb)?;
     let trust = plan::guard_trust(&observed)?;
     let Some(the_cut) = cut::load(root)? else {
-        return Err(Error::Refused(format!(
-            "`{verb}` needs a cut: a per-space artifact is consistent only against a stopped store.\n\
-             next: `cotal down --preserve-state` (this stops the broker for every space), then `{verb}`, then `cotal up`"
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "`{verb}` needs a cut: a per-space artifact is consistent only against a stopped store."
+            ))
+            .next(format!(
+                "`cotal down --preserve-state` (this stops the broker for every space), then `{verb}`, then `cotal up`"
+            )),
+        ));
     };
     match observed.process() {
         BrokerProcess::Stopped => {}
         BrokerProcess::Unknown { .. } => plan::guard_liveness(&observed)?,
         running => {
-            return Err(Error::Refused(format!(
-                "the broker runs again{} since the cut of {}; the store is live.\nnext: `cotal down --preserve-state` again",
-                running
-                    .pid()
-                    .map(|pid| format!(" (pid {pid})"))
-                    .unwrap_or_default(),
-                the_cut.at
-            )));
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "the broker runs again{} since the cut of {}; the store is live.",
+                    running
+                        .pid()
+                        .map(|pid| format!(" (pid {pid})"))
+                        .unwrap_or_default(),
+                    the_cut.at
+                ))
+                .next("`cotal down --preserve-state` again"),
+            ));
         }
     }
     let Some(observed_space) = observed.inventory.spaces.get(&space) else {
-        return Err(Error::Refused(format!(
-            "this root has no space {}: its trust comes from `cotal space add` under this broker.\n\
-             next: `cotal space add {name}` while the broker is stopped, then `{verb}` again",
-            space.quoted()
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "this root has no space {}: its trust comes from `cotal space add` under this broker.",
+                space.quoted()
+            ))
+            .next(format!(
+                "`cotal space add {name}` while the broker is stopped, then `{verb}` again"
+            )),
+        ));
     };
     let record = account_record::load(root, &space)?;
     // The isolated broker reads the streams as a user of the space: a suspended space (fenced
@@ -110,9 +125,9 @@ fn with_target<T>(
         let broker = match crate::store::broker_record::load(root)? {
             crate::store::broker_record::Loaded::Valid((b, _)) => b,
             _ => {
-                return Err(Error::Refused(
-                    "the broker record changed while cotal read it.\nnext: run the command again"
-                        .into(),
+                return Err(Error::refused(
+                    Diagnostic::new("the broker record changed while cotal read it.")
+                        .next("run the command again"),
                 ));
             }
         };
@@ -126,7 +141,7 @@ fn with_target<T>(
             &observed_space.revocations,
             false,
         )
-        .map_err(Error::Other)?
+        .map_err(Error::other)?
         .account
         .jwt
     } else {

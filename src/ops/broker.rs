@@ -6,6 +6,7 @@
 use crate::apply::{self, Context, Progress};
 use crate::broker::identity::{self, Listener, Liveness};
 use crate::broker::{Running, Stopped as StoppedBroker, process};
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::observe;
 use crate::observed::PromotedConfig;
@@ -108,18 +109,22 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         process::check_log(&n.files)?;
     }
     if observed.inventory.spaces.is_empty() {
-        return Err(Error::Refused(
-            "this root holds no space yet, and a broker needs at least one.\nnext: add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`".into(),
+        return Err(Error::refused(
+            Diagnostic::new("this root holds no space yet, and a broker needs at least one.").next(
+                "add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`",
+            ),
         ));
     }
     // Each node will listen where cotal.toml says: nothing of this root may run there and
     // nothing may listen there. Checked before anything is written.
     let refuse_listener = |seen: String| {
-        Error::Refused(format!(
-            "cannot start the broker: {seen}.\n\
-             blast radius: none, nothing was started.\n\
-             next: stop that process, or change the port in cotal.toml and run `cotal apply`, then `cotal up`"
-        ))
+        Error::refused(
+            Diagnostic::new(format!(
+                "cannot start the broker: {seen}."
+            ))
+            .blast("none, nothing was started.")
+            .next("stop that process, or change the port in cotal.toml and run `cotal apply`, then `cotal up`"),
+        )
     };
     let mut to_start = Vec::new();
     for n in observed.nodes.iter().filter(|n| !n.remote()) {
@@ -139,8 +144,10 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     let boot = plan::boot_plan(&desired, &observed)?;
     if !boot.is_empty() {
         if observed.is_running() {
-            return Err(Error::Refused(
-                "the config on disk is not the rendering of the inventory, and some nodes of the cluster run it: starting the others on another config would split the cluster.\nblast radius: none, nothing was started.\nnext: `cotal down`, then `cotal up`".into(),
+            return Err(Error::refused(
+                Diagnostic::new("the config on disk is not the rendering of the inventory, and some nodes of the cluster run it: starting the others on another config would split the cluster.")
+                .blast("none, nothing was started.")
+                .next("`cotal down`, then `cotal up`"),
             ));
         }
         let nodes = plan::nodes(&desired, &observed);
@@ -187,10 +194,12 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         observed
     };
     if let Some(e) = &observed.live_error {
-        return Err(Error::Other(format!(
-            "nats-server started, but cotal could not read which streams it holds ({e}), so provisioning was not checked.\n\
-             next: `cotal status` to see the broker, then `cotal apply`, which provisions whatever is missing"
-        )));
+        return Err(Error::other(
+            Diagnostic::new(format!(
+                "nats-server started, but cotal could not read which streams it holds ({e}), so provisioning was not checked."
+            ))
+            .next("`cotal status` to see the broker, then `cotal apply`, which provisions whatever is missing"),
+        ));
     }
     let mut provisioning = plan::compute(&desired, &observed, &plan::Intent::default())?;
     provisioning.steps.retain(|s| {
@@ -244,9 +253,12 @@ fn wait_for_meta_leader(
             Err(e) => e.to_string(),
         };
         if std::time::Instant::now() >= deadline {
-            return Err(Error::Other(format!(
-                "the cluster's nodes run, but JetStream elected no meta leader within {timeout:?} ({why}), so nothing was provisioned.\nnext: `cotal status`, and each node's log in .cotal/node.NAME/nats.log (can the nodes reach each other's cluster_port?)"
-            )));
+            return Err(Error::other(
+                Diagnostic::new(format!(
+                    "the cluster's nodes run, but JetStream elected no meta leader within {timeout:?} ({why}), so nothing was provisioned."
+                ))
+                .next("`cotal status`, and each node's log in .cotal/node.NAME/nats.log (can the nodes reach each other's cluster_port?)"),
+            ));
         }
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -266,8 +278,10 @@ pub fn down(root: &Root, args: &Down, on: &dyn Fn(DownEvent)) -> Result<Stopped>
     let desired = observe::desired(root).map(|(d, _)| d).unwrap_or_default();
     let topology = &desired.topology;
     if args.preserve_state && topology.is_cluster() {
-        return Err(Error::Refused(
-            "--preserve-state records a cut for `cotal space backup` and `space restore`, which do not work on a cluster yet.\nblast radius: none, nothing was stopped.\nnext: `cotal down` without it".into(),
+        return Err(Error::refused(
+            Diagnostic::new("--preserve-state records a cut for `cotal space backup` and `space restore`, which do not work on a cluster yet.")
+            .blast("none, nothing was stopped.")
+            .next("`cotal down` without it"),
         ));
     }
     // The nodes cotal.toml names with where each listens, and every node folder on disk
@@ -315,10 +329,13 @@ pub fn down(root: &Root, args: &Down, on: &dyn Fn(DownEvent)) -> Result<Stopped>
         let (host, port) = (&listener.host, listener.port);
         let sockets = identity::listening_sockets(&listener)?;
         if !sockets.is_empty() {
-            return Err(Error::Refused(format!(
-                "the broker is stopped but {}; no cut without the evidence that nothing serves the store.\nnext: stop that process, then `cotal down --preserve-state` again",
-                identity::describe_holders(&sockets, &listener)
-            )));
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "the broker is stopped but {}; no cut without the evidence that nothing serves the store.",
+                    identity::describe_holders(&sockets, &listener)
+                ))
+                .next("stop that process, then `cotal down --preserve-state` again"),
+            ));
         }
         let cut = crate::store::cut::Cut {
             op: "cut".into(),
@@ -383,10 +400,12 @@ fn stop_node(
             on(DownEvent::NotRunning { node: name });
             Ok(None)
         }
-        Liveness::Unknown { seen } => Err(Error::Refused(format!(
-            "cannot tell whether this root's broker is running: {}{seen}; nothing was signalled there.\n\
-             next: if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)",
-            name.map(|n| format!("node {n}: ")).unwrap_or_default()
-        ))),
+        Liveness::Unknown { seen } => Err(Error::refused(
+            Diagnostic::new(format!(
+                "cannot tell whether this root's broker is running: {}{seen}; nothing was signalled there.",
+                name.map(|n| format!("node {n}: ")).unwrap_or_default()
+            ))
+            .next("if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)"),
+        )),
     }
 }

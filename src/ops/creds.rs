@@ -19,7 +19,7 @@ fn observed_space(root: &Root, space: &SpaceName) -> Result<(ObservedSpace, Opti
     plan::guard_trust(&observed)?;
     match observed.inventory.spaces.get(space) {
         Some(s) => Ok((s.clone(), broken)),
-        None => Err(Error::Input(format!(
+        None => Err(Error::input(format!(
             "no space {} on this root (spaces: {})",
             space.quoted(),
             observed
@@ -40,7 +40,7 @@ pub fn mint(
     request: &Request,
     lock_timeout: Duration,
 ) -> Result<(Issued, Option<String>)> {
-    crate::permissions::valid_user_name(&request.user).map_err(Error::Input)?;
+    crate::permissions::valid_user_name(&request.user).map_err(Error::input)?;
     let (observed, warning) = observed_space(root, &request.space)?;
     let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
     let issued = credentials::mint(root, &lock, &observed.account_pub, request)?;

@@ -14,9 +14,10 @@ pub fn export(root: &Root) -> Result<Vec<u8>> {
 
 fn encode(observed: &crate::observed::Observed) -> Result<Vec<u8>> {
     let state = crate::state::export(observed, &crate::clock::timestamp()).map_err(|e| {
-        Error::Refused(format!(
-            "no state exported: {e}\nblast radius: none, nothing was written."
-        ))
+        Error::refused(
+            e.context("no state exported")
+                .blast("none, nothing was written."),
+        )
     })?;
     let mut bytes = serde_json::to_vec_pretty(&state).expect("the state serializes");
     bytes.push(b'\n');

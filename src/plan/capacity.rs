@@ -89,7 +89,7 @@ pub fn guard_capacity(desired: &Desired, observed: &Observed) -> Result<(), Refu
     if over.is_empty() {
         return Ok(());
     }
-    Err(Refusal::new(
+    Err(crate::diagnostic::Diagnostic::refusal(
         format!(
             "{}; nats-server enables JetStream for a space only while every space's quota fits in its store, so the spaces past it would get none.",
             over.join("; ")
@@ -136,7 +136,7 @@ mod tests {
     use crate::observed::{CapacitySource, Store};
 
     fn with_capacity(file: u64, memory: u64) -> Observed {
-        let mut o = crate::plan::testing::observed(&[]);
+        let mut o = crate::testing::observed(&[]);
         o.capacity = Capacity {
             file: Store {
                 size: file,

@@ -312,7 +312,7 @@ pub fn channel_warnings(desired: &Desired, observed: &Observed, diff: &Diff) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::testing::{name, observed, space};
+    use crate::testing::{name, observed, space};
 
     #[test]
     fn a_removal_without_figures_says_it_destroys_everything() {

@@ -308,7 +308,7 @@ mod tests {
 
     #[test]
     fn a_reissue_carries_its_state_transition() {
-        use crate::plan::testing::{name, observed, space};
+        use crate::testing::{name, observed, space};
         let active = SpaceSpec::default();
         let suspended = SpaceSpec {
             state: SpaceState::Suspended,
@@ -364,7 +364,7 @@ mod tests {
 
     #[test]
     fn a_recorded_revocation_the_jwt_lacks_is_a_revoke() {
-        use crate::plan::testing::{name, observed, space};
+        use crate::testing::{name, observed, space};
         let active = SpaceSpec::default();
         let mut revoking = space("AR", &active);
         revoking.revoked.insert("UOLD".into(), 10);

@@ -7,6 +7,7 @@ use super::blast;
 use super::list;
 use super::removals::Removals;
 use crate::desired::Desired;
+use crate::diagnostic::Diagnostic;
 use crate::error::Error;
 use crate::model::{Listener, SpaceName};
 use crate::observed::{
@@ -15,51 +16,23 @@ use crate::observed::{
 };
 use crate::render::Node;
 
-/// Why a plan is refused: what was seen, the blast radius of the refusal, what to do next. Each
-/// part carries its own punctuation; the message joins them on lines of their own.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Refusal {
-    pub what: String,
-    pub blast: Option<String>,
-    pub next: Option<String>,
-}
+/// Why a plan is refused: what was seen, the blast radius of the refusal, what to do next (a
+/// [`Diagnostic`]; the caller turns it into exit 3 once).
+pub type Refusal = Diagnostic;
 
-impl Refusal {
-    pub fn new(what: impl Into<String>, blast: &str, next: impl Into<String>) -> Refusal {
-        Refusal {
-            what: what.into(),
-            blast: Some(blast.to_string()),
-            next: Some(next.into()),
-        }
-    }
-
-    /// The renderer refused the inventory (an account preloaded twice, one signed by another
-    /// operator): the records under `.cotal/auth/` are inconsistent.
-    pub fn render(why: String) -> Refusal {
-        Refusal::new(
-            format!("the inventory cannot be rendered: {why}."),
-            NOTHING_CHANGED,
-            "restore the records of .cotal/auth/ from a backup, or move the record it names out of that folder, then run `cotal plan`",
-        )
-    }
-}
-
-impl std::fmt::Display for Refusal {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.what)?;
-        if let Some(blast) = &self.blast {
-            write!(f, "\nblast radius: {blast}")?;
-        }
-        if let Some(next) = &self.next {
-            write!(f, "\nnext: {next}")?;
-        }
-        Ok(())
-    }
+/// The renderer refused the inventory (an account preloaded twice, one signed by another
+/// operator): the records under `.cotal/auth/` are inconsistent.
+pub fn render_refusal(why: String) -> Refusal {
+    Diagnostic::refusal(
+        format!("the inventory cannot be rendered: {why}."),
+        NOTHING_CHANGED,
+        "restore the records of .cotal/auth/ from a backup, or move the record it names out of that folder, then run `cotal plan`",
+    )
 }
 
 impl From<Refusal> for Error {
     fn from(r: Refusal) -> Error {
-        Error::Refused(r.to_string())
+        Error::Refused(r)
     }
 }
 
@@ -69,7 +42,7 @@ const NOTHING_CHANGED: &str = "none, nothing was changed.";
 pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Refusal> {
     let broker = match &observed.broker {
         BrokerRecordState::Absent if !observed.tenant_material.is_empty() => {
-            return Err(Refusal::new(
+            return Err(Diagnostic::refusal(
                 format!(
                     "this root has no broker record (.cotal/auth/broker.json) but holds tenant material ({}): the operator that signed those tenants is missing, and a new one would orphan them.",
                     observed.tenant_material.join(", ")
@@ -79,14 +52,14 @@ pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Refusal> {
             ));
         }
         BrokerRecordState::Absent => {
-            return Err(Refusal::new(
+            return Err(Diagnostic::refusal(
                 "this root has no broker record (.cotal/auth/broker.json): a space is signed by an existing broker, never by a fresh operator.",
                 NOTHING_CHANGED,
                 "run `cotal init` to create the broker trust",
             ));
         }
         BrokerRecordState::Corrupt { file, reason } => {
-            return Err(Refusal::new(
+            return Err(Diagnostic::refusal(
                 format!("the broker record {} is corrupt: {reason}.", file.display()),
                 "every space of this broker; nothing was changed.",
                 "restore the file from a backup; do not run `cotal init` over it (that would orphan every space)",
@@ -96,7 +69,7 @@ pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Refusal> {
     };
     inventory(&observed.inventory)?;
     if let GenerationState::Corrupt { file, reason } = &observed.generation {
-        return Err(Refusal::new(
+        return Err(Diagnostic::refusal(
             format!(
                 "the generation record {} is corrupt: {reason}.",
                 file.display()
@@ -106,7 +79,7 @@ pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Refusal> {
         ));
     }
     if let JournalState::Corrupt { file, reason } = &observed.journal {
-        return Err(Refusal::new(
+        return Err(Diagnostic::refusal(
             format!(
                 "the apply journal {} is corrupt: {reason}; an interrupted apply cannot be identified.",
                 file.display()
@@ -131,7 +104,7 @@ fn inventory(inv: &Inventory) -> Result<(), Refusal> {
         what.push_str(&format!("\n  {}: {}", c.file.display(), c.reason));
     }
     let foreign = inv.corrupt.iter().any(|c| c.foreign_issuer.is_some());
-    Err(Refusal::new(
+    Err(Diagnostic::refusal(
         what,
         "unknown; nothing was changed.",
         if foreign {
@@ -146,7 +119,7 @@ fn inventory(inv: &Inventory) -> Result<(), Refusal> {
 /// removal deletes data (through the broker, or its folder) nor be sure a reload reaches it.
 pub fn guard_liveness(observed: &Observed) -> Result<(), Refusal> {
     if let Some(found) = &observed.layout_conflict {
-        return Err(Refusal::new(
+        return Err(Diagnostic::refusal(
             format!(
                 "{found}. A root does not move between one server and a cluster in place: the streams of the one would not be in the stores of the other, so every space would start empty."
             ),
@@ -155,7 +128,7 @@ pub fn guard_liveness(observed: &Observed) -> Result<(), Refusal> {
         ));
     }
     match observed.process() {
-        BrokerProcess::Unknown { seen } => Err(Refusal::new(
+        BrokerProcess::Unknown { seen } => Err(Diagnostic::refusal(
             format!("cannot tell whether this root's broker is running: {seen}."),
             "unknown; nothing was changed.",
             "if that process is this root's broker whose pidfile was lost, stop it (`kill PID`) and run `cotal up`; \
@@ -179,7 +152,7 @@ pub fn guard_cluster_removals(
     if !desired.topology.is_cluster() || observed.is_running() || fresh.is_empty() {
         return Ok(());
     }
-    Err(Refusal::new(
+    Err(Diagnostic::refusal(
         format!(
             "removing {} from a stopped cluster cannot delete its streams: they are assigned in every node's JetStream meta layer, which only the running cluster deletes.",
             list(fresh)
@@ -211,7 +184,7 @@ pub fn guard_nodes(
     if intent.allow_degraded && quorum && replicated {
         return Ok(());
     }
-    Err(Refusal::new(
+    Err(Diagnostic::refusal(
         format!(
             "node{} {} of the cluster {} not running ({running} of {total} run), and an apply must reach every node: a node that has not loaded a change serves a tenant differently from the others.",
             if names.len() == 1 { "" } else { "s" },
@@ -243,7 +216,7 @@ pub fn guard_degraded_adds<'a>(
     if down == 0 || adds.is_empty() || (replicas as usize) <= running {
         return Ok(());
     }
-    Err(Refusal::new(
+    Err(Diagnostic::refusal(
         format!(
             "cannot add {} with only {running} of {} nodes running: its streams and buckets have {} replicas, and JetStream places each replica on its own running node.",
             list(adds),
@@ -302,7 +275,7 @@ pub fn guard_journal(observed: &Observed) -> Result<(), Refusal> {
     if refusals.is_empty() {
         return Ok(());
     }
-    Err(Refusal::new(
+    Err(Diagnostic::refusal(
         format!(
             "the open journal .cotal/maintenance/journal.json (started {} by pid {} on {}) contradicts what is on disk, so it is not finished:\n  {}",
             j.started_at,
@@ -326,51 +299,61 @@ pub fn guard_removals(
     if fresh.is_empty() {
         return Ok(());
     }
-    let mut refusals = Vec::new();
+    let mut refused = Diagnostic::default().blast(NOTHING_CHANGED);
+    let mut say = |what: String, next: String| {
+        if !refused.what.is_empty() {
+            refused.what.push('\n');
+        }
+        refused.what.push_str(&what);
+        refused.next.push(next);
+    };
     if desired.spaces.is_empty() {
-        refusals.push(format!(
-            "removing {} would leave the broker with no space: that is the broker-wide teardown, not a space removal.\n\
-             next: keep at least one space in cotal.toml, or stop the broker (`cotal down`) and delete the root",
-            list(fresh.iter().copied())
-        ));
+        say(
+            format!(
+                "removing {} would leave the broker with no space: that is the broker-wide teardown, not a space removal.",
+                list(fresh.iter().copied())
+            ),
+            "keep at least one space in cotal.toml, or stop the broker (`cotal down`) and delete the root".into(),
+        );
     }
     for name in &fresh {
         let Some(space) = inv.spaces.get(*name) else {
             continue;
         };
         if space.protect_recorded {
-            refusals.push(format!(
-                "{} is protected (protect = true was applied and is recorded in .cotal/space.{}/lifecycle.json); its removal would have this blast radius: {}.\n\
-                 next: first set `protect = false` in its [spaces.{}] table and run `cotal apply`, then delete the table and apply again",
-                name.quoted(),
-                name.hex(),
-                blast::removal(name, &space.usage.streams, space.usage.connections).describe(),
-                toml_key(name)
-            ));
+            say(
+                format!(
+                    "{} is protected (protect = true was applied and is recorded in .cotal/space.{}/lifecycle.json); its removal would have this blast radius: {}.",
+                    name.quoted(),
+                    name.hex(),
+                    blast::removal(name, &space.usage.streams, space.usage.connections).describe(),
+                ),
+                format!(
+                    "first set `protect = false` in its [spaces.{}] table and run `cotal apply`, then delete the table and apply again",
+                    toml_key(name)
+                ),
+            );
         }
         if !space.live_processes.is_empty() {
-            refusals.push(format!(
-                "{} has live local processes (pids {}); removing it would pull the account from under them.\n\
-                 next: stop them, then apply again",
-                name.quoted(),
-                space
-                    .live_processes
-                    .iter()
-                    .map(|p| p.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
+            say(
+                format!(
+                    "{} has live local processes (pids {}); removing it would pull the account from under them.",
+                    name.quoted(),
+                    space
+                        .live_processes
+                        .iter()
+                        .map(|p| p.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                "stop them, then apply again".into(),
+            );
         }
     }
-    if refusals.is_empty() {
+    if refused.what.is_empty() {
         Ok(())
     } else {
-        // Each refusal names its own next step.
-        Err(Refusal {
-            what: refusals.join("\n"),
-            blast: Some(NOTHING_CHANGED.into()),
-            next: None,
-        })
+        Err(refused.tenants(fresh.into_iter().cloned()))
     }
 }
 
@@ -380,7 +363,7 @@ pub fn guard_listener(observed: &Observed, node: &Node) -> Result<(), Refusal> {
         return Ok(());
     }
     match listener_change(observed, node) {
-        Some(old) => Err(Refusal::new(
+        Some(old) => Err(Diagnostic::refusal(
             format!(
                 "the listener changes from {old} to {}:{} while the broker runs; nats-server cannot move its listener on reload, so the reload would be refused.",
                 node.host, node.port
@@ -404,7 +387,7 @@ pub fn guard_sys_keys<'a>(
     if adds.is_empty() || !keyless || system.is_some_and(|s| s.rotate) {
         return Ok(());
     }
-    Err(Refusal::new(
+    Err(Diagnostic::refusal(
         format!(
             "cannot add {}: this root keeps no system signing key (neither scoped keys in .cotal/auth/broker.json nor .cotal/auth/sys.seed), so a new space could not get its $SYS credentials.",
             list(adds)
@@ -440,7 +423,7 @@ mod tests {
     use crate::observed::PromotedConfig;
 
     fn observed_with(conf: &str, process: BrokerProcess) -> Observed {
-        let mut o = crate::plan::testing::observed(&[]);
+        let mut o = crate::testing::observed(&[]);
         o.nodes[0].server_conf = Some(PromotedConfig::new(conf.to_string()));
         o.nodes[0].process = process;
         o
@@ -469,12 +452,7 @@ mod tests {
                 .contains("from 127.0.0.1:4222 to 127.0.0.1:4333")
         );
         assert_eq!(refusal.blast.as_deref(), Some(NOTHING_CHANGED));
-        assert!(
-            refusal
-                .next
-                .unwrap()
-                .starts_with("`cotal down`, `cotal apply`")
-        );
+        assert!(refusal.next[0].starts_with("`cotal down`, `cotal apply`"));
         guard_listener(&running, &node(4222)).unwrap();
         let stopped = observed_with(conf, BrokerProcess::Stopped);
         guard_listener(&stopped, &node(4333)).unwrap();
@@ -499,16 +477,10 @@ mod tests {
 
     #[test]
     fn a_refusal_renders_its_parts_on_lines_of_their_own() {
-        let r = Refusal::new("it is so.", "none.", "do this");
+        let r = Diagnostic::refusal("it is so.", "none.", "do this");
         assert_eq!(
             r.to_string(),
             "it is so.\nblast radius: none.\nnext: do this"
         );
-        let only_blast = Refusal {
-            what: "a\nnext: b".into(),
-            blast: Some("none.".into()),
-            next: None,
-        };
-        assert_eq!(only_blast.to_string(), "a\nnext: b\nblast radius: none.");
     }
 }

@@ -25,8 +25,6 @@ mod order;
 mod promotion;
 mod removals;
 mod system;
-#[cfg(test)]
-mod testing;
 
 pub use blast::Blast;
 pub use compute::{compute, nodes};

@@ -77,7 +77,7 @@ pub fn applied_spec(space: &ObservedSpace) -> SpaceSpec {
 /// Whether `applied_spec` reads `limits` back exactly (what the invariant needs).
 #[cfg(test)]
 fn round_trips(limits: &AccountLimits) -> bool {
-    let mut space = crate::plan::testing::space("A", &SpaceSpec::default());
+    let mut space = crate::testing::space("A", &SpaceSpec::default());
     space.limits = *limits;
     AccountLimits::for_space(&applied_spec(&space)) == *limits
 }
@@ -85,7 +85,7 @@ fn round_trips(limits: &AccountLimits) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::testing::{name, observed, space};
+    use crate::testing::{name, observed, space};
 
     #[test]
     fn every_applied_spec_re_issues_nothing() {

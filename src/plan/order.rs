@@ -144,8 +144,8 @@ pub fn promotion_step(p: &Option<Promotion>) -> Option<Step> {
 mod tests {
     use super::*;
     use crate::model::SpaceSpec;
-    use crate::plan::testing::{journal, observed, space};
     use crate::plan::{describe, diff, removals};
+    use crate::testing::{journal, observed, space};
 
     #[test]
     fn steps_come_in_designs_order() {

@@ -73,7 +73,8 @@ pub fn reasons(
     let mut missing = false;
     let mut drifted = false;
     for node in nodes {
-        let base_render = render::server_conf(trust, &base, node).map_err(Refusal::render)?;
+        let base_render =
+            render::server_conf(trust, &base, node).map_err(super::guards::render_refusal)?;
         match observed.node_conf_text(&node.name) {
             None => missing = true,
             Some(conf) if conf != base_render => drifted = true,
@@ -115,8 +116,8 @@ pub fn promotion(
     }
     let mut changes = Vec::new();
     for node in nodes {
-        let after =
-            render::server_conf(&projected_trust, &projected, node).map_err(Refusal::render)?;
+        let after = render::server_conf(&projected_trust, &projected, node)
+            .map_err(super::guards::render_refusal)?;
         changes.push(NodeConfigChange {
             name: node.name.clone(),
             before: observed
@@ -252,7 +253,8 @@ pub fn boot_reasons(desired: &Desired, observed: &Observed) -> Result<Vec<Reason
     let preloads = crate::observed::preloads(&observed.inventory.spaces);
     let mut reasons = Vec::new();
     for node in super::nodes(desired, observed) {
-        let rendered = render::server_conf(&trust, &preloads, &node).map_err(Refusal::render)?;
+        let rendered =
+            render::server_conf(&trust, &preloads, &node).map_err(super::guards::render_refusal)?;
         if observed.node_conf_text(&node.name) != Some(rendered.as_str()) {
             reasons.push(Reason::BootConfigDrift);
             break;
@@ -321,12 +323,12 @@ mod tests {
     }
 
     fn root_of(names: &[&str]) -> (BrokerTrust, Observed, Desired) {
-        let (trust, spaces) = crate::plan::testing::minted(names);
+        let (trust, spaces) = crate::testing::minted(names);
         let refs: Vec<(&str, _)> = spaces
             .iter()
             .map(|(n, s)| (n.as_str(), s.clone()))
             .collect();
-        let mut o = crate::plan::testing::observed(&refs);
+        let mut o = crate::testing::observed(&refs);
         o.broker = crate::observed::BrokerRecordState::Valid(trust.clone());
         let text: String = names.iter().map(|n| format!("[spaces.{n}]\n")).collect();
         let desired = crate::desired::parse(&format!("version = 1\n{text}"), "f").unwrap();
@@ -390,8 +392,7 @@ mod tests {
             .iter()
             .zip(&rendered)
             .map(|(spec, n)| {
-                let mut node =
-                    crate::plan::testing::node(spec.clone(), &n.store_dir.to_string_lossy());
+                let mut node = crate::testing::node(spec.clone(), &n.store_dir.to_string_lossy());
                 node.server_conf = Some(crate::observed::PromotedConfig::new(
                     render::server_conf(&trust, &preloads, n).unwrap(),
                 ));

@@ -75,7 +75,7 @@ pub fn collect(desired: &Desired, observed: &Observed) -> Removals {
 mod tests {
     use super::*;
     use crate::model::SpaceSpec;
-    use crate::plan::testing::{journal, name, observed, space};
+    use crate::testing::{journal, name, observed, space};
 
     #[test]
     fn journaled_removals_come_first_and_only_requested_ones_are_guarded() {

@@ -178,7 +178,7 @@ mod tests {
     use super::*;
     use crate::model::SpaceSpec;
     use crate::observed::SysUser;
-    use crate::plan::testing::{name, observed, space};
+    use crate::testing::{name, observed, space};
 
     const NOW: i64 = 1_800_000_000;
     const DAY: i64 = 24 * 3600;

@@ -46,7 +46,7 @@ pub fn load(root: &Root, space: &SpaceName) -> Result<AccountRecord> {
     let record: AccountRecord = record::read_optional(&path)?
         .ok_or_else(|| Error::io(&path, std::io::Error::from(std::io::ErrorKind::NotFound)))?;
     if record.space != space.as_str() {
-        return Err(Error::Other(format!(
+        return Err(Error::other(format!(
             "{}: names space {:?}, not {:?}",
             path.display(),
             record.space,
@@ -58,7 +58,7 @@ pub fn load(root: &Root, space: &SpaceName) -> Result<AccountRecord> {
 
 /// Atomically write a space's record (0600).
 pub fn save(root: &Root, account: &AccountRecord) -> Result<()> {
-    let space = SpaceName::parse(&account.space).map_err(Error::Input)?;
+    let space = SpaceName::parse(&account.space).map_err(Error::input)?;
     atomic::ensure_dir(&root.auth_dir(), atomic::PRIVATE_DIR)?;
     record::write(
         &root.account_record(&space),

@@ -17,6 +17,7 @@
 //! is never followed, a FIFO never blocks, and anything but a regular file is reported as what
 //! it is.
 
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, IoContext, Result};
 use std::fs;
 use std::io::{Read as _, Write};
@@ -346,12 +347,8 @@ pub fn kind_of(t: &fs::FileType) -> &'static str {
 
 /// The refusal for a state file that is not a regular file.
 pub fn not_regular(path: &Path, what: &str) -> Error {
-    Error::Refused(format!(
-        "{} is {what}, not a regular file; cotal never follows links or reads special files in its state folder.
-         blast radius: none, nothing was changed.
-         next: find out who put it there, move it aside, and restore the real file (or delete it if it is not needed)",
-        path.display()
-    ))
+    Error::refused(Diagnostic::new(format!(
+"{} is {what}, not a regular file; cotal never follows links or reads special files in its state folder.", path.display())).blast("none, nothing was changed.").next("find out who put it there, move it aside, and restore the real file (or delete it if it is not needed)"))
 }
 
 /// Read a state file that may be absent; a link or any other non-regular file is refused.

@@ -9,6 +9,7 @@
 //! newline) before writing; a line that does not parse anywhere else still fails closed.
 
 use crate::audit::Record;
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::store::{Root, atomic};
 use std::io::Write;
@@ -27,7 +28,7 @@ pub fn append(root: &Root, record: &Record) -> Result<()> {
         .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
         .open(&path)
         .map_err(|e| {
-            Error::Other(format!(
+            Error::other(format!(
                 "cannot write the audit log {}: {e}",
                 path.display()
             ))
@@ -43,7 +44,7 @@ pub fn append(root: &Root, record: &Record) -> Result<()> {
     file.write_all(&line)
         .and_then(|_| atomic::sync_appended(&file, &path))
         .map_err(|e| {
-            Error::Other(format!(
+            Error::other(format!(
                 "cannot write the audit log {}: {e}",
                 path.display()
             ))
@@ -80,7 +81,7 @@ pub fn read(root: &Root) -> Result<Vec<Record>> {
         .filter(|(_, l)| !l.trim().is_empty())
         .map(|(i, l)| {
             serde_json::from_str(l).map_err(|e| {
-                Error::Other(format!(
+                Error::other(format!(
                     "{}:{}: not an audit record: {e}",
                     path.display(),
                     i + 1
@@ -128,11 +129,13 @@ fn repair_torn_tail(root: &Root, file: &std::fs::File, len: u64) -> Result<()> {
         if !line.iter().all(|b| b.is_ascii_whitespace())
             && serde_json::from_slice::<Record>(line).is_err()
         {
-            return Err(Error::Other(format!(
-                "the audit log {} ends with a line that is not an audit record (not a crash's torn append: it has its newline); cotal does not append after damage it did not make.\n\
-                 next: inspect the file, move the damaged lines aside, then run the command again",
-                path.display()
-            )));
+            return Err(Error::other(
+                Diagnostic::new(format!(
+                    "the audit log {} ends with a line that is not an audit record (not a crash's torn append: it has its newline); cotal does not append after damage it did not make.",
+                    path.display()
+                ))
+                .next("inspect the file, move the damaged lines aside, then run the command again"),
+            ));
         }
         return Ok(());
     }

@@ -10,6 +10,7 @@
 //! leave a key on disk that the JWT does not list, or the reverse. [`save`] refuses to replace
 //! a record whose operator differs (a second operator over existing tenants orphans them all).
 
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::jwt::{self, AccountNats, OperatorNats};
 use crate::observed::BrokerTrust;
@@ -179,23 +180,29 @@ pub fn load(root: &Root) -> Result<Loaded> {
 
 /// Write the broker record, refusing to replace one with a different operator.
 pub fn save(root: &Root, broker: &BrokerRecord) -> Result<()> {
-    let new_trust = broker.validate().map_err(Error::Other)?;
+    let new_trust = broker.validate().map_err(Error::other)?;
     match load(root)? {
         Loaded::Absent => {}
         Loaded::Valid((_, existing)) if existing.operator_pub == new_trust.operator_pub => {}
         Loaded::Valid((_, existing)) => {
-            return Err(Error::Refused(format!(
-                "{} holds operator {}; replacing it with operator {} would orphan every space signed by it.\nnext: keep the existing broker record; a new broker belongs in a new root",
-                root.broker_record().display(),
-                existing.operator_pub,
-                new_trust.operator_pub
-            )));
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "{} holds operator {}; replacing it with operator {} would orphan every space signed by it.",
+                    root.broker_record().display(),
+                    existing.operator_pub,
+                    new_trust.operator_pub
+                ))
+                .next("keep the existing broker record; a new broker belongs in a new root"),
+            ));
         }
         Loaded::Corrupt { reason: why, .. } => {
-            return Err(Error::Refused(format!(
-                "{} is corrupt ({why}); it may hold the trust of real tenants, so it is not overwritten.\nnext: restore it from a backup",
-                root.broker_record().display()
-            )));
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "{} is corrupt ({why}); it may hold the trust of real tenants, so it is not overwritten.",
+                    root.broker_record().display()
+                ))
+                .next("restore it from a backup"),
+            ));
         }
     }
     atomic::ensure_dir(&root.auth_dir(), atomic::PRIVATE_DIR)?;

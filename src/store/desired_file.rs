@@ -14,7 +14,7 @@ pub fn read(root: &Root) -> Result<Option<String>> {
     match std::fs::read(&path) {
         Ok(bytes) => String::from_utf8(bytes)
             .map(Some)
-            .map_err(|_| Error::Input(format!("{}: not UTF-8", path.display()))),
+            .map_err(|_| Error::input(format!("{}: not UTF-8", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(Error::io(&path, e)),
     }
@@ -23,7 +23,7 @@ pub fn read(root: &Root) -> Result<Option<String>> {
 /// The file's text; its absence is bad input naming what to do.
 pub fn read_required(root: &Root) -> Result<String> {
     read(root)?.ok_or_else(|| {
-        Error::Input(format!(
+        Error::input(format!(
             "{} does not exist: run `cotal init` to create a root, or pass --root DIR",
             root.desired_file().display()
         ))

@@ -8,6 +8,7 @@
 //! deleting or replacing `lock` lets a second cotal lock a new file, so the first one checks
 //! with [`Lock::verify`] before every step and refuses once its file was replaced.
 
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, IoContext, Result};
 use crate::store::record::{self, Layout, Record};
 use crate::store::{Root, atomic};
@@ -82,12 +83,14 @@ impl Lock {
         if self.still_at_path() {
             return Ok(());
         }
-        Err(Error::Refused(format!(
-            "the lock file {} was deleted or replaced while this cotal held it, so another cotal may hold the root now; this one stops here.\n\
-             blast radius: whatever this command reported as done so far; nothing more.\n\
-             next: never delete the lock file by hand (the kernel frees it when its holder dies); run `cotal plan` to see the state now",
-            self.root.lock_file().display()
-        )))
+        Err(Error::refused(
+            Diagnostic::new(format!(
+                "the lock file {} was deleted or replaced while this cotal held it, so another cotal may hold the root now; this one stops here.",
+                self.root.lock_file().display()
+            ))
+            .blast("whatever this command reported as done so far; nothing more.")
+            .next("never delete the lock file by hand (the kernel frees it when its holder dies); run `cotal plan` to see the state now"),
+        ))
     }
 }
 
@@ -116,11 +119,13 @@ pub fn take(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
     // A root that was never initialised (a folder holding only cotal.toml: a CI checkout, a
     // config repository on a new host) gets no `.cotal/` from a verb that cannot act on it.
     if std::fs::symlink_metadata(root.state_dir()).is_err() {
-        return Err(Error::Refused(format!(
-            "{} has no .cotal/: no broker was ever initialised here, so there is nothing to act on; nothing was written.\n\
-             next: `cotal init` makes the broker trust here, `cotal root restore DIR` brings a root backup here",
-            root.dir().display()
-        )));
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} has no .cotal/: no broker was ever initialised here, so there is nothing to act on; nothing was written.",
+                root.dir().display()
+            ))
+            .next("`cotal init` makes the broker trust here, `cotal root restore DIR` brings a root backup here"),
+        ));
     }
     atomic::ensure_dir(&root.maintenance_dir(), atomic::PRIVATE_DIR)?;
     let path = root.lock_file();
@@ -136,7 +141,7 @@ pub fn take(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
             Err(e) if e.raw_os_error() == fs2::lock_contended_error().raw_os_error() => {
                 let now = Instant::now();
                 if now >= deadline {
-                    return Err(Error::LockHeld(format!(
+                    return Err(Error::lock_held(format!(
                         "{}\nwait for it to finish, or pass --lock-timeout DURATION to wait",
                         describe_holder(root)
                     )));
@@ -159,11 +164,13 @@ pub fn take(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
     };
     if let Some(other) = other {
         let _ = FileExt::unlock(&file);
-        return Err(Error::LockHeld(format!(
-            "held by {other}, whose lock file {} was deleted or replaced; it may still be working.\n\
-             next: wait for it to finish (never delete the lock file by hand: the kernel frees it when its holder dies)",
-            path.display()
-        )));
+        return Err(Error::lock_held(
+            Diagnostic::new(format!(
+                "held by {other}, whose lock file {} was deleted or replaced; it may still be working.",
+                path.display()
+            ))
+            .next("wait for it to finish (never delete the lock file by hand: the kernel frees it when its holder dies)"),
+        ));
     }
     Ok(Lock {
         file,

@@ -6,6 +6,7 @@
 //! whose `.cotal/` is a link, is owned by another user, or is writable by group or others is
 //! refused (like git's `safe.directory`): its records, journal and config could be planted.
 
+use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use std::path::{Path, PathBuf};
@@ -81,12 +82,11 @@ impl Root {
         };
         let target = normalize(&canonical(&abs)?);
         if target == self.desired_file() || target.starts_with(self.state_dir()) {
-            return Err(Error::Refused(format!(
-                "--out {} is {}: cotal never writes its output over the state it was made from.\n\
-                 blast radius: none, nothing was written.\n\
-                 next: choose a path outside .cotal/ (for example ./plan.json)",
-                out.display(),
-                if target == self.desired_file() {
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "--out {} is {}: cotal never writes its output over the state it was made from.",
+                    out.display(),
+                    if target == self.desired_file() {
                     "this root's cotal.toml".to_string()
                 } else {
                     format!(
@@ -94,7 +94,10 @@ impl Root {
                         self.state_dir().display()
                     )
                 }
-            )));
+                ))
+                .blast("none, nothing was written.")
+                .next("choose a path outside .cotal/ (for example ./plan.json)"),
+            ));
         }
         Ok(())
     }
@@ -246,21 +249,26 @@ impl Root {
         let forbidden = resolved == self.desired_file()
             || (resolved.starts_with(self.state_dir()) && !resolved.starts_with(&own));
         if forbidden {
-            return Err(Error::Input(format!(
-                "node {}'s config {} is {}: cotal replaces a node's config file, so it must be a file of its own.\nnext: set `config` of node {} to another path (for example nodes/{}/server.conf)",
-                node.name,
-                node.conf.display(),
-                if resolved == self.desired_file() {
+            return Err(Error::input(
+                Diagnostic::new(format!(
+                    "node {}'s config {} is {}: cotal replaces a node's config file, so it must be a file of its own.",
+                    node.name,
+                    node.conf.display(),
+                    if resolved == self.desired_file() {
                     "this root's cotal.toml".to_string()
                 } else {
                     format!(
                         "in {}, which holds the root's records and seeds",
                         self.state_dir().display()
                     )
-                },
-                node.name,
-                node.name
-            )));
+                }
+                ))
+                .next(format!(
+                    "set `config` of node {} to another path (for example nodes/{}/server.conf)",
+                    node.name,
+                    node.name
+                )),
+            ));
         }
         Ok(())
     }
@@ -408,11 +416,13 @@ pub fn check_safe(state_dir: &Path) -> Result<()> {
             None
         };
         if let Some((what, next)) = why {
-            return Err(Error::Refused(format!(
-                "this root's state folder is not safe to trust: {what}.\n\
-                 blast radius: none, nothing was read or changed.\n\
-                 next: {next}"
-            )));
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "this root's state folder is not safe to trust: {what}.",
+                ))
+                .blast("none, nothing was read or changed.")
+                .next(next),
+            ));
         }
     }
     Ok(())
@@ -426,9 +436,11 @@ fn check_desired(root: &Path, desired: &Path) -> Result<()> {
     use std::os::unix::fs::MetadataExt;
     let me = nix::unistd::geteuid().as_raw();
     let refuse = |what: String, next: String| {
-        Err(Error::Refused(format!(
-            "{what}.\nblast radius: none, nothing was read or changed.\nnext: {next}"
-        )))
+        Err(Error::refused(
+            Diagnostic::new(format!("{what}."))
+                .blast("none, nothing was read or changed.")
+                .next(next),
+        ))
     };
     if let Ok(meta) = std::fs::metadata(desired) {
         if meta.uid() != me {

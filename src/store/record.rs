@@ -47,7 +47,7 @@ pub fn read_optional<T: DeserializeOwned>(path: &Path) -> Result<Option<T>> {
         None => Ok(None),
         Some(bytes) => parse(&bytes)
             .map(Some)
-            .map_err(|reason| crate::error::Error::Other(format!("{}: {reason}", path.display()))),
+            .map_err(|reason| crate::error::Error::other(format!("{}: {reason}", path.display()))),
     }
 }
 

@@ -23,6 +23,7 @@ const PURE: &[&str] = &[
     "src/channels.rs",
     "src/audit.rs",
     "src/error.rs",
+    "src/diagnostic.rs",
     "src/plan",
     "src/report",
 ];

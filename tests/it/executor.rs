@@ -56,7 +56,7 @@ impl Broker for Fake {
             }
         }
         if self.verify_fails {
-            Err(Error::Other("the data plane disagrees".into()))
+            Err(Error::other("the data plane disagrees"))
         } else {
             Ok(())
         }

@@ -2,89 +2,22 @@
 //! refusal is byte-stable and kept as a snapshot under tests/it/snapshots/.
 
 use cotal::desired::{self, Desired};
-use cotal::jwt::{self, AccountLimits};
 use cotal::model::{SpaceName, SpaceSpec};
 use cotal::observed::*;
 use cotal::plan::{self, Plan};
 use cotal::render::{self, Preload, Token};
 use cotal::report::{self, Palette};
-use nkeys::{KeyPair, KeyPairType};
-use std::collections::BTreeMap;
+use cotal::testing;
 
 const IAT: i64 = 1_700_000_000;
 
-fn key(kind: KeyPairType, n: u8) -> KeyPair {
-    KeyPair::new_from_raw(kind, [n; 32]).unwrap()
-}
-
-fn operator() -> KeyPair {
-    key(KeyPairType::Operator, 1)
-}
-
 fn trust() -> BrokerTrust {
-    let op = operator();
-    let sys = key(KeyPairType::Account, 2);
-    let sys_signing = key(KeyPairType::Account, 3);
-    BrokerTrust {
-        operator_pub: op.public_key(),
-        operator_signing: Vec::new(),
-        operator_jwt: jwt::encode(
-            &mut jwt::operator_claims(&op.public_key(), &sys.public_key(), IAT),
-            &op,
-        )
-        .unwrap(),
-        sys_pub: sys.public_key(),
-        sys_jwt: jwt::encode(
-            &mut jwt::account_claims(
-                "SYS",
-                &sys.public_key(),
-                &sys_signing.public_key(),
-                AccountLimits::system(),
-                IAT,
-            ),
-            &op,
-        )
-        .unwrap(),
-    }
+    testing::fixed_trust(IAT)
 }
 
 /// An observed space with a deterministic account, signed as `spec` asks.
 fn space(n: u8, name: &str, spec: &SpaceSpec) -> (SpaceName, ObservedSpace) {
-    let account = key(KeyPairType::Account, 10 + n);
-    let signing = key(KeyPairType::Account, 40 + n);
-    let name = SpaceName::parse(name).unwrap();
-    let token = jwt::encode(
-        &mut jwt::account_claims(
-            &name.token(),
-            &account.public_key(),
-            &signing.public_key(),
-            AccountLimits::for_space(spec),
-            IAT,
-        ),
-        &operator(),
-    )
-    .unwrap();
-    (
-        name,
-        ObservedSpace {
-            account_pub: account.public_key(),
-            signing_pub: signing.public_key(),
-            jwt: token,
-            limits: AccountLimits::for_space(spec),
-            revocations: Default::default(),
-            revoked: Default::default(),
-            protect_recorded: spec.protect,
-            usage: Usage::default(),
-            live_processes: Vec::new(),
-            sys_creds_present: true,
-            sys_users: Vec::new(),
-            sys_issued: Vec::new(),
-            stream_drift: Vec::new(),
-            registry_fingerprint: None,
-            registry: Default::default(),
-            replication: None,
-        },
-    )
+    testing::fixed_space(n, name, spec, IAT)
 }
 
 fn desired(text: &str) -> Desired {
@@ -92,60 +25,13 @@ fn desired(text: &str) -> Desired {
 }
 
 /// A converged root holding `spaces`: config rendered and generation recorded.
-/// A stopped single server's node (the node `local`), its store at `store_dir`.
-fn lone_node(store_dir: &str) -> cotal::observed::ObservedNode {
-    let root = cotal::store::Root::at("/srv/cotal").unwrap();
-    let spec = Desired::default().topology.nodes.remove(0);
-    cotal::observed::ObservedNode {
-        files: root.lone_node_files(),
-        listener: cotal::model::Listener {
-            host: spec.host.clone(),
-            port: spec.port,
-        },
-        spec,
-        server_conf: None,
-        process: BrokerProcess::Stopped,
-        store_dir: store_dir.into(),
-    }
-}
-
+/// A converged root holding `spaces`: config rendered and generation recorded.
 fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
-    let spaces: BTreeMap<_, _> = spaces.into_iter().collect();
-    let mut o = Observed {
-        broker: BrokerRecordState::Valid(trust()),
-        tenant_material: Vec::new(),
-        system: cotal::observed::SystemObserved {
-            keys: cotal::observed::SysKeysState::Scoped(Default::default()),
-            revocations: Default::default(),
-            templates_current: true,
-            previous_control: false,
-        },
-        now: 1_800_000_000,
-        nodes: vec![lone_node("/srv/cotal/.cotal/nats")],
-        layout_conflict: None,
-        inventory: Inventory {
-            spaces,
-            corrupt: Vec::new(),
-        },
-        generation: GenerationState::Absent,
-        journal: JournalState::Absent,
-        desired_digest: "sha256:desired".into(),
-        live_error: None,
-        server: None,
-        journal_protected: Default::default(),
-        capacity: Capacity {
-            file: Store {
-                size: 1 << 40,
-                source: CapacitySource::Configured,
-                used: None,
-            },
-            memory: Store {
-                size: 1 << 36,
-                source: CapacitySource::Configured,
-                used: None,
-            },
-        },
-    };
+    let mut o = testing::observed(&[]);
+    o.broker = BrokerRecordState::Valid(trust());
+    o.nodes = vec![testing::lone_node("/srv/cotal/.cotal/nats")];
+    o.desired_digest = "sha256:desired".into();
+    o.inventory.spaces = spaces.into_iter().collect();
     if !o.inventory.spaces.is_empty() {
         let preloads: Vec<Preload> = o
             .inventory
@@ -242,13 +128,13 @@ fn render_refuses_zero_spaces_duplicates_and_foreign_accounts() {
             .unwrap_err()
             .contains("preloaded twice")
     );
-    let stranger = key(KeyPairType::Operator, 99);
-    let foreign = jwt::encode(
-        &mut jwt::account_claims(
+    let stranger = testing::fixed_key(nkeys::KeyPairType::Operator, 99);
+    let foreign = cotal::jwt::encode(
+        &mut cotal::jwt::account_claims(
             "a",
             &sa.account_pub,
             &sa.signing_pub,
-            AccountLimits::for_space(&SpaceSpec::default()),
+            cotal::jwt::AccountLimits::for_space(&SpaceSpec::default()),
             IAT,
         ),
         &stranger,

@@ -69,3 +69,48 @@ fn the_references_name_every_verb_and_every_table() {
         "{toml}"
     );
 }
+
+/// The module map is written twice (the crate's `//!` header, for rustdoc, and CONTRIBUTING.md,
+/// for a new maintainer): the rows must be the same, and every module must have one.
+#[test]
+fn the_module_map_of_contributing_is_the_crates_and_names_every_module() {
+    let repo = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let lib = std::fs::read_to_string(repo.join("src/lib.rs")).unwrap();
+    let contributing = std::fs::read_to_string(repo.join("CONTRIBUTING.md")).unwrap();
+    let unlink = |row: &str| {
+        let mut out = String::new();
+        let mut rest = row;
+        while let Some(start) = rest.find("[`") {
+            out.push_str(&rest[..start]);
+            let after = &rest[start + 1..];
+            let end = after.find("`]").expect("a closed link");
+            out.push_str(&after[..end + 1]);
+            rest = &after[end + 2..];
+        }
+        out.push_str(rest);
+        out
+    };
+    let crate_rows: Vec<String> = lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! "))
+        .filter(|l| l.starts_with("| [`") || l.starts_with("| `"))
+        .map(unlink)
+        .collect();
+    let doc_rows: Vec<&str> = contributing
+        .lines()
+        .filter(|l| l.starts_with("| `"))
+        .collect();
+    assert_eq!(crate_rows, doc_rows, "CONTRIBUTING.md's module map");
+    for module in lib
+        .lines()
+        .filter_map(|l| l.strip_prefix("pub mod "))
+        .map(|m| m.trim_end_matches(';'))
+    {
+        assert!(
+            doc_rows
+                .iter()
+                .any(|r| r.starts_with(&format!("| `{module}` |"))),
+            "module {module} has no row in the module map"
+        );
+    }
+}

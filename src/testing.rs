@@ -1,4 +1,6 @@
-//! Observations for the stages' unit tests: plain data, no keys minted.
+//! Fixtures shared by the unit tests (`crate::testing`) and the integration tests
+//! (`cotal::testing`): observations as plain data, and deterministic keys, trust and spaces for
+//! byte-stable snapshots. Not an API: hidden from the documentation, used by tests only.
 
 use crate::jwt::AccountLimits;
 use crate::model::{Listener, SpaceName, SpaceSpec};
@@ -173,4 +175,69 @@ pub fn minted(names: &[&str]) -> (BrokerTrust, Vec<(String, ObservedSpace)>) {
         })
         .collect();
     (trust, spaces)
+}
+
+/// A key of `kind` made from the byte `n` repeated: the same on every run.
+pub fn fixed_key(kind: nkeys::KeyPairType, n: u8) -> nkeys::KeyPair {
+    nkeys::KeyPair::new_from_raw(kind, [n; 32]).expect("a raw key")
+}
+
+/// The operator of [`fixed_trust`].
+pub fn fixed_operator() -> nkeys::KeyPair {
+    fixed_key(nkeys::KeyPairType::Operator, 1)
+}
+
+/// A broker trust made of fixed keys, its JWTs issued at `iat`.
+pub fn fixed_trust(iat: i64) -> BrokerTrust {
+    use crate::jwt;
+    use nkeys::KeyPairType;
+    let op = fixed_operator();
+    let sys = fixed_key(KeyPairType::Account, 2);
+    let sys_signing = fixed_key(KeyPairType::Account, 3);
+    BrokerTrust {
+        operator_pub: op.public_key(),
+        operator_signing: Vec::new(),
+        operator_jwt: jwt::encode(
+            &mut jwt::operator_claims(&op.public_key(), &sys.public_key(), iat),
+            &op,
+        )
+        .expect("signing"),
+        sys_pub: sys.public_key(),
+        sys_jwt: jwt::encode(
+            &mut jwt::account_claims(
+                "SYS",
+                &sys.public_key(),
+                &sys_signing.public_key(),
+                AccountLimits::system(),
+                iat,
+            ),
+            &op,
+        )
+        .expect("signing"),
+    }
+}
+
+/// Space `name` with fixed keys (number `n`), its account JWT signed by [`fixed_operator`] at
+/// `iat` as `spec` asks.
+pub fn fixed_space(n: u8, name: &str, spec: &SpaceSpec, iat: i64) -> (SpaceName, ObservedSpace) {
+    use crate::jwt;
+    use nkeys::KeyPairType;
+    let account = fixed_key(KeyPairType::Account, 10 + n);
+    let signing = fixed_key(KeyPairType::Account, 40 + n);
+    let name = SpaceName::parse(name).expect("a space name");
+    let token = jwt::encode(
+        &mut jwt::account_claims(
+            &name.token(),
+            &account.public_key(),
+            &signing.public_key(),
+            AccountLimits::for_space(spec),
+            iat,
+        ),
+        &fixed_operator(),
+    )
+    .expect("signing");
+    let mut s = space(&account.public_key(), spec);
+    s.signing_pub = signing.public_key();
+    s.jwt = token;
+    (name, s)
 }

@@ -1,0 +1,114 @@
+//! What cotal tells a person when it refuses or fails, as data: what happened, the tenants it
+//! concerns and the blast radius where there are some, and what to do next. Every refusal and
+//! error is one [`Diagnostic`], rendered by its one `Display` (the `what` line, then
+//! `blast radius: ...` and each `next: ...` on lines of their own); [`crate::error::Error`] says
+//! which kind it is, and so which exit code.
+//!
+//! Pure. Invariant: a diagnostic is built from names, paths, public keys and figures only; never
+//! a seed.
+
+use crate::model::SpaceName;
+use serde::Serialize;
+
+/// One refusal or error.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+pub struct Diagnostic {
+    /// What happened (one or more sentences; may span lines).
+    pub what: String,
+    /// The tenants it concerns, when it concerns some.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tenants: Vec<SpaceName>,
+    /// What was (or would have been) touched: evictions, data destroyed, or "none".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub blast: Option<String>,
+    /// What to do next, each a way out that works.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub next: Vec<String>,
+}
+
+impl Diagnostic {
+    pub fn new(what: impl Into<String>) -> Self {
+        Diagnostic {
+            what: what.into(),
+            ..Diagnostic::default()
+        }
+    }
+
+    /// A refusal: what was seen, the blast radius of refusing (usually none: nothing was
+    /// changed), and the way out.
+    pub fn refusal(what: impl Into<String>, blast: &str, next: impl Into<String>) -> Self {
+        Diagnostic::new(what).blast(blast).next(next)
+    }
+
+    /// The blast radius.
+    pub fn blast(mut self, blast: impl Into<String>) -> Self {
+        self.blast = Some(blast.into());
+        self
+    }
+
+    /// One more thing to do next.
+    pub fn next(mut self, next: impl Into<String>) -> Self {
+        self.next.push(next.into());
+        self
+    }
+
+    /// The tenants it concerns.
+    pub fn tenants(mut self, tenants: impl IntoIterator<Item = SpaceName>) -> Self {
+        self.tenants.extend(tenants);
+        self
+    }
+
+    /// The same, with `context` said before what happened (`context: what`).
+    pub fn context(mut self, context: impl std::fmt::Display) -> Self {
+        self.what = format!("{context}: {}", self.what);
+        self
+    }
+}
+
+impl std::fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.what)?;
+        if let Some(blast) = &self.blast {
+            write!(f, "\nblast radius: {blast}")?;
+        }
+        for next in &self.next {
+            write!(f, "\nnext: {next}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A message with nothing more to say than what happened.
+impl From<String> for Diagnostic {
+    fn from(what: String) -> Self {
+        Diagnostic::new(what)
+    }
+}
+
+impl From<&str> for Diagnostic {
+    fn from(what: &str) -> Self {
+        Diagnostic::new(what)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diagnostic_renders_what_then_its_blast_radius_then_each_way_out() {
+        let d = Diagnostic::new("cannot remove \"a\": it is protected.")
+            .tenants([SpaceName::parse("a").unwrap()])
+            .blast("none, nothing was changed.")
+            .next("set protect = false and apply")
+            .next("then remove it");
+        assert_eq!(
+            d.to_string(),
+            "cannot remove \"a\": it is protected.\nblast radius: none, nothing was changed.\nnext: set protect = false and apply\nnext: then remove it"
+        );
+        assert_eq!(Diagnostic::from("plain").to_string(), "plain");
+        let json = serde_json::to_value(&d).unwrap();
+        assert_eq!(json["tenants"][0], "a");
+        assert_eq!(json["next"][1], "then remove it");
+    }
+}
