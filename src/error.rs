@@ -67,7 +67,12 @@ pub enum Error {
     #[error("reload not confirmed, rolled back: {0}")]
     RolledBack(Diagnostic),
 
-    /// Anything else (external tools, the network), with context.
+    /// A failure at the broker edge, by kind (reaching it, a request, an API error, a reply,
+    /// its process, the edge's own machinery).
+    #[error("{0}")]
+    Broker(#[from] BrokerError),
+
+    /// Anything else (external tools, the filesystem beyond a path), with context.
     #[error("{0}")]
     Other(Diagnostic),
 }
@@ -102,10 +107,18 @@ impl Error {
         Error::Other(d.into())
     }
 
-    /// The diagnostic, when the error has one (all but I/O on a path).
+    /// A failure of the nats-server process (or the broker a step needs is not running).
+    pub fn process(d: impl Into<Diagnostic>) -> Self {
+        Error::Broker(BrokerError::Process(d.into()))
+    }
+
+    /// The diagnostic, when the error has one (all but I/O on a path and most failures at the
+    /// broker edge, which say `what: why`).
     pub fn diagnostic(&self) -> Option<&Diagnostic> {
         match self {
             Error::Io { .. } => None,
+            Error::Broker(BrokerError::Process(d)) => Some(d),
+            Error::Broker(_) => None,
             Error::Input(d)
             | Error::Refused(d)
             | Error::LockLost(d)
@@ -122,7 +135,7 @@ impl Error {
 impl Error {
     pub fn exit_code(&self) -> i32 {
         match self {
-            Error::Input(_) | Error::Io { .. } | Error::Other(_) => exit::ERROR,
+            Error::Input(_) | Error::Io { .. } | Error::Broker(_) | Error::Other(_) => exit::ERROR,
             Error::Refused(_) | Error::LockLost(_) => exit::REFUSED,
             Error::LockHeld(_) => exit::LOCK_HELD,
             Error::StalePlan(_) | Error::Conflict(_) => exit::STALE_PLAN,
@@ -141,6 +154,86 @@ impl Error {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+// What can go wrong at the broker edge (`crate::broker`), by kind: reaching the broker, a
+// request it did not answer, an error it answered with (a JetStream API error and its code), a
+// reply cotal could not read, the nats-server process, and cotal's own machinery there. The kind
+// is what a caller acts on (a retry of a transient error, a refusal naming the process); the
+// text is what people read, `what: why`.
+
+/// One failure at the broker edge.
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    /// No connection: nothing listens, the creds are refused, the account is at its limit.
+    #[error("{what}: {why}")]
+    Connect { what: String, why: String },
+    /// A request that got no answer (a deadline passed, the connection dropped).
+    #[error("{what}: {why}")]
+    Request { what: String, why: String },
+    /// The broker answered with an error: a JetStream API error (`code` is its `err_code`
+    /// when it gave one), a key that moved, a stream it would not create.
+    #[error("{what}: {why}")]
+    Api {
+        what: String,
+        code: Option<u64>,
+        why: String,
+    },
+    /// A reply cotal could not read, or none where one was due.
+    #[error("{what}: {why}")]
+    Reply { what: String, why: String },
+    /// The nats-server process: started, signalled, waited for; and the broker a step needs
+    /// not running.
+    #[error("{0}")]
+    Process(Diagnostic),
+    /// cotal's own machinery at the edge: the async runtime, a user minted for a connection.
+    #[error("{what}: {why}")]
+    Local { what: String, why: String },
+}
+
+impl BrokerError {
+    pub fn connect(what: impl Into<String>, why: impl std::fmt::Display) -> Self {
+        BrokerError::Connect {
+            what: what.into(),
+            why: why.to_string(),
+        }
+    }
+    pub fn request(what: impl Into<String>, why: impl std::fmt::Display) -> Self {
+        BrokerError::Request {
+            what: what.into(),
+            why: why.to_string(),
+        }
+    }
+    pub fn api(what: impl Into<String>, why: impl std::fmt::Display) -> Self {
+        BrokerError::Api {
+            what: what.into(),
+            code: None,
+            why: why.to_string(),
+        }
+    }
+    /// An API error with the JetStream `err_code` the broker gave.
+    pub fn api_code(what: impl Into<String>, code: u64, why: impl std::fmt::Display) -> Self {
+        BrokerError::Api {
+            what: what.into(),
+            code: Some(code),
+            why: why.to_string(),
+        }
+    }
+    pub fn reply(what: impl Into<String>, why: impl std::fmt::Display) -> Self {
+        BrokerError::Reply {
+            what: what.into(),
+            why: why.to_string(),
+        }
+    }
+    pub fn process(d: impl Into<Diagnostic>) -> Self {
+        BrokerError::Process(d.into())
+    }
+    pub fn local(what: impl Into<String>, why: impl std::fmt::Display) -> Self {
+        BrokerError::Local {
+            what: what.into(),
+            why: why.to_string(),
+        }
+    }
+}
+
 /// Terminal I/O (prompts) without a path to name.
 impl From<std::io::Error> for Error {
     fn from(e: std::io::Error) -> Self {
@@ -156,5 +249,50 @@ pub trait IoContext<T> {
 impl<T> IoContext<T> for std::io::Result<T> {
     fn at(self, path: impl Into<PathBuf>) -> Result<T> {
         self.map_err(|e| Error::io(path, e))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broker_failure_keeps_its_kind_reads_what_why_and_exits_1() {
+        let e: Error =
+            BrokerError::api_code("creating DM_x", 10058, "stream name already in use").into();
+        assert_eq!(e.to_string(), "creating DM_x: stream name already in use");
+        assert_eq!(e.exit_code(), exit::ERROR);
+        assert!(matches!(
+            e,
+            Error::Broker(BrokerError::Api {
+                code: Some(10058),
+                ..
+            })
+        ));
+        let stopped = Error::process(Diagnostic::new("the broker is not running").next("cotal up"));
+        assert_eq!(stopped.diagnostic().unwrap().next, ["cotal up"]);
+        assert_eq!(
+            stopped.to_string(),
+            "the broker is not running\nnext: cotal up"
+        );
+    }
+
+    #[test]
+    fn every_kind_maps_to_its_documented_exit_code() {
+        let d = || Diagnostic::new("x");
+        for (e, code) in [
+            (Error::Input(d()), exit::ERROR),
+            (Error::Refused(d()), exit::REFUSED),
+            (Error::LockLost(d()), exit::REFUSED),
+            (Error::LockHeld(d()), exit::LOCK_HELD),
+            (Error::StalePlan(d()), exit::STALE_PLAN),
+            (Error::Conflict(d()), exit::STALE_PLAN),
+            (Error::Interrupted(d()), exit::INTERRUPTED),
+            (Error::RolledBack(d()), exit::ROLLED_BACK),
+            (Error::Other(d()), exit::ERROR),
+            (BrokerError::connect("c", "refused").into(), exit::ERROR),
+        ] {
+            assert_eq!(e.exit_code(), code, "{e:?}");
+        }
     }
 }

@@ -7,7 +7,7 @@
 //! server addressed is the one whose id the connection's INFO carried, on a listener whose
 //! socket the caller checked belongs to this root's nats-server.
 
-use crate::error::{Error, Result};
+use crate::error::{BrokerError, Result};
 use serde::Deserialize;
 use std::time::{Duration, Instant};
 
@@ -64,7 +64,7 @@ impl Control {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| Error::other(format!("tokio runtime: {e}")))?;
+            .map_err(|e| BrokerError::local("tokio runtime", e))?;
         let client = rt
             .block_on(async {
                 async_nats::ConnectOptions::with_credentials(creds)
@@ -77,10 +77,10 @@ impl Control {
                     .await
                     .map_err(|e| e.to_string())
             })
-            .map_err(|e| Error::other(format!("system connection to {url}: {e}")))?;
+            .map_err(|e| BrokerError::connect(format!("system connection to {url}"), e))?;
         let server_id = client.server_info().server_id;
         if server_id.is_empty() {
-            return Err(Error::other(format!("{url} sent no server id in its INFO")));
+            return Err(BrokerError::reply(url, "sent no server id in its INFO").into());
         }
         Ok(Control {
             rt,
@@ -117,9 +117,9 @@ impl Control {
     ) -> Result<Envelope<T>> {
         let reply = self
             .send(subject, body, deadline)
-            .map_err(|e| Error::other(format!("{subject}: {e}")))?;
+            .map_err(|e| BrokerError::request(subject, e))?;
         serde_json::from_slice(&reply)
-            .map_err(|e| Error::other(format!("{subject}: unexpected reply: {e}")))
+            .map_err(|e| BrokerError::reply(subject, format!("unexpected reply: {e}")).into())
     }
 
     /// Send one request and wait for its reply, at most `deadline`.
@@ -200,11 +200,11 @@ pub(crate) async fn gather<T: for<'de> Deserialize<'de>>(
     let mut sub = client
         .subscribe(inbox.clone())
         .await
-        .map_err(|e| Error::other(format!("{subject}: {e}")))?;
+        .map_err(|e| BrokerError::request(subject, e))?;
     client
         .publish_with_reply(subject.to_string(), inbox, body.to_string().into())
         .await
-        .map_err(|e| Error::other(format!("{subject}: {e}")))?;
+        .map_err(|e| BrokerError::request(subject, e))?;
     let until = tokio::time::Instant::now() + deadline;
     let mut out = Vec::new();
     while !enough(&out) {
@@ -245,21 +245,21 @@ async fn varz_async(client: &async_nats::Client, id: &str) -> Result<Loaded> {
     let subject = format!("$SYS.REQ.SERVER.{id}.VARZ");
     let reply = send(client, &subject, "{}", REQUEST_DEADLINE)
         .await
-        .map_err(|e| Error::other(format!("{subject}: {e}")))?;
+        .map_err(|e| BrokerError::request(&subject, e))?;
     let envelope: Envelope<Varz> = serde_json::from_slice(&reply)
-        .map_err(|e| Error::other(format!("{subject}: unexpected reply: {e}")))?;
+        .map_err(|e| BrokerError::reply(&subject, format!("unexpected reply: {e}")))?;
     let v = match (envelope.error, envelope.data) {
-        (Some(err), _) => return Err(Error::other(format!("{subject}: {}", err.description))),
+        (Some(err), _) => return Err(BrokerError::api(&subject, err.description).into()),
         (None, Some(data)) => data,
-        (None, None) => return Err(Error::other(format!("{subject}: an empty reply"))),
+        (None, None) => return Err(BrokerError::reply(&subject, "an empty reply").into()),
     };
     {
         Ok(Loaded {
             load_time: parse_time(&v.config_load_time).ok_or_else(|| {
-                Error::other(format!(
-                    "{subject}: config_load_time {:?} is not a time",
-                    v.config_load_time
-                ))
+                BrokerError::reply(
+                    &subject,
+                    format!("config_load_time {:?} is not a time", v.config_load_time),
+                )
             })?,
             digest: v.config_digest,
             version: v.version,
@@ -386,7 +386,7 @@ impl Control {
             let body = serde_json::json!({ "offset": cids.len(), "limit": PAGE }).to_string();
             let page: Connz = match self.request(&subject, &body, REQUEST_DEADLINE)? {
                 Ok(page) => page,
-                Err(why) => return Err(Error::other(format!("{subject}: {why}"))),
+                Err(why) => return Err(BrokerError::api(&subject, why).into()),
             };
             let got = page.connections.len() as u64;
             cids.extend(page.connections.into_iter().map(|c| c.cid));
@@ -406,7 +406,7 @@ impl Control {
         match envelope.error {
             None => Ok(true),
             Some(e) if e.description.contains("not found") || e.code == Some(404) => Ok(false),
-            Some(e) => Err(Error::other(format!("{subject}: {}", e.description))),
+            Some(e) => Err(BrokerError::api(&subject, e.description).into()),
         }
     }
 
@@ -424,7 +424,7 @@ impl Control {
         match self.request::<Accountz>(&subject, &body, REQUEST_DEADLINE)? {
             Ok(a) => Ok(a.account_detail.map(|d| d.jwt)),
             Err(why) if why.contains("does not exist") => Ok(None),
-            Err(why) => Err(Error::other(format!("{subject}: {why}"))),
+            Err(why) => Err(BrokerError::api(&subject, why).into()),
         }
     }
 
@@ -436,19 +436,16 @@ impl Control {
         let subject = format!("$JS.API.ACCOUNT.PURGE.{account}");
         let reply = self
             .send(&subject, "", PURGE_DEADLINE)
-            .map_err(|e| Error::other(format!("purging account {account}: {e}")))?;
-        let r: PurgeReply = serde_json::from_slice(&reply).map_err(|e| {
-            Error::other(format!("purging account {account}: unexpected reply: {e}"))
-        })?;
+            .map_err(|e| BrokerError::request(format!("purging account {account}"), e))?;
+        let what = || format!("purging account {account}");
+        let r: PurgeReply = serde_json::from_slice(&reply)
+            .map_err(|e| BrokerError::reply(what(), format!("unexpected reply: {e}")))?;
         match (r.error, r.initiated) {
-            (Some(e), _) => Err(Error::other(format!(
-                "purging account {account}: {}",
-                e.description
-            ))),
+            (Some(e), _) => Err(BrokerError::api(what(), e.description).into()),
             (None, true) => Ok(()),
-            (None, false) => Err(Error::other(format!(
-                "purging account {account}: the server did not start the purge"
-            ))),
+            (None, false) => {
+                Err(BrokerError::reply(what(), "the server did not start the purge").into())
+            }
         }
     }
 }
@@ -588,6 +585,20 @@ struct PurgeReply {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_connection_that_cannot_be_made_is_a_connect_failure() {
+        // Creds that do not parse: no connection is even tried, and the failure is still the
+        // connection's, naming where it was going.
+        let port = 1;
+        match Control::connect(&format!("nats://127.0.0.1:{port}"), "not a creds file") {
+            Err(crate::error::Error::Broker(BrokerError::Connect { what, .. })) => {
+                assert!(what.contains(&port.to_string()), "{what}")
+            }
+            Err(e) => panic!("another kind of failure: {e:?}"),
+            Ok(_) => panic!("connected to nothing"),
+        }
+    }
 
     #[test]
     fn load_times_keep_their_nanoseconds() {

@@ -33,11 +33,11 @@ impl Isolated {
         store_dir: &Path,
     ) -> Result<Self> {
         let bin = preflight::binary()
-            .ok_or_else(|| Error::other("no nats-server found (COTAL_NATS_SERVER or PATH)"))?;
+            .ok_or_else(|| Error::process("no nats-server found (COTAL_NATS_SERVER or PATH)"))?;
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .map(|a| a.port())
-            .map_err(|e| Error::other(format!("no free loopback port: {e}")))?;
+            .map_err(|e| Error::process(format!("no free loopback port: {e}")))?;
         let node = Node {
             cluster: None,
             name: "isolated".into(),
@@ -56,7 +56,7 @@ impl Isolated {
             }],
             &node,
         )
-        .map_err(Error::other)?;
+        .map_err(Error::process)?;
         atomic::ensure_dir(&root.maintenance_dir(), atomic::PRIVATE_DIR)?;
         let conf = root.isolated_conf();
         atomic::write(&conf, text.as_bytes(), atomic::SECRET)?;
@@ -70,7 +70,7 @@ impl Isolated {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .map_err(|e| Error::other(format!("cannot start the isolated broker: {e}")))?;
+            .map_err(|e| Error::process(format!("cannot start the isolated broker: {e}")))?;
         let mut isolated = Isolated {
             child,
             conf,
@@ -82,11 +82,11 @@ impl Isolated {
         };
         match process::wait_listening(&mut isolated.child, &listener, Duration::from_secs(20))? {
             Started::Listening => Ok(isolated),
-            Started::Exited(status) => Err(Error::other(format!(
+            Started::Exited(status) => Err(Error::process(format!(
                 "the isolated broker exited at start ({status}); see {}",
                 log.display()
             ))),
-            Started::TimedOut => Err(Error::other(format!(
+            Started::TimedOut => Err(Error::process(format!(
                 "the isolated broker did not listen on {listener} within 20s"
             ))),
         }

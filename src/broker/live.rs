@@ -6,7 +6,7 @@
 
 use crate::channels;
 use crate::diagnostic::Diagnostic;
-use crate::error::{Error, Result};
+use crate::error::{BrokerError, Error, Result};
 use crate::streams::{self, Expected, Retention, Shape};
 use async_nats::jetstream::{self, kv, stream};
 use serde::Deserialize;
@@ -22,8 +22,9 @@ pub struct Nats {
     url: String,
 }
 
-fn other(context: &str) -> impl FnOnce(String) -> Error + '_ {
-    move |e| Error::other(format!("{context}: {e}"))
+/// A connection to the broker that failed, named by who connects.
+fn refused_connection(who: &str) -> impl FnOnce(String) -> Error + '_ {
+    move |e| BrokerError::connect(who, e).into()
 }
 
 impl Nats {
@@ -39,7 +40,7 @@ impl Nats {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| Error::other(format!("tokio runtime: {e}")))?;
+            .map_err(|e| BrokerError::local("tokio runtime", e))?;
         Ok(Nats {
             rt,
             url: format!("nats://{host}:{port}"),
@@ -98,7 +99,7 @@ impl Nats {
         self.rt.block_on(async {
             let client = connect(&self.url, creds)
                 .await
-                .map_err(other("reader connect"))?;
+                .map_err(refused_connection("reader connect"))?;
             let js = jetstream::new(client);
             let mut out = Vec::new();
             for name in names {
@@ -107,17 +108,19 @@ impl Nats {
                         let info = s
                             .info()
                             .await
-                            .map_err(|e| Error::other(format!("{name}: {e}")))?;
+                            .map_err(|e| BrokerError::api(name.as_str(), e))?;
                         Some(StreamState {
                             messages: info.state.messages,
                             first_seq: info.state.first_sequence,
                             last_seq: info.state.last_sequence,
                             config: serde_json::to_value(&info.config)
-                                .map_err(|e| Error::other(e.to_string()))?,
+                                .map_err(|e| BrokerError::reply(name.as_str(), e))?,
                         })
                     }
                     Err(e) if not_found(&e) => None,
-                    Err(e) => return Err(Error::other(format!("reading stream {name}: {e}"))),
+                    Err(e) => {
+                        return Err(BrokerError::api(format!("reading stream {name}"), e).into());
+                    }
                 };
                 out.push((name.clone(), state));
             }
@@ -144,7 +147,7 @@ impl Nats {
         self.rt.block_on(async {
             let client = connect(&self.url, sys_creds)
                 .await
-                .map_err(other("system connect"))?;
+                .map_err(refused_connection("system connect"))?;
             // JSZ lists 1024 accounts unless told otherwise, and pages only in a sorted order
             // its first page does not use: one reply holds every account.
             let (jsz_bodies, statz_body) = match only {
@@ -245,7 +248,7 @@ impl Nats {
     pub fn connections(&self, observer_creds: &str, account: &str) -> Result<u64> {
         self.rt.block_on(async {
             let client = async_nats::ConnectOptions::with_credentials(observer_creds)
-                .map_err(|e| Error::other(format!("observer creds: {e}")))?
+                .map_err(|e| BrokerError::local("observer creds", e))?
                 .connection_timeout(TIMEOUT)
                 .request_timeout(Some(TIMEOUT))
                 .max_reconnects(Some(0))
@@ -253,7 +256,7 @@ impl Nats {
                 .name("cotal")
                 .connect(&self.url)
                 .await
-                .map_err(|e| Error::other(format!("observer connect: {e}")))?;
+                .map_err(|e| BrokerError::connect("observer connect", e))?;
             let connz: Reply<Connz> =
                 request(&client, &format!("$SYS.REQ.ACCOUNT.{account}.CONNZ"), "{}").await?;
             Ok(connz.data.num_connections)
@@ -298,13 +301,13 @@ impl Nats {
         self.rt.block_on(async {
             let client = connect(&self.url, creds)
                 .await
-                .map_err(other("registry connect"))?;
+                .map_err(refused_connection("registry connect"))?;
             let js = jetstream::new(client);
             let bucket = streams::registry_bucket(&space.token());
             let kv = js
                 .get_key_value(&bucket)
                 .await
-                .map_err(|e| Error::other(format!("channel registry {bucket}: {e}")))?;
+                .map_err(|e| BrokerError::api(format!("channel registry {bucket}"), e))?;
             let mut done = Vec::new();
             for w in writes {
                 let key = w.key.as_str();
@@ -322,13 +325,13 @@ impl Nats {
                         .put(key, v.clone().into())
                         .await
                         .map(Some)
-                        .map_err(|e| Error::other(format!("writing channel {key:?}: {e}"))),
+                        .map_err(|e| BrokerError::api(format!("writing channel {key:?}"), e).into()),
                     (Some(v), Expect::Absent) => match kv.create(key, v.clone().into()).await {
                         Ok(r) => Ok(Some(r)),
                         Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                             Err(stale("it exists now".into()))
                         }
-                        Err(e) => Err(Error::other(format!("writing channel {key:?}: {e}"))),
+                        Err(e) => Err(BrokerError::api(format!("writing channel {key:?}"), e).into()),
                     },
                     (Some(v), Expect::Revision(r)) => {
                         match kv.update(key, v.clone().into(), r).await {
@@ -339,7 +342,7 @@ impl Nats {
                             Err(e) if e.to_string().contains("wrong last sequence") => {
                                 Err(stale(format!("it is no longer at revision {r}")))
                             }
-                            Err(e) => Err(Error::other(format!("writing channel {key:?}: {e}"))),
+                            Err(e) => Err(BrokerError::api(format!("writing channel {key:?}"), e).into()),
                         }
                     }
                     // A delete marker published on the key's subject, so any key a tenant
@@ -365,7 +368,7 @@ impl Nats {
                             Err(e) if e.to_string().contains("wrong last sequence") => {
                                 Err(stale("it is no longer at the revision read".into()))
                             }
-                            Err(e) => Err(Error::other(format!("deleting channel {key:?}: {e}"))),
+                            Err(e) => Err(BrokerError::api(format!("deleting channel {key:?}"), e).into()),
                         }
                     }
                 };
@@ -408,7 +411,7 @@ async fn provision_space(
 ) -> Result<Vec<String>> {
     let client = connect(url, creds)
         .await
-        .map_err(other("provisioner connect"))?;
+        .map_err(refused_connection("provisioner connect"))?;
     let js = jetstream::new(client);
     // Streams, then buckets; each batch concurrently (every create is an fsync on the
     // server, so in parallel they cost about one).
@@ -431,14 +434,14 @@ async fn provision_space(
     let registry = js
         .get_key_value(streams::registry_bucket(token))
         .await
-        .map_err(|e| Error::other(format!("channel registry: {e}")))?;
+        .map_err(|e| BrokerError::api("channel registry", e))?;
     match registry
         .create(channels::DEFAULTS_KEY, channels::SEEDED_DEFAULTS.into())
         .await
     {
         Ok(_) => done.push("set the default delivery class to durable".into()),
         Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
-        Err(e) => return Err(Error::other(format!("seeding the channel registry: {e}"))),
+        Err(e) => return Err(BrokerError::api("seeding the channel registry", e).into()),
     }
     Ok(done)
 }
@@ -536,14 +539,14 @@ async fn ensure(
     match created {
         Ok(()) => return Ok(Some(format!("ensured {name}"))),
         Err(e) if e.contains("10058") => {}
-        Err(e) => return Err(Error::other(format!("creating {name}: {e}"))),
+        Err(e) => return Err(BrokerError::api(format!("creating {name}"), e).into()),
     }
     let existing = match js.get_stream(&name).await {
         Ok(mut s) => {
             let config = s
                 .info()
                 .await
-                .map_err(|e| Error::other(format!("{name}: {e}")))?
+                .map_err(|e| BrokerError::api(name.as_str(), e))?
                 .config
                 .clone();
             let mut fields = streams::drift(&want.shape(), &shape_of(&config));
@@ -553,9 +556,9 @@ async fn ensure(
             Some(fields)
         }
         Err(e) if not_found(&e) => None,
-        Err(e) => return Err(Error::other(format!("reading stream {name}: {e}"))),
+        Err(e) => return Err(BrokerError::api(format!("reading stream {name}"), e).into()),
     };
-    let fail = |verb: &str, e: String| Error::other(format!("{verb} {name}: {e}"));
+    let fail = |verb: &str, e: String| Error::from(BrokerError::api(format!("{verb} {name}"), e));
     Ok(Some(match (want, existing) {
         (_, Some(fields)) if fields.is_empty() => return Ok(None),
         // Drift nats-server cannot update in place is left as it is; the plan names it.
@@ -653,9 +656,7 @@ async fn request_all<T: for<'de> Deserialize<'de>>(
         crate::broker::control::gather(client, subject, body, TIMEOUT, |got: &[T]| got.len() >= n)
             .await?;
     if out.is_empty() {
-        return Err(Error::other(format!(
-            "{subject}: no reply within {TIMEOUT:?}"
-        )));
+        return Err(BrokerError::request(subject, format!("no reply within {TIMEOUT:?}")).into());
     }
     Ok(out)
 }
@@ -668,9 +669,9 @@ async fn request<T: for<'de> Deserialize<'de>>(
     let reply = client
         .request(subject.to_string(), body.to_string().into())
         .await
-        .map_err(|e| Error::other(format!("{subject}: {e}")))?;
+        .map_err(|e| BrokerError::request(subject, e))?;
     serde_json::from_slice(&reply.payload)
-        .map_err(|e| Error::other(format!("{subject}: unexpected reply: {e}")))
+        .map_err(|e| BrokerError::reply(subject, format!("unexpected reply: {e}")).into())
 }
 
 fn shape_of(c: &stream::Config) -> Shape {

@@ -15,7 +15,7 @@ pub mod preflight;
 pub mod process;
 
 use crate::diagnostic::Diagnostic;
-use crate::error::{Error, Result};
+use crate::error::{BrokerError, Error, Result};
 use crate::model::SpaceName;
 use crate::store::Root;
 use std::path::PathBuf;
@@ -115,7 +115,7 @@ impl Broker for Stopped {
         Ok(())
     }
     fn provision(&mut self, space: &SpaceName, _provisioner: &str) -> Result<Vec<String>> {
-        Err(Error::other(format!(
+        Err(Error::process(format!(
             "cannot provision {}: the broker is not running (`cotal up` provisions it)",
             space.quoted()
         )))
@@ -126,7 +126,7 @@ impl Broker for Stopped {
         _writer: &str,
         _writes: &[crate::channels::Write],
     ) -> Result<Vec<(String, Option<u64>)>> {
-        Err(Error::other(format!(
+        Err(Error::process(format!(
             "cannot write the channels of {}: the broker is not running (plan with it running)",
             space.quoted()
         )))
@@ -261,16 +261,22 @@ impl Running {
                     return Ok(());
                 }
                 Ok(c) => {
-                    last = Some(Error::other(format!(
-                        "the listener now answers as server {}, not {}",
-                        c.server_id(),
-                        self.control.server_id()
-                    )))
+                    last = Some(
+                        BrokerError::connect(
+                            "the listener",
+                            format!(
+                                "now answers as server {}, not {}",
+                                c.server_id(),
+                                self.control.server_id()
+                            ),
+                        )
+                        .into(),
+                    )
                 }
                 Err(e) => last = Some(e),
             }
         }
-        Err(last.unwrap_or_else(|| Error::other("no control creds")))
+        Err(last.unwrap_or_else(|| BrokerError::local("control", "no control creds").into()))
     }
 
     /// Reload the targets `(index, loaded before, digest)` at once and confirm each. A reload

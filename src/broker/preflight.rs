@@ -89,7 +89,7 @@ fn version_output(bin: &Path) -> Result<String> {
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
-        .map_err(|e| Error::other(format!("cannot run {} --version: {e}", bin.display())))?;
+        .map_err(|e| Error::process(format!("cannot run {} --version: {e}", bin.display())))?;
     let mut stdout = child.stdout.take().expect("piped");
     let mut stderr = child.stderr.take().expect("piped");
     let (tx, rx) = std::sync::mpsc::channel();
@@ -133,7 +133,7 @@ pub fn check(config: &Path) -> Result<bool> {
         .arg("-c")
         .arg(config)
         .output()
-        .map_err(|e| Error::other(format!("cannot run {} -t: {e}", bin.display())))?;
+        .map_err(|e| Error::process(format!("cannot run {} -t: {e}", bin.display())))?;
     if out.status.success() {
         Ok(true)
     } else {
@@ -143,7 +143,7 @@ pub fn check(config: &Path) -> Result<bool> {
         } else {
             text
         };
-        Err(Error::other(format!(
+        Err(Error::process(format!(
             "nats-server rejected the rendered config {}: {}",
             config.display(),
             crate::render::shorten_tokens(&text)

@@ -37,7 +37,7 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
             Ok(v) if !v.is_empty() => format!("COTAL_NATS_SERVER={v} is not a file"),
             _ => "COTAL_NATS_SERVER is not set".into(),
         };
-        Error::other(
+        Error::process(
             Diagnostic::new(format!(
                 "no nats-server found: {env}, and there is no nats-server on PATH."
             ))
@@ -62,7 +62,7 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|e| Error::other(format!("cannot start {}: {e}", bin.display())))?;
+        .map_err(|e| Error::process(format!("cannot start {}: {e}", bin.display())))?;
     let pid = child.id();
     atomic::write(&node.pid, format!("{pid}\n").as_bytes(), atomic::SECRET)?;
     match wait_listening(&mut child, listener, timeout)? {
@@ -77,7 +77,7 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
                 let _ = s.read_to_string(&mut stderr);
             }
             let _ = atomic::remove_file(&node.pid);
-            Err(Error::other(format!(
+            Err(Error::process(format!(
                 "nats-server exited at start ({status}): {}{}",
                 stderr.trim(),
                 log_tail(node, log_start)
@@ -87,7 +87,7 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
             let _ = kill(Pid::from_raw(pid as i32), Signal::SIGKILL);
             let _ = child.wait();
             let _ = atomic::remove_file(&node.pid);
-            Err(Error::other(format!(
+            Err(Error::process(format!(
                 "nats-server (pid {pid}) did not own a listening socket on {listener} within {timeout:?}: {}{}",
                 identity::describe_holders(&identity::listening_sockets(listener)?, listener),
                 log_tail(node, log_start)
@@ -124,7 +124,10 @@ pub fn wait_listening(
 ) -> Result<Started> {
     let deadline = Instant::now() + timeout;
     loop {
-        if let Some(status) = child.try_wait().map_err(|e| Error::other(e.to_string()))? {
+        if let Some(status) = child
+            .try_wait()
+            .map_err(|e| Error::process(e.to_string()))?
+        {
             return Ok(Started::Exited(status));
         }
         if identity::owns_any(child.id(), &identity::listening_sockets(listener)?) {
@@ -149,7 +152,7 @@ pub fn stop(node: &NodeFiles, pid: u32, grace: Duration) -> Result<()> {
         ));
     }
     let target = Pid::from_raw(pid as i32);
-    kill(target, Signal::SIGTERM).map_err(|e| Error::other(format!("SIGTERM to {pid}: {e}")))?;
+    kill(target, Signal::SIGTERM).map_err(|e| Error::process(format!("SIGTERM to {pid}: {e}")))?;
     let deadline = Instant::now() + grace;
     while crate::store::process_alive(pid) && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
@@ -159,7 +162,7 @@ pub fn stop(node: &NodeFiles, pid: u32, grace: Duration) -> Result<()> {
         let deadline = Instant::now() + KILL_DEADLINE;
         while crate::store::process_alive(pid) {
             if Instant::now() >= deadline {
-                return Err(Error::other(
+                return Err(Error::process(
                     Diagnostic::new(format!(
                         "nats-server (pid {pid}) survived SIGKILL for {KILL_DEADLINE:?} (stuck in the kernel?); the pidfile is kept."
                     ))
