@@ -129,67 +129,23 @@ fn observe_with(
     let nodes = observe_nodes(root, desired)?;
     tracing::debug!(took = ?started.elapsed(), "observed the nodes");
     // The broker as a whole: unknown when a node is, and the node cotal reaches it through.
-    let topology = &desired.topology;
     let process = crate::observed::nodes_process(&nodes);
     let listener = crate::observed::via(&nodes).listener.clone();
-    let (mut live_error, mut server, mut store) = (None, None, None);
-    if let (true, BrokerRecordState::Valid(_)) = (process.is_running(), &broker) {
-        let running = nodes.iter().filter(|n| n.process.is_running()).count();
-        // Streams are read from every running node unless each holds a replica of every
-        // stream (replicas = nodes, all running): then one node's view is the whole of it.
-        // Connections are always summed over every node.
-        let whole_on_each =
-            topology.replicas as usize >= topology.nodes.len() && running == topology.nodes.len();
-        let jsz_servers = if whole_on_each && !every_view {
-            1
-        } else {
-            running
-        };
-        // After an apply: the accounts of the spaces it touched, as they are now.
-        let touched: Option<Vec<String>> = reuse.map(|(_, names)| {
-            names
-                .iter()
-                .filter_map(|n| inventory.spaces.get(n))
-                .map(|s| s.account_pub.clone())
-                .collect()
-        });
-        let figures = live_figures(root, &listener, jsz_servers, running, touched.as_deref());
-        tracing::debug!(took = ?started.elapsed(), "read the live figures");
-        match figures {
-            Ok(figures) => {
-                apply_figures(
-                    &mut inventory,
-                    &figures,
-                    topology.is_cluster().then_some(topology.replicas as usize),
-                );
-                if let (Some((before, _)), Some(touched)) = (reuse, &touched) {
-                    keep_untouched_figures(&mut inventory, before, touched);
-                }
-                match &known_registries {
-                    None => {
-                        read_registries(root, &listener, &mut inventory, topology.is_cluster())?;
-                        tracing::debug!(took = ?started.elapsed(), "read the channel registries");
-                    }
-                    Some(known) => {
-                        for (name, space) in inventory.spaces.iter_mut() {
-                            // Only the same account's: a name removed and added again is new.
-                            if let Some((account, r)) = known.get(name)
-                                && *account == space.account_pub
-                            {
-                                space.registry = r.clone();
-                            }
-                        }
-                    }
-                }
-                store = figures.store;
-                server = Some(ServerInfo {
-                    version: figures.version,
-                    started: figures.start,
-                });
-            }
-            Err(e) => live_error = Some(e.to_string()),
-        }
-    }
+    let live = if let (true, BrokerRecordState::Valid(_)) = (process.is_running(), &broker) {
+        observe_live(
+            root,
+            desired,
+            &nodes,
+            &listener,
+            &mut inventory,
+            known_registries.as_ref(),
+            reuse,
+            every_view,
+        )?
+    } else {
+        Live::default()
+    };
+    tracing::debug!(took = ?started.elapsed(), "read the live figures");
     // The small per-space files are read on every core: at thousands of spaces they are most
     // of a plan's time.
     let stores: Vec<std::path::PathBuf> = nodes
@@ -213,7 +169,7 @@ fn observe_with(
         .values()
         .map(|s| s.usage.total_bytes())
         .sum();
-    let capacity = capacity(desired, &nodes[0].store_dir, store, stored);
+    let capacity = capacity(desired, &nodes[0].store_dir, live.store, stored);
     let journal = journal::load(root)?;
     let mut journal_protected = std::collections::BTreeSet::new();
     if let crate::observed::JournalState::Valid(j) = &journal {
@@ -243,10 +199,99 @@ fn observe_with(
         journal_protected,
         capacity,
         desired_digest,
-        live_error,
-        server,
+        live_error: live.error,
+        server: live.server,
         nodes,
         layout_conflict: layout_conflict(root, desired)?,
+    })
+}
+
+/// What the running broker says, and why nothing when it could not be asked.
+#[derive(Default)]
+struct Live {
+    /// Why the live figures are missing although the broker runs.
+    error: Option<String>,
+    server: Option<ServerInfo>,
+    store: Option<live::StoreFigures>,
+}
+
+/// Ask the running broker for its figures and apply them to `inventory`: every stream and
+/// connection (from one node when each holds every stream, else from every running node), and
+/// each space's channel registry (read, or taken from `known` after an apply). After an apply
+/// (`reuse`), only the touched accounts are asked again; the others keep what was observed
+/// before.
+#[allow(clippy::too_many_arguments)]
+fn observe_live(
+    root: &Root,
+    desired: &Desired,
+    nodes: &[ObservedNode],
+    listener: &Listener,
+    inventory: &mut Inventory,
+    known_registries: Option<&BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
+    reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
+    every_view: bool,
+) -> Result<Live> {
+    let started = std::time::Instant::now();
+    let topology = &desired.topology;
+    let running = nodes.iter().filter(|n| n.process.is_running()).count();
+    // Streams are read from every running node unless each holds a replica of every
+    // stream (replicas = nodes, all running): then one node's view is the whole of it.
+    // Connections are always summed over every node.
+    let whole_on_each =
+        topology.replicas as usize >= topology.nodes.len() && running == topology.nodes.len();
+    let jsz_servers = if whole_on_each && !every_view {
+        1
+    } else {
+        running
+    };
+    // After an apply: the accounts of the spaces it touched, as they are now.
+    let touched: Option<Vec<String>> = reuse.map(|(_, names)| {
+        names
+            .iter()
+            .filter_map(|n| inventory.spaces.get(n))
+            .map(|s| s.account_pub.clone())
+            .collect()
+    });
+    let figures = match live_figures(root, listener, jsz_servers, running, touched.as_deref()) {
+        Ok(figures) => figures,
+        Err(e) => {
+            return Ok(Live {
+                error: Some(e.to_string()),
+                ..Live::default()
+            });
+        }
+    };
+    apply_figures(
+        inventory,
+        &figures,
+        topology.is_cluster().then_some(topology.replicas as usize),
+    );
+    if let (Some((before, _)), Some(touched)) = (reuse, &touched) {
+        keep_untouched_figures(inventory, before, touched);
+    }
+    match known_registries {
+        None => {
+            read_registries(root, listener, inventory, topology.is_cluster())?;
+            tracing::debug!(took = ?started.elapsed(), "read the channel registries");
+        }
+        Some(known) => {
+            for (name, space) in inventory.spaces.iter_mut() {
+                // Only the same account's: a name removed and added again is new.
+                if let Some((account, r)) = known.get(name)
+                    && *account == space.account_pub
+                {
+                    space.registry = r.clone();
+                }
+            }
+        }
+    }
+    Ok(Live {
+        error: None,
+        server: Some(ServerInfo {
+            version: figures.version,
+            started: figures.start,
+        }),
+        store: figures.store,
     })
 }
 

@@ -347,6 +347,16 @@ fn node_status(
 
 fn text(s: &Status, observed: &crate::observed::Observed) -> String {
     let mut out = String::new();
+    root_and_problems(&mut out, s);
+    broker_line(&mut out, s);
+    node_lines(&mut out, s);
+    generation_store_and_keys(&mut out, s, observed);
+    space_table(&mut out, s);
+    out
+}
+
+/// The root, a broken `cotal.toml`, and what cannot be trusted.
+fn root_and_problems(out: &mut String, s: &Status) {
     let _ = writeln!(out, "root        {}", s.root);
     if let Some(why) = &s.desired_error {
         let _ = writeln!(
@@ -358,6 +368,10 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
     for p in &s.problems {
         let _ = writeln!(out, "PROBLEM     {p}");
     }
+}
+
+/// The broker: its state and listener (a cluster: how many nodes run), its process.
+fn broker_line(out: &mut String, s: &Status) {
     if !s.nodes.is_empty() {
         let running = s.nodes.iter().filter(|n| n.state == "running").count();
         let _ = write!(
@@ -386,6 +400,10 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
         );
     }
     out.push('\n');
+}
+
+/// A cluster's nodes, one line each.
+fn node_lines(out: &mut String, s: &Status) {
     for n in &s.nodes {
         let _ = write!(
             out,
@@ -418,6 +436,10 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
         }
         out.push('\n');
     }
+}
+
+/// The generation, JetStream's stores, the system keys, a cut and an open journal.
+fn generation_store_and_keys(out: &mut String, s: &Status, observed: &crate::observed::Observed) {
     let _ = writeln!(out, "generation  {}", s.generation);
     for (label, st) in [
         ("jetstream   file  ", &s.jetstream.file),
@@ -471,6 +493,10 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
             j.started_at, j.pid, j.host
         );
     }
+}
+
+/// Every space, one line each (and why one is not servable).
+fn space_table(out: &mut String, s: &Status) {
     let _ = writeln!(
         out,
         "\n{:<20} {:<13} {:<9} {:>7} {:>10} {:>10} {:>6}  account",
@@ -503,5 +529,4 @@ fn text(s: &Status, observed: &crate::observed::Observed) -> String {
             "(no space can be listed with certainty: see the problems above)\n"
         });
     }
-    out
 }
