@@ -24,6 +24,10 @@ pub struct Diagnostic {
     /// What to do next, each a way out that works.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub next: Vec<String>,
+    /// What happened around it, said last: an apply that failed says what it put back or what
+    /// was already in force.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Diagnostic {
@@ -58,6 +62,12 @@ impl Diagnostic {
         self
     }
 
+    /// One more note, said last in parentheses.
+    pub fn note(mut self, note: impl Into<String>) -> Self {
+        self.notes.push(note.into());
+        self
+    }
+
     /// The same, with `context` said before what happened (`context: what`).
     pub fn context(mut self, context: impl std::fmt::Display) -> Self {
         self.what = format!("{context}: {}", self.what);
@@ -73,6 +83,9 @@ impl std::fmt::Display for Diagnostic {
         }
         for next in &self.next {
             write!(f, "\nnext: {next}")?;
+        }
+        for note in &self.notes {
+            write!(f, "\n({note})")?;
         }
         Ok(())
     }

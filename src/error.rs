@@ -25,7 +25,7 @@ pub mod exit {
 pub enum Error {
     /// Bad input: a malformed file, an invalid argument. Nothing was changed.
     #[error("{0}")]
-    Input(Diagnostic),
+    Input(Box<Diagnostic>),
 
     /// An I/O failure on a named path.
     #[error("{path}: {source}")]
@@ -37,35 +37,35 @@ pub enum Error {
 
     /// A guard refused: the diagnostic names the tenants, the blast radius and what to do next.
     #[error("refused: {0}")]
-    Refused(Diagnostic),
+    Refused(Box<Diagnostic>),
 
     /// The lock file was replaced while this process held it: another cotal may hold the root
     /// now, so nothing more is touched (not even the journal).
     #[error("refused: {0}")]
-    LockLost(Diagnostic),
+    LockLost(Box<Diagnostic>),
 
     /// The root's maintenance lock is held by another process.
     #[error("the root is locked by another cotal: {0}")]
-    LockHeld(Diagnostic),
+    LockHeld(Box<Diagnostic>),
 
     /// A saved plan no longer matches what is on disk.
     #[error(
         "the saved plan is stale: {0}\nrun `cotal plan --out FILE` again and review the new plan"
     )]
-    StalePlan(Diagnostic),
+    StalePlan(Box<Diagnostic>),
 
     /// Something the plan relied on moved while it was being applied (a channel a client
     /// wrote meanwhile): nothing more was written.
     #[error("{0}")]
-    Conflict(Diagnostic),
+    Conflict(Box<Diagnostic>),
 
     /// A journal is open: an apply was interrupted and must be finished first.
     #[error("{0}")]
-    Interrupted(Diagnostic),
+    Interrupted(Box<Diagnostic>),
 
     /// The broker did not confirm a reload; the previous config was restored.
     #[error("reload not confirmed, rolled back: {0}")]
-    RolledBack(Diagnostic),
+    RolledBack(Box<Diagnostic>),
 
     /// A failure at the broker edge, by kind (reaching it, a request, an API error, a reply,
     /// its process, the edge's own machinery).
@@ -74,42 +74,42 @@ pub enum Error {
 
     /// Anything else (external tools, the filesystem beyond a path), with context.
     #[error("{0}")]
-    Other(Diagnostic),
+    Other(Box<Diagnostic>),
 }
 
 /// One constructor per kind, taking a [`Diagnostic`] or a plain message.
 impl Error {
     pub fn input(d: impl Into<Diagnostic>) -> Self {
-        Error::Input(d.into())
+        Error::Input(Box::new(d.into()))
     }
     pub fn refused(d: impl Into<Diagnostic>) -> Self {
-        Error::Refused(d.into())
+        Error::Refused(Box::new(d.into()))
     }
     pub fn lock_lost(d: impl Into<Diagnostic>) -> Self {
-        Error::LockLost(d.into())
+        Error::LockLost(Box::new(d.into()))
     }
     pub fn lock_held(d: impl Into<Diagnostic>) -> Self {
-        Error::LockHeld(d.into())
+        Error::LockHeld(Box::new(d.into()))
     }
     pub fn stale_plan(d: impl Into<Diagnostic>) -> Self {
-        Error::StalePlan(d.into())
+        Error::StalePlan(Box::new(d.into()))
     }
     pub fn conflict(d: impl Into<Diagnostic>) -> Self {
-        Error::Conflict(d.into())
+        Error::Conflict(Box::new(d.into()))
     }
     pub fn interrupted(d: impl Into<Diagnostic>) -> Self {
-        Error::Interrupted(d.into())
+        Error::Interrupted(Box::new(d.into()))
     }
     pub fn rolled_back(d: impl Into<Diagnostic>) -> Self {
-        Error::RolledBack(d.into())
+        Error::RolledBack(Box::new(d.into()))
     }
     pub fn other(d: impl Into<Diagnostic>) -> Self {
-        Error::Other(d.into())
+        Error::Other(Box::new(d.into()))
     }
 
     /// A failure of the nats-server process (or the broker a step needs is not running).
     pub fn process(d: impl Into<Diagnostic>) -> Self {
-        Error::Broker(BrokerError::Process(d.into()))
+        Error::Broker(BrokerError::Process(Box::new(d.into())))
     }
 
     /// The diagnostic, when the error has one (all but I/O on a path and most failures at the
@@ -117,7 +117,7 @@ impl Error {
     pub fn diagnostic(&self) -> Option<&Diagnostic> {
         match self {
             Error::Io { .. } => None,
-            Error::Broker(BrokerError::Process(d)) => Some(d),
+            Error::Broker(BrokerError::Process(d)) => Some(d.as_ref()),
             Error::Broker(_) => None,
             Error::Input(d)
             | Error::Refused(d)
@@ -127,7 +127,7 @@ impl Error {
             | Error::Conflict(d)
             | Error::Interrupted(d)
             | Error::RolledBack(d)
-            | Error::Other(d) => Some(d),
+            | Error::Other(d) => Some(d.as_ref()),
         }
     }
 }
@@ -183,7 +183,7 @@ pub enum BrokerError {
     /// The nats-server process: started, signalled, waited for; and the broker a step needs
     /// not running.
     #[error("{0}")]
-    Process(Diagnostic),
+    Process(Box<Diagnostic>),
     /// cotal's own machinery at the edge: the async runtime, a user minted for a connection.
     #[error("{what}: {why}")]
     Local { what: String, why: String },
@@ -224,7 +224,7 @@ impl BrokerError {
         }
     }
     pub fn process(d: impl Into<Diagnostic>) -> Self {
-        BrokerError::Process(d.into())
+        BrokerError::Process(Box::new(d.into()))
     }
     pub fn local(what: impl Into<String>, why: impl std::fmt::Display) -> Self {
         BrokerError::Local {
@@ -281,15 +281,15 @@ mod tests {
     fn every_kind_maps_to_its_documented_exit_code() {
         let d = || Diagnostic::new("x");
         for (e, code) in [
-            (Error::Input(d()), exit::ERROR),
-            (Error::Refused(d()), exit::REFUSED),
-            (Error::LockLost(d()), exit::REFUSED),
-            (Error::LockHeld(d()), exit::LOCK_HELD),
-            (Error::StalePlan(d()), exit::STALE_PLAN),
-            (Error::Conflict(d()), exit::STALE_PLAN),
-            (Error::Interrupted(d()), exit::INTERRUPTED),
-            (Error::RolledBack(d()), exit::ROLLED_BACK),
-            (Error::Other(d()), exit::ERROR),
+            (Error::input(d()), exit::ERROR),
+            (Error::refused(d()), exit::REFUSED),
+            (Error::lock_lost(d()), exit::REFUSED),
+            (Error::lock_held(d()), exit::LOCK_HELD),
+            (Error::stale_plan(d()), exit::STALE_PLAN),
+            (Error::conflict(d()), exit::STALE_PLAN),
+            (Error::interrupted(d()), exit::INTERRUPTED),
+            (Error::rolled_back(d()), exit::ROLLED_BACK),
+            (Error::other(d()), exit::ERROR),
             (BrokerError::connect("c", "refused").into(), exit::ERROR),
         ] {
             assert_eq!(e.exit_code(), code, "{e:?}");

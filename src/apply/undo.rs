@@ -83,19 +83,20 @@ pub fn put_back(e: Error, undo: &mut UndoLog) -> Error {
 
 /// Add a note to an error's message, keeping its kind (and so its exit code).
 pub fn annotate(e: Error, note: &str) -> Error {
-    let with = |mut d: crate::diagnostic::Diagnostic| {
-        d.what = format!("{}\n({note})", d.what);
-        d
-    };
+    let with = |d: crate::diagnostic::Diagnostic| d.note(note);
     match e {
-        Error::Refused(m) => Error::refused(with(m)),
-        Error::Other(m) => Error::other(with(m)),
-        Error::Interrupted(m) => Error::interrupted(with(m)),
-        Error::Conflict(m) => Error::conflict(with(m)),
-        Error::Input(m) => Error::input(with(m)),
+        Error::Refused(m) => Error::refused(with(*m)),
+        Error::Other(m) => Error::other(with(*m)),
+        Error::Interrupted(m) => Error::interrupted(with(*m)),
+        Error::Conflict(m) => Error::conflict(with(*m)),
+        Error::Input(m) => Error::input(with(*m)),
         Error::Io { path, source } => {
             Error::other(with(format!("{}: {source}", path.display()).into()))
         }
+        // A failure of the nats-server process keeps its kind; the others at the broker edge
+        // say `what: why`, and become that text with the note.
+        Error::Broker(crate::error::BrokerError::Process(d)) => Error::process(with(*d)),
+        Error::Broker(b) => Error::other(with(b.to_string().into())),
         other => other,
     }
 }

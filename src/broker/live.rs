@@ -597,8 +597,9 @@ async fn ensure(
 const PLACEMENT_DEADLINE: Duration = Duration::from_secs(15);
 
 /// Run `create` until JetStream places it, or it fails for another reason, or
-/// [`PLACEMENT_DEADLINE`] passes (JetStream's "no suitable peers for placement", error 10005,
-/// is the only one retried).
+/// [`PLACEMENT_DEADLINE`] passes. Retried: "no suitable peers for placement" (10005), and "not
+/// enabled for account" (10039), which a cluster node answers for an account it loaded a moment
+/// ago, before its JetStream enabled it (found by the crash matrix on a cluster, once in a run).
 async fn placed<
     T,
     E: std::fmt::Display,
@@ -612,7 +613,8 @@ async fn placed<
             Ok(v) => return Ok(v),
             Err(e) => {
                 let why = e.to_string();
-                if !why.contains("10005") || tokio::time::Instant::now() >= deadline {
+                let transient = why.contains("10005") || why.contains("10039");
+                if !transient || tokio::time::Instant::now() >= deadline {
                     return Err(why);
                 }
                 tracing::info!(%why, "waiting for JetStream to place the replicas");

@@ -117,7 +117,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     if let Some((from, to)) = applied.outcome.generation {
         report(format!("Generation {from} -> {to}."));
     }
-    if let Some(e) = &applied.state_not_written {
+    if let Err(e) = applied.write_state() {
         eprintln!(
             "warning: the apply is complete, but {} could not be written: {e}",
             root.state_file().display()

@@ -127,10 +127,8 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
 }
 
 /// Show why `cotal.toml` could not be read, when an operation says so.
-fn warn(broken: Option<String>) {
-    if let Some(why) = broken {
-        eprintln!("warning: cotal.toml cannot be read ({why}); the spaces on disk are used");
-    }
+fn warn(why: &str) {
+    eprintln!("warning: cotal.toml cannot be read ({why}); the spaces on disk are used");
 }
 
 fn mint(global: &Global, args: MintArgs) -> Result<i32> {
@@ -146,7 +144,7 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         .transpose()?
         .unwrap_or(super::out_file::Target::Stdout);
     let space = SpaceName::parse(&raw_space).map_err(Error::input)?;
-    let (issued, broken) = crate::ops::creds::mint(
+    let issued = crate::ops::creds::mint(
         &root,
         &Request {
             space: space.clone(),
@@ -158,8 +156,8 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
             },
         },
         args.lock_timeout,
+        &warn,
     )?;
-    warn(broken);
     let m = &issued.minted;
     let expiry = match m.expires_at {
         Some(t) => format!("expires {}", stamp(t)),
@@ -210,8 +208,7 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
         _ => Target::All,
     };
     let space = SpaceName::parse(&args.space).map_err(Error::input)?;
-    let (revoked, broken) = crate::ops::creds::revoke(&root, &space, &target, args.lock_timeout)?;
-    warn(broken);
+    let revoked = crate::ops::creds::revoke(&root, &space, &target, args.lock_timeout, &warn)?;
     eprintln!(
         "Recorded the revocation of {} key{} of space {} at {}.\n\
          next: `cotal apply` re-issues the account with it and reloads the broker: their connections close and they are refused from then on",
@@ -226,8 +223,7 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
 fn list(global: &Global, args: ListArgs) -> Result<i32> {
     let root = global.root()?;
     let space = SpaceName::parse(&args.space).map_err(Error::input)?;
-    let listing = crate::ops::creds::list(&root, &space, crate::clock::now())?;
-    warn(listing.warning);
+    let listing = crate::ops::creds::list(&root, &space, crate::clock::now(), &warn)?;
     let (account, ledger) = (listing.account, listing.ledger);
     let rows: Vec<serde_json::Value> = listing
         .users

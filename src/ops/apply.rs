@@ -134,16 +134,33 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
     })
 }
 
-/// What an executed apply did, for the report.
-pub struct Applied {
+/// What an executed apply did, for the report; [`Applied::write_state`] then leaves the state
+/// it made in `.cotal/state.json`.
+pub struct Applied<'r> {
     pub outcome: apply::Outcome,
     /// Each reload's confirmation time (the slowest node's).
     pub reloads: Vec<Duration>,
     /// How many running nodes confirmed each reload (0: the broker was stopped).
     pub nodes: usize,
     pub clustered: bool,
-    /// Why `.cotal/state.json` could not be written, if it could not (the apply is done).
-    pub state_not_written: Option<String>,
+    root: &'r Root,
+    desired: Desired,
+    before: Observed,
+    plan: Plan,
+}
+
+impl Applied<'_> {
+    /// Write the state the apply left (`.cotal/state.json`); a failure is a warning for the
+    /// caller: the apply itself is done.
+    pub fn write_state(&self) -> Result<()> {
+        super::state::write_after_apply(
+            self.root,
+            &self.desired,
+            &self.before,
+            &self.outcome,
+            &self.plan,
+        )
+    }
 }
 
 impl<'r> Prepared<'r> {
@@ -175,8 +192,8 @@ impl<'r> Prepared<'r> {
     }
 
     /// Execute the plan (confirmed by the caller) against `running` (`None`: the broker is
-    /// stopped), then write the state the apply leaves.
-    pub fn execute(self, running: Option<Running>, progress: &dyn Progress) -> Result<Applied> {
+    /// stopped).
+    pub fn execute(self, running: Option<Running>, progress: &dyn Progress) -> Result<Applied<'r>> {
         let mut running = running;
         self.write_file()?;
         let nodes = plan::nodes(&self.desired, &self.observed);
@@ -196,15 +213,6 @@ impl<'r> Prepared<'r> {
             Ok(outcome) => outcome,
             Err(e) => return Err(self.put_back_edit(e)?),
         };
-        let state_not_written = super::state::write_after_apply(
-            self.root,
-            &self.desired,
-            &self.observed,
-            &outcome,
-            &self.plan,
-        )
-        .err()
-        .map(|e| e.to_string());
         Ok(Applied {
             outcome,
             reloads: running
@@ -213,7 +221,10 @@ impl<'r> Prepared<'r> {
                 .unwrap_or_default(),
             nodes: running.as_ref().map_or(0, |r| r.server_ids().len()),
             clustered: self.desired.topology.is_cluster(),
-            state_not_written,
+            root: self.root,
+            desired: self.desired,
+            before: self.observed,
+            plan: self.plan,
         })
     }
 

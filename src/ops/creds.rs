@@ -10,15 +10,21 @@ use crate::store::{Root, lock, users};
 use crate::{observe, plan};
 use std::time::Duration;
 
+/// Told, before anything else happens, why `cotal.toml` could not be read when it could not (the
+/// spaces on disk are used): a warning for the caller to show.
+pub type Unreadable<'a> = &'a dyn Fn(&str);
+
 /// The space and what is observed of it (its validated account), from an observation that
-/// fails closed on any untrusted record; and why `cotal.toml` could not be read, when it could
-/// not (the spaces on disk are used: a warning for the caller to show).
-fn observed_space(root: &Root, space: &SpaceName) -> Result<(ObservedSpace, Option<String>)> {
+/// fails closed on any untrusted record.
+fn observed_space(root: &Root, space: &SpaceName, unreadable: Unreadable) -> Result<ObservedSpace> {
     let (desired, digest, broken) = observe::desired_for_reading(root)?;
+    if let Some(why) = &broken {
+        unreadable(why);
+    }
     let observed = observe::observe(root, &desired, digest)?;
     plan::guard_trust(&observed)?;
     match observed.inventory.spaces.get(space) {
-        Some(s) => Ok((s.clone(), broken)),
+        Some(s) => Ok(s.clone()),
         None => Err(Error::input(format!(
             "no space {} on this root (spaces: {})",
             space.quoted(),
@@ -33,18 +39,17 @@ fn observed_space(root: &Root, space: &SpaceName) -> Result<(ObservedSpace, Opti
     }
 }
 
-/// Mint a user of `request.space`; returns its creds (secret), what was recorded, and a
-/// warning when `cotal.toml` could not be read.
+/// Mint a user of `request.space`; returns its creds (secret) and what was recorded.
 pub fn mint(
     root: &Root,
     request: &Request,
     lock_timeout: Duration,
-) -> Result<(Issued, Option<String>)> {
+    unreadable: Unreadable,
+) -> Result<Issued> {
     crate::permissions::valid_user_name(&request.user).map_err(Error::input)?;
-    let (observed, warning) = observed_space(root, &request.space)?;
+    let observed = observed_space(root, &request.space, unreadable)?;
     let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
-    let issued = credentials::mint(root, &lock, &observed.account_pub, request)?;
-    Ok((issued, warning))
+    credentials::mint(root, &lock, &observed.account_pub, request)
 }
 
 /// Record the revocation of `target`'s keys of `space` (the next apply puts it in force).
@@ -53,11 +58,11 @@ pub fn revoke(
     space: &SpaceName,
     target: &Target,
     lock_timeout: Duration,
-) -> Result<(Revoked, Option<String>)> {
-    let (observed, warning) = observed_space(root, space)?;
+    unreadable: Unreadable,
+) -> Result<Revoked> {
+    let observed = observed_space(root, space, unreadable)?;
     let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
-    let revoked = credentials::revoke(root, &lock, space, &observed.account_pub, target)?;
-    Ok((revoked, warning))
+    credentials::revoke(root, &lock, space, &observed.account_pub, target)
 }
 
 /// Where a user handed out stands.
@@ -84,13 +89,11 @@ pub struct Listing {
     pub ledger: users::Ledger,
     /// Each minted user with where it stands, in the ledger's order.
     pub users: Vec<(users::Minted, UserState)>,
-    /// Why `cotal.toml` could not be read, when it could not.
-    pub warning: Option<String>,
 }
 
 /// The users of `space` and where each stands at `now`.
-pub fn list(root: &Root, space: &SpaceName, now: i64) -> Result<Listing> {
-    let (observed, warning) = observed_space(root, space)?;
+pub fn list(root: &Root, space: &SpaceName, now: i64, unreadable: Unreadable) -> Result<Listing> {
+    let observed = observed_space(root, space, unreadable)?;
     let account = observed.account_pub.clone();
     let ledger = users::load(root, space, &account)?;
     let loaded = users::Ledger {
@@ -123,6 +126,5 @@ pub fn list(root: &Root, space: &SpaceName, now: i64) -> Result<Listing> {
         account,
         ledger,
         users,
-        warning,
     })
 }

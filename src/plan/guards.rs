@@ -32,7 +32,7 @@ pub fn render_refusal(why: String) -> Refusal {
 
 impl From<Refusal> for Error {
     fn from(r: Refusal) -> Error {
-        Error::Refused(r)
+        Error::refused(r)
     }
 }
 
