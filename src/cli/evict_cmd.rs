@@ -1,106 +1,26 @@
-//! `cotal space evict NAME`: close every live connection of one space, with cotal's own
-//! control user: the CONNZ of that account only, then a KICK of exactly the client ids it
-//! listed. nats-server never reuses a client id while it runs, so a client of another space
-//! can never be named, even when the list is stale by the time it is used.
+//! `cotal space evict NAME`: runs [`crate::ops::evict`] and says what it closed.
 
 use super::Global;
-use crate::audit::Event;
-use crate::broker::Running;
-use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
-use crate::observed::BrokerProcess;
-use crate::store::lock;
-use crate::{apply, credentials, observe, plan};
+use crate::ops::evict::{self as op, Evicted};
 use std::time::Duration;
 
 pub fn run(global: &Global, name: &str, lock_timeout: Duration) -> Result<i32> {
     let root = global.root()?;
     let space = SpaceName::parse(name).map_err(Error::input)?;
-    let _lock = lock::acquire(&root, &crate::operator::holder(), lock_timeout)?;
-    let (desired, digest) = observe::desired(&root)?;
-    let observed = observe::observe(&root, &desired, digest)?;
-    plan::guard_trust(&observed)?;
-    plan::guard_liveness(&observed)?;
-    apply::refuse_if_journal_open(&observed.journal, "space evict")?;
-    let Some(account) = observed
-        .inventory
-        .spaces
-        .get(&space)
-        .map(|s| &s.account_pub)
-    else {
-        return Err(Error::input(format!(
-            "no space {} on this root",
-            space.quoted()
-        )));
-    };
-    if observed.process() == BrokerProcess::Stopped {
-        println!(
+    match op::evict(&root, &space, lock_timeout)? {
+        Evicted::BrokerStopped => println!(
             "The broker is stopped: space {} has no connection to evict.",
             space.quoted()
-        );
-        return Ok(0);
+        ),
+        Evicted::Closed(closed) => println!(
+            "Closed {closed} connection{} of space {} (no other space was touched).\n\
+             Its clients may reconnect at once: to keep them out, suspend the space (`cotal space suspend {}`) or revoke their creds (`cotal creds revoke`).",
+            if closed == 1 { "" } else { "s" },
+            space.quoted(),
+            space.as_str()
+        ),
     }
-    if let Some(cluster) = &desired.topology.cluster {
-        return Err(Error::refused(
-            Diagnostic::new(format!(
-                "`space evict` does not work on a cluster yet: a client id names a connection on one node, and cotal kicks through one node's control plane; on the {} nodes of cluster {:?} it could not close every connection of {}.",
-                desired.topology.nodes.len(),
-                cluster,
-                space.quoted()
-            ))
-            .blast("none, nothing was closed.")
-            .next(format!(
-                "`cotal space suspend {}` closes the space's clients on every node (and `cotal space resume` lets them back)",
-                space.as_str()
-            )),
-        ));
-    }
-    let running = Running::connect(&root, &desired.topology, &observed)?;
-    let mut closed = 0usize;
-    let result = kick_all(running.control(), account, &mut closed);
-    let outcome = match &result {
-        Ok(()) => format!("closed {closed} connection(s)"),
-        Err(e) => format!("closed {closed} connection(s), then failed: {e}"),
-    };
-    credentials::audit(&root, Event::SpaceEvicted, &space, outcome)?;
-    result?;
-    println!(
-        "Closed {closed} connection{} of space {} (no other space was touched).\n\
-         Its clients may reconnect at once: to keep them out, suspend the space (`cotal space suspend {}`) or revoke their creds (`cotal creds revoke`).",
-        if closed == 1 { "" } else { "s" },
-        space.quoted(),
-        space.as_str()
-    );
     Ok(0)
-}
-
-/// Kick every client the account had when the eviction started. CONNZ is paged, and a page
-/// read while clients leave can skip some: the account is listed again until no client up to
-/// the highest id first seen is left (clients that connect later, with higher ids, are not
-/// chased, so this ends).
-fn kick_all(
-    control: &crate::broker::control::Control,
-    account: &str,
-    closed: &mut usize,
-) -> Result<()> {
-    let mut bound = None;
-    let mut kicked = std::collections::BTreeSet::new();
-    loop {
-        let cids = control.account_connections(account)?;
-        let bound = *bound.get_or_insert_with(|| cids.iter().copied().max().unwrap_or(0));
-        let targets: Vec<u64> = cids
-            .into_iter()
-            .filter(|c| *c <= bound && !kicked.contains(c))
-            .collect();
-        if targets.is_empty() {
-            return Ok(());
-        }
-        for cid in targets {
-            kicked.insert(cid);
-            if control.kick(cid)? {
-                *closed += 1;
-            }
-        }
-    }
 }

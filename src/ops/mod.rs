@@ -7,4 +7,6 @@ pub mod apply;
 pub mod backup;
 pub mod broker;
 pub mod creds;
+pub mod evict;
 pub mod state;
+pub mod status;
