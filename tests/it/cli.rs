@@ -109,12 +109,7 @@ fn a_new_user_adds_two_spaces_then_removes_one() {
     let root = TestRoot::init();
     root.desire(TWO_SPACES);
 
-    let text = root.cotal(&["plan"]).assert().success();
-    let text = stdout(&text);
-    assert!(text.contains("+ \"design\" add"), "{text}");
-    assert!(text.contains("+ \"release\" add"));
-    assert!(text.contains("Plan: 2 to add, 0 to change, 0 to remove."));
-    assert!(text.contains("+++ server.conf (planned)"));
+    insta::assert_snapshot!("walkthrough_plan", crate::support::run(&root, &["plan"]));
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(2);
@@ -122,15 +117,15 @@ fn a_new_user_adds_two_spaces_then_removes_one() {
     let plan: serde_json::Value = serde_json::from_str(&stdout(&json)).unwrap();
     assert_eq!(plan["format_version"], 2);
     assert_eq!(plan["summary"]["add"], 2);
-    let md = root
-        .cotal(&["plan", "--format", "markdown"])
-        .assert()
-        .success();
-    assert!(stdout(&md).contains("| `+` | \"design\" |"));
+    insta::assert_snapshot!(
+        "walkthrough_plan_markdown",
+        crate::support::run(&root, &["plan", "--format", "markdown"])
+    );
 
-    root.apply()
-        .success()
-        .stdout(predicates::str::contains("Generation 0 -> 1."));
+    insta::assert_snapshot!(
+        "walkthrough_apply",
+        crate::support::run(&root, &["apply", "--auto-approve"])
+    );
     assert_eq!(root.generation(), 1);
     for space in ["design", "release"] {
         let record = root.account_record(space);
@@ -169,16 +164,21 @@ fn a_new_user_adds_two_spaces_then_removes_one() {
         "[spaces.design]\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n",
     );
     let before = root.snapshot();
-    let out = root.cotal(&["apply", "--auto-approve"]).assert().code(3);
-    assert!(stderr(&out).contains("destroys data (\"release\")"));
+    insta::assert_snapshot!(
+        "walkthrough_removal_needs_allow_destroy",
+        crate::support::run(&root, &["apply", "--auto-approve"])
+    );
     assert_eq!(root.snapshot(), before);
-    let out = root.cotal(&["apply"]).assert().code(3);
-    assert!(stderr(&out).contains("not a terminal"));
+    insta::assert_snapshot!(
+        "walkthrough_removal_needs_a_terminal",
+        crate::support::run(&root, &["apply"])
+    );
     assert_eq!(root.snapshot(), before);
 
-    root.apply()
-        .success()
-        .stdout(predicates::str::contains("1 removed"));
+    insta::assert_snapshot!(
+        "walkthrough_removal",
+        crate::support::run(&root, &["apply", "--auto-approve", "--allow-destroy"])
+    );
     assert!(!root.account_record("release").exists());
     assert!(
         !root

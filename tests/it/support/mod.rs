@@ -308,3 +308,45 @@ pub fn times(dir: &Path) -> BTreeMap<PathBuf, (i64, i64)> {
     visit(dir, &mut out);
     out
 }
+
+/// The output with everything that differs between runs replaced by a placeholder.
+pub fn redact(root: &TestRoot, text: &str) -> String {
+    let root_path = root.path().display().to_string();
+    let mut out = text.replace(&root_path, "[ROOT]");
+    let rules: [(&str, &str); 10] = [
+        (r"eyJ[A-Za-z0-9_\-.]+…?", "[JWT]"),
+        (r"\b[OAUN][A-Z2-7]{55}\b", "[KEY]"),
+        // A key shortened for people (the plan shows 12 characters).
+        (r"\baccount [A-Z2-7]{12}\b", "account [KEY]"),
+        // What the host's free disk and memory allow.
+        (r"of [\d.]+ [KMGT]?i?B \(", "of [SIZE] ("),
+        (r", [\d.]+ [KMGT]?i?B available", ", [SIZE] available"),
+        (r"sha256:[0-9a-f]{64}", "[SHA256]"),
+        (
+            r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)",
+            "[TIME]",
+        ),
+        (r"\b\d+(\.\d+)? ?(ms|µs|s)\b", "[DURATION]"),
+        (r"pid \d+", "pid [PID]"),
+        (r"\.cotal-tmp\.[A-Za-z0-9]+", ".cotal-tmp.[TMP]"),
+    ];
+    for (pattern, with) in rules {
+        out = regex::Regex::new(pattern)
+            .unwrap()
+            .replace_all(&out, with)
+            .into_owned();
+    }
+    out
+}
+
+/// `cotal ARGS` on `root`: its exit code, stdout and stderr, redacted, as one text.
+pub fn run(root: &TestRoot, args: &[&str]) -> String {
+    let out = root.cotal(args).assert();
+    let code = out.get_output().status.code().unwrap_or(-1);
+    format!(
+        "$ cotal {}\nexit {code}\n--- stdout\n{}--- stderr\n{}",
+        args.join(" "),
+        redact(root, &stdout(&out)),
+        redact(root, &stderr(&out))
+    )
+}
