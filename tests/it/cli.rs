@@ -742,24 +742,24 @@ fn space_verbs_edit_the_file_keeping_comments_and_apply_only_their_change() {
     let file = "# our broker\nversion = 1\n\n[broker]\nport = 4222 # the usual\n\n# pending, not applied by space verbs\n[spaces.other]\n";
     std::fs::write(root.file("cotal.toml"), file).unwrap();
 
-    let out = root
-        .cotal(&[
-            "space",
-            "add",
-            "design",
-            "--limit",
-            "max_connections=200",
-            "--limit",
-            "max_storage=10GiB",
-            "--protect",
-            "--auto-approve",
-        ])
-        .assert()
-        .success();
-    let text = stdout(&out);
-    assert!(text.contains("+ \"design\" add"), "{text}");
-    assert!(!text.contains("+ \"other\""), "only this change: {text}");
-    assert!(text.contains("other pending changes (\"other\")"), "{text}");
+    // Only this change is planned and applied; the other pending one is named and left.
+    insta::assert_snapshot!(
+        "space_add_applies_only_its_change",
+        crate::support::run(
+            &root,
+            &[
+                "space",
+                "add",
+                "design",
+                "--limit",
+                "max_connections=200",
+                "--limit",
+                "max_storage=10GiB",
+                "--protect",
+                "--auto-approve",
+            ]
+        )
+    );
     let edited = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
     assert!(
         edited.starts_with(file),
@@ -771,17 +771,19 @@ fn space_verbs_edit_the_file_keeping_comments_and_apply_only_their_change() {
         "the other pending change is left for apply"
     );
 
-    root.cotal(&["space", "suspend", "design", "--auto-approve"])
-        .assert()
-        .success()
-        .stdout(predicates::str::contains("state: active -> suspended"));
+    insta::assert_snapshot!(
+        "space_suspend",
+        crate::support::run(&root, &["space", "suspend", "design", "--auto-approve"])
+    );
     assert!(
         std::fs::read_to_string(root.file("cotal.toml"))
             .unwrap()
             .contains("state = \"suspended\"")
     );
-    let list = root.cotal(&["space", "list"]).assert().success();
-    assert!(stdout(&list).contains("design"), "{}", stdout(&list));
+    insta::assert_snapshot!(
+        "space_list_suspended",
+        crate::support::run(&root, &["space", "list"])
+    );
     root.cotal(&["space", "resume", "design", "--auto-approve"])
         .assert()
         .success();
@@ -793,11 +795,13 @@ fn space_verbs_edit_the_file_keeping_comments_and_apply_only_their_change() {
 
     // Guards refuse and leave the file untouched.
     let before = root.snapshot();
-    let out = root
-        .cotal(&["space", "rm", "design", "--auto-approve", "--allow-destroy"])
-        .assert()
-        .code(3);
-    assert!(stderr(&out).contains("is protected"));
+    insta::assert_snapshot!(
+        "space_rm_of_a_protected_space",
+        crate::support::run(
+            &root,
+            &["space", "rm", "design", "--auto-approve", "--allow-destroy"]
+        )
+    );
     assert_eq!(root.snapshot(), before);
     let out = root
         .cotal(&[
