@@ -128,29 +128,12 @@ pub fn minted(names: &[&str]) -> (BrokerTrust, Vec<(String, ObservedSpace)>) {
     use crate::jwt;
     use nkeys::KeyPair;
     let operator = KeyPair::new_operator();
-    let sys = KeyPair::new_account();
-    let sys_signing = KeyPair::new_account();
-    let trust = BrokerTrust {
-        operator_pub: operator.public_key(),
-        operator_signing: Vec::new(),
-        operator_jwt: jwt::encode(
-            &mut jwt::operator_claims(&operator.public_key(), &sys.public_key(), 1),
-            &operator,
-        )
-        .unwrap(),
-        sys_pub: sys.public_key(),
-        sys_jwt: jwt::encode(
-            &mut jwt::account_claims(
-                "SYS",
-                &sys.public_key(),
-                &sys_signing.public_key(),
-                AccountLimits::system(),
-                1,
-            ),
-            &operator,
-        )
-        .unwrap(),
-    };
+    let trust = trust_of(
+        &operator,
+        &KeyPair::new_account(),
+        &KeyPair::new_account(),
+        1,
+    );
     let spaces = names
         .iter()
         .map(|n| {
@@ -189,17 +172,30 @@ pub fn fixed_operator() -> nkeys::KeyPair {
 
 /// A broker trust made of fixed keys, its JWTs issued at `iat`.
 pub fn fixed_trust(iat: i64) -> BrokerTrust {
-    use crate::jwt;
     use nkeys::KeyPairType;
-    let op = fixed_operator();
-    let sys = fixed_key(KeyPairType::Account, 2);
-    let sys_signing = fixed_key(KeyPairType::Account, 3);
+    trust_of(
+        &fixed_operator(),
+        &fixed_key(KeyPairType::Account, 2),
+        &fixed_key(KeyPairType::Account, 3),
+        iat,
+    )
+}
+
+/// The trust of `operator` with system account `sys` (signing key `sys_signing`), its JWTs
+/// issued at `iat`.
+fn trust_of(
+    operator: &nkeys::KeyPair,
+    sys: &nkeys::KeyPair,
+    sys_signing: &nkeys::KeyPair,
+    iat: i64,
+) -> BrokerTrust {
+    use crate::jwt;
     BrokerTrust {
-        operator_pub: op.public_key(),
+        operator_pub: operator.public_key(),
         operator_signing: Vec::new(),
         operator_jwt: jwt::encode(
-            &mut jwt::operator_claims(&op.public_key(), &sys.public_key(), iat),
-            &op,
+            &mut jwt::operator_claims(&operator.public_key(), &sys.public_key(), iat),
+            operator,
         )
         .expect("signing"),
         sys_pub: sys.public_key(),
@@ -211,7 +207,7 @@ pub fn fixed_trust(iat: i64) -> BrokerTrust {
                 AccountLimits::system(),
                 iat,
             ),
-            &op,
+            operator,
         )
         .expect("signing"),
     }

@@ -150,16 +150,15 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
                 .next("`cotal down`, then `cotal up`"),
             ));
         }
-        let nodes = plan::nodes(&desired, &observed);
-        let ctx = Context {
+        execute(
             root,
-            nodes: &nodes,
-            observed: &observed,
-            actor: crate::operator::actor(),
-            lock: &lock,
+            &desired,
+            &observed,
+            &lock,
             progress,
-        };
-        apply::execute(&ctx, &boot, &mut StoppedBroker)?;
+            &boot,
+            &mut StoppedBroker,
+        )?;
     }
     for (f, listener) in &to_start {
         let pid = process::start(root, f, listener, args.timeout)?;
@@ -210,17 +209,16 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     });
     if !provisioning.is_empty() {
         // The executor runs them, with its journal and audit, as apply would.
-        let nodes = plan::nodes(&desired, &observed);
-        let ctx = Context {
-            root,
-            nodes: &nodes,
-            observed: &observed,
-            actor: crate::operator::actor(),
-            lock: &lock,
-            progress,
-        };
         let mut broker = Running::connect(root, topology, &observed)?;
-        apply::execute(&ctx, &provisioning, &mut broker)?;
+        execute(
+            root,
+            &desired,
+            &observed,
+            &lock,
+            progress,
+            &provisioning,
+            &mut broker,
+        )?;
         for step in &provisioning.steps {
             on(UpEvent::Provisioned(step.title()));
         }
@@ -229,6 +227,28 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         spaces: observed.inventory.spaces.len(),
         generation: observed.generation.generation(),
     })
+}
+
+/// Run `to_run` through the executor, with its journal and audit, as an apply would.
+fn execute(
+    root: &Root,
+    desired: &crate::desired::Desired,
+    observed: &crate::observed::Observed,
+    lock: &lock::Lock,
+    progress: &dyn Progress,
+    to_run: &plan::Plan,
+    broker: &mut dyn crate::broker::Broker,
+) -> Result<()> {
+    let nodes = plan::nodes(desired, observed);
+    let ctx = Context {
+        root,
+        nodes: &nodes,
+        observed,
+        actor: crate::operator::actor(),
+        lock,
+        progress,
+    };
+    apply::execute(&ctx, to_run, broker).map(|_| ())
 }
 
 /// Wait until the cluster's JetStream has a meta leader and its meta group counts every running
