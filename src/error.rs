@@ -117,7 +117,9 @@ impl Error {
     pub fn diagnostic(&self) -> Option<&Diagnostic> {
         match self {
             Error::Io { .. } => None,
-            Error::Broker(BrokerError::Process(d)) => Some(d.as_ref()),
+            Error::Broker(BrokerError::Process(d) | BrokerError::Unconfirmed(d)) => {
+                Some(d.as_ref())
+            }
             Error::Broker(_) => None,
             Error::Input(d)
             | Error::Refused(d)
@@ -184,6 +186,11 @@ pub enum BrokerError {
     /// not running.
     #[error("{0}")]
     Process(Box<Diagnostic>),
+    /// A change the broker did not confirm: a reload a node refused or that did not take on
+    /// the data plane, a node that did not answer by its name, a rollback not confirmed. Each
+    /// node's failure is a line of the message, in the server's own words.
+    #[error("{0}")]
+    Unconfirmed(Box<Diagnostic>),
     /// cotal's own machinery at the edge: the async runtime, a user minted for a connection.
     #[error("{what}: {why}")]
     Local { what: String, why: String },
@@ -225,6 +232,9 @@ impl BrokerError {
     }
     pub fn process(d: impl Into<Diagnostic>) -> Self {
         BrokerError::Process(Box::new(d.into()))
+    }
+    pub fn unconfirmed(d: impl Into<Diagnostic>) -> Self {
+        BrokerError::Unconfirmed(Box::new(d.into()))
     }
     pub fn local(what: impl Into<String>, why: impl std::fmt::Display) -> Self {
         BrokerError::Local {

@@ -5,7 +5,7 @@
 //! | module | what it owns | pure? |
 //! |---|---|---|
 //! | [`cli`] | the command line: parse, call one operation, render its result; one file per verb | edge |
-//! | [`ops`] | the operations below the commands: apply, up, down, the state after an apply, status, backups, credentials, eviction | edge |
+//! | [`ops`] | the operations below the commands: init, apply, up, down, the state after an apply, status, the space list, backups, credentials, eviction | edge |
 //! | [`desired`] | `cotal.toml` parsed and validated (file:line:column errors) | pure |
 //! | [`topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` parsed and validated | pure |
 //! | [`model`] | the vocabulary: space names (and how they are shown), states, limits, sizes, listeners | pure |

@@ -187,7 +187,10 @@ fn render_and_preflight(
     {
         discard_every_next(files)?;
         return Err(if ctx.observed.is_cluster() {
-            Error::refused(format!("node {}: {e}", f.name))
+            Error::refused(format!(
+                "{}{e}",
+                crate::topology::node_prefix(true, &f.name)
+            ))
         } else {
             e
         });

@@ -96,6 +96,9 @@ pub fn annotate(e: Error, note: &str) -> Error {
         // A failure of the nats-server process keeps its kind; the others at the broker edge
         // say `what: why`, and become that text with the note.
         Error::Broker(crate::error::BrokerError::Process(d)) => Error::process(with(*d)),
+        Error::Broker(crate::error::BrokerError::Unconfirmed(d)) => {
+            crate::error::BrokerError::unconfirmed(with(*d)).into()
+        }
         Error::Broker(b) => Error::other(with(b.to_string().into())),
         other => other,
     }

@@ -249,7 +249,7 @@ async fn varz_async(client: &async_nats::Client, id: &str) -> Result<Loaded> {
     let envelope: Envelope<Varz> = serde_json::from_slice(&reply)
         .map_err(|e| BrokerError::reply(&subject, format!("unexpected reply: {e}")))?;
     let v = match (envelope.error, envelope.data) {
-        (Some(err), _) => return Err(BrokerError::api(&subject, err.description).into()),
+        (Some(err), _) => return Err(err.at(&subject)),
         (None, Some(data)) => data,
         (None, None) => return Err(BrokerError::reply(&subject, "an empty reply").into()),
     };
@@ -406,7 +406,7 @@ impl Control {
         match envelope.error {
             None => Ok(true),
             Some(e) if e.description.contains("not found") || e.code == Some(404) => Ok(false),
-            Some(e) => Err(BrokerError::api(&subject, e.description).into()),
+            Some(e) => Err(e.at(&subject)),
         }
     }
 
@@ -441,7 +441,7 @@ impl Control {
         let r: PurgeReply = serde_json::from_slice(&reply)
             .map_err(|e| BrokerError::reply(what(), format!("unexpected reply: {e}")))?;
         match (r.error, r.initiated) {
-            (Some(e), _) => Err(BrokerError::api(what(), e.description).into()),
+            (Some(e), _) => Err(e.at(what())),
             (None, true) => Ok(()),
             (None, false) => {
                 Err(BrokerError::reply(what(), "the server did not start the purge").into())
@@ -478,12 +478,28 @@ fn none<T>() -> Option<T> {
     None
 }
 
+/// The error of a `$SYS` or JetStream API reply: `code` is the HTTP-like status, `err_code`
+/// JetStream's own error code (JetStream API replies only).
 #[derive(Deserialize)]
 struct ApiError {
     #[serde(default)]
     code: Option<u16>,
     #[serde(default)]
+    err_code: Option<u64>,
+    #[serde(default)]
     description: String,
+}
+
+impl ApiError {
+    /// As the broker's API error of `what`, keeping JetStream's code.
+    fn at(self, what: impl Into<String>) -> crate::error::Error {
+        BrokerError::Api {
+            what: what.into(),
+            code: self.err_code,
+            why: self.description,
+        }
+        .into()
+    }
 }
 
 #[derive(Deserialize)]
@@ -597,6 +613,21 @@ mod tests {
             }
             Err(e) => panic!("another kind of failure: {e:?}"),
             Ok(_) => panic!("connected to nothing"),
+        }
+    }
+
+    #[test]
+    fn a_jetstream_api_error_keeps_its_code() {
+        let r: PurgeReply = serde_json::from_str(
+            r#"{"error":{"code":400,"err_code":10039,"description":"jetstream not enabled for account"}}"#,
+        )
+        .unwrap();
+        match r.error.unwrap().at("purging account A") {
+            crate::error::Error::Broker(BrokerError::Api { code, what, why }) => {
+                assert_eq!((code, what.as_str()), (Some(10039), "purging account A"));
+                assert_eq!(why, "jetstream not enabled for account");
+            }
+            other => panic!("another kind: {other:?}"),
         }
     }
 

@@ -108,7 +108,7 @@ impl Nats {
                         let info = s
                             .info()
                             .await
-                            .map_err(|e| BrokerError::api(name.as_str(), e))?;
+                            .map_err(|e| Failed::of(&e).at(name.as_str()))?;
                         Some(StreamState {
                             messages: info.state.messages,
                             first_seq: info.state.first_sequence,
@@ -119,7 +119,7 @@ impl Nats {
                     }
                     Err(e) if not_found(&e) => None,
                     Err(e) => {
-                        return Err(BrokerError::api(format!("reading stream {name}"), e).into());
+                        return Err(Failed::of(&e).at(format!("reading stream {name}")));
                     }
                 };
                 out.push((name.clone(), state));
@@ -307,7 +307,7 @@ impl Nats {
             let kv = js
                 .get_key_value(&bucket)
                 .await
-                .map_err(|e| BrokerError::api(format!("channel registry {bucket}"), e))?;
+                .map_err(|e| Failed::of(&e).at(format!("channel registry {bucket}")))?;
             let mut done = Vec::new();
             for w in writes {
                 let key = w.key.as_str();
@@ -325,13 +325,13 @@ impl Nats {
                         .put(key, v.clone().into())
                         .await
                         .map(Some)
-                        .map_err(|e| BrokerError::api(format!("writing channel {key:?}"), e).into()),
+                        .map_err(|e| Failed::of(&e).at(format!("writing channel {key:?}"))),
                     (Some(v), Expect::Absent) => match kv.create(key, v.clone().into()).await {
                         Ok(r) => Ok(Some(r)),
                         Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
                             Err(stale("it exists now".into()))
                         }
-                        Err(e) => Err(BrokerError::api(format!("writing channel {key:?}"), e).into()),
+                        Err(e) => Err(Failed::of(&e).at(format!("writing channel {key:?}"))),
                     },
                     (Some(v), Expect::Revision(r)) => {
                         match kv.update(key, v.clone().into(), r).await {
@@ -342,7 +342,7 @@ impl Nats {
                             Err(e) if e.to_string().contains("wrong last sequence") => {
                                 Err(stale(format!("it is no longer at revision {r}")))
                             }
-                            Err(e) => Err(BrokerError::api(format!("writing channel {key:?}"), e).into()),
+                            Err(e) => Err(Failed::of(&e).at(format!("writing channel {key:?}"))),
                         }
                     }
                     // A delete marker published on the key's subject, so any key a tenant
@@ -368,7 +368,7 @@ impl Nats {
                             Err(e) if e.to_string().contains("wrong last sequence") => {
                                 Err(stale("it is no longer at the revision read".into()))
                             }
-                            Err(e) => Err(BrokerError::api(format!("deleting channel {key:?}"), e).into()),
+                            Err(e) => Err(Failed::of(&e).at(format!("deleting channel {key:?}"))),
                         }
                     }
                 };
@@ -434,14 +434,14 @@ async fn provision_space(
     let registry = js
         .get_key_value(streams::registry_bucket(token))
         .await
-        .map_err(|e| BrokerError::api("channel registry", e))?;
+        .map_err(|e| Failed::of(&e).at("channel registry"))?;
     match registry
         .create(channels::DEFAULTS_KEY, channels::SEEDED_DEFAULTS.into())
         .await
     {
         Ok(_) => done.push("set the default delivery class to durable".into()),
         Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
-        Err(e) => return Err(BrokerError::api("seeding the channel registry", e).into()),
+        Err(e) => return Err(Failed::of(&e).at("seeding the channel registry")),
     }
     Ok(done)
 }
@@ -538,15 +538,15 @@ async fn ensure(
     };
     match created {
         Ok(()) => return Ok(Some(format!("ensured {name}"))),
-        Err(e) if e.contains("10058") => {}
-        Err(e) => return Err(BrokerError::api(format!("creating {name}"), e).into()),
+        Err(f) if f.code == Some(STREAM_NAME_IN_USE) => {}
+        Err(f) => return Err(f.at(format!("creating {name}"))),
     }
     let existing = match js.get_stream(&name).await {
         Ok(mut s) => {
             let config = s
                 .info()
                 .await
-                .map_err(|e| BrokerError::api(name.as_str(), e))?
+                .map_err(|e| Failed::of(&e).at(name.as_str()))?
                 .config
                 .clone();
             let mut fields = streams::drift(&want.shape(), &shape_of(&config));
@@ -556,9 +556,9 @@ async fn ensure(
             Some(fields)
         }
         Err(e) if not_found(&e) => None,
-        Err(e) => return Err(BrokerError::api(format!("reading stream {name}"), e).into()),
+        Err(e) => return Err(Failed::of(&e).at(format!("reading stream {name}"))),
     };
-    let fail = |verb: &str, e: String| Error::from(BrokerError::api(format!("{verb} {name}"), e));
+    let fail = |verb: &str, f: Failed| f.at(format!("{verb} {name}"));
     Ok(Some(match (want, existing) {
         (_, Some(fields)) if fields.is_empty() => return Ok(None),
         // Drift nats-server cannot update in place is left as it is; the plan names it.
@@ -568,7 +568,7 @@ async fn ensure(
         (Expected::Stream { .. }, Some(_)) => {
             js.update_stream(stream_config(&name, &want.shape(), replicas))
                 .await
-                .map_err(|e| fail("updating", e.to_string()))?;
+                .map_err(|e| fail("updating", Failed::of(&e)))?;
             format!("updated {name}")
         }
         (Expected::Stream { .. }, None) => {
@@ -580,7 +580,7 @@ async fn ensure(
         (Expected::Bucket { .. }, Some(_)) => {
             js.update_key_value(kv_config(want, replicas))
                 .await
-                .map_err(|e| fail("updating", e.to_string()))?;
+                .map_err(|e| fail("updating", Failed::of(&e)))?;
             format!("updated {name}")
         }
         (Expected::Bucket { .. }, None) => {
@@ -596,28 +596,81 @@ async fn ensure(
 /// started or rejoined is offline to placement until its first state reaches the meta leader.
 const PLACEMENT_DEADLINE: Duration = Duration::from_secs(15);
 
+/// JetStream's answer to the create of a stream that exists with another config.
+const STREAM_NAME_IN_USE: u64 = 10058;
+/// "No suitable peers for placement": a cluster node not yet known to the meta leader.
+const NO_SUITABLE_PEERS: u64 = 10005;
+/// "JetStream not enabled for account": a cluster node answers it for an account it loaded a
+/// moment ago, before its JetStream enabled it (found by the crash matrix on a cluster).
+const NOT_ENABLED_FOR_ACCOUNT: u64 = 10039;
+
+/// A JetStream request that failed: the API error code the broker gave (its `err_code`), when
+/// it gave one, and the words.
+struct Failed {
+    code: Option<u64>,
+    why: String,
+}
+
+impl Failed {
+    /// Read an async-nats error: the code is taken from the JetStream error anywhere in its
+    /// chain of sources (a bucket's create wraps the create of its stream).
+    fn of(e: &(dyn std::error::Error + 'static)) -> Failed {
+        let mut next = Some(e);
+        let mut code = None;
+        while let Some(e) = next {
+            if let Some(c) = e.downcast_ref::<jetstream::context::CreateStreamError>()
+                && let jetstream::context::CreateStreamErrorKind::JetStream(j) = c.kind()
+            {
+                code = Some(j.error_code().0);
+                break;
+            }
+            if let Some(j) = e.downcast_ref::<jetstream::Error>() {
+                code = Some(j.error_code().0);
+                break;
+            }
+            next = e.source();
+        }
+        Failed {
+            code,
+            why: e.to_string(),
+        }
+    }
+
+    /// As the broker's API error of `what`.
+    fn at(self, what: impl Into<String>) -> Error {
+        BrokerError::Api {
+            what: what.into(),
+            code: self.code,
+            why: self.why,
+        }
+        .into()
+    }
+}
+
 /// Run `create` until JetStream places it, or it fails for another reason, or
-/// [`PLACEMENT_DEADLINE`] passes. Retried: "no suitable peers for placement" (10005), and "not
-/// enabled for account" (10039), which a cluster node answers for an account it loaded a moment
-/// ago, before its JetStream enabled it (found by the crash matrix on a cluster, once in a run).
+/// [`PLACEMENT_DEADLINE`] passes. Retried: [`NO_SUITABLE_PEERS`] and [`NOT_ENABLED_FOR_ACCOUNT`],
+/// both transient on a cluster whose node just started, rejoined or loaded the account.
 async fn placed<
     T,
-    E: std::fmt::Display,
+    E: std::error::Error + 'static,
     F: std::future::Future<Output = std::result::Result<T, E>>,
 >(
     create: impl Fn() -> F,
-) -> std::result::Result<T, String> {
+) -> std::result::Result<T, Failed> {
     let deadline = tokio::time::Instant::now() + PLACEMENT_DEADLINE;
     loop {
         match create().await {
             Ok(v) => return Ok(v),
             Err(e) => {
-                let why = e.to_string();
-                let transient = why.contains("10005") || why.contains("10039");
+                let failed = Failed::of(&e);
+                let transient = matches!(
+                    failed.code,
+                    Some(NO_SUITABLE_PEERS | NOT_ENABLED_FOR_ACCOUNT)
+                );
                 if !transient || tokio::time::Instant::now() >= deadline {
-                    return Err(why);
+                    return Err(failed);
                 }
-                tracing::info!(%why, "waiting for JetStream to place the replicas");
+                tracing::info!(why = %failed.why, "waiting for JetStream to place the replicas");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -894,4 +947,42 @@ struct VarzJsStats {
 struct Connz {
     #[serde(default)]
     num_connections: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::BrokerError;
+
+    fn api_error(err_code: u64) -> jetstream::Error {
+        serde_json::from_value(serde_json::json!({
+            "code": 400, "err_code": err_code, "description": "stream name already in use"
+        }))
+        .expect("a JetStream API error")
+    }
+
+    #[test]
+    fn a_failed_create_keeps_jetstream_s_code_even_wrapped_in_a_bucket_create() {
+        let stream = jetstream::context::CreateStreamError::new(
+            jetstream::context::CreateStreamErrorKind::JetStream(api_error(STREAM_NAME_IN_USE)),
+        );
+        assert_eq!(Failed::of(&stream).code, Some(STREAM_NAME_IN_USE));
+        let bucket = jetstream::context::CreateKeyValueError::with_source(
+            jetstream::context::CreateKeyValueErrorKind::BucketCreate,
+            stream,
+        );
+        let failed = Failed::of(&bucket);
+        assert_eq!(failed.code, Some(STREAM_NAME_IN_USE));
+        assert!(matches!(
+            failed.at("creating KV_x"),
+            Error::Broker(BrokerError::Api {
+                code: Some(STREAM_NAME_IN_USE),
+                ..
+            })
+        ));
+        let timed_out = jetstream::context::CreateStreamError::new(
+            jetstream::context::CreateStreamErrorKind::TimedOut,
+        );
+        assert_eq!(Failed::of(&timed_out).code, None);
+    }
 }

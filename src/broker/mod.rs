@@ -215,7 +215,7 @@ impl Running {
         let mut targets = Vec::new();
         for n in running {
             let id = ids.get(n.name()).ok_or_else(|| {
-                Error::other(
+                BrokerError::unconfirmed(
                     Diagnostic::new(format!(
                         "node {} runs but did not answer the cluster's system account by its server name within {:?}: it may not have joined the cluster.",
                         n.name(),
@@ -365,10 +365,13 @@ impl Broker for Running {
             .control
             .account_jwt(account)
             .map_err(|e| {
-                Error::other(format!(
-                    "cannot ask the broker whether it has the account of {}: {e}",
-                    space.quoted()
-                ))
+                BrokerError::request(
+                    format!(
+                        "asking the broker whether it has the account of {}",
+                        space.quoted()
+                    ),
+                    e,
+                )
             })?
             .is_some();
         let configured = crate::store::server_conf::read(&self.targets[0].files)?
@@ -418,7 +421,7 @@ impl Broker for Running {
                         )
                     })
                     .collect();
-                Err(Error::other(words.join("\n")))
+                Err(BrokerError::unconfirmed(words.join("\n")).into())
             }
         }
     }
@@ -450,7 +453,7 @@ impl Broker for Running {
         if failures.is_empty() {
             Ok(true)
         } else {
-            Err(Error::other(failures.join("; ")))
+            Err(BrokerError::unconfirmed(failures.join("; ")).into())
         }
     }
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()> {
@@ -505,10 +508,11 @@ impl Broker for Running {
         if failures.is_empty() {
             Ok(())
         } else {
-            Err(Error::other(format!(
+            Err(BrokerError::unconfirmed(format!(
                 "the reload did not take on the data plane: {}",
                 failures.join("; ")
-            )))
+            ))
+            .into())
         }
     }
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>> {

@@ -1,10 +1,9 @@
 //! `cotal init`: mint the broker trust of a new root and write a starter `cotal.toml`.
 
 use super::Global;
-use crate::desired;
 use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
-use crate::store::{atomic, broker_record, desired_file, journal, lock};
+use crate::ops::init::no_single_space;
 
 /// Every root keeps scoped system signing keys: without them cotal could not confirm a reload
 /// of its broker, observe it, nor give a space its $SYS creds, so the single-space mode of the
@@ -20,92 +19,24 @@ pub struct Args {
     pub single_space: bool,
 }
 
-/// Why `init` makes no root without system keys.
-fn no_single_space() -> Diagnostic {
-    Diagnostic::new("a root without system signing keys (single-space) could not confirm a reload of its broker, observe it, or give even its first space its $SYS creds, so cotal no longer makes one. Every root keeps scoped system keys, each able to mint only the users of its role (docs/guide/credentials.md, \"The credential model\").")
-        .next("run `cotal init` without --single-space (and without `multi_space = false` in cotal.toml)")
-}
-
 pub fn run(global: &Global, args: Args) -> Result<i32> {
     if args.single_space {
         return Err(Error::input(no_single_space()));
     }
     let root = global.new_root()?;
     refuse_ancestor(global, &root)?;
-    // Bad input changes nothing: read cotal.toml before creating anything.
-    let desired_path = root.desired_file();
-    let existing = match desired_file::read(&root)? {
-        Some(text) => {
-            Some(desired::parse(&text, &desired_path.display().to_string()).map_err(Error::input)?)
-        }
-        None => None,
-    };
-    atomic::ensure_dir(&root.state_dir(), atomic::PRIVATE_DIR)?;
-    let _lock = lock::acquire(&root, &crate::operator::holder(), std::time::Duration::ZERO)?;
-    crate::apply::refuse_if_journal_open(&journal::load(&root)?, "init")?;
-    match broker_record::load(&root)? {
-        broker_record::Loaded::Absent => {
-            let material = broker_record::tenant_material(&root)?;
-            if !material.is_empty() {
-                return Err(Error::refused(
-                    Diagnostic::new(format!(
-                        "{} holds tenant material ({}) but no broker record: the operator that signed those tenants is missing, and a new operator would orphan them.",
-                        root.dir().display(),
-                        material.join(", ")
-                    ))
-                    .blast("none, nothing was changed.")
-                    .next("restore .cotal/auth/broker.json from a backup"),
-                ));
-            }
-        }
-        broker_record::Loaded::Valid((_, trust)) => {
-            return Err(Error::refused(
-                Diagnostic::new(format!(
-                    "{} already holds the broker trust (operator {}); a second operator would orphan every space signed by the first.",
-                    root.broker_record().display(),
-                    trust.operator_pub
-                ))
-                .blast("none, nothing was changed.")
-                .next("edit cotal.toml and run `cotal plan`"),
-            ));
-        }
-        broker_record::Loaded::Corrupt { reason: why, .. } => {
-            return Err(Error::refused(
-                Diagnostic::new(format!(
-                    "{} exists but is corrupt ({why}); it may hold the trust of real tenants, so init does not replace it.",
-                    root.broker_record().display()
-                ))
-                .next("restore it from a backup"),
-            ));
-        }
-    }
-    if existing.as_ref().is_some_and(|d| !d.broker.multi_space) {
-        return Err(Error::input(no_single_space()));
-    }
-
-    let evictor = existing.as_ref().is_some_and(|d| d.broker.evictor_creds);
-    // One atomic write: the operator, the system account and the keys its JWT lists.
-    let record = crate::mint::broker(true, evictor).map_err(Error::other)?;
-    broker_record::save(&root, &record)?;
-    if existing.is_none() {
-        desired_file::write(&root, desired::STARTER)?;
-    }
-    let trust = record.validate().map_err(Error::other)?;
+    let made = crate::ops::init::init(&root)?;
     println!("Initialised a cotal root at {}", root.dir().display());
-    println!("  operator        {}", trust.operator_pub);
-    println!("  system account  {}", trust.sys_pub);
+    println!("  operator        {}", made.operator_pub);
+    println!("  system account  {}", made.sys_pub);
     println!(
         "  system keys     scoped (control, observer{}), kept in .cotal/auth/broker.json (0600)",
-        if evictor { ", evictor" } else { "" }
+        if made.evictor { ", evictor" } else { "" }
     );
-    if existing.is_none() {
+    if made.wrote_starter {
         println!("  wrote           cotal.toml (starter)");
     }
-    let ignored = std::fs::read_to_string(root.dir().join(".gitignore")).is_ok_and(|t| {
-        t.lines()
-            .any(|l| l.trim().trim_end_matches('/') == ".cotal")
-    });
-    if !ignored {
+    if !made.gitignored {
         println!(
             "  git             add `.cotal/` to .gitignore: it holds every seed of this broker (commit cotal.toml, and .cotal/state.json's export, never .cotal/)"
         );

@@ -6,9 +6,7 @@ use super::Global;
 use super::apply_cmd::{self, ConfirmArgs};
 use crate::edit;
 use crate::error::{Error, Result};
-use crate::lifecycle;
 use crate::model::{SpaceName, SpaceState};
-use crate::observe;
 use crate::ops::apply::{Request, SpaceVerb};
 use std::collections::BTreeSet;
 
@@ -205,126 +203,91 @@ fn set_state(
     )
 }
 
-#[derive(serde::Serialize)]
-struct Row {
-    name: String,
-    in_file: bool,
-    desired_state: Option<SpaceState>,
-    protect: Option<bool>,
-    applied: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    state: Option<lifecycle::State>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    servable: Option<bool>,
-    /// Its account record exists but cannot be trusted.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    record_corrupt: bool,
-    /// Channels cotal.toml declares for the space.
-    channels_declared: usize,
-    /// Channels its registry holds (the defaults key not counted), when the broker was read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    channels_in_registry: Option<usize>,
-}
-
 fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<i32> {
-    let (desired, digest, broken) = observe::desired_for_reading(root)?;
-    if let Some(why) = &broken {
+    let listed = crate::ops::space_list::list(root)?;
+    if let Some(why) = &listed.desired_error {
         eprintln!("warning: cotal.toml cannot be read ({why}); only the applied spaces are listed");
     }
-    let observed = observe::observe(root, &desired, digest)?;
-    let mut problems = observed.problems();
-    problems.extend(observed.node_problems());
-    for p in &problems {
+    for p in &listed.problems {
         eprintln!("problem: {p}");
     }
-    let corrupt: BTreeSet<SpaceName> = observed
-        .inventory
-        .corrupt
-        .iter()
-        .filter_map(|c| c.space())
-        .collect();
-    let names: BTreeSet<&SpaceName> = desired
-        .spaces
-        .keys()
-        .chain(observed.inventory.spaces.keys())
-        .chain(corrupt.iter())
-        .collect();
-    let rows: Vec<Row> = names
-        .into_iter()
-        .map(|n| {
-            let spec = desired.spaces.get(n);
-            let view = observed
-                .inventory
-                .spaces
-                .get(n)
-                .map(|s| lifecycle::view(n, s, &observed));
-            Row {
-                name: n.to_string(),
-                in_file: spec.is_some(),
-                desired_state: spec.map(|s| s.state),
-                protect: spec.map(|s| s.protect),
-                applied: observed.inventory.spaces.contains_key(n),
-                state: view.as_ref().map(|v| v.state),
-                servable: view.map(|v| v.servable),
-                record_corrupt: corrupt.contains(n),
-                channels_declared: desired.channels.get(n).map_or(0, |c| c.channels.len()),
-                channels_in_registry: observed.inventory.spaces.get(n).and_then(|s| {
-                    match &s.registry {
-                        crate::observed::RegistryState::Read(r) => Some(
-                            r.keys()
-                                .filter(|k| *k != crate::channels::DEFAULTS_KEY)
-                                .count(),
-                        ),
-                        _ => None,
-                    }
-                }),
-            }
-        })
-        .collect();
     match format {
         super::status_cmd::Format::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&rows).expect("rows serialize")
+            serde_json::to_string_pretty(&listed.rows).expect("rows serialize")
         ),
         super::status_cmd::Format::Text => {
-            println!(
-                "{:<24} {:<10} {:<8} {:<13} {:<9} channels",
-                "space", "desired", "protect", "state", "servable"
-            );
-            for r in &rows {
-                let name = (SpaceName::parse(&r.name).expect("valid")).quoted();
-                println!(
-                    "{:<24} {:<10} {:<8} {:<13} {:<9} {}",
-                    name,
-                    match (r.desired_state, broken.is_some()) {
-                        (Some(s), _) => s.to_string(),
-                        (None, true) => "?".into(),
-                        (None, false) => "(removed)".into(),
-                    },
-                    r.protect
-                        .map(|p| p.to_string())
-                        .unwrap_or_else(|| "-".into()),
-                    match (r.state, r.record_corrupt) {
-                        (Some(s), _) => s.to_string(),
-                        (None, true) => "(record corrupt)".into(),
-                        (None, false) => "(not applied)".into(),
-                    },
-                    match r.servable {
-                        Some(true) => "yes",
-                        Some(false) => "no",
-                        None => "-",
-                    },
-                    match r.channels_in_registry {
-                        Some(n) => format!("{} declared, {n} in the registry", r.channels_declared),
-                        None => format!("{} declared", r.channels_declared),
-                    }
-                );
-            }
+            print!("{}", table(&listed.rows, listed.desired_error.is_some()))
         }
     }
-    Ok(if problems.is_empty() {
+    Ok(if listed.problems.is_empty() {
         crate::error::exit::OK
     } else {
         crate::error::exit::REFUSED
     })
+}
+
+/// The text table: each column as wide as its widest cell.
+fn table(rows: &[crate::ops::space_list::Row], file_broken: bool) -> String {
+    let cells: Vec<[String; 6]> = rows
+        .iter()
+        .map(|r| {
+            [
+                SpaceName::parse(&r.name).expect("valid").quoted(),
+                match (r.desired_state, file_broken) {
+                    (Some(s), _) => s.to_string(),
+                    (None, true) => "?".into(),
+                    (None, false) => "(removed)".into(),
+                },
+                r.protect
+                    .map(|p| p.to_string())
+                    .unwrap_or_else(|| "-".into()),
+                match (r.state, r.record_corrupt) {
+                    (Some(s), _) => s.to_string(),
+                    (None, true) => "(record corrupt)".into(),
+                    (None, false) => "(not applied)".into(),
+                },
+                match r.servable {
+                    Some(true) => "yes",
+                    Some(false) => "no",
+                    None => "-",
+                }
+                .into(),
+                match r.channels_in_registry {
+                    Some(n) => format!("{} declared, {n} in the registry", r.channels_declared),
+                    None => format!("{} declared", r.channels_declared),
+                },
+            ]
+        })
+        .collect();
+    let header = [
+        "space", "desired", "protect", "state", "servable", "channels",
+    ]
+    .map(String::from);
+    let mut widths = [0usize; 6];
+    for row in std::iter::once(&header).chain(&cells) {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(console::measure_text_width(cell));
+        }
+    }
+    let mut out = String::new();
+    for row in std::iter::once(&header).chain(&cells) {
+        let mut line = String::new();
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == row.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&console::pad_str(
+                    cell,
+                    widths[i],
+                    console::Alignment::Left,
+                    None,
+                ));
+                line.push_str("  ");
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
 }

@@ -423,7 +423,7 @@ fn stop_node(
         Liveness::Unknown { seen } => Err(Error::refused(
             Diagnostic::new(format!(
                 "cannot tell whether this root's broker is running: {}{seen}; nothing was signalled there.",
-                name.map(|n| format!("node {n}: ")).unwrap_or_default()
+                name.map(|n| crate::topology::node_prefix(true, &n)).unwrap_or_default()
             ))
             .next("if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)"),
         )),

@@ -8,5 +8,7 @@ pub mod backup;
 pub mod broker;
 pub mod creds;
 pub mod evict;
+pub mod init;
+pub mod space_list;
 pub mod state;
 pub mod status;

@@ -54,6 +54,11 @@ pub fn config_diff(plan: &Plan) -> Option<String> {
             change.unchanged.join(", ")
         ));
     }
+    if out.is_empty() {
+        // A promotion that repairs the generation record alone: say so rather than print a
+        // header over nothing.
+        out.push_str("# no change to the text of the config: only the generation record moves\n");
+    }
     Some(out)
 }
 

