@@ -132,16 +132,19 @@ pub fn promotion(
         .filter(|p| !diff.adds.contains_key(p.space) && !diff.reissues.contains_key(p.space))
         .count();
     let siblings = if observed.is_running() {
-        format!(
-            "rewrites the config every space shares{}; hot reload: the {kept} untouched space{} see{} no dropped connection and no data change",
-            if observed.is_cluster() {
-                format!(" on all {} nodes, reloaded at once", observed.nodes.len())
-            } else {
-                String::new()
-            },
-            if kept == 1 { "" } else { "s" },
-            if kept == 1 { "s" } else { "" }
-        )
+        let nodes = if observed.is_cluster() {
+            format!(" on all {} nodes, reloaded at once", observed.nodes.len())
+        } else {
+            String::new()
+        };
+        match kept {
+            0 => format!("rewrites the config every space shares{nodes}; hot reload, no restart"),
+            _ => format!(
+                "rewrites the config every space shares{nodes}; hot reload: the {kept} untouched space{} see{} no dropped connection and no data change",
+                if kept == 1 { "" } else { "s" },
+                if kept == 1 { "s" } else { "" }
+            ),
+        }
     } else {
         "the broker is stopped: the new config takes effect at the next `cotal up`".into()
     };
