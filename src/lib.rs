@@ -14,6 +14,7 @@
 //! | [`plan`] | `(desired, observed, intent) -> Plan` in named stages (`plan::Intent`: the rotations and `--allow-degraded` of one run); the closed `Step` set; refusals | pure |
 //! | [`report`] | a plan as text, JSON and markdown | pure |
 //! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view | pure |
+//! | [`route_auth`] | the cluster's route credential, derived from the operator seed, and its include file | pure |
 //! | [`apply`] | the executor: the journal, one `match` over `Step`, promotion stages, rollback, audit | edge |
 //! | [`broker`] | the only async IO boundary: identity from `/proc`, the process, the system account's control plane, provisioning | edge (IO) |
 //! | [`store`] | every artifact under the root, one module each; atomic writes, no-follow reads | edge (IO) |
@@ -71,6 +72,7 @@ pub mod plan;
 pub mod render;
 pub mod report;
 pub mod root_backup;
+pub mod route_auth;
 pub mod secret;
 pub mod state;
 pub mod store;

@@ -144,6 +144,22 @@ pub struct NodeFiles {
     pub log: PathBuf,
 }
 
+impl NodeFiles {
+    /// The config's file name (`server.conf`, or the last part of a node's `config`).
+    pub fn conf_file_name(&self) -> String {
+        self.conf
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "server.conf".into())
+    }
+
+    /// The route credential's include file, beside the config ([`crate::route_auth`]).
+    pub fn routes_include(&self) -> PathBuf {
+        self.conf
+            .with_file_name(crate::route_auth::include_name(&self.conf_file_name()))
+    }
+}
+
 /// `[cluster]` as written.
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -46,7 +46,8 @@ pub fn promote(
     let files: Vec<NodeFiles> = ctx.observed.nodes.iter().map(|n| n.files.clone()).collect();
     let trust = record.validate().map_err(Error::other)?;
     let inv = checked_inventory(root, &trust, &state.expected, &state.journal.removals)?;
-    let candidate = render_and_preflight(ctx, &files, &trust, &inv)?;
+    let credential = crate::route_auth::RouteCredential::derive(&record.operator.seed);
+    let candidate = render_and_preflight(ctx, &files, &trust, &inv, &credential)?;
     let current = compare_and_set(root, &files, expected)?;
     // Everything the reload check needs is ready before the config changes.
     let expectations = if broker.running() {
@@ -129,6 +130,7 @@ fn render_and_preflight(
     files: &[NodeFiles],
     trust: &BrokerTrust,
     inv: &Inventory,
+    credential: &crate::route_auth::RouteCredential,
 ) -> Result<Candidate> {
     let preloads = crate::observed::preloads(&inv.spaces);
     let mut digests = Vec::new();
@@ -139,7 +141,13 @@ fn render_and_preflight(
             .iter()
             .find(|n| n.name == f.name)
             .ok_or_else(|| Error::other(format!("internal error: node {} is not rendered", f.name)))
-            .and_then(|node| render::render(trust, &preloads, node).map_err(Error::refused))
+            .map(|node| node.with_route_credential(credential))
+            .and_then(|node| {
+                if let Some(text) = node.cluster.as_ref().and_then(|c| c.routes_include_text()) {
+                    server_conf::write_routes_include(f, &text)?;
+                }
+                render::render(trust, &preloads, &node).map_err(Error::refused)
+            })
             .and_then(|rendered| {
                 let next = server_conf::write_next(f, &rendered.text)?;
                 digests.push((f.name.clone(), rendered.digest));

@@ -292,10 +292,21 @@ fn node_status(
         .flatten()
         .map(|(leader, _)| leader);
     let preloads = crate::observed::preloads(&observed.inventory.spaces);
+    // The digest a cluster node reports covers its route credential (its include file).
+    let credential = match crate::store::broker_record::load(root) {
+        Ok(crate::store::broker_record::Loaded::Valid((record, _))) => Some(
+            crate::route_auth::RouteCredential::derive(&record.operator.seed),
+        ),
+        _ => None,
+    };
     let rendered: Vec<(String, String)> = crate::plan::nodes(desired, observed)
         .iter()
+        .map(|node| match &credential {
+            Some(c) => node.with_route_credential(c),
+            None => node.clone(),
+        })
         .filter_map(|node| {
-            crate::render::render(trust, &preloads, node)
+            crate::render::render(trust, &preloads, &node)
                 .ok()
                 .map(|r| (node.name.clone(), r.digest))
         })

@@ -32,6 +32,13 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
                     .filter(|o| o.name != n.name)
                     .filter_map(|o| o.route())
                     .collect(),
+                routes_include: crate::route_auth::include_name(
+                    &observed
+                        .node(&n.name)
+                        .map(|o| o.files.conf_file_name())
+                        .unwrap_or_else(|| "server.conf".into()),
+                ),
+                credential: None,
             }),
             store_dir: observed
                 .node(&n.name)

@@ -20,6 +20,18 @@ pub fn write_next(node: &NodeFiles, text: &str) -> Result<PathBuf> {
     Ok(node.conf_next.clone())
 }
 
+/// Write a cluster node's route include file (0600) beside its config, when its text differs.
+/// Its text changes only with the route credential or the node list, neither of which changes
+/// while the cluster runs, so a rollback of the config never needs the old text back.
+pub fn write_routes_include(node: &NodeFiles, text: &str) -> Result<()> {
+    let path = node.routes_include();
+    if atomic::read_optional(&path)?.as_deref() == Some(text.as_bytes()) {
+        return Ok(());
+    }
+    atomic::ensure_dir(&node.dir, atomic::PRIVATE_DIR)?;
+    atomic::write(&path, text.as_bytes(), atomic::SECRET)
+}
+
 /// Keep the live config as `.prev` and rename `.next` over it.
 pub fn promote_next(node: &NodeFiles) -> Result<()> {
     match atomic::read_optional(&node.conf)? {

@@ -12,6 +12,7 @@ const PURE: &[&str] = &[
     "src/topology.rs",
     "src/jwt.rs",
     "src/render.rs",
+    "src/route_auth.rs",
     "src/digest.rs",
     "src/observed.rs",
     "src/lifecycle.rs",

@@ -437,3 +437,189 @@ fn changing_replicas_rescales_every_stream_in_place_and_keeps_the_data() {
     assert_eq!(read, "kept through the rescale");
     assert_eq!(c.disconnects(), 0);
 }
+
+/// A nats-server the test runs beside the cluster: a copy of node 1's config with its own
+/// ports, name and no JetStream, whose `cluster {}` reaches every node's route port with
+/// `routes` (the include of node 1 replaced by them). Killed on drop.
+struct Stranger {
+    child: std::process::Child,
+    http: u16,
+    log: std::path::PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl Stranger {
+    fn start(b: &Broker, routes: &str) -> Stranger {
+        let dir = tempfile::tempdir().unwrap();
+        let conf = std::fs::read_to_string(b.root.file(".cotal/node.n1/server.conf")).unwrap();
+        let (port, http, listen) = (super::free_port(), super::free_port(), super::free_port());
+        let mut text = String::new();
+        let mut in_jetstream = false;
+        for line in conf.lines() {
+            if line.starts_with("jetstream {") {
+                in_jetstream = true;
+            } else if in_jetstream {
+                in_jetstream = line != "}";
+            } else if line.starts_with("port: ") {
+                text.push_str(&format!("port: {port}\nhttp: \"127.0.0.1:{http}\"\n"));
+            } else if line.starts_with("server_name: ") {
+                text.push_str("server_name: \"stranger\"\n");
+            } else if line.trim_start().starts_with("listen: ") {
+                text.push_str(&format!("  listen: \"127.0.0.1:{listen}\"\n"));
+            } else if line.trim_start().starts_with("include ") {
+                text.push_str(routes);
+            } else {
+                text.push_str(line);
+                text.push('\n');
+            }
+        }
+        let path = dir.path().join("stranger.conf");
+        std::fs::write(&path, text).unwrap();
+        let log = dir.path().join("stranger.log");
+        let child = std::process::Command::new(cotal::broker::preflight::binary().unwrap())
+            .arg("-c")
+            .arg(&path)
+            .arg("-l")
+            .arg(&log)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        Stranger {
+            child,
+            http,
+            log,
+            _dir: dir,
+        }
+    }
+
+    /// The server names of the routes the stranger holds (its own `/routez`).
+    fn routed_to(&self) -> Result<Vec<String>, String> {
+        use std::io::{Read, Write};
+        let mut s =
+            std::net::TcpStream::connect(("127.0.0.1", self.http)).map_err(|e| e.to_string())?;
+        s.write_all(b"GET /routez HTTP/1.0\r\n\r\n")
+            .map_err(|e| e.to_string())?;
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).map_err(|e| e.to_string())?;
+        let body = reply.split_once("\r\n\r\n").ok_or("no body")?.1;
+        let v: serde_json::Value = serde_json::from_str(body).map_err(|e| e.to_string())?;
+        let mut names: Vec<String> = v["routes"]
+            .as_array()
+            .ok_or("no routes")?
+            .iter()
+            .filter_map(|r| r["remote_name"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        names.dedup();
+        Ok(names)
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Stranger {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn a_stranger_on_the_route_ports_joins_nothing_and_only_the_credential_lets_a_server_in() {
+    let b = Broker::start_cluster("[spaces.design]\n");
+    // Each node's config names its include; the credential is only in the include (0600).
+    let include =
+        std::fs::read_to_string(b.root.file(".cotal/node.n1/server.routes.conf")).unwrap();
+    for i in 1..=3 {
+        let conf =
+            std::fs::read_to_string(b.root.file(&format!(".cotal/node.n{i}/server.conf"))).unwrap();
+        assert!(conf.contains("include \"server.routes.conf\""), "{conf}");
+        assert!(
+            !conf.contains("cotal-route"),
+            "no credential in the config: {conf}"
+        );
+        assert_eq!(
+            super::mode(&b.root.file(&format!(".cotal/node.n{i}/server.routes.conf"))),
+            0o600
+        );
+    }
+    let state = stdout(&b.root.cotal(&["state", "export"]).assert().success());
+    let password = include
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("password: "))
+        .map(|p| p.trim_matches('"').to_string())
+        .expect("the include holds the password");
+    assert!(
+        !state.contains(&password),
+        "the state never holds the credential"
+    );
+    let plan = stdout(
+        &b.root
+            .cotal(&["plan", "--format", "json"])
+            .assert()
+            .success(),
+    );
+    assert!(
+        !plan.contains(&password),
+        "a plan never holds the credential"
+    );
+
+    let every_node: String = b
+        .nodes
+        .iter()
+        .map(|(_, r)| format!("    \"nats-route://127.0.0.1:{r}\"\n"))
+        .collect();
+    // A server with everything of node 1's config but the credential: every node refuses it.
+    let stranger = Stranger::start(&b, &format!("  routes: [\n{every_node}  ]\n"));
+    eventually(
+        "every node refused the stranger's routes",
+        Duration::from_secs(30),
+        || {
+            let refused = stranger.log().matches("Authorization Violation").count();
+            (refused >= 3)
+                .then_some(())
+                .ok_or(format!("{refused} refusals so far"))
+        },
+    );
+    assert_eq!(
+        stranger.routed_to().unwrap(),
+        Vec::<String>::new(),
+        "{}",
+        stranger.log()
+    );
+    for (i, node) in b.status()["nodes"].as_array().unwrap().iter().enumerate() {
+        assert_eq!(node["state"], "running", "node {}: {node}", i + 1);
+    }
+    drop(stranger);
+
+    // The same server given the credential joins: the refusal above was the credential's.
+    let authorization: String = include
+        .lines()
+        .skip_while(|l| !l.starts_with("authorization {"))
+        .take_while(|l| !l.starts_with("routes:"))
+        .map(|l| format!("  {l}\n"))
+        .collect();
+    let routes_with_credential: String = b
+        .nodes
+        .iter()
+        .map(|(_, r)| format!("    \"nats-route://cotal-route:{password}@127.0.0.1:{r}\"\n"))
+        .collect();
+    let member = Stranger::start(
+        &b,
+        &format!("{authorization}  routes: [\n{routes_with_credential}  ]\n"),
+    );
+    let joined = eventually(
+        "the server with the credential joined",
+        Duration::from_secs(30),
+        || {
+            let names = member.routed_to()?;
+            (names.len() == 3)
+                .then_some(names.clone())
+                .ok_or(format!("routes to {names:?}"))
+        },
+    );
+    assert_eq!(joined, ["n1", "n2", "n3"]);
+}
