@@ -169,7 +169,8 @@ fn observe_with(
         .values()
         .map(|s| s.usage.total_bytes())
         .sum();
-    let capacity = capacity(desired, &nodes[0].store_dir, live.store, stored);
+    let mut capacity = capacity(desired, &nodes[0].store_dir, live.store, stored);
+    capacity.open_files = open_files(&nodes);
     let journal = journal::load(root)?;
     let mut journal_protected = std::collections::BTreeSet::new();
     if let crate::observed::JournalState::Valid(j) = &journal {
@@ -713,7 +714,35 @@ fn capacity(
             source: memory_source,
             used: live.map(|s| s.memory_used),
         },
+        open_files: None,
     }
+}
+
+/// The broker's open-file limit: the lowest soft limit of its running local nodes (as
+/// `/proc/PID/limits` says), else what `cotal up` will give the nats-server it starts (this
+/// process's hard limit: `up` raises the soft limit to it).
+fn open_files(nodes: &[crate::observed::ObservedNode]) -> Option<crate::observed::OpenFiles> {
+    use crate::observed::{OpenFiles, OpenFilesSource};
+    let running = nodes
+        .iter()
+        .filter_map(|n| n.process.pid())
+        .filter_map(|pid| {
+            let text = std::fs::read_to_string(format!("/proc/{pid}/limits")).ok()?;
+            crate::broker::process::soft_open_files(&text)
+        })
+        .min();
+    if let Some(limit) = running {
+        return Some(OpenFiles {
+            limit,
+            source: OpenFilesSource::Broker,
+        });
+    }
+    let (_, hard) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).ok()?;
+    Some(OpenFiles {
+        limit: hard,
+        source: OpenFilesSource::Up,
+    })
 }
 
 /// Bytes free for an unprivileged writer on the filesystem of `dir` (or of its nearest existing

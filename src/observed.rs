@@ -383,6 +383,36 @@ pub struct Store {
 pub struct Capacity {
     pub file: Store,
     pub memory: Store,
+    /// How many files the broker may hold open: each stream and bucket of every space holds
+    /// one. Exported in the state, so a plan from the state judges adds as the root would.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_files: Option<OpenFiles>,
+}
+
+/// The broker's open-file limit and where it was read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenFiles {
+    pub limit: u64,
+    pub source: OpenFilesSource,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OpenFilesSource {
+    /// The running nats-server's own soft limit (`/proc/PID/limits`; the lowest of a
+    /// cluster's local nodes).
+    Broker,
+    /// What `cotal up` gives a broker it starts: this host's hard limit for the user.
+    Up,
+}
+
+impl std::fmt::Display for OpenFilesSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            OpenFilesSource::Broker => "the running broker's limit",
+            OpenFilesSource::Up => "what `cotal up` gives the broker: this host's hard limit",
+        })
+    }
 }
 
 /// What the running nats-server says of itself.

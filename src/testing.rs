@@ -67,6 +67,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
                 source: CapacitySource::Configured,
                 used: None,
             },
+            open_files: None,
         },
     }
 }

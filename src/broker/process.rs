@@ -51,6 +51,9 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
     }
     check_log(node)?;
     let log_start = log_offset(node);
+    // Every stream and bucket holds a file open: the child inherits a soft limit raised as far
+    // as the host lets this user (the plan counts on it, `status` shows it).
+    raise_open_files();
     let mut child = Command::new(&bin)
         .arg("-c")
         .arg(&node.conf)
@@ -94,6 +97,29 @@ pub fn start(root: &Root, node: &NodeFiles, listener: &Listener, timeout: Durati
             )))
         }
     }
+}
+
+/// Raise this process's soft open-file limit to its hard limit (the children it starts from
+/// then on inherit it). A failure leaves the limit as it was: the plan's guard reads the
+/// broker's real limit once it runs.
+pub fn raise_open_files() {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    if let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE)
+        && soft < hard
+        && let Err(e) = setrlimit(Resource::RLIMIT_NOFILE, hard, hard)
+    {
+        tracing::warn!(%e, soft, hard, "could not raise the open-file limit");
+    }
+}
+
+/// The soft "Max open files" of a `/proc/PID/limits` text (`None` when absent or unlimited).
+pub fn soft_open_files(limits: &str) -> Option<u64> {
+    let line = limits.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 /// nats-server opens its log itself and would follow a link planted there: refuse anything but

@@ -150,6 +150,21 @@ fn generation_store_and_keys(out: &mut String, s: &Status, observed: &crate::obs
             }
         );
     }
+    if let Some(f) = &s.open_files {
+        let _ = writeln!(
+            out,
+            "open files  limit {} ({}): holds {} spaces; the applied ones need {}{}",
+            f.limit,
+            f.source,
+            f.spaces_within,
+            f.needed,
+            if f.needed > f.limit {
+                ", MORE than the limit: raise it, then `cotal down` and `cotal up`"
+            } else {
+                ""
+            }
+        );
+    }
     let keys = if matches!(observed.broker, BrokerRecordState::Valid(_)) {
         format!("{} keys", s.system.keys)
     } else {

@@ -28,6 +28,10 @@ pub struct Status {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cut: Option<String>,
     pub jetstream: JetStreamStatus,
+    /// The broker's open-file limit and how many spaces it holds (each stream and bucket holds
+    /// a file open).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub open_files: Option<OpenFilesStatus>,
     pub system: SystemStatus,
     /// A cluster's nodes (absent for one server).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -84,6 +88,16 @@ pub struct SystemStatus {
 pub struct JetStreamStatus {
     pub file: StoreStatus,
     pub memory: StoreStatus,
+}
+
+#[derive(Serialize)]
+pub struct OpenFilesStatus {
+    pub limit: u64,
+    pub source: crate::observed::OpenFilesSource,
+    /// How many spaces the limit holds.
+    pub spaces_within: u64,
+    /// Files the applied spaces' streams and buckets hold open (and the broker's own).
+    pub needed: u64,
 }
 
 #[derive(Serialize)]
@@ -193,6 +207,14 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
                 memory: StoreStatus::of(&observed.capacity.memory, applied.memory),
             }
         },
+        open_files: observed.capacity.open_files.map(|f| OpenFilesStatus {
+            limit: f.limit,
+            source: f.source,
+            spaces_within: crate::plan::capacity::spaces_within(f.limit),
+            needed: crate::plan::capacity::OPEN_FILES_RESERVED
+                + observed.inventory.spaces.len() as u64
+                    * crate::plan::capacity::open_files_per_space(),
+        }),
         system: SystemStatus {
             keys: match observed.system.keys {
                 crate::observed::SysKeysState::Scoped(_) => "scoped",

@@ -71,6 +71,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     guards::guard_sys_keys(observed, system.as_ref(), diff.adds.keys())?;
     guards::guard_degraded_adds(desired, observed, diff.adds.keys())?;
     super::capacity::guard_capacity(desired, observed)?;
+    super::capacity::guard_open_files(desired, observed, diff.adds.keys())?;
 
     let described = describe::describe(desired, observed, &removals, &diff);
     let promotion =

@@ -1708,3 +1708,50 @@ fn a_node_config_path_never_reads_or_replaces_a_file_cotal_did_not_render() {
         "private: do-not-print-me\n"
     );
 }
+
+#[test]
+fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
+    let root = TestRoot::init();
+    let spaces: String = (0..8).map(|i| format!("[spaces.s{i}]\n")).collect();
+    root.desire(&spaces);
+    let before = root.snapshot();
+    // The limit `cotal up` would give the broker is this process's hard limit: lowered to 150
+    // (room for 7 spaces of 12 streams and buckets, and 64 files of the broker's own).
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 150 && exec "$0" "$@""#)
+        .arg(assert_cmd::cargo::cargo_bin("cotal"))
+        .args([
+            "--root",
+            root.path().to_str().unwrap(),
+            "apply",
+            "--auto-approve",
+        ])
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let shown = format!(
+        "$ ulimit -n 150; cotal apply --auto-approve\nexit {}\n--- stdout\n{}--- stderr\n{}",
+        out.status.code().unwrap_or(-1),
+        crate::support::redact(&root, &String::from_utf8_lossy(&out.stdout)),
+        crate::support::redact(&root, &String::from_utf8_lossy(&out.stderr))
+    );
+    insta::assert_snapshot!("an_add_past_the_open_file_limit", shown);
+    assert_eq!(root.snapshot(), before);
+    // Seven fit.
+    let seven: String = (0..7).map(|i| format!("[spaces.s{i}]\n")).collect();
+    root.desire(&seven);
+    let status = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -n 150 && exec "$0" "$@""#)
+        .arg(assert_cmd::cargo::cargo_bin("cotal"))
+        .args([
+            "--root",
+            root.path().to_str().unwrap(),
+            "apply",
+            "--auto-approve",
+        ])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}

@@ -1582,3 +1582,23 @@ fn a_thousand_spaces_with_the_starter_defaults_boot_on_a_machine_of_this_size() 
     }
     root.cotal(&["down"]).assert().success();
 }
+
+#[test]
+fn up_gives_the_broker_the_hosts_open_file_limit_and_status_shows_what_it_holds() {
+    let b = Broker::start("[spaces.design]\n");
+    let (_, hard) =
+        nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", b.pid())).unwrap();
+    assert_eq!(
+        cotal::broker::process::soft_open_files(&limits),
+        Some(hard),
+        "the broker runs with the soft limit raised to the hard one: {limits}"
+    );
+    let status = b.status();
+    assert_eq!(status["open_files"]["limit"], hard, "{status}");
+    assert_eq!(status["open_files"]["source"], "broker", "{status}");
+    assert_eq!(
+        status["open_files"]["needed"],
+        cotal::plan::capacity::OPEN_FILES_RESERVED + cotal::plan::capacity::open_files_per_space()
+    );
+}

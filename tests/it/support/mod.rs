@@ -313,7 +313,7 @@ pub fn times(dir: &Path) -> BTreeMap<PathBuf, (i64, i64)> {
 pub fn redact(root: &TestRoot, text: &str) -> String {
     let root_path = root.path().display().to_string();
     let mut out = text.replace(&root_path, "[ROOT]");
-    let rules: [(&str, &str); 11] = [
+    let rules: [(&str, &str); 13] = [
         (r"eyJ[A-Za-z0-9_\-.]+…?", "[JWT]"),
         (r"\b[OAUN][A-Z2-7]{55}\b", "[KEY]"),
         // A key shortened for people (the plan shows 12 characters).
@@ -328,6 +328,9 @@ pub fn redact(root: &TestRoot, text: &str) -> String {
         ),
         (r"\b\d+(\.\d+)? ?(ms|µs|s)\b", "[DURATION]"),
         (r"pid \d+", "pid [PID]"),
+        // The host's open-file limit, and the spaces it holds.
+        (r"open files  limit \d+ ", "open files  limit [N] "),
+        (r"holds \d+ spaces", "holds [N] spaces"),
         // Whoever runs the tests.
         (r"not by you \(uid \d+\)", "not by you (uid [UID])"),
         (r"\.cotal-tmp\.[A-Za-z0-9]+", ".cotal-tmp.[TMP]"),
