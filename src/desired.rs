@@ -31,6 +31,39 @@ pub struct BrokerSettings {
     /// Mint each space a connection-evictor ($SYS KICK, broker-wide by NATS's design); off by
     /// default: `cotal space evict` is the operator's way, scoped to one space.
     pub evictor_creds: bool,
+    /// `[broker.tls]`: TLS on the client listener of every node.
+    pub tls: Option<TlsSettings>,
+}
+
+/// `[broker.tls]` as declared. Paths are as written (relative ones are relative to the root);
+/// the files are read and checked by observation ([`crate::tls`]), and each problem is
+/// reported at the key's place in `cotal.toml`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TlsSettings {
+    /// The certificate chain the listener presents (PEM).
+    pub cert: TlsPath,
+    /// Its private key (PEM; readable by its owner only).
+    pub key: TlsPath,
+    /// The CA clients' certificates must chain to (and cotal trusts the broker by).
+    pub ca: Option<TlsPath>,
+    /// Mutual TLS: every client must present a certificate the CA signed.
+    pub verify: bool,
+    /// The handshake's deadline, in milliseconds (`timeout`, in seconds, in the file).
+    pub timeout_ms: Option<u64>,
+    /// The names clients reach the broker by, which the certificate must cover; unset: every
+    /// node's listener host.
+    pub names: Vec<String>,
+    /// The certificate and key cotal presents itself under `verify` (its control, observation
+    /// and provisioning connections).
+    pub client_cert: Option<TlsPath>,
+    pub client_key: Option<TlsPath>,
+}
+
+/// A file of `[broker.tls]`: the path as written and where (`cotal.toml:LINE:COLUMN`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct TlsPath {
+    pub path: String,
+    pub at: String,
 }
 
 impl Default for BrokerSettings {
@@ -40,6 +73,7 @@ impl Default for BrokerSettings {
             max_file_store: None,
             max_memory_store: None,
             evictor_creds: false,
+            tls: None,
         }
     }
 }
@@ -109,6 +143,20 @@ struct RawBroker {
     max_file_store: Option<Spanned<toml::Value>>,
     max_memory_store: Option<Spanned<toml::Value>>,
     evictor_creds: Option<bool>,
+    tls: Option<Spanned<RawTls>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawTls {
+    cert: Option<Spanned<String>>,
+    key: Option<Spanned<String>>,
+    ca: Option<Spanned<String>>,
+    verify: Option<bool>,
+    timeout: Option<Spanned<toml::Value>>,
+    names: Option<Vec<Spanned<String>>>,
+    client_cert: Option<Spanned<String>>,
+    client_key: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -358,8 +406,86 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
         max_file_store: store("max_file_store", b.max_file_store)?,
         max_memory_store: store("max_memory_store", b.max_memory_store)?,
         evictor_creds: b.evictor_creds.unwrap_or(defaults.evictor_creds),
+        tls: b.tls.map(|t| tls_settings(t, loc)).transpose()?,
     };
     Ok((settings, Topology::lone(host, port, store_dir)))
+}
+
+fn tls_settings(raw: Spanned<RawTls>, loc: &Located) -> Result<TlsSettings, String> {
+    let start = raw.span().start;
+    let t = raw.into_inner();
+    let path = |field: &str, v: Spanned<String>| -> Result<TlsPath, String> {
+        let at = loc.at(v.span().start, "");
+        let at = at.trim_end_matches(": ").to_string();
+        check_path(field, v.get_ref())
+            .map(|path| TlsPath { path, at })
+            .map_err(|e| loc.at(v.span().start, e))
+    };
+    let required = |field: &str, v: Option<Spanned<String>>| -> Result<TlsPath, String> {
+        match v {
+            Some(v) => path(field, v),
+            None => Err(loc.at(
+                start,
+                format!("[broker.tls] needs `{field}` (a PEM file, relative to the root)"),
+            )),
+        }
+    };
+    let optional = |field: &str, v: Option<Spanned<String>>| v.map(|v| path(field, v)).transpose();
+    let verify = t.verify.unwrap_or(false);
+    let ca = optional("ca", t.ca)?;
+    if verify && ca.is_none() {
+        return Err(loc.at(
+            start,
+            "[broker.tls] verify = true needs `ca`: the CA clients' certificates must chain to",
+        ));
+    }
+    let client_cert = optional("client_cert", t.client_cert)?;
+    let client_key = optional("client_key", t.client_key)?;
+    if client_cert.is_some() != client_key.is_some() {
+        return Err(loc.at(
+            start,
+            "[broker.tls] client_cert and client_key go together: the certificate cotal presents and its key",
+        ));
+    }
+    if verify && client_cert.is_none() {
+        return Err(loc.at(
+            start,
+            "[broker.tls] verify = true needs client_cert and client_key: cotal's own connections must present a certificate the CA signed too",
+        ));
+    }
+    let timeout_ms = match t.timeout {
+        None => None,
+        Some(v) => {
+            let seconds = match v.get_ref() {
+                toml::Value::Integer(i) => Some(*i as f64),
+                toml::Value::Float(f) => Some(*f),
+                _ => None,
+            };
+            match seconds {
+                Some(s) if s > 0.0 && s <= 60.0 => Some((s * 1000.0).round() as u64),
+                _ => {
+                    return Err(loc.at(
+                        v.span().start,
+                        "timeout must be a number of seconds above 0 and at most 60 (the TLS handshake's deadline)",
+                    ));
+                }
+            }
+        }
+    };
+    let mut names = Vec::new();
+    for n in t.names.unwrap_or_default() {
+        names.push(check_host(n.get_ref()).map_err(|e| loc.at(n.span().start, e))?);
+    }
+    Ok(TlsSettings {
+        cert: required("cert", t.cert)?,
+        key: required("key", t.key)?,
+        ca,
+        verify,
+        timeout_ms,
+        names,
+        client_cert,
+        client_key,
+    })
 }
 
 fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {

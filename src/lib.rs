@@ -33,6 +33,7 @@
 //! | [`edit`] | format-preserving edits of `cotal.toml` for the space verbs | pure |
 //! | [`channels`] | channels declared per space: validation, wire form, diff against the registry | pure |
 //! | [`secret`] | a seed that never prints | pure |
+//! | [`tls`] | the TLS material of `[broker.tls]`: read, parsed, checked, fingerprinted | edge (IO) |
 //! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) | pure |
 //! | [`error`] | the error kinds and their exit codes | pure |
 //! | [`diagnostic`] | a refusal or error as data: what, tenants, blast radius, next steps | pure |
@@ -79,4 +80,5 @@ pub mod store;
 pub mod streams;
 #[doc(hidden)]
 pub mod testing;
+pub mod tls;
 pub mod topology;

@@ -104,6 +104,8 @@ fn observe_with(
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     every_view: bool,
 ) -> Result<Observed> {
+    // Every connection this process makes to the broker speaks what the root declares.
+    crate::broker::client_tls::configure(root, desired.broker.tls.as_ref());
     let now = crate::clock::now();
     let mut system = SystemObserved {
         keys: SysKeysState::None,
@@ -204,6 +206,11 @@ fn observe_with(
         server: live.server,
         nodes,
         layout_conflict: layout_conflict(root, desired)?,
+        tls: desired
+            .broker
+            .tls
+            .as_ref()
+            .map(|t| crate::tls::observe(root, t)),
     })
 }
 

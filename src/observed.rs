@@ -378,6 +378,50 @@ pub struct Store {
     pub used: Option<u64>,
 }
 
+/// The TLS material of `[broker.tls]`, as observed ([`crate::tls`] reads it).
+/// What the broker's TLS files are, as far as a plan needs them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TlsFacts {
+    /// Absolute paths, as the config names them.
+    pub cert_file: PathBuf,
+    pub key_file: PathBuf,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<PathBuf>,
+    /// `sha256:` and the hex of the leaf certificate's DER: a new certificate at the same path
+    /// changes it, and with it the rendered config.
+    pub fingerprint: String,
+    /// The leaf's expiry (unix seconds).
+    pub not_after: i64,
+    /// The DNS names and IP addresses the leaf covers.
+    pub names: Vec<String>,
+}
+
+/// The material as read: its facts when the certificate could be read, and every problem.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObservedTls {
+    pub facts: Option<TlsFacts>,
+    /// Each `cotal.toml:LINE:COLUMN: ...`.
+    pub problems: Vec<String>,
+}
+
+/// Whether `names` (a certificate's) cover `host`: an exact name or address, or a `*.` wildcard
+/// for one label.
+pub fn covers(names: &[String], host: &str) -> bool {
+    let host = host.trim_end_matches('.').to_ascii_lowercase();
+    names.iter().any(|n| {
+        let n = n.to_ascii_lowercase();
+        if n == host {
+            return true;
+        }
+        match n.strip_prefix("*.") {
+            Some(suffix) => host
+                .split_once('.')
+                .is_some_and(|(first, rest)| !first.is_empty() && rest == suffix),
+            None => false,
+        }
+    })
+}
+
 /// What the broker can hold in JetStream.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Capacity {
@@ -453,6 +497,8 @@ pub struct Observed {
     /// The root holds the promoted config of the other layout (a single server's while
     /// `cotal.toml` declares a cluster, or a cluster node's while it does not): what was found.
     pub layout_conflict: Option<String>,
+    /// `[broker.tls]`'s files as read (absent when `cotal.toml` declares no TLS).
+    pub tls: Option<ObservedTls>,
 }
 
 /// One node of the broker, as observed.
@@ -703,5 +749,27 @@ impl Observed {
             all.push('\0');
         }
         crate::digest::sha256(all.as_bytes())
+    }
+}
+
+#[cfg(test)]
+mod tls_tests {
+
+    use super::covers;
+
+    #[test]
+    fn names_cover_exact_hosts_and_one_wildcard_label() {
+        let names = vec![
+            "broker.example.com".to_string(),
+            "*.nodes.example.com".into(),
+            "10.0.0.2".into(),
+        ];
+        assert!(covers(&names, "broker.example.com"));
+        assert!(covers(&names, "BROKER.example.com."));
+        assert!(covers(&names, "n1.nodes.example.com"));
+        assert!(!covers(&names, "a.n1.nodes.example.com"));
+        assert!(!covers(&names, "nodes.example.com"));
+        assert!(covers(&names, "10.0.0.2"));
+        assert!(!covers(&names, "10.0.0.3"));
     }
 }

@@ -28,6 +28,41 @@ pub struct Node {
     /// JetStream's file and memory stores, when the operator bounds them.
     pub max_file_store: Option<u64>,
     pub max_memory_store: Option<u64>,
+    /// TLS on the client listener (`[broker.tls]`).
+    pub tls: Option<ListenerTls>,
+}
+
+/// The client listener's `tls {}` block, and the certificate it serves (by fingerprint and
+/// expiry, in a comment: a new certificate at the same path changes the rendered text, so it
+/// is planned and promoted, and the reload re-reads the files).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListenerTls {
+    pub cert_file: String,
+    pub key_file: String,
+    pub ca_file: Option<String>,
+    pub verify: bool,
+    pub timeout_ms: Option<u64>,
+    /// `sha256:…` of the leaf certificate, and its expiry (unix seconds); `None` when the files
+    /// could not be read (the plan refuses then, and nothing is rendered to disk).
+    pub certificate: Option<(String, i64)>,
+}
+
+/// The first line of the comment that names the certificate a config serves.
+pub const TLS_CERTIFICATE_LINE: &str = "# tls certificate ";
+
+/// The certificate line of a rendered config (fingerprint and expiry), if it has one.
+pub fn tls_certificate_line(text: &str) -> Option<&str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(TLS_CERTIFICATE_LINE))
+}
+
+/// Seconds as nats-server reads them: a whole number when whole.
+fn seconds(ms: u64) -> serde_json::Value {
+    if ms.is_multiple_of(1000) {
+        serde_json::json!(ms / 1000)
+    } else {
+        serde_json::json!(ms as f64 / 1000.0)
+    }
 }
 
 impl Node {
@@ -159,6 +194,28 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
     out.push('\n');
     let _ = writeln!(out, "host: {}", quote(&node.host));
     let _ = writeln!(out, "port: {}", node.port);
+    if let Some(t) = &node.tls {
+        if let Some((fingerprint, not_after)) = &t.certificate {
+            let _ = writeln!(
+                out,
+                "{TLS_CERTIFICATE_LINE}{fingerprint} expires {}",
+                crate::model::stamp(*not_after)
+            );
+        }
+        out.push_str("tls {\n");
+        let _ = writeln!(out, "  cert_file: {}", quote(&t.cert_file));
+        let _ = writeln!(out, "  key_file: {}", quote(&t.key_file));
+        if let Some(ca) = &t.ca_file {
+            let _ = writeln!(out, "  ca_file: {}", quote(ca));
+        }
+        if t.verify {
+            out.push_str("  verify: true\n");
+        }
+        if let Some(ms) = t.timeout_ms {
+            let _ = writeln!(out, "  timeout: {}", seconds(ms));
+        }
+        out.push_str("}\n");
+    }
     if let Some(c) = &node.cluster {
         let _ = writeln!(out, "server_name: {}", quote(&node.name));
         out.push_str("cluster {\n");
@@ -255,6 +312,21 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         "resolver": "MEMORY",
         "resolver_preload": preload,
     });
+    if let Some(t) = &node.tls {
+        let mut tls = serde_json::Map::new();
+        tls.insert("cert_file".into(), json!(t.cert_file));
+        tls.insert("key_file".into(), json!(t.key_file));
+        if let Some(ca) = &t.ca_file {
+            tls.insert("ca_file".into(), json!(ca));
+        }
+        if t.verify {
+            tls.insert("verify".into(), json!(true));
+        }
+        if let Some(ms) = t.timeout_ms {
+            tls.insert("timeout".into(), seconds(ms));
+        }
+        parsed["tls"] = Value::Object(tls);
+    }
     if let Some(c) = &node.cluster {
         parsed["server_name"] = json!(node.name);
         // nats-server digests the parsed config with its includes inlined.
@@ -455,6 +527,7 @@ mod tests {
             store_dir: "/srv/s".into(),
             max_file_store: None,
             max_memory_store: None,
+            tls: None,
         };
         let text = render(
             &trust(),

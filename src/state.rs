@@ -77,6 +77,10 @@ pub struct BrokerState {
     pub store_dir: PathBuf,
     pub capacity: Capacity,
     pub running: bool,
+    /// `[broker.tls]`'s certificate as read at the export (paths, fingerprint, expiry, names;
+    /// never a key): a plan from the state renders the same `tls {}` block.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<crate::observed::TlsFacts>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -156,6 +160,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
             store_dir: observed.first().store_dir.clone(),
             capacity: observed.capacity,
             running: observed.is_running(),
+            tls: observed.tls.as_ref().and_then(|t| t.facts.clone()),
         },
         server_conf: observed.server_conf_text().map(str::to_string),
         // A single server is the broker the fields above describe (the format of states
@@ -317,6 +322,10 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         capacity: b.capacity,
         now,
         layout_conflict: None,
+        tls: b.tls.clone().map(|facts| crate::observed::ObservedTls {
+            facts: Some(facts),
+            problems: Vec::new(),
+        }),
         nodes: if state.nodes.is_empty() {
             vec![exported_node(
                 crate::topology::LONE_NODE,

@@ -46,6 +46,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
         now: 1_800_000_000,
         nodes: vec![lone_node("/srv/s")],
         layout_conflict: None,
+        tls: None,
         inventory: Inventory {
             spaces: spaces.iter().map(|(n, s)| (name(n), s.clone())).collect(),
             corrupt: Vec::new(),

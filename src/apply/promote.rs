@@ -51,7 +51,16 @@ pub fn promote(
     let current = compare_and_set(root, &files, expected)?;
     // Everything the reload check needs is ready before the config changes.
     let expectations = if broker.running() {
-        expectations(root, record, plan, &state.journal.removals)?
+        let mut e = expectations(root, record, plan, &state.journal.removals)?;
+        // A TLS listener serves the certificate this config was rendered for.
+        if let Some((fingerprint, _)) = ctx
+            .nodes
+            .iter()
+            .find_map(|n| n.tls.as_ref().and_then(|t| t.certificate.clone()))
+        {
+            e.push(Expectation::Serves { fingerprint });
+        }
+        e
     } else {
         Vec::new()
     };

@@ -67,15 +67,17 @@ impl Control {
             .map_err(|e| BrokerError::local("tokio runtime", e))?;
         let client = rt
             .block_on(async {
-                async_nats::ConnectOptions::with_credentials(creds)
-                    .map_err(|e| format!("bad creds: {e}"))?
-                    .connection_timeout(REQUEST_DEADLINE)
-                    .request_timeout(Some(REQUEST_DEADLINE))
-                    .max_reconnects(Some(0))
-                    .name("cotal-control")
-                    .connect(url)
-                    .await
-                    .map_err(|e| e.to_string())
+                crate::broker::client_tls::apply(
+                    async_nats::ConnectOptions::with_credentials(creds)
+                        .map_err(|e| format!("bad creds: {e}"))?,
+                )
+                .connection_timeout(REQUEST_DEADLINE)
+                .request_timeout(Some(REQUEST_DEADLINE))
+                .max_reconnects(Some(0))
+                .name("cotal-control")
+                .connect(url)
+                .await
+                .map_err(|e| e.to_string())
             })
             .map_err(|e| BrokerError::connect(format!("system connection to {url}"), e))?;
         let server_id = client.server_info().server_id;

@@ -46,6 +46,7 @@ impl Isolated {
             store_dir: store_dir.to_path_buf(),
             max_file_store: None,
             max_memory_store: None,
+            tls: None,
         };
         let text = render::server_conf(
             trust,

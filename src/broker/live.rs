@@ -247,16 +247,18 @@ impl Nats {
     /// connection count.
     pub fn connections(&self, observer_creds: &str, account: &str) -> Result<u64> {
         self.rt.block_on(async {
-            let client = async_nats::ConnectOptions::with_credentials(observer_creds)
-                .map_err(|e| BrokerError::local("observer creds", e))?
-                .connection_timeout(TIMEOUT)
-                .request_timeout(Some(TIMEOUT))
-                .max_reconnects(Some(0))
-                .custom_inbox_prefix(crate::permissions::inbox_prefix(account))
-                .name("cotal")
-                .connect(&self.url)
-                .await
-                .map_err(|e| BrokerError::connect("observer connect", e))?;
+            let client = crate::broker::client_tls::apply(
+                async_nats::ConnectOptions::with_credentials(observer_creds)
+                    .map_err(|e| BrokerError::local("observer creds", e))?,
+            )
+            .connection_timeout(TIMEOUT)
+            .request_timeout(Some(TIMEOUT))
+            .max_reconnects(Some(0))
+            .custom_inbox_prefix(crate::permissions::inbox_prefix(account))
+            .name("cotal")
+            .connect(&self.url)
+            .await
+            .map_err(|e| BrokerError::connect("observer connect", e))?;
             let connz: Reply<Connz> =
                 request(&client, &format!("$SYS.REQ.ACCOUNT.{account}.CONNZ"), "{}").await?;
             Ok(connz.data.num_connections)
@@ -687,12 +689,14 @@ fn not_found(e: &jetstream::context::GetStreamError) -> bool {
 }
 
 async fn connect(url: &str, creds: &str) -> std::result::Result<async_nats::Client, String> {
-    let options = async_nats::ConnectOptions::with_credentials(creds)
-        .map_err(|e| format!("bad creds: {e}"))?
-        .connection_timeout(TIMEOUT)
-        .request_timeout(Some(TIMEOUT))
-        .max_reconnects(Some(0))
-        .name("cotal");
+    let options = crate::broker::client_tls::apply(
+        async_nats::ConnectOptions::with_credentials(creds)
+            .map_err(|e| format!("bad creds: {e}"))?,
+    )
+    .connection_timeout(TIMEOUT)
+    .request_timeout(Some(TIMEOUT))
+    .max_reconnects(Some(0))
+    .name("cotal");
     options.connect(url).await.map_err(|e| e.to_string())
 }
 

@@ -7,6 +7,7 @@
 //! confirmed by VARZ, teardown through `$JS.API.ACCOUNT.PURGE`, and a data-plane check that
 //! never needs a free connection slot in a tenant's account.
 
+pub mod client_tls;
 pub mod control;
 pub mod identity;
 pub mod isolated;
@@ -41,6 +42,10 @@ pub enum Expectation {
     /// A fresh user of the space is refused (suspended or removed spaces; a refused connection
     /// takes no slot).
     Refuses { space: SpaceName, creds: String },
+    /// The client listener serves this certificate (`sha256:…` of its leaf): nats-server's
+    /// config digest covers the TLS files' paths, not what they hold, so a new certificate at
+    /// the same paths is confirmed by a handshake.
+    Serves { fingerprint: String },
 }
 
 /// What apply asks of the broker.
@@ -486,6 +491,20 @@ impl Broker for Running {
                     Expectation::Unloaded { space, account } => {
                         if self.control.account_jwt_of(&t.id, account)?.is_some() {
                             failures.push(format!("{} is still loaded{on}", space.quoted()));
+                        }
+                    }
+                    Expectation::Serves { fingerprint } => {
+                        match client_tls::served_fingerprint(
+                            t.nats.url(),
+                            control::REQUEST_DEADLINE,
+                        ) {
+                            Ok(served) if &served == fingerprint => {}
+                            Ok(served) => failures.push(format!(
+                                "the client listener still serves certificate {served}, not {fingerprint}{on}"
+                            )),
+                            Err(why) => failures.push(format!(
+                                "cannot read the certificate the client listener serves{on}: {why}"
+                            )),
                         }
                     }
                     Expectation::Accepts { space, creds } => {

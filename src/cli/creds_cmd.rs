@@ -197,6 +197,9 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
             crate::permissions::member_inbox(&m.name)
         );
     }
+    if let Some(hint) = crate::ops::creds::connect_hint(&root) {
+        eprintln!("{hint}");
+    }
     Ok(0)
 }
 

@@ -52,6 +52,32 @@ pub fn mint(
     credentials::mint(root, &lock, &observed.account_pub, request)
 }
 
+/// How a client reaches a broker that requires TLS (`[broker.tls]`): the `tls://` URL of each
+/// listener, the CA to trust, and whether it must present a certificate. `None` without TLS.
+pub fn connect_hint(root: &Root) -> Option<String> {
+    let (desired, _, _) = observe::desired_for_reading(root).ok()?;
+    let tls = desired.broker.tls.as_ref()?;
+    let urls: Vec<String> = desired
+        .topology
+        .nodes
+        .iter()
+        .map(|n| format!("tls://{}:{}", tls.names.first().unwrap_or(&n.host), n.port))
+        .collect();
+    Some(format!(
+        "The broker requires TLS: connect to {}{}{}.",
+        urls.join(", "),
+        match &tls.ca {
+            Some(ca) => format!(" trusting the CA in {} (beside cotal.toml)", ca.path),
+            None => String::new(),
+        },
+        if tls.verify {
+            ", and present a client certificate that CA signed (verify = true)"
+        } else {
+            ""
+        }
+    ))
+}
+
 /// Record the revocation of `target`'s keys of `space` (the next apply puts it in force).
 pub fn revoke(
     root: &Root,

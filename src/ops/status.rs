@@ -175,6 +175,26 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
     let server = observed.server.as_ref();
     let mut problems = observed.problems();
     problems.extend(observed.node_problems());
+    // The client listener's TLS: files that cannot serve, an expired certificate, or one that
+    // expires within 30 days.
+    if let Some(tls) = &observed.tls {
+        problems.extend(tls.problems.iter().cloned());
+        if let (Some(f), Some(declared)) = (&tls.facts, &desired.broker.tls) {
+            if f.not_after <= observed.now {
+                problems.push(format!(
+                    "the TLS certificate {} expired at {}",
+                    declared.cert.path,
+                    crate::model::stamp(f.not_after)
+                ));
+            } else if f.not_after - observed.now <= crate::plan::tls::EXPIRY_WARNING {
+                problems.push(crate::plan::tls::expiring(
+                    &declared.cert.path,
+                    f.not_after,
+                    observed.now,
+                ));
+            }
+        }
+    }
     let nodes = node_status(root, &desired, &observed);
     let status = Status {
         format_version: FORMAT_VERSION,

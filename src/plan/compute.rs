@@ -47,8 +47,29 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
                 .clone(),
             max_file_store,
             max_memory_store,
+            tls: listener_tls(desired, observed),
         })
         .collect()
+}
+
+/// The client listener's TLS as `[broker.tls]` declares it, with the certificate observation
+/// read (its absolute paths, fingerprint and expiry).
+fn listener_tls(desired: &Desired, observed: &Observed) -> Option<render::ListenerTls> {
+    let t = desired.broker.tls.as_ref()?;
+    let facts = observed.tls.as_ref().and_then(|o| o.facts.as_ref());
+    let path = |p: &str| p.to_string();
+    Some(render::ListenerTls {
+        cert_file: facts.map_or_else(|| path(&t.cert.path), |f| f.cert_file.display().to_string()),
+        key_file: facts.map_or_else(|| path(&t.key.path), |f| f.key_file.display().to_string()),
+        ca_file: match (facts.and_then(|f| f.ca_file.as_ref()), &t.ca) {
+            (Some(ca), _) => Some(ca.display().to_string()),
+            (None, Some(ca)) => Some(path(&ca.path)),
+            (None, None) => None,
+        },
+        verify: t.verify,
+        timeout_ms: t.timeout_ms,
+        certificate: facts.map(|f| (f.fingerprint.clone(), f.not_after)),
+    })
 }
 
 /// Compute the plan, or refuse: a pure function of what `cotal.toml` says, what was observed,
@@ -66,6 +87,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     for node in &nodes {
         guards::guard_listener(observed, node)?;
     }
+    super::tls::guard_tls(desired, observed, &nodes)?;
     let system = system::reissue(desired, observed, intent, &removals);
     let diff = diff::diff(desired, observed, intent, &removals, system.as_ref());
     guards::guard_sys_keys(observed, system.as_ref(), diff.adds.keys())?;
@@ -106,6 +128,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
         warnings: describe::warnings(desired, observed, &nodes)
             .into_iter()
             .chain(describe::channel_warnings(desired, observed, &diff))
+            .chain(super::tls::warnings(desired, observed))
             .collect(),
         changes: described.changes,
         steps,

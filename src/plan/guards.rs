@@ -438,6 +438,7 @@ mod tests {
             store_dir: "/s".into(),
             max_file_store: None,
             max_memory_store: None,
+            tls: None,
         }
     }
 

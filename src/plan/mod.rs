@@ -25,6 +25,7 @@ mod order;
 mod promotion;
 mod removals;
 mod system;
+pub mod tls;
 
 pub use blast::Blast;
 pub use compute::{compute, nodes};
@@ -117,6 +118,12 @@ pub enum Reason {
     SystemAccount,
     /// There is no `server.conf` yet.
     NoConfig,
+    /// The client listener's TLS changes: declared, removed, or a new certificate (its
+    /// fingerprint and expiry, before and after).
+    Tls {
+        before: Option<String>,
+        after: Option<String>,
+    },
     /// `server.conf` is not the rendering of the inventory (hand edit, interrupted apply).
     ConfigDrift,
     /// The generation record does not match the promoted inventory.
@@ -156,6 +163,12 @@ impl std::fmt::Display for Reason {
             ),
             Reason::SystemAccount => f.write_str("re-issues the system account"),
             Reason::NoConfig => f.write_str("server.conf does not exist yet"),
+            Reason::Tls { before, after } => write!(
+                f,
+                "the client listener's TLS certificate changes: {} -> {}",
+                before.as_deref().unwrap_or("none"),
+                after.as_deref().unwrap_or("none")
+            ),
             Reason::ConfigDrift => f.write_str(
                 "server.conf differs from the rendering of the inventory (edited by hand, or left by an interrupted apply)",
             ),

@@ -69,7 +69,7 @@ pub fn reasons(
     if base.is_empty() {
         return Ok(reasons);
     }
-    let explained = !reasons.is_empty();
+    let mut explained = !reasons.is_empty();
     let mut missing = false;
     let mut drifted = false;
     for node in nodes {
@@ -77,7 +77,21 @@ pub fn reasons(
             render::server_conf(trust, &base, node).map_err(super::guards::render_refusal)?;
         match observed.node_conf_text(&node.name) {
             None => missing = true,
-            Some(conf) if conf != base_render => drifted = true,
+            Some(conf) if conf != base_render => {
+                drifted = true;
+                let before = render::tls_certificate_line(conf);
+                let after = render::tls_certificate_line(&base_render);
+                let tls = |t: &str| t.contains("tls {");
+                if (before != after || tls(conf) != tls(&base_render))
+                    && !reasons.iter().any(|r| matches!(r, Reason::Tls { .. }))
+                {
+                    reasons.push(Reason::Tls {
+                        before: before.map(str::to_string),
+                        after: after.map(str::to_string),
+                    });
+                    explained = true;
+                }
+            }
             _ => {}
         }
     }

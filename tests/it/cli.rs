@@ -1755,3 +1755,57 @@ fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
         .unwrap();
     assert!(status.success());
 }
+
+#[test]
+fn a_certificate_near_expiry_is_a_plan_warning_and_a_status_problem_and_creds_say_how_to_connect() {
+    use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = CertifiedIssuer::self_signed(ca_params, KeyPair::generate().unwrap()).unwrap();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.not_after = time::OffsetDateTime::now_utc() + time::Duration::days(10);
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &ca).unwrap();
+    let root = TestRoot::init();
+    std::fs::create_dir(root.file("tls")).unwrap();
+    std::fs::write(root.file("tls/ca.pem"), ca.pem()).unwrap();
+    std::fs::write(root.file("tls/server.pem"), cert.pem()).unwrap();
+    std::fs::write(root.file("tls/server.key"), key.serialize_pem()).unwrap();
+    std::fs::set_permissions(
+        root.file("tls/server.key"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
+    root.desire("[broker.tls]\ncert = \"tls/server.pem\"\nkey = \"tls/server.key\"\nca = \"tls/ca.pem\"\n\n[spaces.design]\n");
+    let plan = stdout(&root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("warning: the TLS certificate tls/server.pem expires in 9 day(s)")
+            || plan.contains("warning: the TLS certificate tls/server.pem expires in 10 day(s)"),
+        "{plan}"
+    );
+    assert!(plan.contains("tls {"), "{plan}");
+    root.apply().success();
+    let conf = std::fs::read_to_string(root.file(".cotal/auth/server.conf")).unwrap();
+    assert!(conf.contains(&format!(
+        "ca_file: \"{}\"",
+        root.file("tls/ca.pem").display()
+    )));
+    let status = root.cotal(&["status"]).assert().code(3);
+    assert!(
+        stdout(&status).contains("PROBLEM     the TLS certificate tls/server.pem expires in"),
+        "{}",
+        stdout(&status)
+    );
+    let creds = root
+        .cotal(&["creds", "design", "--user", "a", "--out", "-"])
+        .assert()
+        .success();
+    insta::assert_snapshot!(
+        "creds_say_how_to_connect_over_tls",
+        crate::support::redact(&root, &stderr(&creds))
+    );
+    // The state carries the certificate's facts (never its key), for a pull request's plan.
+    let state = stdout(&root.cotal(&["state", "export"]).assert().success());
+    assert!(state.contains("\"fingerprint\": \"sha256:"), "{state}");
+    assert!(!state.contains("PRIVATE KEY"));
+}

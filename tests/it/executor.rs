@@ -53,6 +53,10 @@ impl Broker for Fake {
                 }
                 Expectation::Unloaded { space, .. } => self.loaded.push((space.to_string(), false)),
                 Expectation::SystemLoaded { .. } => self.loaded.push(("$SYS".into(), true)),
+                Expectation::Serves { fingerprint } => {
+                    assert!(fingerprint.starts_with("sha256:"));
+                    self.loaded.push(("tls".into(), true))
+                }
             }
         }
         if self.verify_fails {

@@ -10,6 +10,7 @@ mod crash;
 mod root_backup;
 mod system_creds;
 mod tenancy;
+mod tls;
 mod trust;
 
 use crate::support::{TestRoot, stdout};

@@ -1,0 +1,164 @@
+//! The TLS cotal's own connections use (control, observation, provisioning, registries, the
+//! data-plane checks): when `[broker.tls]` is declared, every connection requires TLS, trusts
+//! the declared CA (else the host's roots) and, under `verify`, presents cotal's client
+//! certificate. Set once per process from the root's `cotal.toml` by observation, which every
+//! command that connects runs first; one process serves one root.
+
+use crate::desired::TlsSettings;
+use crate::store::Root;
+use std::path::PathBuf;
+use std::sync::RwLock;
+
+/// What a connection of cotal's needs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ClientTls {
+    ca: Option<PathBuf>,
+    client: Option<(PathBuf, PathBuf)>,
+}
+
+static CLIENT_TLS: RwLock<Option<ClientTls>> = RwLock::new(None);
+
+/// Use `tls` (paths relative to `root`) for every connection from now on; `None`: plaintext.
+pub fn configure(root: &Root, tls: Option<&TlsSettings>) {
+    let value = tls.map(|t| ClientTls {
+        ca: t.ca.as_ref().map(|ca| root.dir().join(&ca.path)),
+        client: t
+            .client_cert
+            .as_ref()
+            .zip(t.client_key.as_ref())
+            .map(|(c, k)| (root.dir().join(&c.path), root.dir().join(&k.path))),
+    });
+    if let Ok(mut slot) = CLIENT_TLS.write() {
+        *slot = value;
+    }
+}
+
+/// `options` with the TLS the root declares.
+pub fn apply(options: async_nats::ConnectOptions) -> async_nats::ConnectOptions {
+    let tls = CLIENT_TLS.read().ok().and_then(|t| t.clone());
+    let Some(tls) = tls else {
+        return options;
+    };
+    let mut options = options.require_tls(true);
+    if let Some(ca) = tls.ca {
+        options = options.add_root_certificates(ca);
+    }
+    if let Some((cert, key)) = tls.client {
+        options = options.add_client_certificate(cert, key);
+    }
+    options
+}
+
+/// The fingerprint (`sha256:…` of the leaf's DER) of the certificate the listener at `url`
+/// (`nats://host:port`) serves now: NATS's plaintext INFO, then a TLS handshake of cotal's own,
+/// presenting cotal's client certificate when the root declares one. The chain is not judged
+/// here (the plan checked the files; clients judge the chain): only which certificate is
+/// served, so a reload that kept serving the old one is caught. Bounded by `deadline`.
+pub fn served_fingerprint(url: &str, deadline: std::time::Duration) -> Result<String, String> {
+    use std::io::BufRead;
+    let address = url.trim_start_matches("nats://");
+    let (host, _) = address.rsplit_once(':').ok_or("no port in the listener")?;
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let socket = std::net::ToSocketAddrs::to_socket_addrs(address)
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or("the listener's host resolves to nothing")?;
+    let mut tcp =
+        std::net::TcpStream::connect_timeout(&socket, deadline).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(deadline))
+        .and_then(|_| tcp.set_write_timeout(Some(deadline)))
+        .map_err(|e| e.to_string())?;
+    let mut info = String::new();
+    std::io::BufReader::new(tcp.try_clone().map_err(|e| e.to_string())?)
+        .read_line(&mut info)
+        .map_err(|e| e.to_string())?;
+    if !info.contains("\"tls_required\":true") {
+        return Err("the listener does not require TLS".into());
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)));
+    let tls = CLIENT_TLS.read().ok().and_then(|t| t.clone());
+    let config = match tls.and_then(|t| t.client) {
+        Some((cert, key)) => {
+            use rustls_pki_types::pem::PemObject;
+            let certs = rustls_pki_types::CertificateDer::pem_file_iter(&cert)
+                .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| format!("cotal's client certificate: {e}"))?;
+            let key = rustls_pki_types::PrivateKeyDer::from_pem_file(&key)
+                .map_err(|e| format!("cotal's client key: {e}"))?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| e.to_string())?
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let name =
+        rustls_pki_types::ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
+    let mut conn =
+        rustls::ClientConnection::new(Arc::new(config), name).map_err(|e| e.to_string())?;
+    while conn.is_handshaking() {
+        conn.complete_io(&mut tcp).map_err(|e| e.to_string())?;
+    }
+    let leaf = conn
+        .peer_certificates()
+        .and_then(|c| c.first())
+        .ok_or("the listener presented no certificate")?;
+    Ok(crate::digest::sha256(leaf.as_ref()))
+}
+
+use std::sync::Arc;
+
+/// Accepts whatever certificate is presented, checking only that the handshake's signatures
+/// are the certificate's: the probe above asks which certificate is served, nothing more, and
+/// sends nothing over the connection.
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &rustls_pki_types::CertificateDer<'_>,
+        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        _server_name: &rustls_pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
+}

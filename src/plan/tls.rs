@@ -1,0 +1,154 @@
+//! The client listener's TLS, judged: the refusal when `[broker.tls]`'s files cannot serve
+//! (each problem at its key's place in `cotal.toml`), when the certificate has expired, or when
+//! it does not cover the names clients reach a listener by; the warning when it expires within
+//! [`EXPIRY_WARNING`]. Pure: expiry is judged at `observed.now`.
+
+use super::guards::Refusal;
+use crate::desired::Desired;
+use crate::diagnostic::Diagnostic;
+use crate::model::stamp;
+use crate::observed::{Observed, covers};
+use crate::render::Node;
+
+/// A certificate that expires within this many seconds is a plan warning and a `status`
+/// problem (30 days).
+pub const EXPIRY_WARNING: i64 = 30 * 24 * 3600;
+
+/// Refuse TLS material that cannot serve every listener.
+pub fn guard_tls(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Result<(), Refusal> {
+    let Some(tls) = &desired.broker.tls else {
+        return Ok(());
+    };
+    let Some(seen) = &observed.tls else {
+        return Ok(());
+    };
+    let mut problems = seen.problems.clone();
+    if let Some(f) = &seen.facts {
+        if f.not_after <= observed.now {
+            problems.push(format!(
+                "{}: the certificate {} expired at {}",
+                tls.cert.at,
+                tls.cert.path,
+                stamp(f.not_after)
+            ));
+        }
+        let wanted: Vec<String> = if tls.names.is_empty() {
+            nodes
+                .iter()
+                .map(|n| n.host.clone())
+                .filter(|h| !unspecified(h))
+                .collect()
+        } else {
+            tls.names.clone()
+        };
+        let missing: Vec<&String> = wanted.iter().filter(|h| !covers(&f.names, h)).collect();
+        if !missing.is_empty() {
+            problems.push(format!(
+                "{}: the certificate {} does not cover {} (it names {}): clients that check the broker's name would refuse it",
+                tls.cert.at,
+                tls.cert.path,
+                missing
+                    .iter()
+                    .map(|h| format!("{h:?}"))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                if f.names.is_empty() {
+                    "nothing".to_string()
+                } else {
+                    f.names.join(", ")
+                }
+            ));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    Err(Diagnostic::new(format!(
+        "[broker.tls] cannot serve the client listener:\n  {}",
+        problems.join("\n  ")
+    ))
+    .blast("none, nothing was changed.")
+    .next("fix the files or the keys named above (a certificate issued for the listener's host, its key readable by its owner only), then plan again"))
+}
+
+/// A listener bound to every address has no one name to check; `names` lists them.
+fn unspecified(host: &str) -> bool {
+    matches!(host, "0.0.0.0" | "::" | "[::]")
+}
+
+/// A certificate that expires soon.
+pub fn warnings(desired: &Desired, observed: &Observed) -> Vec<String> {
+    let (Some(tls), Some(f)) = (
+        &desired.broker.tls,
+        observed.tls.as_ref().and_then(|t| t.facts.as_ref()),
+    ) else {
+        return Vec::new();
+    };
+    if f.not_after > observed.now && f.not_after - observed.now <= EXPIRY_WARNING {
+        vec![expiring(&tls.cert.path, f.not_after, observed.now)]
+    } else {
+        Vec::new()
+    }
+}
+
+/// "the TLS certificate X expires in N days (at T)".
+pub fn expiring(path: &str, not_after: i64, now: i64) -> String {
+    format!(
+        "the TLS certificate {path} expires in {} day(s), at {}: put a renewed one at the same path and apply (the reload serves it with no restart)",
+        (not_after - now) / 86_400,
+        stamp(not_after)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observed::{ObservedTls, TlsFacts};
+
+    fn with_tls(names: &[&str], not_after: i64) -> (Desired, Observed) {
+        let desired = crate::desired::parse(
+            "version = 1\n[broker]\nhost = \"broker.example.com\"\n[broker.tls]\ncert = \"tls/cert.pem\"\nkey = \"tls/key.pem\"\n[spaces.a]\n",
+            "cotal.toml",
+        )
+        .unwrap();
+        let mut observed = crate::testing::observed(&[]);
+        observed.now = 1_000_000_000;
+        observed.tls = Some(ObservedTls {
+            facts: Some(TlsFacts {
+                cert_file: "/r/tls/cert.pem".into(),
+                key_file: "/r/tls/key.pem".into(),
+                ca_file: None,
+                fingerprint: format!("sha256:{}", "0".repeat(64)),
+                not_after,
+                names: names.iter().map(|n| n.to_string()).collect(),
+            }),
+            problems: Vec::new(),
+        });
+        (desired, observed)
+    }
+
+    #[test]
+    fn an_expired_or_misnamed_certificate_is_refused_at_its_line_and_one_near_expiry_warns() {
+        let now = 1_000_000_000;
+        let (d, o) = with_tls(&["broker.example.com"], now + 90 * 86_400);
+        let nodes = crate::plan::nodes(&d, &o);
+        assert!(guard_tls(&d, &o, &nodes).is_ok());
+        assert!(warnings(&d, &o).is_empty());
+
+        let (d, o) = with_tls(&["broker.example.com"], now - 1);
+        let e = guard_tls(&d, &o, &nodes).unwrap_err().to_string();
+        assert!(
+            e.contains("cotal.toml:5:8: the certificate tls/cert.pem expired at"),
+            "{e}"
+        );
+
+        let (d, o) = with_tls(&["other.example.com"], now + 90 * 86_400);
+        let e = guard_tls(&d, &o, &nodes).unwrap_err().to_string();
+        assert!(e.contains("does not cover \"broker.example.com\""), "{e}");
+
+        let (d, o) = with_tls(&["broker.example.com"], now + 10 * 86_400);
+        assert!(guard_tls(&d, &o, &nodes).is_ok());
+        let w = warnings(&d, &o);
+        assert!(w[0].contains("expires in 10 day(s)"), "{w:?}");
+    }
+}

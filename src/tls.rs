@@ -1,0 +1,207 @@
+//! The TLS material of `[broker.tls]`: each file read (a link is followed to a regular file,
+//! as certificate managers keep them), parsed as PEM and checked: the key readable by its owner
+//! alone, the key matching the certificate, the CA and cotal's own client pair the same. What
+//! observation keeps is secret-free: paths, the certificate's fingerprint, its expiry and the
+//! names it covers (the state exports them, so a pull request's plan renders the same config).
+//! Expiry and names are judged by the planner against the listeners (pure, at `observed.now`);
+//! every other problem is reported here, at its key's place in `cotal.toml`.
+
+use crate::desired::{TlsPath, TlsSettings};
+use crate::observed::{ObservedTls, TlsFacts};
+use crate::store::Root;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use std::os::unix::fs::PermissionsExt;
+use std::path::PathBuf;
+
+/// Read and check the files `tls` names.
+pub fn observe(root: &Root, tls: &TlsSettings) -> ObservedTls {
+    let mut problems = Vec::new();
+    let certs = read(root, &tls.cert, &mut problems).and_then(|(path, bytes)| {
+        certificates(&tls.cert, &bytes, &mut problems).map(|c| (path, c))
+    });
+    let key = read(root, &tls.key, &mut problems).and_then(|(path, bytes)| {
+        private(root, &tls.key, &mut problems);
+        private_key(&tls.key, &bytes, &mut problems).map(|k| (path, k))
+    });
+    let ca = tls.ca.as_ref().and_then(|ca| {
+        read(root, ca, &mut problems)
+            .and_then(|(path, bytes)| certificates(ca, &bytes, &mut problems).map(|_| path))
+    });
+    if let (Some(c), Some(k)) = (&tls.client_cert, &tls.client_key) {
+        let cert = read(root, c, &mut problems)
+            .and_then(|(_, bytes)| certificates(c, &bytes, &mut problems));
+        let key = read(root, k, &mut problems).and_then(|(_, bytes)| {
+            private(root, k, &mut problems);
+            private_key(k, &bytes, &mut problems)
+        });
+        if let (Some(cert), Some(key)) = (cert, key) {
+            matches(c, &cert[0], &key, &mut problems);
+        }
+    }
+    let facts = match (certs, key) {
+        (Some((cert_file, chain)), Some((key_file, key))) => {
+            matches(&tls.cert, &chain[0], &key, &mut problems);
+            leaf(&tls.cert, &chain[0], &mut problems).map(|(not_after, names)| TlsFacts {
+                cert_file,
+                key_file,
+                ca_file: ca,
+                fingerprint: crate::digest::sha256(chain[0].as_ref()),
+                not_after,
+                names,
+            })
+        }
+        _ => None,
+    };
+    ObservedTls { facts, problems }
+}
+
+fn read(root: &Root, file: &TlsPath, problems: &mut Vec<String>) -> Option<(PathBuf, Vec<u8>)> {
+    let path = root.dir().join(&file.path);
+    match std::fs::metadata(&path) {
+        Ok(meta) if meta.is_file() => {}
+        Ok(_) => {
+            problems.push(format!(
+                "{}: {} is not a regular file",
+                file.at,
+                path.display()
+            ));
+            return None;
+        }
+        Err(e) => {
+            problems.push(format!("{}: cannot read {}: {e}", file.at, path.display()));
+            return None;
+        }
+    }
+    match std::fs::read(&path) {
+        Ok(bytes) => Some((path, bytes)),
+        Err(e) => {
+            problems.push(format!("{}: cannot read {}: {e}", file.at, path.display()));
+            None
+        }
+    }
+}
+
+/// A private key anyone but its owner may read (or anyone but its owner and group may write)
+/// is refused: whoever reads it can pose as the broker.
+fn private(root: &Root, file: &TlsPath, problems: &mut Vec<String>) {
+    let path = root.dir().join(&file.path);
+    if let Ok(meta) = std::fs::metadata(&path) {
+        let mode = meta.permissions().mode() & 0o777;
+        if mode & 0o027 != 0 {
+            problems.push(format!(
+                "{}: the private key {} is {} (mode {mode:04o}): whoever reads it can pose as the broker; `chmod 600` it",
+                file.at,
+                path.display(),
+                if mode & 0o004 != 0 {
+                    "readable by every user"
+                } else {
+                    "open to others than its owner"
+                }
+            ));
+        }
+    }
+}
+
+fn certificates(
+    file: &TlsPath,
+    bytes: &[u8],
+    problems: &mut Vec<String>,
+) -> Option<Vec<CertificateDer<'static>>> {
+    let certs: Result<Vec<_>, _> = CertificateDer::pem_slice_iter(bytes).collect();
+    match certs {
+        Ok(c) if !c.is_empty() => Some(c),
+        Ok(_) => {
+            problems.push(format!(
+                "{}: {} holds no PEM certificate",
+                file.at, file.path
+            ));
+            None
+        }
+        Err(e) => {
+            problems.push(format!(
+                "{}: {} does not parse as PEM: {e}",
+                file.at, file.path
+            ));
+            None
+        }
+    }
+}
+
+fn private_key(
+    file: &TlsPath,
+    bytes: &[u8],
+    problems: &mut Vec<String>,
+) -> Option<PrivateKeyDer<'static>> {
+    match PrivateKeyDer::from_pem_slice(bytes) {
+        Ok(k) => Some(k),
+        Err(e) => {
+            // Never the key's bytes: only what is wrong with it.
+            problems.push(format!(
+                "{}: {} holds no PEM private key ({e})",
+                file.at, file.path
+            ));
+            None
+        }
+    }
+}
+
+/// The key must be the certificate's.
+fn matches(file: &TlsPath, cert: &CertificateDer, key: &PrivateKeyDer, problems: &mut Vec<String>) {
+    let public = rustls::crypto::ring::sign::any_supported_type(key)
+        .ok()
+        .and_then(|k| k.public_key().map(|p| p.as_ref().to_vec()));
+    let certified = x509_parser::parse_x509_certificate(cert.as_ref())
+        .ok()
+        .map(|(_, c)| c.public_key().raw.to_vec());
+    match (public, certified) {
+        (Some(p), Some(c)) if p == c => {}
+        (None, _) => problems.push(format!(
+            "{}: the key beside {} is of a kind cotal cannot check (RSA, ECDSA P-256/P-384 and Ed25519 are)",
+            file.at, file.path
+        )),
+        _ => problems.push(format!(
+            "{}: the private key does not match the certificate {}: a listener would fail every handshake",
+            file.at, file.path
+        )),
+    }
+}
+
+/// The leaf's expiry and the names it covers.
+fn leaf(
+    file: &TlsPath,
+    cert: &CertificateDer,
+    problems: &mut Vec<String>,
+) -> Option<(i64, Vec<String>)> {
+    let (_, c) = match x509_parser::parse_x509_certificate(cert.as_ref()) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            problems.push(format!(
+                "{}: {} is not an X.509 certificate: {e}",
+                file.at, file.path
+            ));
+            return None;
+        }
+    };
+    let mut names = Vec::new();
+    if let Ok(Some(san)) = c.subject_alternative_name() {
+        for n in &san.value.general_names {
+            match n {
+                x509_parser::extensions::GeneralName::DNSName(d) => names.push(d.to_string()),
+                x509_parser::extensions::GeneralName::IPAddress(ip) => match ip.len() {
+                    4 => names.push(
+                        std::net::Ipv4Addr::from(<[u8; 4]>::try_from(*ip).expect("4 bytes"))
+                            .to_string(),
+                    ),
+                    16 => names.push(
+                        std::net::Ipv6Addr::from(<[u8; 16]>::try_from(*ip).expect("16 bytes"))
+                            .to_string(),
+                    ),
+                    _ => {}
+                },
+                _ => {}
+            }
+        }
+    }
+    Some((c.validity().not_after.timestamp(), names))
+}
