@@ -99,6 +99,13 @@ fn table(root: &Value, node: &Value, path: &str, out: &mut String) {
         let kind = if resolved.get("properties").is_some() {
             nested.push((sub(key), resolved));
             format!("table, see [`[{}]`](#{})", sub(key), anchor(&sub(key)))
+        } else if resolved
+            .get("items")
+            .and_then(|i| i.get("type"))
+            .and_then(|t| t.as_str())
+            == Some("string")
+        {
+            "array of strings".to_string()
         } else if let Some(item) = resolved.get("items") {
             nested.push((sub(key), item));
             format!(
