@@ -33,6 +33,18 @@ pub struct BrokerSettings {
     pub evictor_creds: bool,
     /// `[broker.tls]`: TLS on the client listener of every node.
     pub tls: Option<TlsSettings>,
+    /// `[broker.monitoring]`: nats-server's HTTP monitoring listener (one server).
+    pub monitoring: Option<Monitoring>,
+}
+
+/// `[broker.monitoring]`: the monitoring endpoint (`/varz`, `/connz`, `/jsz`, ...), which lists
+/// every tenant's connections: on loopback unless `allow_public = true` is written.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Monitoring {
+    pub host: String,
+    pub port: u16,
+    /// Served over TLS with `[broker.tls]`'s certificate (`https = ...`).
+    pub https: bool,
 }
 
 /// `[broker.tls]` as declared. Paths are as written (relative ones are relative to the root);
@@ -74,6 +86,7 @@ impl Default for BrokerSettings {
             max_memory_store: None,
             evictor_creds: false,
             tls: None,
+            monitoring: None,
         }
     }
 }
@@ -144,6 +157,15 @@ struct RawBroker {
     max_memory_store: Option<Spanned<toml::Value>>,
     evictor_creds: Option<bool>,
     tls: Option<Spanned<RawTls>>,
+    monitoring: Option<Spanned<RawMonitoring>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMonitoring {
+    http: Option<Spanned<String>>,
+    https: Option<Spanned<String>>,
+    allow_public: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -251,7 +273,7 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
     }
 
     let cluster_span = raw.cluster.as_ref().map(|c| c.span());
-    if let (Some(b), Some(_)) = (&raw.broker, cluster_span) {
+    if let (Some(b), Some(_)) = (&raw.broker, cluster_span.clone()) {
         // With a cluster each node has its own listener and store.
         for (field, span) in [
             ("host", b.host.as_ref().map(|v| v.span())),
@@ -270,6 +292,12 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         None => (BrokerSettings::default(), Desired::default().topology),
         Some(b) => broker_settings(b, &loc)?,
     };
+    if let (Some(_), Some(span)) = (&broker.monitoring, cluster_span) {
+        return Err(loc.at(
+            span.start,
+            "[broker.monitoring] serves one server's endpoint; a cluster's nodes would each need their own port, which cotal does not render yet",
+        ));
+    }
     let topology = match raw.cluster {
         None => lone,
         Some(c) => topology::cluster(c, &|offset, msg| loc.at(offset, msg))?,
@@ -407,8 +435,59 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
         max_memory_store: store("max_memory_store", b.max_memory_store)?,
         evictor_creds: b.evictor_creds.unwrap_or(defaults.evictor_creds),
         tls: b.tls.map(|t| tls_settings(t, loc)).transpose()?,
+        monitoring: None,
+    };
+    let monitoring = b
+        .monitoring
+        .map(|m| monitoring(m, settings.tls.is_some(), loc))
+        .transpose()?;
+    let settings = BrokerSettings {
+        monitoring,
+        ..settings
     };
     Ok((settings, Topology::lone(host, port, store_dir)))
+}
+
+fn monitoring(raw: Spanned<RawMonitoring>, tls: bool, loc: &Located) -> Result<Monitoring, String> {
+    let start = raw.span().start;
+    let m = raw.into_inner();
+    let (address, https) = match (m.http, m.https) {
+        (Some(a), None) => (a, false),
+        (None, Some(a)) => (a, true),
+        _ => {
+            return Err(loc.at(
+                start,
+                "[broker.monitoring] takes one of `http = \"HOST:PORT\"` or `https = \"HOST:PORT\"`",
+            ));
+        }
+    };
+    if https && !tls {
+        return Err(loc.at(
+            address.span().start,
+            "https needs [broker.tls]: the monitoring listener serves its certificate",
+        ));
+    }
+    let at = |e: String| loc.at(address.span().start, e);
+    let (host, port) = address
+        .get_ref()
+        .rsplit_once(':')
+        .ok_or_else(|| at(format!("{:?} is not HOST:PORT", address.get_ref())))?;
+    let host = crate::topology::check_host(host.trim_start_matches('[').trim_end_matches(']'))
+        .map_err(at)?;
+    let port = port
+        .parse::<i64>()
+        .map_err(|_| at(format!("{port:?} is not a port")))
+        .and_then(|p| crate::topology::check_port("the monitoring port", p).map_err(at))?;
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if !loopback && m.allow_public != Some(true) {
+        return Err(at(format!(
+            "the monitoring listener lists every tenant's connections: binding it to {host} (not loopback) needs `allow_public = true` written beside it"
+        )));
+    }
+    Ok(Monitoring { host, port, https })
 }
 
 fn tls_settings(raw: Spanned<RawTls>, loc: &Located) -> Result<TlsSettings, String> {

@@ -30,6 +30,27 @@ pub struct Node {
     pub max_memory_store: Option<u64>,
     /// TLS on the client listener (`[broker.tls]`).
     pub tls: Option<ListenerTls>,
+    /// The monitoring listener (`[broker.monitoring]`): `http: "HOST:PORT"`, or `https:`.
+    pub monitoring: Option<crate::desired::Monitoring>,
+}
+
+impl Node {
+    /// The monitoring line this node renders (`http: "…"` / `https: "…"`), if any.
+    pub fn monitoring_line(&self) -> Option<String> {
+        self.monitoring.as_ref().map(|m| {
+            format!(
+                "{}: {}",
+                if m.https { "https" } else { "http" },
+                quote(&format!("{}:{}", m.host, m.port))
+            )
+        })
+    }
+}
+
+/// The monitoring line of a rendered config, if it has one.
+pub fn monitoring_line(text: &str) -> Option<&str> {
+    text.lines()
+        .find(|l| l.starts_with("http: ") || l.starts_with("https: "))
 }
 
 /// The client listener's `tls {}` block, and the certificate it serves (by fingerprint and
@@ -194,6 +215,10 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
     out.push('\n');
     let _ = writeln!(out, "host: {}", quote(&node.host));
     let _ = writeln!(out, "port: {}", node.port);
+    if let Some(line) = node.monitoring_line() {
+        out.push_str(&line);
+        out.push('\n');
+    }
     if let Some(t) = &node.tls {
         if let Some((fingerprint, not_after)) = &t.certificate {
             let _ = writeln!(
@@ -312,6 +337,9 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         "resolver": "MEMORY",
         "resolver_preload": preload,
     });
+    if let Some(m) = &node.monitoring {
+        parsed[if m.https { "https" } else { "http" }] = json!(format!("{}:{}", m.host, m.port));
+    }
     if let Some(t) = &node.tls {
         let mut tls = serde_json::Map::new();
         tls.insert("cert_file".into(), json!(t.cert_file));
@@ -528,6 +556,7 @@ mod tests {
             max_file_store: None,
             max_memory_store: None,
             tls: None,
+            monitoring: None,
         };
         let text = render(
             &trust(),

@@ -47,6 +47,7 @@ impl Isolated {
             max_file_store: None,
             max_memory_store: None,
             tls: None,
+            monitoring: None,
         };
         let text = render::server_conf(
             trust,

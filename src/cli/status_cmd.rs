@@ -10,8 +10,18 @@ use std::fmt::Write as _;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
+    /// `prometheus`: OpenMetrics text for a textfile collector (node_exporter's
+    /// `--collector.textfile.directory`).
+    #[arg(long, value_enum, default_value_t = StatusFormat::Text)]
+    pub format: StatusFormat,
+}
+
+/// How `status` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusFormat {
+    Text,
+    Json,
+    Prometheus,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -24,17 +34,125 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     let root = global.root()?;
     let (status, observed) = crate::ops::status::status(&root)?;
     match args.format {
-        Format::Json => println!(
+        StatusFormat::Json => println!(
             "{}",
             serde_json::to_string_pretty(&status).expect("status serializes")
         ),
-        Format::Text => print!("{}", text(&status, &observed)),
+        StatusFormat::Text => print!("{}", text(&status, &observed)),
+        StatusFormat::Prometheus => print!("{}", prometheus(&status)),
     }
     Ok(if status.problems.is_empty() {
         crate::error::exit::OK
     } else {
         crate::error::exit::REFUSED
     })
+}
+
+/// The status as OpenMetrics text: per space its state, servability, connections, streams,
+/// messages, bytes and drift; the broker's generation, nodes up, problems and certificate
+/// expiry. Gauges only; every space is a `space` label (its name, escaped).
+fn prometheus(s: &Status) -> String {
+    fn label(v: &str) -> String {
+        v.replace('\\', "\\\\")
+            .replace('"', "\\\"")
+            .replace('\n', "\\n")
+    }
+    let mut out = String::new();
+    let mut gauge = |name: &str, help: &str, samples: Vec<(String, f64)>| {
+        let _ = writeln!(out, "# HELP cotal_{name} {help}");
+        let _ = writeln!(out, "# TYPE cotal_{name} gauge");
+        for (labels, value) in samples {
+            let _ = writeln!(out, "cotal_{name}{labels} {value}");
+        }
+    };
+    let up = |state: &str| if state == "running" { 1.0 } else { 0.0 };
+    gauge(
+        "broker_up",
+        "Whether the broker runs (1) or not (0).",
+        vec![(String::new(), up(s.broker.state))],
+    );
+    gauge(
+        "generation",
+        "The promoted generation.",
+        vec![(String::new(), s.generation as f64)],
+    );
+    gauge(
+        "problems",
+        "Records or settings status cannot trust (status exits 3 when above 0).",
+        vec![(String::new(), s.problems.len() as f64)],
+    );
+    if !s.nodes.is_empty() {
+        gauge(
+            "nodes_up",
+            "Nodes of the cluster that run.",
+            vec![(String::new(), s.nodes.iter().map(|n| up(n.state)).sum())],
+        );
+    }
+    if let Some(t) = &s.tls {
+        gauge(
+            "tls_certificate_expiry_seconds",
+            "When the client listener's certificate expires (unix seconds).",
+            vec![(
+                format!("{{cert=\"{}\"}}", label(&t.cert)),
+                t.not_after as f64,
+            )],
+        );
+    }
+    let per_space = |f: &dyn Fn(&crate::ops::status::SpaceStatus) -> Option<f64>| {
+        s.spaces
+            .iter()
+            .filter_map(|sp| f(sp).map(|v| (format!("{{space=\"{}\"}}", label(&sp.name)), v)))
+            .collect::<Vec<_>>()
+    };
+    gauge(
+        "space_state",
+        "The space's derived state (1 for the state it is in).",
+        s.spaces
+            .iter()
+            .map(|sp| {
+                (
+                    format!(
+                        "{{space=\"{}\",state=\"{}\"}}",
+                        label(&sp.name),
+                        sp.view.state
+                    ),
+                    1.0,
+                )
+            })
+            .collect(),
+    );
+    gauge(
+        "space_servable",
+        "Whether the space is served (1) or not (0).",
+        per_space(&|sp| Some(if sp.view.servable { 1.0 } else { 0.0 })),
+    );
+    gauge(
+        "space_connections",
+        "Live connections of the space (running broker only).",
+        per_space(&|sp| sp.connections.map(|c| c as f64)),
+    );
+    gauge(
+        "space_streams",
+        "Streams and buckets of the space.",
+        per_space(&|sp| Some(sp.streams as f64)),
+    );
+    gauge(
+        "space_messages",
+        "Messages the space's streams hold (when counted).",
+        per_space(&|sp| sp.messages.map(|m| m as f64)),
+    );
+    gauge(
+        "space_bytes",
+        "Bytes the space's streams hold.",
+        per_space(&|sp| Some(sp.bytes as f64)),
+    );
+    gauge(
+        "space_drifted_streams",
+        "Streams whose config drifted from what cotal provisions.",
+        per_space(&|sp| Some(sp.drifted_streams as f64)),
+    );
+    out.push_str("# EOF\n");
+    out
 }
 
 fn text(s: &Status, observed: &crate::observed::Observed) -> String {

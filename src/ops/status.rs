@@ -32,6 +32,8 @@ pub struct Status {
     /// a file open).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub open_files: Option<OpenFilesStatus>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsStatus>,
     pub system: SystemStatus,
     /// A cluster's nodes (absent for one server).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -166,6 +168,17 @@ pub struct SpaceStatus {
     /// The channel registry as the running broker holds it (key -> value), when read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub channels: Option<std::collections::BTreeMap<String, serde_json::Value>>,
+    /// Streams and buckets whose config drifted from what cotal provisions.
+    pub drifted_streams: usize,
+}
+
+/// The client listener's certificate (`[broker.tls]`).
+#[derive(Serialize)]
+pub struct TlsStatus {
+    pub cert: String,
+    pub fingerprint: String,
+    /// Its expiry (unix seconds).
+    pub not_after: i64,
 }
 
 /// The status of the root, and the observation it was made from.
@@ -227,6 +240,17 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
                 memory: StoreStatus::of(&observed.capacity.memory, applied.memory),
             }
         },
+        tls: match (
+            &desired.broker.tls,
+            observed.tls.as_ref().and_then(|t| t.facts.as_ref()),
+        ) {
+            (Some(declared), Some(f)) => Some(TlsStatus {
+                cert: declared.cert.path.clone(),
+                fingerprint: f.fingerprint.clone(),
+                not_after: f.not_after,
+            }),
+            _ => None,
+        },
         open_files: observed.capacity.open_files.map(|f| OpenFilesStatus {
             limit: f.limit,
             source: f.source,
@@ -269,6 +293,7 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
                 limits: crate::plan::applied_spec(s).limits,
                 replicas: s.replication.map(|(n, _)| n),
                 replicas_current: s.replication.map(|(_, c)| c),
+                drifted_streams: s.stream_drift.len(),
                 channels: match &s.registry {
                     crate::observed::RegistryState::Read(r) => Some(
                         r.iter()

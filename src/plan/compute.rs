@@ -48,6 +48,7 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
             max_file_store,
             max_memory_store,
             tls: listener_tls(desired, observed),
+            monitoring: desired.broker.monitoring.clone(),
         })
         .collect()
 }
@@ -86,6 +87,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     guards::guard_cluster_removals(desired, observed, &removals)?;
     for node in &nodes {
         guards::guard_listener(observed, node)?;
+        guards::guard_monitoring(observed, node)?;
     }
     super::tls::guard_tls(desired, observed, &nodes)?;
     let system = system::reissue(desired, observed, intent, &removals);

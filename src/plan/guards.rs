@@ -375,6 +375,31 @@ pub fn guard_listener(observed: &Observed, node: &Node) -> Result<(), Refusal> {
     }
 }
 
+/// The monitoring listener cannot be added, moved or removed on reload (nats-server refuses:
+/// "config reload not supported for HTTPHost"): refuse its change while the broker runs.
+pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal> {
+    if !observed.is_running() {
+        return Ok(());
+    }
+    let Some(conf) = observed.node_conf_text(&node.name) else {
+        return Ok(());
+    };
+    let before = crate::render::monitoring_line(conf).map(str::to_string);
+    let after = node.monitoring_line();
+    if before == after {
+        return Ok(());
+    }
+    Err(Diagnostic::refusal(
+        format!(
+            "the monitoring listener changes ({} -> {}) while the broker runs; nats-server cannot open, move or close it on reload, so the reload would be refused.",
+            before.as_deref().unwrap_or("none"),
+            after.as_deref().unwrap_or("none")
+        ),
+        NOTHING_CHANGED,
+        "`cotal down`, `cotal apply`, then `cotal up` (a restart drops every tenant's connections briefly)",
+    ))
+}
+
 /// Adding a space needs a system signing key (its $SYS creds): scoped keys, the legacy
 /// `sys.seed` (replaced by scoped keys in the same apply), or a rotation that makes new ones.
 pub fn guard_sys_keys<'a>(
@@ -439,6 +464,7 @@ mod tests {
             max_file_store: None,
             max_memory_store: None,
             tls: None,
+            monitoring: None,
         }
     }
 

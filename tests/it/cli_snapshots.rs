@@ -21,6 +21,10 @@ fn a_new_operators_first_plan_apply_and_status_read_as_they_should() {
         run(&root, &["apply", "--auto-approve"])
     );
     insta::assert_snapshot!("status_stopped", run(&root, &["status"]));
+    insta::assert_snapshot!(
+        "status_prometheus",
+        run(&root, &["status", "--format", "prometheus"])
+    );
     insta::assert_snapshot!("space_list", run(&root, &["space", "list"]));
 }
 

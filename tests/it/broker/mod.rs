@@ -1603,3 +1603,64 @@ fn up_gives_the_broker_the_hosts_open_file_limit_and_status_shows_what_it_holds(
         cotal::plan::capacity::OPEN_FILES_RESERVED + cotal::plan::capacity::open_files_per_space()
     );
 }
+
+/// `GET path` on `127.0.0.1:port`: the status line and the body.
+fn http_get(port: u16, path: &str) -> Result<(String, String), String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    s.write_all(format!("GET {path} HTTP/1.0\r\n\r\n").as_bytes())
+        .map_err(|e| e.to_string())?;
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).map_err(|e| e.to_string())?;
+    let (head, body) = reply.split_once("\r\n\r\n").ok_or("no body")?;
+    Ok((
+        head.lines().next().unwrap_or("").to_string(),
+        body.to_string(),
+    ))
+}
+
+#[test]
+fn the_monitoring_listener_is_declared_served_and_only_moved_with_a_restart() {
+    let monitor = free_port();
+    let b = Broker::start(&format!(
+        "[broker.monitoring]\nhttp = \"127.0.0.1:{monitor}\"\n\n[spaces.design]\n"
+    ));
+    let (status, body) = http_get(monitor, "/varz").unwrap();
+    assert!(status.contains("200"), "{status}");
+    let varz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(varz["port"], b.port, "{varz}");
+    // Moving it cannot be reloaded: refused while the broker runs, naming the restart.
+    let moved = free_port();
+    let before = b.root.snapshot();
+    b.desire(&format!(
+        "[broker.monitoring]\nhttp = \"127.0.0.1:{moved}\"\n\n[spaces.design]\n"
+    ));
+    let out = b.root.cotal(&["apply", "--auto-approve"]).assert().code(3);
+    let err = crate::support::stderr(&out);
+    assert!(err.contains("the monitoring listener changes"), "{err}");
+    assert!(
+        err.contains("`cotal down`, `cotal apply`, then `cotal up`"),
+        "{err}"
+    );
+    assert_eq!(
+        b.root.snapshot().without("cotal.toml"),
+        before.without("cotal.toml")
+    );
+    assert!(
+        http_get(monitor, "/varz").is_ok(),
+        "still served where it was"
+    );
+    // The metrics a textfile collector reads.
+    let metrics = stdout(
+        &b.root
+            .cotal(&["status", "--format", "prometheus"])
+            .assert()
+            .success(),
+    );
+    assert!(metrics.contains("cotal_broker_up 1"), "{metrics}");
+    assert!(
+        metrics.contains("cotal_space_servable{space=\"design\"} 1"),
+        "{metrics}"
+    );
+    assert!(metrics.ends_with("# EOF\n"), "{metrics}");
+}
