@@ -35,6 +35,17 @@ pub struct BrokerSettings {
     pub tls: Option<TlsSettings>,
     /// `[broker.monitoring]`: nats-server's HTTP monitoring listener (one server).
     pub monitoring: Option<Monitoring>,
+    /// `[broker.websocket]`: a websocket listener for browser clients (one server).
+    pub websocket: Option<Websocket>,
+}
+
+/// `[broker.websocket]`: the listener browser clients connect to (`wss://`, with
+/// `[broker.tls]`'s certificate; `ws://` only with `no_tls = true` on a loopback bind).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Websocket {
+    pub host: String,
+    pub port: u16,
+    pub no_tls: bool,
 }
 
 /// `[broker.monitoring]`: the monitoring endpoint (`/varz`, `/connz`, `/jsz`, ...), which lists
@@ -87,6 +98,7 @@ impl Default for BrokerSettings {
             evictor_creds: false,
             tls: None,
             monitoring: None,
+            websocket: None,
         }
     }
 }
@@ -158,6 +170,15 @@ struct RawBroker {
     evictor_creds: Option<bool>,
     tls: Option<Spanned<RawTls>>,
     monitoring: Option<Spanned<RawMonitoring>>,
+    websocket: Option<Spanned<RawWebsocket>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWebsocket {
+    port: Option<Spanned<i64>>,
+    host: Option<Spanned<String>>,
+    no_tls: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -292,11 +313,18 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         None => (BrokerSettings::default(), Desired::default().topology),
         Some(b) => broker_settings(b, &loc)?,
     };
-    if let (Some(_), Some(span)) = (&broker.monitoring, cluster_span) {
-        return Err(loc.at(
-            span.start,
-            "[broker.monitoring] serves one server's endpoint; a cluster's nodes would each need their own port, which cotal does not render yet",
-        ));
+    if let Some(span) = cluster_span {
+        for (declared, table) in [
+            (broker.monitoring.is_some(), "[broker.monitoring]"),
+            (broker.websocket.is_some(), "[broker.websocket]"),
+        ] {
+            if declared {
+                return Err(loc.at(
+                    span.start,
+                    format!("{table} serves one server's listener; a cluster's nodes would each need their own port, which cotal does not render yet"),
+                ));
+            }
+        }
     }
     let topology = match raw.cluster {
         None => lone,
@@ -436,16 +464,64 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
         evictor_creds: b.evictor_creds.unwrap_or(defaults.evictor_creds),
         tls: b.tls.map(|t| tls_settings(t, loc)).transpose()?,
         monitoring: None,
+        websocket: None,
     };
+    let websocket = b
+        .websocket
+        .map(|w| websocket(w, settings.tls.is_some(), &host, loc))
+        .transpose()?;
     let monitoring = b
         .monitoring
         .map(|m| monitoring(m, settings.tls.is_some(), loc))
         .transpose()?;
     let settings = BrokerSettings {
         monitoring,
+        websocket,
         ..settings
     };
     Ok((settings, Topology::lone(host, port, store_dir)))
+}
+
+fn loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+fn websocket(
+    raw: Spanned<RawWebsocket>,
+    tls: bool,
+    listener_host: &str,
+    loc: &Located,
+) -> Result<Websocket, String> {
+    let start = raw.span().start;
+    let w = raw.into_inner();
+    let port = match w.port {
+        Some(p) => crate::topology::check_port("the websocket port", *p.get_ref())
+            .map_err(|e| loc.at(p.span().start, e))?,
+        None => return Err(loc.at(start, "[broker.websocket] needs `port`")),
+    };
+    let host = match w.host {
+        Some(h) => {
+            crate::topology::check_host(h.get_ref()).map_err(|e| loc.at(h.span().start, e))?
+        }
+        None => listener_host.to_string(),
+    };
+    let no_tls = w.no_tls.unwrap_or(false);
+    if no_tls && !loopback(&host) {
+        return Err(loc.at(
+            start,
+            format!("no_tls = true is for a loopback bind only: browsers on other machines would send their creds in the clear to {host}"),
+        ));
+    }
+    if !no_tls && !tls {
+        return Err(loc.at(
+            start,
+            "[broker.websocket] serves wss:// with [broker.tls]'s certificate: declare [broker.tls], or write no_tls = true on a loopback bind",
+        ));
+    }
+    Ok(Websocket { host, port, no_tls })
 }
 
 fn monitoring(raw: Spanned<RawMonitoring>, tls: bool, loc: &Located) -> Result<Monitoring, String> {
@@ -478,11 +554,7 @@ fn monitoring(raw: Spanned<RawMonitoring>, tls: bool, loc: &Located) -> Result<M
         .parse::<i64>()
         .map_err(|_| at(format!("{port:?} is not a port")))
         .and_then(|p| crate::topology::check_port("the monitoring port", p).map_err(at))?;
-    let loopback = host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback());
-    if !loopback && m.allow_public != Some(true) {
+    if !loopback(&host) && m.allow_public != Some(true) {
         return Err(at(format!(
             "the monitoring listener lists every tenant's connections: binding it to {host} (not loopback) needs `allow_public = true` written beside it"
         )));

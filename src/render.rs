@@ -32,6 +32,9 @@ pub struct Node {
     pub tls: Option<ListenerTls>,
     /// The monitoring listener (`[broker.monitoring]`): `http: "HOST:PORT"`, or `https:`.
     pub monitoring: Option<crate::desired::Monitoring>,
+    /// The websocket listener (`[broker.websocket]`), with the client listener's certificate
+    /// unless `no_tls`.
+    pub websocket: Option<crate::desired::Websocket>,
 }
 
 impl Node {
@@ -47,10 +50,43 @@ impl Node {
     }
 }
 
-/// The monitoring line of a rendered config, if it has one.
-pub fn monitoring_line(text: &str) -> Option<&str> {
-    text.lines()
-        .find(|l| l.starts_with("http: ") || l.starts_with("https: "))
+/// The `websocket {}` block: `wss://` with the client listener's certificate, or `no_tls`.
+pub fn websocket_block(w: &crate::desired::Websocket, tls: Option<&ListenerTls>) -> String {
+    let mut out = String::from("websocket {\n");
+    let _ = writeln!(out, "  host: {}", quote(&w.host));
+    let _ = writeln!(out, "  port: {}", w.port);
+    match (tls, w.no_tls) {
+        (Some(t), false) => {
+            out.push_str("  tls {\n");
+            let _ = writeln!(out, "    cert_file: {}", quote(&t.cert_file));
+            let _ = writeln!(out, "    key_file: {}", quote(&t.key_file));
+            out.push_str("  }\n");
+        }
+        _ => out.push_str("  no_tls: true\n"),
+    }
+    out.push_str("}\n");
+    out
+}
+
+/// The listeners nats-server cannot open, move or close on reload, as a rendered config
+/// declares them: its monitoring line and its `websocket {}` block.
+pub fn fixed_listeners(text: &str) -> String {
+    let mut out = String::new();
+    let mut in_websocket = false;
+    for line in text.lines() {
+        if line.starts_with("http: ") || line.starts_with("https: ") {
+            out.push_str(line);
+            out.push('\n');
+        } else if line.starts_with("websocket {") {
+            in_websocket = true;
+        }
+        if in_websocket {
+            out.push_str(line);
+            out.push('\n');
+            in_websocket = line != "}";
+        }
+    }
+    out
 }
 
 /// The client listener's `tls {}` block, and the certificate it serves (by fingerprint and
@@ -241,6 +277,9 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
         }
         out.push_str("}\n");
     }
+    if let Some(w) = &node.websocket {
+        out.push_str(&websocket_block(w, node.tls.as_ref()));
+    }
     if let Some(c) = &node.cluster {
         let _ = writeln!(out, "server_name: {}", quote(&node.name));
         out.push_str("cluster {\n");
@@ -337,6 +376,15 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         "resolver": "MEMORY",
         "resolver_preload": preload,
     });
+    if let Some(w) = &node.websocket {
+        parsed["websocket"] = match (&node.tls, w.no_tls) {
+            (Some(t), false) => json!({
+                "host": w.host, "port": w.port,
+                "tls": { "cert_file": t.cert_file, "key_file": t.key_file },
+            }),
+            _ => json!({ "host": w.host, "port": w.port, "no_tls": true }),
+        };
+    }
     if let Some(m) = &node.monitoring {
         parsed[if m.https { "https" } else { "http" }] = json!(format!("{}:{}", m.host, m.port));
     }
@@ -557,6 +605,7 @@ mod tests {
             max_memory_store: None,
             tls: None,
             monitoring: None,
+            websocket: None,
         };
         let text = render(
             &trust(),

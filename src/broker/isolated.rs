@@ -48,6 +48,7 @@ impl Isolated {
             max_memory_store: None,
             tls: None,
             monitoring: None,
+            websocket: None,
         };
         let text = render::server_conf(
             trust,

@@ -49,6 +49,7 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
             max_memory_store,
             tls: listener_tls(desired, observed),
             monitoring: desired.broker.monitoring.clone(),
+            websocket: desired.broker.websocket.clone(),
         })
         .collect()
 }

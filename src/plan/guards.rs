@@ -375,8 +375,9 @@ pub fn guard_listener(observed: &Observed, node: &Node) -> Result<(), Refusal> {
     }
 }
 
-/// The monitoring listener cannot be added, moved or removed on reload (nats-server refuses:
-/// "config reload not supported for HTTPHost"): refuse its change while the broker runs.
+/// The monitoring and websocket listeners cannot be opened, moved or closed on reload
+/// (nats-server refuses: "config reload not supported for HTTPHost"): refuse their change
+/// while the broker runs.
 pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal> {
     if !observed.is_running() {
         return Ok(());
@@ -384,20 +385,40 @@ pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal>
     let Some(conf) = observed.node_conf_text(&node.name) else {
         return Ok(());
     };
-    let before = crate::render::monitoring_line(conf).map(str::to_string);
-    let after = node.monitoring_line();
+    let before = crate::render::fixed_listeners(conf);
+    let after = crate::render::fixed_listeners(&render_listeners(node));
     if before == after {
         return Ok(());
     }
+    let word = |t: &str| {
+        if t.is_empty() {
+            "none".to_string()
+        } else {
+            t.trim_end().replace('\n', "; ")
+        }
+    };
     Err(Diagnostic::refusal(
         format!(
-            "the monitoring listener changes ({} -> {}) while the broker runs; nats-server cannot open, move or close it on reload, so the reload would be refused.",
-            before.as_deref().unwrap_or("none"),
-            after.as_deref().unwrap_or("none")
+            "the monitoring or websocket listener changes ({} -> {}) while the broker runs; nats-server cannot open, move or close them on reload, so the reload would be refused.",
+            word(&before),
+            word(&after)
         ),
         NOTHING_CHANGED,
         "`cotal down`, `cotal apply`, then `cotal up` (a restart drops every tenant's connections briefly)",
     ))
+}
+
+/// The listener lines a node renders, without accounts (only the listeners are compared).
+fn render_listeners(node: &Node) -> String {
+    let mut text = String::new();
+    if let Some(line) = node.monitoring_line() {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    if let Some(w) = &node.websocket {
+        text.push_str(&crate::render::websocket_block(w, node.tls.as_ref()));
+    }
+    text
 }
 
 /// Adding a space needs a system signing key (its $SYS creds): scoped keys, the legacy
@@ -465,6 +486,7 @@ mod tests {
             max_memory_store: None,
             tls: None,
             monitoring: None,
+            websocket: None,
         }
     }
 

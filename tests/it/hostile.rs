@@ -79,6 +79,8 @@ fn corpus() -> Vec<Case> {
         toml("monitoring https without tls", "version = 1\n[broker.monitoring]\nhttps = \"127.0.0.1:8222\"\n"),
         toml("tls without a key", "version = 1\n[broker.tls]\ncert = \"c.pem\"\n"),
         toml("tls verify without a client pair", "version = 1\n[broker.tls]\ncert = \"c.pem\"\nkey = \"k.pem\"\nca = \"ca.pem\"\nverify = true\n"),
+        toml("websocket without tls", "version = 1\n[broker.websocket]\nport = 8080\n"),
+        toml("websocket in the clear on a public bind", "version = 1\n[broker.websocket]\nport = 8080\nhost = \"0.0.0.0\"\nno_tls = true\n"),
         toml("host with a port", "version = 1\n[broker]\nhost = \"localhost:1\"\n"),
         toml("store_dir with a newline", "version = 1\n[broker]\nstore_dir = \"a\\nb\"\n"),
         toml("zero connections", "version = 1\n[spaces.a.limits]\nmax_connections = 0\n"),

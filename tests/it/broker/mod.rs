@@ -1637,7 +1637,10 @@ fn the_monitoring_listener_is_declared_served_and_only_moved_with_a_restart() {
     ));
     let out = b.root.cotal(&["apply", "--auto-approve"]).assert().code(3);
     let err = crate::support::stderr(&out);
-    assert!(err.contains("the monitoring listener changes"), "{err}");
+    assert!(
+        err.contains("the monitoring or websocket listener changes"),
+        "{err}"
+    );
     assert!(
         err.contains("`cotal down`, `cotal apply`, then `cotal up`"),
         "{err}"
@@ -1663,4 +1666,32 @@ fn the_monitoring_listener_is_declared_served_and_only_moved_with_a_restart() {
         "{metrics}"
     );
     assert!(metrics.ends_with("# EOF\n"), "{metrics}");
+}
+
+#[test]
+fn a_browser_client_connects_over_the_websocket_listener_with_its_spaces_creds() {
+    let ws = free_port();
+    let b = Broker::start(&format!(
+        "[broker.websocket]\nport = {ws}\nno_tls = true\n\n[spaces.design]\n"
+    ));
+    let creds = b.creds("design");
+    b.rt.block_on(async {
+        let client = async_nats::ConnectOptions::with_credentials(&creds)
+            .unwrap()
+            .connect(format!("ws://127.0.0.1:{ws}"))
+            .await
+            .expect("a websocket client connects with the space's creds");
+        let mut sub = client.subscribe("cotal.ws.probe").await.unwrap();
+        client
+            .publish("cotal.ws.probe", "over websocket".into())
+            .await
+            .unwrap();
+        client.flush().await.unwrap();
+        let got = futures::StreamExt::next(&mut sub).await.unwrap();
+        assert_eq!(&got.payload[..], b"over websocket");
+    });
+    // Closing it needs a restart: refused while the broker runs.
+    b.desire("[spaces.design]\n");
+    let err = crate::support::stderr(&b.root.cotal(&["plan"]).assert().code(3));
+    assert!(err.contains("websocket"), "{err}");
 }
