@@ -37,6 +37,9 @@ pub struct BrokerSettings {
     pub monitoring: Option<Monitoring>,
     /// `[broker.websocket]`: a websocket listener for browser clients (one server).
     pub websocket: Option<Websocket>,
+    /// `[broker] include`: an operator-owned file of nats-server settings cotal does not
+    /// model, inlined into every node's config ([`crate::include`]).
+    pub include: Option<LocatedPath>,
 }
 
 /// `[broker.websocket]`: the listener browser clients connect to (`wss://`, with
@@ -64,11 +67,11 @@ pub struct Monitoring {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TlsSettings {
     /// The certificate chain the listener presents (PEM).
-    pub cert: TlsPath,
+    pub cert: LocatedPath,
     /// Its private key (PEM; readable by its owner only).
-    pub key: TlsPath,
+    pub key: LocatedPath,
     /// The CA clients' certificates must chain to (and cotal trusts the broker by).
-    pub ca: Option<TlsPath>,
+    pub ca: Option<LocatedPath>,
     /// Mutual TLS: every client must present a certificate the CA signed.
     pub verify: bool,
     /// The handshake's deadline, in milliseconds (`timeout`, in seconds, in the file).
@@ -78,13 +81,13 @@ pub struct TlsSettings {
     pub names: Vec<String>,
     /// The certificate and key cotal presents itself under `verify` (its control, observation
     /// and provisioning connections).
-    pub client_cert: Option<TlsPath>,
-    pub client_key: Option<TlsPath>,
+    pub client_cert: Option<LocatedPath>,
+    pub client_key: Option<LocatedPath>,
 }
 
-/// A file of `[broker.tls]`: the path as written and where (`cotal.toml:LINE:COLUMN`).
+/// A file `cotal.toml` names: the path as written and where (`cotal.toml:LINE:COLUMN`).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct TlsPath {
+pub struct LocatedPath {
     pub path: String,
     pub at: String,
 }
@@ -99,6 +102,7 @@ impl Default for BrokerSettings {
             tls: None,
             monitoring: None,
             websocket: None,
+            include: None,
         }
     }
 }
@@ -170,6 +174,7 @@ struct RawBroker {
     evictor_creds: Option<bool>,
     tls: Option<Spanned<RawTls>>,
     monitoring: Option<Spanned<RawMonitoring>>,
+    include: Option<Spanned<String>>,
     websocket: Option<Spanned<RawWebsocket>>,
 }
 
@@ -465,6 +470,16 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
         tls: b.tls.map(|t| tls_settings(t, loc)).transpose()?,
         monitoring: None,
         websocket: None,
+        include: match b.include {
+            None => None,
+            Some(v) => Some(LocatedPath {
+                at: loc
+                    .at(v.span().start, "")
+                    .trim_end_matches(": ")
+                    .to_string(),
+                path: check_path("include", v.get_ref()).map_err(|e| loc.at(v.span().start, e))?,
+            }),
+        },
     };
     let websocket = b
         .websocket
@@ -565,14 +580,14 @@ fn monitoring(raw: Spanned<RawMonitoring>, tls: bool, loc: &Located) -> Result<M
 fn tls_settings(raw: Spanned<RawTls>, loc: &Located) -> Result<TlsSettings, String> {
     let start = raw.span().start;
     let t = raw.into_inner();
-    let path = |field: &str, v: Spanned<String>| -> Result<TlsPath, String> {
+    let path = |field: &str, v: Spanned<String>| -> Result<LocatedPath, String> {
         let at = loc.at(v.span().start, "");
         let at = at.trim_end_matches(": ").to_string();
         check_path(field, v.get_ref())
-            .map(|path| TlsPath { path, at })
+            .map(|path| LocatedPath { path, at })
             .map_err(|e| loc.at(v.span().start, e))
     };
-    let required = |field: &str, v: Option<Spanned<String>>| -> Result<TlsPath, String> {
+    let required = |field: &str, v: Option<Spanned<String>>| -> Result<LocatedPath, String> {
         match v {
             Some(v) => path(field, v),
             None => Err(loc.at(

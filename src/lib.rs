@@ -34,6 +34,7 @@
 //! | [`channels`] | channels declared per space: validation, wire form, diff against the registry | pure |
 //! | [`secret`] | a seed that never prints | pure |
 //! | [`tls`] | the TLS material of `[broker.tls]`: read, parsed, checked, fingerprinted | edge (IO) |
+//! | [`include`] | `[broker] include`: an operator's nats-server settings, read, checked and inlined | edge (IO) |
 //! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) | pure |
 //! | [`error`] | the error kinds and their exit codes | pure |
 //! | [`diagnostic`] | a refusal or error as data: what, tenants, blast radius, next steps | pure |
@@ -60,6 +61,7 @@ pub mod digest;
 pub mod edit;
 pub mod error;
 pub mod fault;
+pub mod include;
 pub mod jwt;
 pub mod lifecycle;
 pub mod mint;

@@ -211,6 +211,11 @@ fn observe_with(
             .tls
             .as_ref()
             .map(|t| crate::tls::observe(root, t)),
+        include: desired
+            .broker
+            .include
+            .as_ref()
+            .map(|p| crate::include::observe(root.dir(), &p.path, &p.at)),
     })
 }
 

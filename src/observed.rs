@@ -378,6 +378,17 @@ pub struct Store {
     pub used: Option<u64>,
 }
 
+/// `[broker] include` as read ([`crate::include`]): its text (inlined into every config), its
+/// top-level settings as nats-server reads them (for the digest), and what is wrong with it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ObservedInclude {
+    /// As written in `cotal.toml`.
+    pub path: String,
+    pub text: String,
+    pub values: Vec<(String, serde_json::Value)>,
+    pub problems: Vec<String>,
+}
+
 /// The TLS material of `[broker.tls]`, as observed ([`crate::tls`] reads it).
 /// What the broker's TLS files are, as far as a plan needs them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -499,6 +510,8 @@ pub struct Observed {
     pub layout_conflict: Option<String>,
     /// `[broker.tls]`'s files as read (absent when `cotal.toml` declares no TLS).
     pub tls: Option<ObservedTls>,
+    /// `[broker] include` as read (absent when `cotal.toml` declares none).
+    pub include: Option<ObservedInclude>,
 }
 
 /// One node of the broker, as observed.

@@ -35,6 +35,18 @@ pub struct Node {
     /// The websocket listener (`[broker.websocket]`), with the client listener's certificate
     /// unless `no_tls`.
     pub websocket: Option<crate::desired::Websocket>,
+    /// `[broker] include`: the operator's settings, inlined between two marker comments.
+    pub include: Option<Include>,
+}
+
+/// An operator-owned include, as read and checked ([`crate::include`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Include {
+    /// As `cotal.toml` names it.
+    pub path: String,
+    pub text: String,
+    /// Its top-level settings as nats-server parses them (for the digest).
+    pub values: Vec<(String, serde_json::Value)>,
 }
 
 impl Node {
@@ -312,6 +324,18 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
         let _ = writeln!(out, "  max_memory_store: {n}");
     }
     out.push_str("}\n");
+    if let Some(inc) = &node.include {
+        let _ = writeln!(
+            out,
+            "# include {} (operator-owned: [broker] include in cotal.toml)",
+            inc.path
+        );
+        out.push_str(&inc.text);
+        if !inc.text.ends_with('\n') && !inc.text.is_empty() {
+            out.push('\n');
+        }
+        let _ = writeln!(out, "# end of include {}", inc.path);
+    }
     let _ = writeln!(out, "operator: {}", quote(&broker.operator_jwt));
     let _ = writeln!(out, "system_account: {}", broker.sys_pub);
     out.push_str("resolver: MEMORY\n");
@@ -376,6 +400,11 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         "resolver": "MEMORY",
         "resolver_preload": preload,
     });
+    if let Some(inc) = &node.include {
+        for (key, value) in &inc.values {
+            parsed[key.as_str()] = value.clone();
+        }
+    }
     if let Some(w) = &node.websocket {
         parsed["websocket"] = match (&node.tls, w.no_tls) {
             (Some(t), false) => json!({
@@ -606,6 +635,7 @@ mod tests {
             tls: None,
             monitoring: None,
             websocket: None,
+            include: None,
         };
         let text = render(
             &trust(),

@@ -322,6 +322,8 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         capacity: b.capacity,
         now,
         layout_conflict: None,
+        // Read by `plan --state` from the folder of the cotal.toml it plans.
+        include: None,
         tls: b.tls.clone().map(|facts| crate::observed::ObservedTls {
             facts: Some(facts),
             problems: Vec::new(),

@@ -6,7 +6,7 @@
 //! Expiry and names are judged by the planner against the listeners (pure, at `observed.now`);
 //! every other problem is reported here, at its key's place in `cotal.toml`.
 
-use crate::desired::{TlsPath, TlsSettings};
+use crate::desired::{LocatedPath, TlsSettings};
 use crate::observed::{ObservedTls, TlsFacts};
 use crate::store::Root;
 use rustls_pki_types::pem::PemObject;
@@ -56,7 +56,7 @@ pub fn observe(root: &Root, tls: &TlsSettings) -> ObservedTls {
     ObservedTls { facts, problems }
 }
 
-fn read(root: &Root, file: &TlsPath, problems: &mut Vec<String>) -> Option<(PathBuf, Vec<u8>)> {
+fn read(root: &Root, file: &LocatedPath, problems: &mut Vec<String>) -> Option<(PathBuf, Vec<u8>)> {
     let path = root.dir().join(&file.path);
     match std::fs::metadata(&path) {
         Ok(meta) if meta.is_file() => {}
@@ -84,7 +84,7 @@ fn read(root: &Root, file: &TlsPath, problems: &mut Vec<String>) -> Option<(Path
 
 /// A private key anyone but its owner may read (or anyone but its owner and group may write)
 /// is refused: whoever reads it can pose as the broker.
-fn private(root: &Root, file: &TlsPath, problems: &mut Vec<String>) {
+fn private(root: &Root, file: &LocatedPath, problems: &mut Vec<String>) {
     let path = root.dir().join(&file.path);
     if let Ok(meta) = std::fs::metadata(&path) {
         let mode = meta.permissions().mode() & 0o777;
@@ -104,7 +104,7 @@ fn private(root: &Root, file: &TlsPath, problems: &mut Vec<String>) {
 }
 
 fn certificates(
-    file: &TlsPath,
+    file: &LocatedPath,
     bytes: &[u8],
     problems: &mut Vec<String>,
 ) -> Option<Vec<CertificateDer<'static>>> {
@@ -129,7 +129,7 @@ fn certificates(
 }
 
 fn private_key(
-    file: &TlsPath,
+    file: &LocatedPath,
     bytes: &[u8],
     problems: &mut Vec<String>,
 ) -> Option<PrivateKeyDer<'static>> {
@@ -147,7 +147,12 @@ fn private_key(
 }
 
 /// The key must be the certificate's.
-fn matches(file: &TlsPath, cert: &CertificateDer, key: &PrivateKeyDer, problems: &mut Vec<String>) {
+fn matches(
+    file: &LocatedPath,
+    cert: &CertificateDer,
+    key: &PrivateKeyDer,
+    problems: &mut Vec<String>,
+) {
     let public = rustls::crypto::ring::sign::any_supported_type(key)
         .ok()
         .and_then(|k| k.public_key().map(|p| p.as_ref().to_vec()));
@@ -169,7 +174,7 @@ fn matches(file: &TlsPath, cert: &CertificateDer, key: &PrivateKeyDer, problems:
 
 /// The leaf's expiry and the names it covers.
 fn leaf(
-    file: &TlsPath,
+    file: &LocatedPath,
     cert: &CertificateDer,
     problems: &mut Vec<String>,
 ) -> Option<(i64, Vec<String>)> {

@@ -49,6 +49,7 @@ impl Isolated {
             tls: None,
             monitoring: None,
             websocket: None,
+            include: None,
         };
         let text = render::server_conf(
             trust,

@@ -76,7 +76,16 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         ..Default::default()
     };
     let observed = match &args.state {
-        Some(file) => from_state(file, digest)?,
+        Some(file) => {
+            let mut observed = from_state(file, digest)?;
+            // The include is a file beside cotal.toml, in the pull request as it is on the root.
+            observed.include = desired
+                .broker
+                .include
+                .as_ref()
+                .map(|p| crate::include::observe(root.dir(), &p.path, &p.at));
+            observed
+        }
         None => observe::observe(&root, &desired, digest)?,
     };
     let plan = plan::compute(&desired, &observed, &intent)?;

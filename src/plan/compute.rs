@@ -50,6 +50,15 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
             tls: listener_tls(desired, observed),
             monitoring: desired.broker.monitoring.clone(),
             websocket: desired.broker.websocket.clone(),
+            include: observed
+                .include
+                .as_ref()
+                .filter(|i| i.problems.is_empty())
+                .map(|i| render::Include {
+                    path: i.path.clone(),
+                    text: i.text.clone(),
+                    values: i.values.clone(),
+                }),
         })
         .collect()
 }
@@ -91,6 +100,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
         guards::guard_monitoring(observed, node)?;
     }
     super::tls::guard_tls(desired, observed, &nodes)?;
+    guards::guard_include(observed)?;
     let system = system::reissue(desired, observed, intent, &removals);
     let diff = diff::diff(desired, observed, intent, &removals, system.as_ref());
     guards::guard_sys_keys(observed, system.as_ref(), diff.adds.keys())?;

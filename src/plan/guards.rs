@@ -408,6 +408,26 @@ pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal>
     ))
 }
 
+/// An include whose settings cotal would not render as nats-server reads them, or that sets
+/// what cotal owns: refused, each problem at its line of the include.
+pub fn guard_include(observed: &Observed) -> Result<(), Refusal> {
+    let Some(include) = &observed.include else {
+        return Ok(());
+    };
+    if include.problems.is_empty() {
+        return Ok(());
+    }
+    Err(Diagnostic::refusal(
+        format!(
+            "the include {} cannot be inlined:\n  {}",
+            include.path,
+            include.problems.join("\n  ")
+        ),
+        NOTHING_CHANGED,
+        "set what cotal owns in cotal.toml instead, quote durations (\"10s\") and write sizes in bytes; then plan again",
+    ))
+}
+
 /// The listener lines a node renders, without accounts (only the listeners are compared).
 fn render_listeners(node: &Node) -> String {
     let mut text = String::new();
@@ -487,6 +507,7 @@ mod tests {
             tls: None,
             monitoring: None,
             websocket: None,
+            include: None,
         }
     }
 

@@ -1695,3 +1695,74 @@ fn a_browser_client_connects_over_the_websocket_listener_with_its_spaces_creds()
     let err = crate::support::stderr(&b.root.cotal(&["plan"]).assert().code(3));
     assert!(err.contains("websocket"), "{err}");
 }
+
+#[test]
+fn an_include_sets_what_cotal_does_not_model_hot_and_what_it_owns_is_refused() {
+    let monitor = free_port();
+    let port = free_port();
+    let root = TestRoot::init();
+    std::fs::write(
+        root.file("extra.conf"),
+        "# tuning\nmax_connections: 1000\nwrite_deadline: \"3s\"\nlame_duck_duration: \"45s\"\n",
+    )
+    .unwrap();
+    let spaces = format!(
+        "include = \"extra.conf\"\n\n[broker.monitoring]\nhttp = \"127.0.0.1:{monitor}\"\n\n[spaces.design]\n"
+    );
+    // `include` is a key of [broker]: it goes before the [broker.monitoring] table.
+    root.desire_on(port, &spaces);
+    root.apply().success();
+    root.cotal(&["up"]).assert().success();
+    let b = Broker {
+        root,
+        port,
+        nodes: Vec::new(),
+        remote: None,
+        rt: runtime(),
+    };
+    let varz = |_: &Broker| -> serde_json::Value {
+        serde_json::from_str(&http_get(monitor, "/varz").unwrap().1).unwrap()
+    };
+    let v = varz(&b);
+    assert_eq!(v["max_connections"], 1000, "{v}");
+    assert_eq!(v["write_deadline"], 3_000_000_000u64, "{v}");
+
+    // A change of the include is planned with its diff and applied hot; the reload is confirmed
+    // by the digest nats-server computes over the included values.
+    std::fs::write(
+        b.root.file("extra.conf"),
+        "# tuning\nmax_connections: 2000\nwrite_deadline: \"3s\"\nlame_duck_duration: \"45s\"\n",
+    )
+    .unwrap();
+    let plan = stdout(
+        &b.root
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(2),
+    );
+    assert!(
+        plan.contains("-max_connections: 1000") && plan.contains("+max_connections: 2000"),
+        "{plan}"
+    );
+    let applied = stdout(&b.root.apply().success());
+    assert!(applied.contains("Reload confirmed"), "{applied}");
+    assert_eq!(varz(&b)["max_connections"], 2000);
+
+    // What cotal owns is refused at its line of the include, with nothing changed.
+    let before = b.root.snapshot();
+    for (text, line) in [
+        ("max_connections: 5\nport: 1\n", 2),
+        ("accounts {\n  A: {}\n}\n", 1),
+    ] {
+        std::fs::write(b.root.file("extra.conf"), text).unwrap();
+        let err =
+            crate::support::stderr(&b.root.cotal(&["apply", "--auto-approve"]).assert().code(3));
+        assert!(err.contains(&format!("extra.conf:{line}: `")), "{err}");
+        assert!(err.contains("is cotal's to render"), "{err}");
+    }
+    assert_eq!(
+        b.root.snapshot().without("extra.conf"),
+        before.without("extra.conf")
+    );
+    assert_eq!(varz(&b)["max_connections"], 2000, "nothing reloaded");
+}
