@@ -3,62 +3,53 @@
 //! inlined into every node's rendered config between two marker comments, so its content is
 //! part of the plan's diff, of the pins, and of the digest the reload must confirm.
 //!
-//! Invariants: a key cotal owns (listeners, TLS, cluster, JetStream, trust, accounts,
-//! authorization, logging, monitoring, websocket, includes) is refused at its line; so is a
-//! value cotal cannot read exactly as nats-server does (only quoted strings, integers without
-//! a unit, decimals, `true`/`false`, and lists and blocks of those are accepted: a unit or an
-//! unquoted word is refused with the advice to quote it), since the digest of the config must
+//! Invariants: only the settings of [`ALLOWED`] are accepted (client and logging tuning: any
+//! other key is refused at its line, so an include can neither set what cotal renders nor open
+//! the broker beside it), and only values cotal reads exactly as nats-server does (quoted
+//! strings without control characters or `$`, integers without a unit, `true` and `false`, and
+//! lists of those; a unit, a decimal, a variable, a bare word or a block is refused, with the
+//! advice to quote a duration or write a size in bytes), since the digest of the config must
 //! be the one nats-server computes. Nothing here prints the file's values in an error.
 
 use crate::observed::ObservedInclude;
 use serde_json::Value;
 
-/// Keys cotal renders itself, or that would change whose broker this is.
-pub const OWNED: &[&str] = &[
-    "host",
-    "net",
-    "listen",
-    "port",
-    "client_advertise",
-    "server_name",
-    "cluster",
-    "gateway",
-    "leafnodes",
-    "leaf",
-    "websocket",
-    "mqtt",
-    "jetstream",
-    "operator",
-    "operators",
-    "system_account",
-    "system",
-    "resolver",
-    "resolver_preload",
-    "accounts",
-    "authorization",
-    "users",
-    "no_auth_user",
-    "trusted",
-    "trusted_keys",
-    "tls",
-    "http",
-    "https",
-    "http_port",
-    "https_port",
-    "monitor_port",
-    "http_base_path",
-    "include",
-    "logfile",
-    "log_file",
-    "logfile_size_limit",
-    "log_size_limit",
-    "logfile_max_num",
-    "log_max_num",
-    "pid_file",
-    "ports_file_dir",
-    "max_control_line",
-    "store_dir",
+/// The settings an include may set: tuning of the client protocol and of logging verbosity,
+/// none of which changes whose broker this is, who may connect or how (every alias nats-server
+/// reads for the same setting is one group). Anything else (listeners, TLS and its bypasses,
+/// trust, accounts, resolvers, profiling, the system account, JetStream, nested includes) is
+/// refused: cotal renders it, or it would open the broker beside what `cotal.toml` declares.
+pub const ALLOWED: &[&[&str]] = &[
+    &["max_connections", "max_conn"],
+    &["max_subscriptions", "max_subs"],
+    &["max_payload"],
+    &["max_pending"],
+    &["ping_interval"],
+    &["ping_max"],
+    &["write_deadline"],
+    &["lame_duck_duration"],
+    &["lame_duck_grace_period"],
+    &["max_closed_clients"],
+    &["connect_error_reports"],
+    &["reconnect_error_reports"],
+    &["debug"],
+    &["trace"],
+    &["trace_verbose"],
+    &["logtime"],
+    &["logtime_utc"],
+    &["max_traced_msg_len"],
+    &["disable_sublist_cache", "no_sublist_cache"],
+    &["server_tags"],
 ];
+
+/// The setting group of `key` (nats-server reads keys case-insensitively), if allowed.
+fn group(key: &str) -> Option<&'static str> {
+    let key = key.to_ascii_lowercase();
+    ALLOWED
+        .iter()
+        .find(|g| g.contains(&key.as_str()))
+        .map(|g| g[0])
+}
 
 /// Read the include `path` (relative to `dir`, the root) and check it.
 pub fn observe(dir: &std::path::Path, path: &str, at: &str) -> ObservedInclude {
@@ -102,6 +93,7 @@ pub fn parse(text: &str, file: &str) -> (Vec<(String, Value)>, Vec<String>) {
         line: 1,
         file,
         problems: Vec::new(),
+        depth: 0,
     };
     let values = p.map_body(true);
     (values, p.problems)
@@ -113,6 +105,8 @@ struct Parser<'a> {
     line: usize,
     file: &'a str,
     problems: Vec<String>,
+    /// Blocks entered: only the outermost is refused (what it holds is read past).
+    depth: usize,
 }
 
 impl Parser<'_> {
@@ -155,6 +149,7 @@ impl Parser<'_> {
     /// Key-value pairs until `}` (or the end, at the top level).
     fn map_body(&mut self, top: bool) -> Vec<(String, Value)> {
         let mut out: Vec<(String, Value)> = Vec::new();
+        let mut seen: Vec<&'static str> = Vec::new();
         loop {
             self.skip(true);
             match self.peek() {
@@ -183,15 +178,20 @@ impl Parser<'_> {
                 self.skip(false);
             }
             let value = self.value(line);
-            if top && OWNED.contains(&key.to_ascii_lowercase().as_str()) {
-                self.problem(line, format!("`{key}` is cotal's to render (set it in cotal.toml, or leave it out); an include sets only what cotal does not model"));
+            if !top {
+                // The block itself is refused; what it holds is only read past.
                 continue;
             }
+            let Some(group) = group(&key) else {
+                self.problem(line, format!("`{key}` is not a setting an include may set: cotal renders listeners, TLS, the cluster, JetStream, trust and accounts itself (set them in cotal.toml), and refuses what would open the broker beside them; an include sets client and logging tuning ({})", ALLOWED.iter().map(|g| g[0]).collect::<Vec<_>>().join(", ")));
+                continue;
+            };
             if let Some(v) = value {
-                if out.iter().any(|(k, _)| k == &key) {
-                    self.problem(line, format!("`{key}` is set twice"));
+                if seen.contains(&group) {
+                    self.problem(line, format!("`{key}` sets `{group}` a second time (nats-server would apply one of them)"));
                     continue;
                 }
+                seen.push(group);
                 out.push((key, v));
             }
         }
@@ -213,8 +213,15 @@ impl Parser<'_> {
     fn value(&mut self, line: usize) -> Option<Value> {
         match self.peek() {
             Some('{') => {
+                // A block could hide an `include` of its own, out of the plan's sight.
                 self.bump();
-                Some(Value::Object(self.map_body(false).into_iter().collect()))
+                self.depth += 1;
+                let _ = self.map_body(false);
+                self.depth -= 1;
+                if self.depth == 0 {
+                    self.problem(line, "a block `{ ... }`: an include sets plain values only");
+                }
+                None
             }
             Some('[') => {
                 self.bump();
@@ -250,6 +257,10 @@ impl Parser<'_> {
                             return None;
                         }
                         Some(c) if c == q => break,
+                        Some(c) if c.is_control() => {
+                            self.problem(line, "a control character in a string");
+                            return None;
+                        }
                         Some('\\') if q == '"' => match self.bump() {
                             Some('n') => s.push('\n'),
                             Some('t') => s.push('\t'),
@@ -271,7 +282,7 @@ impl Parser<'_> {
             _ => {
                 let mut word = String::new();
                 while let Some(c) = self.peek() {
-                    if c.is_whitespace() || matches!(c, ',' | ';' | ']' | '}' | '#') {
+                    if c.is_whitespace() || matches!(c, ',' | ';' | ']' | '}') {
                         break;
                     }
                     word.push(c);
@@ -282,16 +293,10 @@ impl Parser<'_> {
                     "false" => return Some(Value::Bool(false)),
                     _ => {}
                 }
-                if let Ok(n) = word.parse::<i64>() {
-                    return Some(Value::from(n));
-                }
-                if word.contains('.')
-                    && word
-                        .chars()
-                        .all(|c| c.is_ascii_digit() || c == '.' || c == '-')
-                    && let Ok(f) = word.parse::<f64>()
+                if !word.starts_with('+')
+                    && let Ok(n) = word.parse::<i64>()
                 {
-                    return serde_json::Number::from_f64(f).map(Value::Number);
+                    return Some(Value::from(n));
                 }
                 self.problem(
                     line,
@@ -308,9 +313,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn settings_are_read_as_nats_server_reads_them_and_owned_keys_are_refused_at_their_line() {
+    fn settings_are_read_as_nats_server_reads_them_and_others_are_refused_at_their_line() {
         let (values, problems) = parse(
-            "# tuning\nmax_connections: 1000\nwrite_deadline = \"3s\"\nlame_duck_duration \"45s\"\ndebug: false\nping_interval: 2.5\nlimits { a: [1, 2] }\n",
+            "# tuning\nmax_connections: 1000\nwrite_deadline = \"3s\"\nlame_duck_duration \"45s\"\ndebug: false\nserver_tags: [\"a\", \"b\"]\n",
             "extra.conf",
         );
         assert!(problems.is_empty(), "{problems:?}");
@@ -318,24 +323,37 @@ mod tests {
             serde_json::Value::Object(values.into_iter().collect()),
             serde_json::json!({
                 "max_connections": 1000, "write_deadline": "3s", "lame_duck_duration": "45s",
-                "debug": false, "ping_interval": 2.5, "limits": {"a": [1, 2]}
+                "debug": false, "server_tags": ["a", "b"]
             })
         );
         let (_, problems) = parse(
-            "max_connections: 10\nport: 4222\naccounts {\n  A: {}\n}\nmax_payload: 1MB\n",
+            "max_connections: 10\nport: 4222\naccounts {\n  A: {}\n}\nmax_payload: 1MB\nallow_non_tls: true\nMAX_CONN: 5\nping_interval: 2.5\nmax_pending: +5\n",
             "extra.conf",
         );
-        assert_eq!(problems.len(), 3, "{problems:?}");
-        assert!(
-            problems[0].starts_with("extra.conf:2: `port` is cotal's"),
+        let lines: Vec<&str> = problems
+            .iter()
+            .map(|p| p.split(' ').next().unwrap())
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "extra.conf:2:",
+                "extra.conf:3:",
+                "extra.conf:3:",
+                "extra.conf:6:",
+                "extra.conf:7:",
+                "extra.conf:8:",
+                "extra.conf:9:",
+                "extra.conf:10:"
+            ],
             "{problems:?}"
         );
         assert!(
-            problems[1].starts_with("extra.conf:3: `accounts` is cotal's"),
+            problems[0].contains("`port` is not a setting an include may set"),
             "{problems:?}"
         );
         assert!(
-            problems[2].starts_with("extra.conf:6: this value is read"),
+            problems[5].contains("`MAX_CONN` sets `max_connections` a second time"),
             "{problems:?}"
         );
     }

@@ -69,9 +69,17 @@ pub fn websocket_block(w: &crate::desired::Websocket, tls: Option<&ListenerTls>)
     let _ = writeln!(out, "  port: {}", w.port);
     match (tls, w.no_tls) {
         (Some(t), false) => {
+            // The client listener's TLS, mutual TLS included: the websocket port is no way
+            // around `verify`.
             out.push_str("  tls {\n");
             let _ = writeln!(out, "    cert_file: {}", quote(&t.cert_file));
             let _ = writeln!(out, "    key_file: {}", quote(&t.key_file));
+            if let Some(ca) = &t.ca_file {
+                let _ = writeln!(out, "    ca_file: {}", quote(ca));
+            }
+            if t.verify {
+                out.push_str("    verify: true\n");
+            }
             out.push_str("  }\n");
         }
         _ => out.push_str("  no_tls: true\n"),
@@ -407,10 +415,18 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
     }
     if let Some(w) = &node.websocket {
         parsed["websocket"] = match (&node.tls, w.no_tls) {
-            (Some(t), false) => json!({
-                "host": w.host, "port": w.port,
-                "tls": { "cert_file": t.cert_file, "key_file": t.key_file },
-            }),
+            (Some(t), false) => {
+                let mut tls = serde_json::Map::new();
+                tls.insert("cert_file".into(), json!(t.cert_file));
+                tls.insert("key_file".into(), json!(t.key_file));
+                if let Some(ca) = &t.ca_file {
+                    tls.insert("ca_file".into(), json!(ca));
+                }
+                if t.verify {
+                    tls.insert("verify".into(), json!(true));
+                }
+                json!({ "host": w.host, "port": w.port, "tls": tls })
+            }
             _ => json!({ "host": w.host, "port": w.port, "no_tls": true }),
         };
     }

@@ -14,6 +14,10 @@ use std::sync::RwLock;
 struct ClientTls {
     ca: Option<PathBuf>,
     client: Option<(PathBuf, PathBuf)>,
+    /// The name the broker's certificate is checked against: the first of `names`, which the
+    /// plan checked the certificate covers (cotal dials a listener by its address, which may be
+    /// a bind-all one). `None`: the address dialed.
+    server_name: Option<String>,
 }
 
 static CLIENT_TLS: RwLock<Option<ClientTls>> = RwLock::new(None);
@@ -27,6 +31,7 @@ pub fn configure(root: &Root, tls: Option<&TlsSettings>) {
             .as_ref()
             .zip(t.client_key.as_ref())
             .map(|(c, k)| (root.dir().join(&c.path), root.dir().join(&k.path))),
+        server_name: t.names.first().cloned(),
     });
     if let Ok(mut slot) = CLIENT_TLS.write() {
         *slot = value;
@@ -39,14 +44,131 @@ pub fn apply(options: async_nats::ConnectOptions) -> async_nats::ConnectOptions 
     let Some(tls) = tls else {
         return options;
     };
-    let mut options = options.require_tls(true);
-    if let Some(ca) = tls.ca {
-        options = options.add_root_certificates(ca);
+    match client_config(&tls) {
+        Ok(config) => options.require_tls(true).tls_client_config(config),
+        // Unreadable material was refused by the plan; a connection made anyway fails closed
+        // (TLS required, nothing trusted beyond the declared CA).
+        Err(e) => {
+            tracing::warn!(%e, "cannot build cotal's TLS client configuration");
+            let mut options = options.require_tls(true);
+            if let Some(ca) = tls.ca {
+                options = options.add_root_certificates(ca);
+            }
+            options
+        }
     }
-    if let Some((cert, key)) = tls.client {
-        options = options.add_client_certificate(cert, key);
+}
+
+/// The rustls configuration of cotal's connections: the declared CA (else the host's roots),
+/// the certificate checked against the declared name, and cotal's client pair under `verify`.
+fn client_config(tls: &ClientTls) -> Result<rustls::ClientConfig, String> {
+    use rustls_pki_types::pem::PemObject;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    match &tls.ca {
+        Some(ca) => {
+            for cert in rustls_pki_types::CertificateDer::pem_file_iter(ca)
+                .map_err(|e| format!("{}: {e}", ca.display()))?
+            {
+                roots
+                    .add(cert.map_err(|e| format!("{}: {e}", ca.display()))?)
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        None => {
+            for cert in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(cert);
+            }
+        }
     }
-    options
+    let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| e.to_string())?;
+    let name = match &tls.server_name {
+        Some(n) => {
+            Some(rustls_pki_types::ServerName::try_from(n.clone()).map_err(|e| e.to_string())?)
+        }
+        None => None,
+    };
+    let builder = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(AsName { webpki, name }));
+    match &tls.client {
+        Some((cert, key)) => {
+            let certs = rustls_pki_types::CertificateDer::pem_file_iter(cert)
+                .and_then(|i| i.collect::<Result<Vec<_>, _>>())
+                .map_err(|e| format!("{}: {e}", cert.display()))?;
+            let key = rustls_pki_types::PrivateKeyDer::from_pem_file(key)
+                .map_err(|e| format!("cotal's client key: {e}"))?;
+            builder
+                .with_client_auth_cert(certs, key)
+                .map_err(|e| e.to_string())
+        }
+        None => Ok(builder.with_no_client_auth()),
+    }
+}
+
+/// The WebPKI check of the chain against the trusted roots, with the name the plan checked in
+/// place of the address dialed (when `names` declares one).
+#[derive(Debug)]
+struct AsName {
+    webpki: Arc<rustls::client::WebPkiServerVerifier>,
+    name: Option<rustls_pki_types::ServerName<'static>>,
+}
+
+impl rustls::client::danger::ServerCertVerifier for AsName {
+    fn verify_server_cert(
+        &self,
+        end_entity: &rustls_pki_types::CertificateDer<'_>,
+        intermediates: &[rustls_pki_types::CertificateDer<'_>],
+        server_name: &rustls_pki_types::ServerName<'_>,
+        ocsp_response: &[u8],
+        now: rustls_pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        self.webpki.verify_server_cert(
+            end_entity,
+            intermediates,
+            self.name.as_ref().unwrap_or(server_name),
+            ocsp_response,
+            now,
+        )
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &rustls_pki_types::CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        self.webpki.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.webpki.supported_verify_schemes()
+    }
+}
+
+/// The TLS of cotal's own connections is the root's broker's: a broker cotal starts for itself
+/// (the isolated, loopback-only server of a backup or restore) is plaintext, so its
+/// connections go without it.
+pub fn plaintext() {
+    if let Ok(mut slot) = CLIENT_TLS.write() {
+        *slot = None;
+    }
 }
 
 /// The fingerprint (`sha256:…` of the leaf's DER) of the certificate the listener at `url`

@@ -75,6 +75,8 @@ impl Isolated {
             .stderr(Stdio::null())
             .spawn()
             .map_err(|e| Error::process(format!("cannot start the isolated broker: {e}")))?;
+        // This server is plaintext on loopback, whatever TLS the root's broker serves.
+        crate::broker::client_tls::plaintext();
         let mut isolated = Isolated {
             child,
             conf,

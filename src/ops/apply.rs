@@ -304,6 +304,21 @@ fn check_stale(saved: &Plan, now: &Plan) -> Result<()> {
             }
         ));
     }
+    // The include's content and the TLS certificate are read beside cotal.toml, not pinned by
+    // its digest: what they render must be what was reviewed.
+    let rendered = |p: &Plan| {
+        p.config.as_ref().map(|c| {
+            let mut texts = vec![c.after.clone()];
+            texts.extend(c.nodes.iter().map(|n| n.after.clone()));
+            texts
+        })
+    };
+    if moved.is_empty() && rendered(saved) != rendered(now) {
+        moved.push(
+            "the config it renders changed since the plan (the include's content, or the TLS certificate)"
+                .to_string(),
+        );
+    }
     if moved.is_empty() && saved.decision_digest() != now.decision_digest() {
         moved.push(
             "its steps are not the ones this root plans now: what the broker holds changed since (streams, connections, a channel registry), or the saved file was edited"

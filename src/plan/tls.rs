@@ -32,6 +32,12 @@ pub fn guard_tls(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Resu
                 stamp(f.not_after)
             ));
         }
+        if tls.names.is_empty() && nodes.iter().any(|n| unspecified(&n.host)) {
+            problems.push(format!(
+                "{}: the listener binds every address, so no one name is checked: list the names clients (and cotal) reach the broker by in `names`",
+                tls.cert.at
+            ));
+        }
         let wanted: Vec<String> = if tls.names.is_empty() {
             nodes
                 .iter()

@@ -1586,9 +1586,35 @@ fn a_thousand_spaces_with_the_starter_defaults_boot_on_a_machine_of_this_size() 
 
 #[test]
 fn up_gives_the_broker_the_hosts_open_file_limit_and_status_shows_what_it_holds() {
-    let b = Broker::start("[spaces.design]\n");
+    // `up` runs with its soft limit lowered below the hard one: the broker gets the hard one.
     let (_, hard) =
         nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE).unwrap();
+    assert!(hard > 256, "the host allows more than 256 open files");
+    let port = free_port();
+    let root = TestRoot::init();
+    root.desire_on(port, "[spaces.design]\n");
+    root.apply().success();
+    let up = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(r#"ulimit -Sn 256 && exec "$0" "$@""#)
+        .arg(assert_cmd::cargo::cargo_bin("cotal"))
+        .arg("--root")
+        .arg(root.path())
+        .arg("up")
+        .output()
+        .unwrap();
+    assert!(
+        up.status.success(),
+        "{}",
+        String::from_utf8_lossy(&up.stderr)
+    );
+    let b = Broker {
+        root,
+        port,
+        nodes: Vec::new(),
+        remote: None,
+        rt: runtime(),
+    };
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", b.pid())).unwrap();
     assert_eq!(
         cotal::broker::process::soft_open_files(&limits),
@@ -1744,9 +1770,31 @@ fn an_include_sets_what_cotal_does_not_model_hot_and_what_it_owns_is_refused() {
         plan.contains("-max_connections: 1000") && plan.contains("+max_connections: 2000"),
         "{plan}"
     );
+    // A plan saved before the include changes again is stale: its content was what was reviewed.
+    let saved = b.root.file("plan.json");
+    b.root
+        .cotal(&["plan", "--out", saved.to_str().unwrap()])
+        .assert()
+        .success();
+    std::fs::write(
+        b.root.file("extra.conf"),
+        "# tuning\nmax_connections: 2000\nwrite_deadline: \"4s\"\nlame_duck_duration: \"45s\"\n",
+    )
+    .unwrap();
+    let stale = crate::support::stderr(
+        &b.root
+            .cotal(&["apply", "--auto-approve", saved.to_str().unwrap()])
+            .assert()
+            .code(5),
+    );
+    assert!(
+        stale.contains("the config it renders changed since the plan"),
+        "{stale}"
+    );
     let applied = stdout(&b.root.apply().success());
     assert!(applied.contains("Reload confirmed"), "{applied}");
     assert_eq!(varz(&b)["max_connections"], 2000);
+    assert_eq!(varz(&b)["write_deadline"], 4_000_000_000u64);
 
     // What cotal owns is refused at its line of the include, with nothing changed.
     let before = b.root.snapshot();
@@ -1758,11 +1806,60 @@ fn an_include_sets_what_cotal_does_not_model_hot_and_what_it_owns_is_refused() {
         let err =
             crate::support::stderr(&b.root.cotal(&["apply", "--auto-approve"]).assert().code(3));
         assert!(err.contains(&format!("extra.conf:{line}: `")), "{err}");
-        assert!(err.contains("is cotal's to render"), "{err}");
+        assert!(err.contains("is not a setting an include may set"), "{err}");
     }
     assert_eq!(
         b.root.snapshot().without("extra.conf"),
         before.without("extra.conf")
     );
     assert_eq!(varz(&b)["max_connections"], 2000, "nothing reloaded");
+}
+
+#[test]
+fn a_running_broker_at_its_open_file_limit_refuses_adds_before_any_change() {
+    // The broker is started under a hard limit of 400 files: room for 28 spaces of 12 streams
+    // and buckets beside the 64 of its own.
+    let port = free_port();
+    let root = TestRoot::init();
+    let spaces = |n: usize| -> String { (0..n).map(|i| format!("[spaces.s{i}]\n")).collect() };
+    root.desire_on(port, &spaces(20));
+    root.apply().success();
+    let limited = |args: &[&str]| {
+        std::process::Command::new("sh")
+            .arg("-c")
+            .arg(r#"ulimit -n 400 && exec "$0" "$@""#)
+            .arg(assert_cmd::cargo::cargo_bin("cotal"))
+            .arg("--root")
+            .arg(root.path())
+            .args(args)
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    assert!(limited(&["up"]).status.success());
+    let b = Broker {
+        root,
+        port,
+        nodes: Vec::new(),
+        remote: None,
+        rt: runtime(),
+    };
+    let limits = std::fs::read_to_string(format!("/proc/{}/limits", b.pid())).unwrap();
+    assert_eq!(cotal::broker::process::soft_open_files(&limits), Some(400));
+    // Ten more would need 424 files: refused by a plain apply (the limit is the broker's own),
+    // nothing changed, the broker still serving.
+    b.root.desire_on(port, &spaces(30));
+    let before = b.root.snapshot().without("cotal.toml");
+    let out = b.root.cotal(&["apply", "--auto-approve"]).assert().code(3);
+    let err = crate::support::stderr(&out);
+    assert!(
+        err.contains("hold 424 files open")
+            && err.contains("open-file limit of 400 (the running broker's limit)"),
+        "{err}"
+    );
+    assert_eq!(b.root.snapshot().without("cotal.toml"), before);
+    // Eight fit.
+    b.root.desire_on(port, &spaces(28));
+    b.root.apply().success();
+    assert_eq!(b.status()["open_files"]["spaces_within"], 28);
 }

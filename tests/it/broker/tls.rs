@@ -294,3 +294,83 @@ fn the_client_listener_serves_tls_rotates_hot_verifies_clients_and_refuses_bad_p
         .assert()
         .code(0);
 }
+
+#[test]
+fn a_browser_client_connects_over_wss_with_the_brokers_certificate() {
+    let ca = ca();
+    let root = TestRoot::init();
+    write(&root, "tls/ca.pem", &ca.pem(), 0o644);
+    install(&root, &leaf(&ca, &["127.0.0.1", "localhost"], false));
+    let (port, ws) = (free_port(), free_port());
+    root.desire_on(
+        port,
+        &TLS.replace(
+            "[spaces.design]",
+            &format!("[broker.websocket]\nport = {ws}\n\n[spaces.design]"),
+        ),
+    );
+    root.apply().success();
+    root.cotal(&["up"]).assert().success();
+    let b = Broker {
+        root,
+        port,
+        nodes: Vec::new(),
+        remote: None,
+        rt: runtime(),
+    };
+    let conf = std::fs::read_to_string(b.root.file(".cotal/auth/server.conf")).unwrap();
+    assert!(
+        conf.contains("websocket {") && !conf.contains("no_tls"),
+        "{conf}"
+    );
+    let creds = b.creds("design");
+    let ca_file = b.root.file("tls/ca.pem");
+    b.rt.block_on(async {
+        let client = async_nats::ConnectOptions::with_credentials(&creds)
+            .unwrap()
+            .add_root_certificates(ca_file)
+            .connect(format!("wss://127.0.0.1:{ws}"))
+            .await
+            .expect("a wss client trusting the CA connects with the space's creds");
+        let mut sub = client.subscribe("cotal.wss.probe").await.unwrap();
+        client
+            .publish("cotal.wss.probe", "over wss".into())
+            .await
+            .unwrap();
+        client.flush().await.unwrap();
+        let got = futures::StreamExt::next(&mut sub).await.unwrap();
+        assert_eq!(&got.payload[..], b"over wss");
+    });
+}
+
+#[test]
+fn cotal_reaches_its_broker_by_address_and_checks_the_certificate_by_its_declared_name() {
+    // The certificate names only `broker.test`, which does not resolve here: cotal dials
+    // 127.0.0.1 and checks the certificate against the name `names` declares.
+    let ca = ca();
+    let root = TestRoot::init();
+    write(&root, "tls/ca.pem", &ca.pem(), 0o644);
+    install(&root, &leaf(&ca, &["broker.test"], false));
+    let port = free_port();
+    let declared = TLS.replace(
+        "ca = \"tls/ca.pem\"\n",
+        "ca = \"tls/ca.pem\"\nnames = [\"broker.test\"]\n",
+    );
+    // Without `names`, the listener's own address is checked, and refused at plan time.
+    root.desire_on(port, TLS);
+    let err = crate::support::stderr(&root.cotal(&["plan"]).assert().code(3));
+    assert!(err.contains("does not cover \"127.0.0.1\""), "{err}");
+    root.desire_on(port, &declared);
+    root.apply().success();
+    // `up` provisions every space over TLS: it checks the certificate by the declared name.
+    root.cotal(&["up"]).assert().success();
+    let b = Broker {
+        root,
+        port,
+        nodes: Vec::new(),
+        remote: None,
+        rt: runtime(),
+    };
+    let status = b.status();
+    assert_eq!(status["spaces"][0]["servable"], true, "{status}");
+}
