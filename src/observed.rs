@@ -405,6 +405,10 @@ pub struct TlsFacts {
     pub not_after: i64,
     /// The DNS names and IP addresses the leaf covers.
     pub names: Vec<String>,
+    /// `sha256:` of the CA file, when one is declared: a new CA at the same path is a planned
+    /// change too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_fingerprint: Option<String>,
 }
 
 /// The material as read: its facts when the certificate could be read, and every problem.

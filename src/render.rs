@@ -122,6 +122,8 @@ pub struct ListenerTls {
     /// `sha256:…` of the leaf certificate, and its expiry (unix seconds); `None` when the files
     /// could not be read (the plan refuses then, and nothing is rendered to disk).
     pub certificate: Option<(String, i64)>,
+    /// `sha256:…` of the CA file, when one is declared.
+    pub ca_fingerprint: Option<String>,
 }
 
 /// The first line of the comment that names the certificate a config serves.
@@ -279,8 +281,12 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
         if let Some((fingerprint, not_after)) = &t.certificate {
             let _ = writeln!(
                 out,
-                "{TLS_CERTIFICATE_LINE}{fingerprint} expires {}",
-                crate::model::stamp(*not_after)
+                "{TLS_CERTIFICATE_LINE}{fingerprint} expires {}{}",
+                crate::model::stamp(*not_after),
+                t.ca_fingerprint
+                    .as_ref()
+                    .map(|c| format!(" (ca {c})"))
+                    .unwrap_or_default()
             );
         }
         out.push_str("tls {\n");

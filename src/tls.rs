@@ -25,8 +25,9 @@ pub fn observe(root: &Root, tls: &TlsSettings) -> ObservedTls {
         private_key(&tls.key, &bytes, &mut problems).map(|k| (path, k))
     });
     let ca = tls.ca.as_ref().and_then(|ca| {
-        read(root, ca, &mut problems)
-            .and_then(|(path, bytes)| certificates(ca, &bytes, &mut problems).map(|_| path))
+        read(root, ca, &mut problems).and_then(|(path, bytes)| {
+            certificates(ca, &bytes, &mut problems).map(|_| (path, crate::digest::sha256(&bytes)))
+        })
     });
     if let (Some(c), Some(k)) = (&tls.client_cert, &tls.client_key) {
         let cert = read(root, c, &mut problems)
@@ -45,10 +46,11 @@ pub fn observe(root: &Root, tls: &TlsSettings) -> ObservedTls {
             leaf(&tls.cert, &chain[0], &mut problems).map(|(not_after, names)| TlsFacts {
                 cert_file,
                 key_file,
-                ca_file: ca,
+                ca_file: ca.as_ref().map(|(p, _)| p.clone()),
                 fingerprint: crate::digest::sha256(chain[0].as_ref()),
                 not_after,
                 names,
+                ca_fingerprint: ca.map(|(_, f)| f),
             })
         }
         _ => None,

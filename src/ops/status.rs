@@ -188,6 +188,9 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
     let server = observed.server.as_ref();
     let mut problems = observed.problems();
     problems.extend(observed.node_problems());
+    if let Some(include) = &observed.include {
+        problems.extend(include.problems.iter().cloned());
+    }
     // The client listener's TLS: files that cannot serve, an expired certificate, or one that
     // expires within 30 days.
     if let Some(tls) = &observed.tls {

@@ -80,6 +80,7 @@ fn listener_tls(desired: &Desired, observed: &Observed) -> Option<render::Listen
         verify: t.verify,
         timeout_ms: t.timeout_ms,
         certificate: facts.map(|f| (f.fingerprint.clone(), f.not_after)),
+        ca_fingerprint: facts.and_then(|f| f.ca_fingerprint.clone()),
     })
 }
 

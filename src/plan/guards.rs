@@ -385,6 +385,19 @@ pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal>
     let Some(conf) = observed.node_conf_text(&node.name) else {
         return Ok(());
     };
+    // Turning client TLS on or off changes how every client, cotal's own connections
+    // included, must speak to the listener: a restart, not a reload.
+    let served_tls = conf.lines().any(|l| l == "tls {");
+    if served_tls != node.tls.is_some() {
+        return Err(Diagnostic::refusal(
+            format!(
+                "client TLS is turned {} while the broker runs; every client, cotal included, would have to change how it connects at the reload.",
+                if served_tls { "off" } else { "on" }
+            ),
+            NOTHING_CHANGED,
+            "`cotal down`, `cotal apply`, then `cotal up`, and give clients the new URL and CA (a rotation of the certificate is applied hot)",
+        ));
+    }
     let before = crate::render::fixed_listeners(conf);
     let after = crate::render::fixed_listeners(&render_listeners(node));
     if before == after {

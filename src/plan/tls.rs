@@ -127,6 +127,7 @@ mod tests {
                 fingerprint: format!("sha256:{}", "0".repeat(64)),
                 not_after,
                 names: names.iter().map(|n| n.to_string()).collect(),
+                ca_fingerprint: None,
             }),
             problems: Vec::new(),
         });

@@ -293,6 +293,13 @@ fn the_client_listener_serves_tls_rotates_hot_verifies_clients_and_refuses_bad_p
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);
+    // Turning TLS off is a restart, not a reload: refused while the broker runs.
+    b.desire("[spaces.design]\n\n[spaces.release]\n");
+    let err = crate::support::stderr(&b.root.cotal(&["plan"]).assert().code(3));
+    assert!(
+        err.contains("client TLS is turned off while the broker runs"),
+        "{err}"
+    );
 }
 
 #[test]
