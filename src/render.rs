@@ -62,6 +62,24 @@ impl Node {
     }
 }
 
+/// A `tls {}` block at `indent`: the certificate, its key, the CA and `verify`; the handshake's
+/// `timeout` on the client listener only.
+fn tls_block(out: &mut String, indent: &str, t: &ListenerTls, timeout: bool) {
+    let _ = writeln!(out, "{indent}tls {{");
+    let _ = writeln!(out, "{indent}  cert_file: {}", quote(&t.cert_file));
+    let _ = writeln!(out, "{indent}  key_file: {}", quote(&t.key_file));
+    if let Some(ca) = &t.ca_file {
+        let _ = writeln!(out, "{indent}  ca_file: {}", quote(ca));
+    }
+    if t.verify {
+        let _ = writeln!(out, "{indent}  verify: true");
+    }
+    if let Some(ms) = t.timeout_ms.filter(|_| timeout) {
+        let _ = writeln!(out, "{indent}  timeout: {}", seconds(ms));
+    }
+    let _ = writeln!(out, "{indent}}}");
+}
+
 /// The `websocket {}` block: `wss://` with the client listener's certificate, or `no_tls`.
 pub fn websocket_block(w: &crate::desired::Websocket, tls: Option<&ListenerTls>) -> String {
     let mut out = String::from("websocket {\n");
@@ -71,16 +89,7 @@ pub fn websocket_block(w: &crate::desired::Websocket, tls: Option<&ListenerTls>)
         (Some(t), false) => {
             // The client listener's TLS, mutual TLS included: the websocket port is no way
             // around `verify`.
-            out.push_str("  tls {\n");
-            let _ = writeln!(out, "    cert_file: {}", quote(&t.cert_file));
-            let _ = writeln!(out, "    key_file: {}", quote(&t.key_file));
-            if let Some(ca) = &t.ca_file {
-                let _ = writeln!(out, "    ca_file: {}", quote(ca));
-            }
-            if t.verify {
-                out.push_str("    verify: true\n");
-            }
-            out.push_str("  }\n");
+            tls_block(&mut out, "  ", t, false);
         }
         _ => out.push_str("  no_tls: true\n"),
     }
@@ -289,19 +298,7 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
                     .unwrap_or_default()
             );
         }
-        out.push_str("tls {\n");
-        let _ = writeln!(out, "  cert_file: {}", quote(&t.cert_file));
-        let _ = writeln!(out, "  key_file: {}", quote(&t.key_file));
-        if let Some(ca) = &t.ca_file {
-            let _ = writeln!(out, "  ca_file: {}", quote(ca));
-        }
-        if t.verify {
-            out.push_str("  verify: true\n");
-        }
-        if let Some(ms) = t.timeout_ms {
-            let _ = writeln!(out, "  timeout: {}", seconds(ms));
-        }
-        out.push_str("}\n");
+        tls_block(&mut out, "", t, true);
     }
     if let Some(w) = &node.websocket {
         out.push_str(&websocket_block(w, node.tls.as_ref()));
@@ -422,16 +419,7 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
     if let Some(w) = &node.websocket {
         parsed["websocket"] = match (&node.tls, w.no_tls) {
             (Some(t), false) => {
-                let mut tls = serde_json::Map::new();
-                tls.insert("cert_file".into(), json!(t.cert_file));
-                tls.insert("key_file".into(), json!(t.key_file));
-                if let Some(ca) = &t.ca_file {
-                    tls.insert("ca_file".into(), json!(ca));
-                }
-                if t.verify {
-                    tls.insert("verify".into(), json!(true));
-                }
-                json!({ "host": w.host, "port": w.port, "tls": tls })
+                json!({ "host": w.host, "port": w.port, "tls": parsed_tls(t, false) })
             }
             _ => json!({ "host": w.host, "port": w.port, "no_tls": true }),
         };
@@ -440,19 +428,7 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         parsed[if m.https { "https" } else { "http" }] = json!(format!("{}:{}", m.host, m.port));
     }
     if let Some(t) = &node.tls {
-        let mut tls = serde_json::Map::new();
-        tls.insert("cert_file".into(), json!(t.cert_file));
-        tls.insert("key_file".into(), json!(t.key_file));
-        if let Some(ca) = &t.ca_file {
-            tls.insert("ca_file".into(), json!(ca));
-        }
-        if t.verify {
-            tls.insert("verify".into(), json!(true));
-        }
-        if let Some(ms) = t.timeout_ms {
-            tls.insert("timeout".into(), seconds(ms));
-        }
-        parsed["tls"] = Value::Object(tls);
+        parsed["tls"] = parsed_tls(t, true);
     }
     if let Some(c) = &node.cluster {
         parsed["server_name"] = json!(node.name);
@@ -470,6 +446,23 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
     let mut encoded = go_html_safe(&parsed.to_string());
     encoded.push('\n');
     crate::digest::sha256(encoded.as_bytes())
+}
+
+/// A `tls {}` block as nats-server parses what [`tls_block`] writes.
+fn parsed_tls(t: &ListenerTls, timeout: bool) -> serde_json::Value {
+    let mut tls = serde_json::Map::new();
+    tls.insert("cert_file".into(), serde_json::json!(t.cert_file));
+    tls.insert("key_file".into(), serde_json::json!(t.key_file));
+    if let Some(ca) = &t.ca_file {
+        tls.insert("ca_file".into(), serde_json::json!(ca));
+    }
+    if t.verify {
+        tls.insert("verify".into(), serde_json::json!(true));
+    }
+    if let Some(ms) = t.timeout_ms.filter(|_| timeout) {
+        tls.insert("timeout".into(), seconds(ms));
+    }
+    serde_json::Value::Object(tls)
 }
 
 /// Go's `encoding/json` escapes `<`, `>`, `&`, U+2028 and U+2029 inside strings; serde_json

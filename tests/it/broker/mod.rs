@@ -120,13 +120,18 @@ impl Broker {
             "{}",
             stdout(&up)
         );
-        let rt = runtime();
+        Broker::running(root, port)
+    }
+
+    /// A single server the test started itself on `port` (its own way: a lowered limit, TLS
+    /// files written first), driven as any other from then on.
+    fn running(root: TestRoot, port: u16) -> Broker {
         Broker {
             root,
             port,
             nodes: Vec::new(),
             remote: None,
-            rt,
+            rt: runtime(),
         }
     }
 
@@ -888,14 +893,7 @@ impl Broker {
     /// Start a broker on a root prepared by the caller.
     fn up(root: TestRoot, port: u16) -> Broker {
         root.cotal(&["up"]).assert().success();
-        let rt = runtime();
-        Broker {
-            root,
-            port,
-            nodes: Vec::new(),
-            remote: None,
-            rt,
-        }
+        Broker::running(root, port)
     }
 }
 
@@ -1608,13 +1606,7 @@ fn up_gives_the_broker_the_hosts_open_file_limit_and_status_shows_what_it_holds(
         "{}",
         String::from_utf8_lossy(&up.stderr)
     );
-    let b = Broker {
-        root,
-        port,
-        nodes: Vec::new(),
-        remote: None,
-        rt: runtime(),
-    };
+    let b = Broker::running(root, port);
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", b.pid())).unwrap();
     assert_eq!(
         cotal::broker::process::soft_open_files(&limits),
@@ -1739,13 +1731,7 @@ fn an_include_sets_what_cotal_does_not_model_hot_and_what_it_owns_is_refused() {
     root.desire_on(port, &spaces);
     root.apply().success();
     root.cotal(&["up"]).assert().success();
-    let b = Broker {
-        root,
-        port,
-        nodes: Vec::new(),
-        remote: None,
-        rt: runtime(),
-    };
+    let b = Broker::running(root, port);
     let varz = |_: &Broker| -> serde_json::Value {
         serde_json::from_str(&http_get(monitor, "/varz").unwrap().1).unwrap()
     };
@@ -1837,13 +1823,7 @@ fn a_running_broker_at_its_open_file_limit_refuses_adds_before_any_change() {
             .unwrap()
     };
     assert!(limited(&["up"]).status.success());
-    let b = Broker {
-        root,
-        port,
-        nodes: Vec::new(),
-        remote: None,
-        rt: runtime(),
-    };
+    let b = Broker::running(root, port);
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", b.pid())).unwrap();
     assert_eq!(cotal::broker::process::soft_open_files(&limits), Some(400));
     // Ten more would need 424 files: refused by a plain apply (the limit is the broker's own),

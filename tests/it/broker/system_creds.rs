@@ -314,13 +314,7 @@ fn a_root_with_the_legacy_sys_seed_is_migrated_by_the_next_apply_while_the_broke
     root.apply().success();
     make_legacy(&root);
     root.cotal(&["up"]).assert().success();
-    let b = Broker {
-        root,
-        port,
-        nodes: Vec::new(),
-        remote: None,
-        rt: super::runtime(),
-    };
+    let b = Broker::running(root, port);
     let status = stdout(&b.root.cotal(&["status"]).assert().success());
     assert!(status.contains("system      legacy keys"), "{status}");
     let before = sys_creds(&b, "design", "membership-observer.creds");

@@ -5,7 +5,7 @@
 //! presents its own, and an expired or mismatched pair is refused at plan time with nothing
 //! changed.
 
-use super::{Broker, free_port, runtime};
+use super::{Broker, free_port};
 use crate::support::{TestRoot, stdout};
 use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};
 use std::io::{BufRead, Read, Write};
@@ -133,13 +133,7 @@ fn the_client_listener_serves_tls_rotates_hot_verifies_clients_and_refuses_bad_p
     );
     // `up` provisions every space over TLS: cotal's own connections trust the CA.
     root.cotal(&["up"]).assert().success();
-    let b = Broker {
-        root,
-        port,
-        nodes: Vec::new(),
-        remote: None,
-        rt: runtime(),
-    };
+    let b = Broker::running(root, port);
 
     // Plaintext: the server requires TLS before anything else; a plaintext CONNECT gets no PONG.
     let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
@@ -318,13 +312,7 @@ fn a_browser_client_connects_over_wss_with_the_brokers_certificate() {
     );
     root.apply().success();
     root.cotal(&["up"]).assert().success();
-    let b = Broker {
-        root,
-        port,
-        nodes: Vec::new(),
-        remote: None,
-        rt: runtime(),
-    };
+    let b = Broker::running(root, port);
     let conf = std::fs::read_to_string(b.root.file(".cotal/auth/server.conf")).unwrap();
     assert!(
         conf.contains("websocket {") && !conf.contains("no_tls"),
@@ -371,13 +359,7 @@ fn cotal_reaches_its_broker_by_address_and_checks_the_certificate_by_its_declare
     root.apply().success();
     // `up` provisions every space over TLS: it checks the certificate by the declared name.
     root.cotal(&["up"]).assert().success();
-    let b = Broker {
-        root,
-        port,
-        nodes: Vec::new(),
-        remote: None,
-        rt: runtime(),
-    };
+    let b = Broker::running(root, port);
     let status = b.status();
     assert_eq!(status["spaces"][0]["servable"], true, "{status}");
 }
