@@ -138,6 +138,12 @@ pub struct ListenerTls {
 /// The first line of the comment that names the certificate a config serves.
 pub const TLS_CERTIFICATE_LINE: &str = "# tls certificate ";
 
+/// Whether a rendered config serves TLS on its client listener (its top-level `tls {}` block;
+/// a websocket's own is indented).
+pub fn serves_tls(text: &str) -> bool {
+    text.lines().any(|l| l == "tls {")
+}
+
 /// The certificate line of a rendered config (fingerprint and expiry), if it has one.
 pub fn tls_certificate_line(text: &str) -> Option<&str> {
     text.lines()

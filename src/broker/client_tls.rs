@@ -7,7 +7,7 @@
 use crate::desired::TlsSettings;
 use crate::store::Root;
 use std::path::PathBuf;
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 /// What a connection of cotal's needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -93,12 +93,28 @@ fn client_config(tls: &ClientTls) -> Result<rustls::ClientConfig, String> {
         }
         None => None,
     };
-    let builder = rustls::ClientConfig::builder_with_provider(provider)
+    config(
+        Verifier {
+            chain: Some((webpki, name)),
+            provider: provider.clone(),
+        },
+        tls.client.as_ref(),
+    )
+}
+
+/// A client configuration with `verifier`, presenting `client` (certificate and key files)
+/// when given.
+fn config(
+    verifier: Verifier,
+    client: Option<&(PathBuf, PathBuf)>,
+) -> Result<rustls::ClientConfig, String> {
+    use rustls_pki_types::pem::PemObject;
+    let builder = rustls::ClientConfig::builder_with_provider(verifier.provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AsName { webpki, name }));
-    match &tls.client {
+        .with_custom_certificate_verifier(Arc::new(verifier));
+    match client {
         Some((cert, key)) => {
             let certs = rustls_pki_types::CertificateDer::pem_file_iter(cert)
                 .and_then(|i| i.collect::<Result<Vec<_>, _>>())
@@ -113,15 +129,21 @@ fn client_config(tls: &ClientTls) -> Result<rustls::ClientConfig, String> {
     }
 }
 
-/// The WebPKI check of the chain against the trusted roots, with the name the plan checked in
-/// place of the address dialed (when `names` declares one).
+/// cotal's check of the broker's certificate. With `chain`, the WebPKI check against the
+/// trusted roots, with the name the plan checked in place of the address dialed (when `names`
+/// declares one). Without, any certificate is accepted: only [`served_fingerprint`]'s probe,
+/// which asks which certificate is served and sends nothing, goes without. Either way the
+/// handshake's signatures must be the certificate's.
 #[derive(Debug)]
-struct AsName {
-    webpki: Arc<rustls::client::WebPkiServerVerifier>,
-    name: Option<rustls_pki_types::ServerName<'static>>,
+struct Verifier {
+    chain: Option<(
+        Arc<rustls::client::WebPkiServerVerifier>,
+        Option<rustls_pki_types::ServerName<'static>>,
+    )>,
+    provider: Arc<rustls::crypto::CryptoProvider>,
 }
 
-impl rustls::client::danger::ServerCertVerifier for AsName {
+impl rustls::client::danger::ServerCertVerifier for Verifier {
     fn verify_server_cert(
         &self,
         end_entity: &rustls_pki_types::CertificateDer<'_>,
@@ -130,13 +152,16 @@ impl rustls::client::danger::ServerCertVerifier for AsName {
         ocsp_response: &[u8],
         now: rustls_pki_types::UnixTime,
     ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        self.webpki.verify_server_cert(
-            end_entity,
-            intermediates,
-            self.name.as_ref().unwrap_or(server_name),
-            ocsp_response,
-            now,
-        )
+        match &self.chain {
+            Some((webpki, name)) => webpki.verify_server_cert(
+                end_entity,
+                intermediates,
+                name.as_ref().unwrap_or(server_name),
+                ocsp_response,
+                now,
+            ),
+            None => Ok(rustls::client::danger::ServerCertVerified::assertion()),
+        }
     }
 
     fn verify_tls12_signature(
@@ -145,7 +170,12 @@ impl rustls::client::danger::ServerCertVerifier for AsName {
         cert: &rustls_pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls12_signature(message, cert, dss)
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn verify_tls13_signature(
@@ -154,11 +184,18 @@ impl rustls::client::danger::ServerCertVerifier for AsName {
         cert: &rustls_pki_types::CertificateDer<'_>,
         dss: &rustls::DigitallySignedStruct,
     ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        self.webpki.verify_tls13_signature(message, cert, dss)
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
     }
 
     fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.webpki.supported_verify_schemes()
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
     }
 }
 
@@ -197,27 +234,14 @@ pub fn served_fingerprint(url: &str, deadline: std::time::Duration) -> Result<St
     if !info.contains("\"tls_required\":true") {
         return Err("the listener does not require TLS".into());
     }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)));
     let tls = CLIENT_TLS.read().ok().and_then(|t| t.clone());
-    let config = match tls.and_then(|t| t.client) {
-        Some((cert, key)) => {
-            use rustls_pki_types::pem::PemObject;
-            let certs = rustls_pki_types::CertificateDer::pem_file_iter(&cert)
-                .and_then(|i| i.collect::<Result<Vec<_>, _>>())
-                .map_err(|e| format!("cotal's client certificate: {e}"))?;
-            let key = rustls_pki_types::PrivateKeyDer::from_pem_file(&key)
-                .map_err(|e| format!("cotal's client key: {e}"))?;
-            builder
-                .with_client_auth_cert(certs, key)
-                .map_err(|e| e.to_string())?
-        }
-        None => builder.with_no_client_auth(),
-    };
+    let config = config(
+        Verifier {
+            chain: None,
+            provider: Arc::new(rustls::crypto::ring::default_provider()),
+        },
+        tls.as_ref().and_then(|t| t.client.as_ref()),
+    )?;
     let name =
         rustls_pki_types::ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
     let mut conn =
@@ -230,57 +254,4 @@ pub fn served_fingerprint(url: &str, deadline: std::time::Duration) -> Result<St
         .and_then(|c| c.first())
         .ok_or("the listener presented no certificate")?;
     Ok(crate::digest::sha256(leaf.as_ref()))
-}
-
-use std::sync::Arc;
-
-/// Accepts whatever certificate is presented, checking only that the handshake's signatures
-/// are the certificate's: the probe above asks which certificate is served, nothing more, and
-/// sends nothing over the connection.
-#[derive(Debug)]
-struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &rustls_pki_types::CertificateDer<'_>,
-        _intermediates: &[rustls_pki_types::CertificateDer<'_>],
-        _server_name: &rustls_pki_types::ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls_pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &rustls_pki_types::CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
 }

@@ -387,7 +387,7 @@ pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal>
     };
     // Turning client TLS on or off changes how every client, cotal's own connections
     // included, must speak to the listener: a restart, not a reload.
-    let served_tls = conf.lines().any(|l| l == "tls {");
+    let served_tls = crate::render::serves_tls(conf);
     if served_tls != node.tls.is_some() {
         return Err(Diagnostic::refusal(
             format!(

@@ -81,8 +81,7 @@ pub fn reasons(
                 drifted = true;
                 let before = render::tls_certificate_line(conf);
                 let after = render::tls_certificate_line(&base_render);
-                let tls = |t: &str| t.contains("tls {");
-                if (before != after || tls(conf) != tls(&base_render))
+                if (before != after || render::serves_tls(conf) != render::serves_tls(&base_render))
                     && !reasons.iter().any(|r| matches!(r, Reason::Tls { .. }))
                 {
                     reasons.push(Reason::Tls {

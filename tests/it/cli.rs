@@ -1709,20 +1709,6 @@ fn a_node_config_path_never_reads_or_replaces_a_file_cotal_did_not_render() {
     );
 }
 
-/// `cotal ARGS` on `root` with its open-file limit (soft and hard) lowered to `files`.
-fn limited(root: &TestRoot, files: u32, args: &[&str]) -> std::process::Output {
-    std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!(r#"ulimit -n {files} && exec "$0" "$@""#))
-        .arg(assert_cmd::cargo::cargo_bin("cotal"))
-        .arg("--root")
-        .arg(root.path())
-        .args(args)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
     let root = TestRoot::init();
@@ -1731,7 +1717,7 @@ fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
     let before = root.snapshot();
     // The limit `cotal up` would give the broker is this process's hard limit: lowered to 150
     // (room for 7 spaces of 12 streams and buckets, and 64 files of the broker's own).
-    let out = limited(&root, 150, &["apply", "--auto-approve"]);
+    let out = crate::support::limited(&root, "-n 150", &["apply", "--auto-approve"]);
     let shown = format!(
         "$ ulimit -n 150; cotal apply --auto-approve\nexit {}\n--- stdout\n{}--- stderr\n{}",
         out.status.code().unwrap_or(-1),
@@ -1744,7 +1730,7 @@ fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
     let seven: String = (0..7).map(|i| format!("[spaces.s{i}]\n")).collect();
     root.desire(&seven);
     assert!(
-        limited(&root, 150, &["apply", "--auto-approve"])
+        crate::support::limited(&root, "-n 150", &["apply", "--auto-approve"])
             .status
             .success()
     );

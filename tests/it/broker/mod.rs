@@ -1592,15 +1592,7 @@ fn up_gives_the_broker_the_hosts_open_file_limit_and_status_shows_what_it_holds(
     let root = TestRoot::init();
     root.desire_on(port, "[spaces.design]\n");
     root.apply().success();
-    let up = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(r#"ulimit -Sn 256 && exec "$0" "$@""#)
-        .arg(assert_cmd::cargo::cargo_bin("cotal"))
-        .arg("--root")
-        .arg(root.path())
-        .arg("up")
-        .output()
-        .unwrap();
+    let up = crate::support::limited(&root, "-Sn 256", &["up"]);
     assert!(
         up.status.success(),
         "{}",
@@ -1810,19 +1802,11 @@ fn a_running_broker_at_its_open_file_limit_refuses_adds_before_any_change() {
     let spaces = |n: usize| -> String { (0..n).map(|i| format!("[spaces.s{i}]\n")).collect() };
     root.desire_on(port, &spaces(20));
     root.apply().success();
-    let limited = |args: &[&str]| {
-        std::process::Command::new("sh")
-            .arg("-c")
-            .arg(r#"ulimit -n 400 && exec "$0" "$@""#)
-            .arg(assert_cmd::cargo::cargo_bin("cotal"))
-            .arg("--root")
-            .arg(root.path())
-            .args(args)
-            .env("NO_COLOR", "1")
-            .output()
-            .unwrap()
-    };
-    assert!(limited(&["up"]).status.success());
+    assert!(
+        crate::support::limited(&root, "-n 400", &["up"])
+            .status
+            .success()
+    );
     let b = Broker::running(root, port);
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", b.pid())).unwrap();
     assert_eq!(cotal::broker::process::soft_open_files(&limits), Some(400));

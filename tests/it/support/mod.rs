@@ -360,3 +360,18 @@ pub fn shown(root: &TestRoot, label: &str, out: &assert_cmd::assert::Assert) -> 
         redact(root, &stderr(out))
     )
 }
+
+/// `cotal --root ROOT ARGS` under `ulimit LIMIT` (`-n 150`: soft and hard open files lowered;
+/// `-Sn 256`: the soft one only).
+pub fn limited(root: &TestRoot, limit: &str, args: &[&str]) -> std::process::Output {
+    std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(r#"ulimit {limit} && exec "$0" "$@""#))
+        .arg(assert_cmd::cargo::cargo_bin("cotal"))
+        .arg("--root")
+        .arg(root.path())
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
