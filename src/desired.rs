@@ -5,7 +5,8 @@
 //! refused, and every value is range-checked here so that later stages never see a bad one.
 
 use crate::model::{ByteSize, Limits, SpaceName, SpaceSpec, SpaceState};
-use crate::topology::{self, Topology, check_host, check_path, check_port};
+pub use crate::tls_config::{LocatedPath, TlsSettings};
+use crate::topology::{self, Topology, check_host, check_path, check_port, loopback};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -59,37 +60,6 @@ pub struct Monitoring {
     pub port: u16,
     /// Served over TLS with `[broker.tls]`'s certificate (`https = ...`).
     pub https: bool,
-}
-
-/// `[broker.tls]` as declared. Paths are as written (relative ones are relative to the root);
-/// the files are read and checked by observation ([`crate::tls`]), and each problem is
-/// reported at the key's place in `cotal.toml`.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct TlsSettings {
-    /// The certificate chain the listener presents (PEM).
-    pub cert: LocatedPath,
-    /// Its private key (PEM; readable by its owner only).
-    pub key: LocatedPath,
-    /// The CA clients' certificates must chain to (and cotal trusts the broker by).
-    pub ca: Option<LocatedPath>,
-    /// Mutual TLS: every client must present a certificate the CA signed.
-    pub verify: bool,
-    /// The handshake's deadline, in milliseconds (`timeout`, in seconds, in the file).
-    pub timeout_ms: Option<u64>,
-    /// The names clients reach the broker by, which the certificate must cover; unset: every
-    /// node's listener host.
-    pub names: Vec<String>,
-    /// The certificate and key cotal presents itself under `verify` (its control, observation
-    /// and provisioning connections).
-    pub client_cert: Option<LocatedPath>,
-    pub client_key: Option<LocatedPath>,
-}
-
-/// A file `cotal.toml` names: the path as written and where (`cotal.toml:LINE:COLUMN`).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
-pub struct LocatedPath {
-    pub path: String,
-    pub at: String,
 }
 
 impl Default for BrokerSettings {
@@ -172,7 +142,7 @@ struct RawBroker {
     max_file_store: Option<Spanned<toml::Value>>,
     max_memory_store: Option<Spanned<toml::Value>>,
     evictor_creds: Option<bool>,
-    tls: Option<Spanned<RawTls>>,
+    tls: Option<Spanned<crate::tls_config::RawTls>>,
     monitoring: Option<Spanned<RawMonitoring>>,
     include: Option<Spanned<String>>,
     websocket: Option<Spanned<RawWebsocket>>,
@@ -192,19 +162,6 @@ struct RawMonitoring {
     http: Option<Spanned<String>>,
     https: Option<Spanned<String>>,
     allow_public: Option<bool>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RawTls {
-    cert: Option<Spanned<String>>,
-    key: Option<Spanned<String>>,
-    ca: Option<Spanned<String>>,
-    verify: Option<bool>,
-    timeout: Option<Spanned<toml::Value>>,
-    names: Option<Vec<Spanned<String>>>,
-    client_cert: Option<Spanned<String>>,
-    client_key: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
@@ -467,7 +424,10 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
         max_file_store: store("max_file_store", b.max_file_store)?,
         max_memory_store: store("max_memory_store", b.max_memory_store)?,
         evictor_creds: b.evictor_creds.unwrap_or(defaults.evictor_creds),
-        tls: b.tls.map(|t| tls_settings(t, loc)).transpose()?,
+        tls: b
+            .tls
+            .map(|t| crate::tls_config::listener(t, &|offset, msg| loc.at(offset, msg)))
+            .transpose()?,
         monitoring: None,
         websocket: None,
         include: match b.include {
@@ -495,13 +455,6 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
         ..settings
     };
     Ok((settings, Topology::lone(host, port, store_dir)))
-}
-
-fn loopback(host: &str) -> bool {
-    host == "localhost"
-        || host
-            .parse::<std::net::IpAddr>()
-            .is_ok_and(|ip| ip.is_loopback())
 }
 
 fn websocket(
@@ -575,83 +528,6 @@ fn monitoring(raw: Spanned<RawMonitoring>, tls: bool, loc: &Located) -> Result<M
         )));
     }
     Ok(Monitoring { host, port, https })
-}
-
-fn tls_settings(raw: Spanned<RawTls>, loc: &Located) -> Result<TlsSettings, String> {
-    let start = raw.span().start;
-    let t = raw.into_inner();
-    let path = |field: &str, v: Spanned<String>| -> Result<LocatedPath, String> {
-        let at = loc.at(v.span().start, "");
-        let at = at.trim_end_matches(": ").to_string();
-        check_path(field, v.get_ref())
-            .map(|path| LocatedPath { path, at })
-            .map_err(|e| loc.at(v.span().start, e))
-    };
-    let required = |field: &str, v: Option<Spanned<String>>| -> Result<LocatedPath, String> {
-        match v {
-            Some(v) => path(field, v),
-            None => Err(loc.at(
-                start,
-                format!("[broker.tls] needs `{field}` (a PEM file, relative to the root)"),
-            )),
-        }
-    };
-    let optional = |field: &str, v: Option<Spanned<String>>| v.map(|v| path(field, v)).transpose();
-    let verify = t.verify.unwrap_or(false);
-    let ca = optional("ca", t.ca)?;
-    if verify && ca.is_none() {
-        return Err(loc.at(
-            start,
-            "[broker.tls] verify = true needs `ca`: the CA clients' certificates must chain to",
-        ));
-    }
-    let client_cert = optional("client_cert", t.client_cert)?;
-    let client_key = optional("client_key", t.client_key)?;
-    if client_cert.is_some() != client_key.is_some() {
-        return Err(loc.at(
-            start,
-            "[broker.tls] client_cert and client_key go together: the certificate cotal presents and its key",
-        ));
-    }
-    if verify && client_cert.is_none() {
-        return Err(loc.at(
-            start,
-            "[broker.tls] verify = true needs client_cert and client_key: cotal's own connections must present a certificate the CA signed too",
-        ));
-    }
-    let timeout_ms = match t.timeout {
-        None => None,
-        Some(v) => {
-            let seconds = match v.get_ref() {
-                toml::Value::Integer(i) => Some(*i as f64),
-                toml::Value::Float(f) => Some(*f),
-                _ => None,
-            };
-            match seconds {
-                Some(s) if s > 0.0 && s <= 60.0 => Some((s * 1000.0).round() as u64),
-                _ => {
-                    return Err(loc.at(
-                        v.span().start,
-                        "timeout must be a number of seconds above 0 and at most 60 (the TLS handshake's deadline)",
-                    ));
-                }
-            }
-        }
-    };
-    let mut names = Vec::new();
-    for n in t.names.unwrap_or_default() {
-        names.push(check_host(n.get_ref()).map_err(|e| loc.at(n.span().start, e))?);
-    }
-    Ok(TlsSettings {
-        cert: required("cert", t.cert)?,
-        key: required("key", t.key)?,
-        ca,
-        verify,
-        timeout_ms,
-        names,
-        client_cert,
-        client_key,
-    })
 }
 
 fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {

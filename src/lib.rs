@@ -7,6 +7,7 @@
 //! | [`cli`] | the command line: parse, call one operation, render its result; one file per verb | edge |
 //! | [`ops`] | the operations below the commands: init, apply, up, down, the state after an apply, status, the space list, backups, credentials, eviction | edge |
 //! | [`desired`] | `cotal.toml` parsed and validated (file:line:column errors) | pure |
+//! | [`tls_config`] | the `[broker.tls]` and `[cluster.tls]` tables as declared, parsed and validated | pure |
 //! | [`topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` parsed and validated | pure |
 //! | [`model`] | the vocabulary: space names (and how they are shown), states, limits, sizes, listeners | pure |
 //! | [`observe`] | reads everything a plan may depend on into an [`observed::Observed`] | edge (IO) |
@@ -33,7 +34,7 @@
 //! | [`edit`] | format-preserving edits of `cotal.toml` for the space verbs | pure |
 //! | [`channels`] | channels declared per space: validation, wire form, diff against the registry | pure |
 //! | [`secret`] | a seed that never prints | pure |
-//! | [`tls`] | the TLS material of `[broker.tls]`: read, parsed, checked, fingerprinted | edge (IO) |
+//! | [`tls`] | the TLS material of `[broker.tls]` and `[cluster.tls]`: read, parsed, checked, fingerprinted | edge (IO) |
 //! | [`include`] | `[broker] include`: an operator's nats-server settings, read, checked and inlined | edge (IO) |
 //! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) | pure |
 //! | [`error`] | the error kinds and their exit codes | pure |
@@ -83,4 +84,5 @@ pub mod streams;
 #[doc(hidden)]
 pub mod testing;
 pub mod tls;
+pub mod tls_config;
 pub mod topology;

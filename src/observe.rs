@@ -210,7 +210,12 @@ fn observe_with(
             .broker
             .tls
             .as_ref()
-            .map(|t| crate::tls::observe(root, t)),
+            .map(|t| crate::tls::observe(root, t, crate::tls::Use::Listener)),
+        route_tls: desired
+            .topology
+            .route_tls
+            .as_ref()
+            .map(|t| crate::tls::observe(root, t, crate::tls::Use::Routes)),
         include: desired
             .broker
             .include

@@ -514,6 +514,8 @@ pub struct Observed {
     pub layout_conflict: Option<String>,
     /// `[broker.tls]`'s files as read (absent when `cotal.toml` declares no TLS).
     pub tls: Option<ObservedTls>,
+    /// `[cluster.tls]`'s files as read (absent when no route TLS is declared).
+    pub route_tls: Option<ObservedTls>,
     /// `[broker] include` as read (absent when `cotal.toml` declares none).
     pub include: Option<ObservedInclude>,
 }

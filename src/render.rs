@@ -137,6 +137,25 @@ pub struct ListenerTls {
 
 /// The first line of the comment that names the certificate a config serves.
 pub const TLS_CERTIFICATE_LINE: &str = "# tls certificate ";
+/// The same for the certificate of its routes (`[cluster.tls]`), inside its `cluster {}`.
+pub const ROUTE_TLS_CERTIFICATE_LINE: &str = "  # route tls certificate ";
+
+impl ListenerTls {
+    /// The comment naming the certificate (fingerprint, expiry, CA), after `prefix`.
+    fn certificate_comment(&self, out: &mut String, prefix: &str) {
+        if let Some((fingerprint, not_after)) = &self.certificate {
+            let _ = writeln!(
+                out,
+                "{prefix}{fingerprint} expires {}{}",
+                crate::model::stamp(*not_after),
+                self.ca_fingerprint
+                    .as_ref()
+                    .map(|c| format!(" (ca {c})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
+}
 
 /// Whether a rendered config serves TLS on its client listener (its top-level `tls {}` block;
 /// a websocket's own is indented).
@@ -148,6 +167,20 @@ pub fn serves_tls(text: &str) -> bool {
 pub fn tls_certificate_line(text: &str) -> Option<&str> {
     text.lines()
         .find_map(|l| l.strip_prefix(TLS_CERTIFICATE_LINE))
+}
+
+/// The route certificate line of a rendered config, if it has one.
+pub fn route_tls_certificate_line(text: &str) -> Option<&str> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(ROUTE_TLS_CERTIFICATE_LINE))
+}
+
+/// Whether a rendered config's routes are TLS (a `tls {}` block inside its `cluster {}`).
+pub fn routes_tls(text: &str) -> bool {
+    text.lines()
+        .skip_while(|l| *l != "cluster {")
+        .take_while(|l| *l != "}")
+        .any(|l| l == "  tls {")
 }
 
 /// Seconds as nats-server reads them: a whole number when whole.
@@ -188,6 +221,8 @@ pub struct ClusterBlock {
     /// include file and for the digest nats-server computes over the included values. A plan
     /// renders the text, which never holds it, without.
     pub credential: Option<crate::route_auth::RouteCredential>,
+    /// Mutual TLS on the routes (`[cluster.tls]`): `verify` always on.
+    pub tls: Option<ListenerTls>,
 }
 
 impl ClusterBlock {
@@ -293,17 +328,7 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
         out.push('\n');
     }
     if let Some(t) = &node.tls {
-        if let Some((fingerprint, not_after)) = &t.certificate {
-            let _ = writeln!(
-                out,
-                "{TLS_CERTIFICATE_LINE}{fingerprint} expires {}{}",
-                crate::model::stamp(*not_after),
-                t.ca_fingerprint
-                    .as_ref()
-                    .map(|c| format!(" (ca {c})"))
-                    .unwrap_or_default()
-            );
-        }
+        t.certificate_comment(&mut out, TLS_CERTIFICATE_LINE);
         tls_block(&mut out, "", t, true);
     }
     if let Some(w) = &node.websocket {
@@ -323,6 +348,10 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
             "  # the route credential (required of every route) and the routes with it:\n",
         );
         let _ = writeln!(out, "  include {}", quote(&c.routes_include));
+        if let Some(t) = &c.tls {
+            t.certificate_comment(&mut out, ROUTE_TLS_CERTIFICATE_LINE);
+            tls_block(&mut out, "  ", t, true);
+        }
         out.push_str("}\n");
     }
     let _ = writeln!(out, "max_control_line: {MAX_CONTROL_LINE}");
@@ -448,6 +477,9 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
             }),
             None => json!({ "name": c.name, "listen": c.listen }),
         };
+        if let Some(t) = &c.tls {
+            parsed["cluster"]["tls"] = parsed_tls(t, true);
+        }
     }
     let mut encoded = go_html_safe(&parsed.to_string());
     encoded.push('\n');

@@ -81,6 +81,9 @@ pub struct BrokerState {
     /// never a key): a plan from the state renders the same `tls {}` block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::observed::TlsFacts>,
+    /// `[cluster.tls]`'s certificate as read at the export, the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_tls: Option<crate::observed::TlsFacts>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -161,6 +164,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
             capacity: observed.capacity,
             running: observed.is_running(),
             tls: observed.tls.as_ref().and_then(|t| t.facts.clone()),
+            route_tls: observed.route_tls.as_ref().and_then(|t| t.facts.clone()),
         },
         server_conf: observed.server_conf_text().map(str::to_string),
         // A single server is the broker the fields above describe (the format of states
@@ -325,6 +329,10 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         // Read by `plan --state` from the folder of the cotal.toml it plans.
         include: None,
         tls: b.tls.clone().map(|facts| crate::observed::ObservedTls {
+            facts: Some(facts),
+            problems: Vec::new(),
+        }),
+        route_tls: b.route_tls.clone().map(|facts| crate::observed::ObservedTls {
             facts: Some(facts),
             problems: Vec::new(),
         }),

@@ -47,6 +47,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
         nodes: vec![lone_node("/srv/s")],
         layout_conflict: None,
         tls: None,
+        route_tls: None,
         include: None,
         inventory: Inventory {
             spaces: spaces.iter().map(|(n, s)| (name(n), s.clone())).collect(),

@@ -1,4 +1,4 @@
-//! The TLS material of `[broker.tls]`: each file read (a link is followed to a regular file,
+//! The TLS material of `[broker.tls]` and `[cluster.tls]`: each file read (a link is followed to a regular file,
 //! as certificate managers keep them), parsed as PEM and checked: the key readable by its owner
 //! alone, the key matching the certificate, the CA and cotal's own client pair the same. What
 //! observation keeps is secret-free: paths, the certificate's fingerprint, its expiry and the
@@ -14,8 +14,18 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 use std::os::unix::fs::PermissionsExt;
 use std::path::PathBuf;
 
-/// Read and check the files `tls` names.
-pub fn observe(root: &Root, tls: &TlsSettings) -> ObservedTls {
+/// What a certificate is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Use {
+    /// A listener's (`[broker.tls]`): it serves.
+    Listener,
+    /// The routes' (`[cluster.tls]`): every node serves it and presents it on the routes it
+    /// opens, so its extended key usage (where it has one) must allow both.
+    Routes,
+}
+
+/// Read and check the files `tls` names, for `purpose`.
+pub fn observe(root: &Root, tls: &TlsSettings, purpose: Use) -> ObservedTls {
     let mut problems = Vec::new();
     let certs = read(root, &tls.cert, &mut problems).and_then(|(path, bytes)| {
         certificates(&tls.cert, &bytes, &mut problems).map(|c| (path, c))
@@ -43,7 +53,7 @@ pub fn observe(root: &Root, tls: &TlsSettings) -> ObservedTls {
     let facts = match (certs, key) {
         (Some((cert_file, chain)), Some((key_file, key))) => {
             matches(&tls.cert, &chain[0], &key, &mut problems);
-            leaf(&tls.cert, &chain[0], &mut problems).map(|(not_after, names)| TlsFacts {
+            leaf(&tls.cert, &chain[0], purpose, &mut problems).map(|(not_after, names)| TlsFacts {
                 cert_file,
                 key_file,
                 ca_file: ca.as_ref().map(|(p, _)| p.clone()),
@@ -178,6 +188,7 @@ fn matches(
 fn leaf(
     file: &LocatedPath,
     cert: &CertificateDer,
+    purpose: Use,
     problems: &mut Vec<String>,
 ) -> Option<(i64, Vec<String>)> {
     let (_, c) = match x509_parser::parse_x509_certificate(cert.as_ref()) {
@@ -209,6 +220,18 @@ fn leaf(
                 _ => {}
             }
         }
+    }
+    if purpose == Use::Routes
+        && let Ok(Some(eku)) = c.extended_key_usage()
+        && !eku.value.any
+        && !(eku.value.server_auth && eku.value.client_auth)
+    {
+        problems.push(format!(
+            "{}: the certificate {} is not usable both as a server and as a client (its extended key usage lacks {}): every node presents it on the routes it opens too",
+            file.at,
+            file.path,
+            if eku.value.client_auth { "serverAuth" } else { "clientAuth" }
+        ));
     }
     Some((c.validity().not_after.timestamp(), names))
 }

@@ -30,6 +30,9 @@ pub struct Topology {
     pub replicas: u8,
     /// In the file's order; the first is the node cotal reaches first. At least one.
     pub nodes: Vec<NodeSpec>,
+    /// `[cluster.tls]`: mutual TLS on the routes (`None` for a single server, or a cluster
+    /// that writes `allow_plaintext_routes = true`).
+    pub route_tls: Option<crate::tls_config::TlsSettings>,
 }
 
 impl Topology {
@@ -48,6 +51,7 @@ impl Topology {
                 config: None,
                 local: true,
             }],
+            route_tls: None,
         }
     }
 
@@ -167,6 +171,8 @@ pub struct RawCluster {
     name: Option<Spanned<String>>,
     replicas: Option<Spanned<i64>>,
     nodes: Spanned<Vec<RawNode>>,
+    tls: Option<Spanned<crate::tls_config::RawRouteTls>>,
+    allow_plaintext_routes: Option<Spanned<bool>>,
 }
 
 /// One `[[cluster.nodes]]` entry as written.
@@ -301,11 +307,44 @@ pub fn cluster(
             }
         }
     };
+    let route_tls = raw
+        .tls
+        .map(|t| crate::tls_config::routes(t, at))
+        .transpose()?;
+    match (&route_tls, raw.allow_plaintext_routes) {
+        (Some(_), Some(allow)) if *allow.get_ref() => {
+            return Err(at(
+                allow.span().start,
+                "allow_plaintext_routes = true contradicts [cluster.tls]: with it every route is TLS; drop one of them".into(),
+            ));
+        }
+        (None, allow) if !allow.as_ref().is_some_and(|a| *a.get_ref()) => {
+            if let Some(n) = nodes.iter().find(|n| !loopback(&n.host)) {
+                return Err(at(
+                    nodes_at,
+                    format!(
+                        "node {:?} routes on {}, which is not a loopback address, and routes carry every tenant's messages in the clear: declare [cluster.tls] (cert, key, ca: mutual TLS on every route), or write allow_plaintext_routes = true in [cluster] for a private network you trust",
+                        n.name, n.host
+                    ),
+                ));
+            }
+        }
+        _ => {}
+    }
     Ok(Topology {
         cluster: Some(name),
         replicas,
         nodes,
+        route_tls,
     })
+}
+
+/// Whether `host` is a loopback address (or `localhost`): a listener only this machine reaches.
+pub(crate) fn loopback(host: &str) -> bool {
+    host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
 }
 
 /// A listener host as nats-server binds it: a hostname or an IP address (IPv6 unbracketed).
@@ -573,5 +612,44 @@ cluster_port = 6224
         assert!(parse(one).unwrap_err().contains("at least two"));
         let e = parse(&THREE.replace("name = \"n2\"", "name = \"n 2\"")).unwrap_err();
         assert!(e.contains("letters, digits"), "{e}");
+    }
+
+    #[test]
+    fn routes_off_loopback_need_tls_or_an_explicit_plaintext_opt_in() {
+        let remote = THREE.replace("name = \"n3\"\n", "name = \"n3\"\nhost = \"10.0.0.3\"\n");
+        let e = parse(&remote).unwrap_err();
+        assert!(e.starts_with("cotal.toml:"), "located: {e}");
+        assert!(
+            e.contains("node \"n3\" routes on 10.0.0.3")
+                && e.contains("declare [cluster.tls]")
+                && e.contains("allow_plaintext_routes = true"),
+            "{e}"
+        );
+        let allowed = remote.replace(
+            "name = \"c1\"",
+            "name = \"c1\"\nallow_plaintext_routes = true",
+        );
+        assert!(parse(&allowed).unwrap().route_tls.is_none());
+
+        let tls = format!(
+            "{remote}[cluster.tls]\ncert = \"tls/route.pem\"\nkey = \"tls/route.key\"\nca = \"tls/ca.pem\"\ntimeout = 3\n"
+        );
+        let t = parse(&tls).unwrap().route_tls.expect("route TLS");
+        assert!(t.verify, "mutual TLS on routes, always");
+        assert_eq!(t.timeout_ms, Some(3000));
+        assert_eq!(t.cert.at, "cotal.toml:19:8");
+
+        let e = parse(&tls.replace("ca = \"tls/ca.pem\"\n", "")).unwrap_err();
+        assert!(e.contains("[cluster.tls] needs `ca`"), "{e}");
+        let e = parse(&tls.replace("key = \"tls/route.key\"\n", "")).unwrap_err();
+        assert!(e.contains("[cluster.tls] needs `key`"), "{e}");
+        let e = parse(&tls.replace("timeout = 3", "verify = false")).unwrap_err();
+        assert!(e.contains("unknown field `verify`"), "{e}");
+        let both = tls.replace(
+            "name = \"c1\"",
+            "name = \"c1\"\nallow_plaintext_routes = true",
+        );
+        let e = parse(&both).unwrap_err();
+        assert!(e.contains("contradicts [cluster.tls]"), "{e}");
     }
 }

@@ -60,6 +60,24 @@ pub fn promote(
         {
             e.push(Expectation::Serves { fingerprint });
         }
+        // So do the routes, under `[cluster.tls]`.
+        let routes = ctx
+            .nodes
+            .iter()
+            .find_map(|n| n.cluster.as_ref()?.tls.as_ref());
+        if let Some((t, (fingerprint, _))) =
+            routes.and_then(|t| t.certificate.clone().map(|c| (t, c)))
+        {
+            e.push(Expectation::RoutesServe {
+                fingerprint,
+                listeners: ctx
+                    .nodes
+                    .iter()
+                    .filter_map(|n| Some((n.name.clone(), n.cluster.as_ref()?.listen.clone())))
+                    .collect(),
+                identity: (t.cert_file.clone().into(), t.key_file.clone().into()),
+            });
+        }
         e
     } else {
         Vec::new()

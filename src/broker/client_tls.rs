@@ -214,8 +214,35 @@ pub fn plaintext() {
 /// here (the plan checked the files; clients judge the chain): only which certificate is
 /// served, so a reload that kept serving the old one is caught. Bounded by `deadline`.
 pub fn served_fingerprint(url: &str, deadline: std::time::Duration) -> Result<String, String> {
+    let tls = CLIENT_TLS.read().ok().and_then(|t| t.clone());
+    probe(
+        url.trim_start_matches("nats://"),
+        true,
+        tls.as_ref().and_then(|t| t.client.as_ref()),
+        deadline,
+    )
+}
+
+/// The same for a route listener (`host:port`) under `[cluster.tls]`: a route's TLS handshake
+/// comes first (no plaintext INFO), and the listener requires a certificate its CA signed, so
+/// the probe presents `identity` (the routes' own certificate and key).
+pub fn route_fingerprint(
+    address: &str,
+    identity: &(PathBuf, PathBuf),
+    deadline: std::time::Duration,
+) -> Result<String, String> {
+    probe(address, false, Some(identity), deadline)
+}
+
+/// A handshake with the listener at `address` (after its INFO line when `info_first`),
+/// presenting `identity`; the served leaf's fingerprint.
+fn probe(
+    address: &str,
+    info_first: bool,
+    identity: Option<&(PathBuf, PathBuf)>,
+    deadline: std::time::Duration,
+) -> Result<String, String> {
     use std::io::BufRead;
-    let address = url.trim_start_matches("nats://");
     let (host, _) = address.rsplit_once(':').ok_or("no port in the listener")?;
     let host = host.trim_start_matches('[').trim_end_matches(']');
     let socket = std::net::ToSocketAddrs::to_socket_addrs(address)
@@ -227,20 +254,21 @@ pub fn served_fingerprint(url: &str, deadline: std::time::Duration) -> Result<St
     tcp.set_read_timeout(Some(deadline))
         .and_then(|_| tcp.set_write_timeout(Some(deadline)))
         .map_err(|e| e.to_string())?;
-    let mut info = String::new();
-    std::io::BufReader::new(tcp.try_clone().map_err(|e| e.to_string())?)
-        .read_line(&mut info)
-        .map_err(|e| e.to_string())?;
-    if !info.contains("\"tls_required\":true") {
-        return Err("the listener does not require TLS".into());
+    if info_first {
+        let mut info = String::new();
+        std::io::BufReader::new(tcp.try_clone().map_err(|e| e.to_string())?)
+            .read_line(&mut info)
+            .map_err(|e| e.to_string())?;
+        if !info.contains("\"tls_required\":true") {
+            return Err("the listener does not require TLS".into());
+        }
     }
-    let tls = CLIENT_TLS.read().ok().and_then(|t| t.clone());
     let config = config(
         Verifier {
             chain: None,
             provider: Arc::new(rustls::crypto::ring::default_provider()),
         },
-        tls.as_ref().and_then(|t| t.client.as_ref()),
+        identity,
     )?;
     let name =
         rustls_pki_types::ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;

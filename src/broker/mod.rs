@@ -46,6 +46,14 @@ pub enum Expectation {
     /// config digest covers the TLS files' paths, not what they hold, so a new certificate at
     /// the same paths is confirmed by a handshake.
     Serves { fingerprint: String },
+    /// Every node's route listener (`(node name, host:port)`) serves this certificate
+    /// (`[cluster.tls]`), asked the same way, presenting `identity` (the routes' certificate
+    /// and key files), as a route would.
+    RoutesServe {
+        fingerprint: String,
+        listeners: Vec<(String, String)>,
+        identity: (PathBuf, PathBuf),
+    },
 }
 
 /// What apply asks of the broker.
@@ -504,6 +512,29 @@ impl Broker for Running {
                             )),
                             Err(why) => failures.push(format!(
                                 "cannot read the certificate the client listener serves{on}: {why}"
+                            )),
+                        }
+                    }
+                    Expectation::RoutesServe {
+                        fingerprint,
+                        listeners,
+                        identity,
+                    } => {
+                        let Some((_, address)) = listeners.iter().find(|(n, _)| *n == t.name)
+                        else {
+                            continue;
+                        };
+                        match client_tls::route_fingerprint(
+                            address,
+                            identity,
+                            control::REQUEST_DEADLINE,
+                        ) {
+                            Ok(served) if &served == fingerprint => {}
+                            Ok(served) => failures.push(format!(
+                                "the route listener still serves certificate {served}, not {fingerprint}{on}"
+                            )),
+                            Err(why) => failures.push(format!(
+                                "cannot read the certificate the route listener serves{on}: {why}"
                             )),
                         }
                     }

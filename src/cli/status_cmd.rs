@@ -88,14 +88,21 @@ fn prometheus(s: &Status) -> String {
             vec![(String::new(), s.nodes.iter().map(|n| up(n.state)).sum())],
         );
     }
-    if let Some(t) = &s.tls {
+    let certificates: Vec<(String, f64)> = [("client", &s.tls), ("routes", &s.route_tls)]
+        .into_iter()
+        .filter_map(|(listener, t)| {
+            let t = t.as_ref()?;
+            Some((
+                format!("{{listener=\"{listener}\",cert=\"{}\"}}", label(&t.cert)),
+                t.not_after as f64,
+            ))
+        })
+        .collect();
+    if !certificates.is_empty() {
         gauge(
             "tls_certificate_expiry_seconds",
-            "When the client listener's certificate expires (unix seconds).",
-            vec![(
-                format!("{{cert=\"{}\"}}", label(&t.cert)),
-                t.not_after as f64,
-            )],
+            "When a listener's certificate expires (unix seconds): the client listener's, the routes'.",
+            certificates,
         );
     }
     let per_space = |f: &dyn Fn(&crate::ops::status::SpaceStatus) -> Option<f64>| {

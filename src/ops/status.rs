@@ -34,6 +34,9 @@ pub struct Status {
     pub open_files: Option<OpenFilesStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsStatus>,
+    /// The routes' certificate (`[cluster.tls]`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub route_tls: Option<TlsStatus>,
     pub system: SystemStatus,
     /// A cluster's nodes (absent for one server).
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -181,6 +184,21 @@ pub struct TlsStatus {
     pub not_after: i64,
 }
 
+impl TlsStatus {
+    /// The declared certificate's, when it could be read.
+    fn of(
+        declared: &Option<crate::tls_config::TlsSettings>,
+        observed: &Option<crate::observed::ObservedTls>,
+    ) -> Option<TlsStatus> {
+        let (declared, f) = (declared.as_ref()?, observed.as_ref()?.facts.as_ref()?);
+        Some(TlsStatus {
+            cert: declared.cert.path.clone(),
+            fingerprint: f.fingerprint.clone(),
+            not_after: f.not_after,
+        })
+    }
+}
+
 /// The status of the root, and the observation it was made from.
 pub fn status(root: &Root) -> Result<(Status, Observed)> {
     let (desired, digest, desired_error) = observe::desired_for_reading(root)?;
@@ -191,11 +209,15 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
     if let Some(include) = &observed.include {
         problems.extend(include.problems.iter().cloned());
     }
-    // The client listener's TLS: files that cannot serve, an expired certificate, or one that
-    // expires within 30 days.
-    if let Some(tls) = &observed.tls {
+    // The client listener's and the routes' TLS: files that cannot serve, an expired
+    // certificate, or one that expires within 30 days.
+    for (tls, declared) in [
+        (&observed.tls, &desired.broker.tls),
+        (&observed.route_tls, &desired.topology.route_tls),
+    ] {
+        let Some(tls) = tls else { continue };
         problems.extend(tls.problems.iter().cloned());
-        if let (Some(f), Some(declared)) = (&tls.facts, &desired.broker.tls) {
+        if let (Some(f), Some(declared)) = (&tls.facts, declared) {
             if f.not_after <= observed.now {
                 problems.push(format!(
                     "the TLS certificate {} expired at {}",
@@ -243,17 +265,8 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
                 memory: StoreStatus::of(&observed.capacity.memory, applied.memory),
             }
         },
-        tls: match (
-            &desired.broker.tls,
-            observed.tls.as_ref().and_then(|t| t.facts.as_ref()),
-        ) {
-            (Some(declared), Some(f)) => Some(TlsStatus {
-                cert: declared.cert.path.clone(),
-                fingerprint: f.fingerprint.clone(),
-                not_after: f.not_after,
-            }),
-            _ => None,
-        },
+        tls: TlsStatus::of(&desired.broker.tls, &observed.tls),
+        route_tls: TlsStatus::of(&desired.topology.route_tls, &observed.route_tls),
         open_files: observed.capacity.open_files.map(|f| OpenFilesStatus {
             limit: f.limit,
             source: f.source,

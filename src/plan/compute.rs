@@ -39,6 +39,12 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
                         .unwrap_or_else(|| "server.conf".into()),
                 ),
                 credential: None,
+                tls: topology.route_tls.as_ref().map(|t| {
+                    listener_tls(
+                        t,
+                        observed.route_tls.as_ref().and_then(|o| o.facts.as_ref()),
+                    )
+                }),
             }),
             store_dir: observed
                 .node(&n.name)
@@ -47,7 +53,11 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
                 .clone(),
             max_file_store,
             max_memory_store,
-            tls: listener_tls(desired, observed),
+            tls: desired
+                .broker
+                .tls
+                .as_ref()
+                .map(|t| listener_tls(t, observed.tls.as_ref().and_then(|o| o.facts.as_ref()))),
             monitoring: desired.broker.monitoring.clone(),
             websocket: desired.broker.websocket.clone(),
             include: observed
@@ -63,13 +73,14 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
         .collect()
 }
 
-/// The client listener's TLS as `[broker.tls]` declares it, with the certificate observation
-/// read (its absolute paths, fingerprint and expiry).
-fn listener_tls(desired: &Desired, observed: &Observed) -> Option<render::ListenerTls> {
-    let t = desired.broker.tls.as_ref()?;
-    let facts = observed.tls.as_ref().and_then(|o| o.facts.as_ref());
+/// A listener's TLS as `[broker.tls]` or `[cluster.tls]` declares it, with the certificate
+/// observation read (its absolute paths, fingerprint and expiry).
+fn listener_tls(
+    t: &crate::tls_config::TlsSettings,
+    facts: Option<&crate::observed::TlsFacts>,
+) -> render::ListenerTls {
     let path = |p: &str| p.to_string();
-    Some(render::ListenerTls {
+    render::ListenerTls {
         cert_file: facts.map_or_else(|| path(&t.cert.path), |f| f.cert_file.display().to_string()),
         key_file: facts.map_or_else(|| path(&t.key.path), |f| f.key_file.display().to_string()),
         ca_file: match (facts.and_then(|f| f.ca_file.as_ref()), &t.ca) {
@@ -81,7 +92,7 @@ fn listener_tls(desired: &Desired, observed: &Observed) -> Option<render::Listen
         timeout_ms: t.timeout_ms,
         certificate: facts.map(|f| (f.fingerprint.clone(), f.not_after)),
         ca_fingerprint: facts.and_then(|f| f.ca_fingerprint.clone()),
-    })
+    }
 }
 
 /// Compute the plan, or refuse: a pure function of what `cotal.toml` says, what was observed,

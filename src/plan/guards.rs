@@ -398,6 +398,20 @@ pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal>
             "`cotal down`, `cotal apply`, then `cotal up`, and give clients the new URL and CA (a rotation of the certificate is applied hot)",
         ));
     }
+    // Routes already open stay as they are at a reload: turning route TLS on would leave them
+    // plaintext while the config says TLS; a restart reopens every route.
+    let routes_tls = crate::render::routes_tls(conf);
+    let wants_routes_tls = node.cluster.as_ref().is_some_and(|c| c.tls.is_some());
+    if routes_tls != wants_routes_tls {
+        return Err(Diagnostic::refusal(
+            format!(
+                "route TLS ([cluster.tls]) is turned {} while the cluster runs; the routes already open would stay as they are at the reload.",
+                if routes_tls { "off" } else { "on" }
+            ),
+            NOTHING_CHANGED,
+            "`cotal down`, `cotal apply`, then `cotal up` (every route reopens; a rotation of the certificate is applied hot)",
+        ));
+    }
     let before = crate::render::fixed_listeners(conf);
     let after = crate::render::fixed_listeners(&render_listeners(node));
     if before == after {

@@ -124,6 +124,11 @@ pub enum Reason {
         before: Option<String>,
         after: Option<String>,
     },
+    /// The routes' TLS changes (`[cluster.tls]`): declared, removed, or a new certificate.
+    RouteTls {
+        before: Option<String>,
+        after: Option<String>,
+    },
     /// `server.conf` is not the rendering of the inventory (hand edit, interrupted apply).
     ConfigDrift,
     /// The generation record does not match the promoted inventory.
@@ -166,6 +171,12 @@ impl std::fmt::Display for Reason {
             Reason::Tls { before, after } => write!(
                 f,
                 "the client listener's TLS certificate changes: {} -> {}",
+                before.as_deref().unwrap_or("none"),
+                after.as_deref().unwrap_or("none")
+            ),
+            Reason::RouteTls { before, after } => write!(
+                f,
+                "the routes' TLS certificate changes: {} -> {}",
                 before.as_deref().unwrap_or("none"),
                 after.as_deref().unwrap_or("none")
             ),

@@ -90,6 +90,17 @@ pub fn reasons(
                     });
                     explained = true;
                 }
+                let before = render::route_tls_certificate_line(conf);
+                let after = render::route_tls_certificate_line(&base_render);
+                if (before != after || render::routes_tls(conf) != render::routes_tls(&base_render))
+                    && !reasons.iter().any(|r| matches!(r, Reason::RouteTls { .. }))
+                {
+                    reasons.push(Reason::RouteTls {
+                        before: before.map(str::to_string),
+                        after: after.map(str::to_string),
+                    });
+                    explained = true;
+                }
             }
             _ => {}
         }

@@ -57,6 +57,10 @@ impl Broker for Fake {
                     assert!(fingerprint.starts_with("sha256:"));
                     self.loaded.push(("tls".into(), true))
                 }
+                Expectation::RoutesServe { fingerprint, .. } => {
+                    assert!(fingerprint.starts_with("sha256:"));
+                    self.loaded.push(("route tls".into(), true))
+                }
             }
         }
         if self.verify_fails {

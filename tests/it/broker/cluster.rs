@@ -440,7 +440,8 @@ fn changing_replicas_rescales_every_stream_in_place_and_keeps_the_data() {
 
 /// A nats-server the test runs beside the cluster: a copy of node 1's config with its own
 /// ports, name and no JetStream, whose `cluster {}` reaches every node's route port with
-/// `routes` (the include of node 1 replaced by them). Killed on drop.
+/// `routes` (the include of node 1 replaced by them), and with node 1's route TLS only when
+/// `route_tls`. Killed on drop.
 struct Stranger {
     child: std::process::Child,
     http: u16,
@@ -449,17 +450,21 @@ struct Stranger {
 }
 
 impl Stranger {
-    fn start(b: &Broker, routes: &str) -> Stranger {
+    fn start(b: &Broker, routes: &str, route_tls: bool) -> Stranger {
         let dir = tempfile::tempdir().unwrap();
         let conf = std::fs::read_to_string(b.root.file(".cotal/node.n1/server.conf")).unwrap();
         let (port, http, listen) = (super::free_port(), super::free_port(), super::free_port());
         let mut text = String::new();
         let mut in_jetstream = false;
+        let mut in_route_tls = false;
         for line in conf.lines() {
             if line.starts_with("jetstream {") {
                 in_jetstream = true;
             } else if in_jetstream {
                 in_jetstream = line != "}";
+            } else if !route_tls && (line == "  tls {" || in_route_tls) {
+                in_route_tls = line != "  }";
+            } else if !route_tls && line.starts_with("  # route tls certificate") {
             } else if line.starts_with("port: ") {
                 text.push_str(&format!("port: {port}\nhttp: \"127.0.0.1:{http}\"\n"));
             } else if line.starts_with("server_name: ") {
@@ -527,9 +532,20 @@ impl Drop for Stranger {
     }
 }
 
+/// The route TLS of the stranger test: `[cluster.tls]` with a certificate for 127.0.0.1.
+const ROUTE_TLS: &str = "[cluster.tls]\ncert = \"tls/route.pem\"\nkey = \"tls/route.key\"\nca = \"tls/ca.pem\"\n\n[spaces.design]\n";
+
 #[test]
-fn a_stranger_on_the_route_ports_joins_nothing_and_only_the_credential_lets_a_server_in() {
-    let b = Broker::start_cluster("[spaces.design]\n");
+fn a_stranger_on_the_route_ports_joins_nothing_without_the_credential_and_the_certificate() {
+    use super::tls::{ca, leaf, write};
+    let authority = ca();
+    let first = leaf(&authority, &["127.0.0.1"], false);
+    let ca_pem = authority.pem();
+    let b = Broker::start_cluster_prepared(ROUTE_TLS, false, &|root| {
+        write(root, "tls/ca.pem", &ca_pem, 0o644);
+        write(root, "tls/route.pem", &first.cert, 0o644);
+        write(root, "tls/route.key", &first.key, 0o600);
+    });
     // Each node's config names its include; the credential is only in the include (0600).
     let include =
         std::fs::read_to_string(b.root.file(".cotal/node.n1/server.routes.conf")).unwrap();
@@ -540,6 +556,10 @@ fn a_stranger_on_the_route_ports_joins_nothing_and_only_the_credential_lets_a_se
         assert!(
             !conf.contains("cotal-route"),
             "no credential in the config: {conf}"
+        );
+        assert!(
+            conf.contains("  tls {\n") && conf.contains("    verify: true\n"),
+            "mutual TLS on the routes: {conf}"
         );
         assert_eq!(
             super::mode(&b.root.file(&format!(".cotal/node.n{i}/server.routes.conf"))),
@@ -572,8 +592,9 @@ fn a_stranger_on_the_route_ports_joins_nothing_and_only_the_credential_lets_a_se
         .iter()
         .map(|(_, r)| format!("    \"nats-route://127.0.0.1:{r}\"\n"))
         .collect();
-    // A server with everything of node 1's config but the credential: every node refuses it.
-    let stranger = Stranger::start(&b, &format!("  routes: [\n{every_node}  ]\n"));
+    // A server with everything of node 1's config, its route certificate included, but the
+    // credential: every node refuses it.
+    let stranger = Stranger::start(&b, &format!("  routes: [\n{every_node}  ]\n"), true);
     eventually(
         "every node refused the stranger's routes",
         Duration::from_secs(30),
@@ -590,7 +611,6 @@ fn a_stranger_on_the_route_ports_joins_nothing_and_only_the_credential_lets_a_se
     assert_eq!(answering, ["n1", "n2", "n3"], "{}", stranger.log());
     drop(stranger);
 
-    // The same server given the credential joins: the refusal above was the credential's.
     let authorization: String = include
         .lines()
         .skip_while(|l| !l.starts_with("authorization {"))
@@ -602,10 +622,54 @@ fn a_stranger_on_the_route_ports_joins_nothing_and_only_the_credential_lets_a_se
         .iter()
         .map(|(_, r)| format!("    \"nats-route://cotal-route:{password}@127.0.0.1:{r}\"\n"))
         .collect();
-    let member = Stranger::start(
-        &b,
-        &format!("{authorization}  routes: [\n{routes_with_credential}  ]\n"),
+    let with_credential = format!("{authorization}  routes: [\n{routes_with_credential}  ]\n");
+    // The credential without the certificate: every node's route listener wants a TLS
+    // handshake first, so the stranger's routes fail and it joins nothing.
+    let plaintext = Stranger::start(&b, &with_credential, false);
+    eventually(
+        "every node refused the plaintext stranger's routes",
+        Duration::from_secs(30),
+        || {
+            let failed = plaintext
+                .log()
+                .matches("Error trying to connect to route")
+                .count()
+                + plaintext.log().matches("Router connection closed").count();
+            (failed >= 3).then_some(()).ok_or(format!(
+                "{failed} failed routes so far: {}",
+                plaintext.log()
+            ))
+        },
     );
+    assert_eq!(plaintext.routed_to().unwrap(), Vec::<String>::new());
+    let answering = servers_answering(&b);
+    assert_eq!(answering, ["n1", "n2", "n3"], "{}", plaintext.log());
+    drop(plaintext);
+
+    // A new route certificate at the same paths is a planned change, applied hot and confirmed
+    // by a handshake with every node's route listener.
+    let second = leaf(&authority, &["127.0.0.1"], false);
+    write(&b.root, "tls/route.pem", &second.cert, 0o644);
+    write(&b.root, "tls/route.key", &second.key, 0o600);
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("the routes' TLS certificate changes"),
+        "{plan}"
+    );
+    b.root.apply().success();
+    for (_, route) in &b.nodes {
+        let served = cotal::broker::client_tls::route_fingerprint(
+            &format!("127.0.0.1:{route}"),
+            &(b.root.file("tls/route.pem"), b.root.file("tls/route.key")),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert_eq!(served, cotal::digest::sha256(&second.der));
+    }
+
+    // The same server given the credential and the certificate joins: the refusals above were
+    // the credential's and the certificate's.
+    let member = Stranger::start(&b, &with_credential, true);
     let joined = eventually(
         "the server with the credential joined",
         Duration::from_secs(30),

@@ -45,6 +45,12 @@ impl Broker {
     /// config in `remote/n3.conf`, and this test starts its nats-server itself, as the other
     /// machine would, before `cotal up` starts nodes 1 and 2.
     fn start_cluster_with(spaces: &str, remote: bool) -> Broker {
+        Broker::start_cluster_prepared(spaces, remote, &|_| {})
+    }
+
+    /// [`Broker::start_cluster_with`], with `prepare` run on the root before the first apply
+    /// (files `cotal.toml` names, such as TLS material).
+    fn start_cluster_prepared(spaces: &str, remote: bool, prepare: &dyn Fn(&TestRoot)) -> Broker {
         // Six distinct free ports: every listener is held until all are chosen.
         let held: Vec<std::net::TcpListener> = (0..6)
             .map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap())
@@ -71,6 +77,7 @@ impl Broker {
             // Marks node 3 as remote in every cotal.toml `desire` writes.
             std::fs::write(b.root.file("remote/.declared"), "").unwrap();
         }
+        prepare(&b.root);
         b.desire(spaces);
         b.root.apply().success();
         if remote {

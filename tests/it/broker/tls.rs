@@ -13,19 +13,19 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-struct Leaf {
-    cert: String,
-    key: String,
-    der: Vec<u8>,
+pub(super) struct Leaf {
+    pub(super) cert: String,
+    pub(super) key: String,
+    pub(super) der: Vec<u8>,
 }
 
-fn ca() -> CertifiedIssuer<'static, KeyPair> {
+pub(super) fn ca() -> CertifiedIssuer<'static, KeyPair> {
     let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
     params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap()
 }
 
-fn leaf(ca: &CertifiedIssuer<'static, KeyPair>, names: &[&str], expired: bool) -> Leaf {
+pub(super) fn leaf(ca: &CertifiedIssuer<'static, KeyPair>, names: &[&str], expired: bool) -> Leaf {
     let mut params =
         CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>()).unwrap();
     if expired {
@@ -41,7 +41,7 @@ fn leaf(ca: &CertifiedIssuer<'static, KeyPair>, names: &[&str], expired: bool) -
     }
 }
 
-fn write(root: &TestRoot, rel: &str, text: &str, mode: u32) {
+pub(super) fn write(root: &TestRoot, rel: &str, text: &str, mode: u32) {
     let path = root.file(rel);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     std::fs::write(&path, text).unwrap();
@@ -362,4 +362,34 @@ fn cotal_reaches_its_broker_by_address_and_checks_the_certificate_by_its_declare
     let b = Broker::running(root, port);
     let status = b.status();
     assert_eq!(status["spaces"][0]["servable"], true, "{status}");
+}
+
+#[test]
+fn a_route_certificate_only_for_servers_is_refused_at_its_line() {
+    let root = TestRoot::init();
+    let authority = ca();
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ServerAuth];
+    let key = KeyPair::generate().unwrap();
+    let cert = params.signed_by(&key, &authority).unwrap();
+    write(&root, "tls/ca.pem", &authority.pem(), 0o644);
+    write(&root, "tls/route.pem", &cert.pem(), 0o644);
+    write(&root, "tls/route.key", &key.serialize_pem(), 0o600);
+    let desired = cotal::desired::parse(
+        "version = 1\n[cluster]\n[[cluster.nodes]]\nname = \"n1\"\nport = 4222\ncluster_port = 6222\n[[cluster.nodes]]\nname = \"n2\"\nport = 4223\ncluster_port = 6223\n[cluster.tls]\ncert = \"tls/route.pem\"\nkey = \"tls/route.key\"\nca = \"tls/ca.pem\"\n[spaces.a]\n",
+        "cotal.toml",
+    )
+    .unwrap();
+    let settings = desired.topology.route_tls.as_ref().unwrap();
+    let store = cotal::store::Root::at(root.path()).unwrap();
+    let routes = cotal::tls::observe(&store, settings, cotal::tls::Use::Routes);
+    assert_eq!(
+        routes.problems,
+        [
+            "cotal.toml:12:8: the certificate tls/route.pem is not usable both as a server and as a client (its extended key usage lacks clientAuth): every node presents it on the routes it opens too"
+        ]
+    );
+    // The same certificate serves a client listener.
+    let listener = cotal::tls::observe(&store, settings, cotal::tls::Use::Listener);
+    assert!(listener.problems.is_empty(), "{:?}", listener.problems);
 }
