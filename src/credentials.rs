@@ -11,7 +11,7 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::{GenerationState, JournalState};
-use crate::permissions::{self, Profile};
+use crate::permissions::{self, Profile, SysRole};
 use crate::store::users::{self, Minted};
 use crate::store::{Root, account_record, audit, generation, journal, lock::Lock};
 use std::time::Duration;
@@ -84,6 +84,16 @@ fn check_account(root: &Root, space: &SpaceName, account: &str) -> Result<()> {
 
 /// Append one event about `space` (outside an apply) to the audit.
 pub fn audit(root: &Root, event: Event, space: &SpaceName, outcome: String) -> Result<()> {
+    audit_event(root, event, Some(space), outcome)
+}
+
+/// Append one event (about `space`, or the broker's when `None`) to the audit.
+fn audit_event(
+    root: &Root,
+    event: Event,
+    space: Option<&SpaceName>,
+    outcome: String,
+) -> Result<()> {
     let before = match generation::load(root)? {
         GenerationState::Valid(g) => g.generation,
         _ => 0,
@@ -93,7 +103,7 @@ pub fn audit(root: &Root, event: Event, space: &SpaceName, outcome: String) -> R
         &AuditRecord {
             time: crate::clock::timestamp(),
             event,
-            space: Some(space.clone()),
+            space: space.cloned(),
             actor: crate::operator::actor(),
             generation: Generations {
                 before,
@@ -224,6 +234,147 @@ pub fn revoke(
         root,
         Event::CredsRevoked,
         space,
+        format!("{what} revoked; the next apply loads it"),
+    )?;
+    Ok(Revoked { keys, at })
+}
+
+/// A system user handed out by `cotal creds --system`: the creds (secret) and what the system
+/// users' ledger recorded.
+pub struct IssuedSystem {
+    pub creds: crate::secret::Secret,
+    pub minted: Minted<SysRole>,
+}
+
+/// The roles `cotal creds --system` hands out.
+pub const HANDED_OUT: [SysRole; 1] = [SysRole::Monitor];
+
+/// Mint a user of the system account's `role` key (only [`HANDED_OUT`] roles), named `name`,
+/// recorded in the system users' ledger and the audit before its creds are returned. `_lock`
+/// proves the caller holds the root. Refused when the root keeps no key of the role yet (a
+/// root made before it: the next apply adds it).
+pub fn mint_system(
+    root: &Root,
+    _lock: &Lock,
+    role: SysRole,
+    name: &str,
+    expires: Option<Duration>,
+) -> Result<IssuedSystem> {
+    permissions::valid_user_name(name).map_err(Error::input)?;
+    if !HANDED_OUT.contains(&role) {
+        return Err(Error::input(format!(
+            "cotal hands out system users of the monitor role only, not {}",
+            role.name()
+        )));
+    }
+    if expires == Some(Duration::ZERO) {
+        return Err(Error::input(
+            "--expires 0 would mint creds that are already expired: give a duration (1h, 30d) or `never`",
+        ));
+    }
+    let record = match crate::store::broker_record::load(root)? {
+        crate::store::broker_record::Loaded::Valid((record, _)) => record,
+        _ => {
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "{} is missing or corrupt, so no system user can be minted.",
+                    root.broker_record().display()
+                ))
+                .next("restore it from a backup"),
+            ));
+        }
+    };
+    let Some(seed) = record.sys.keys.as_ref().and_then(|k| k.get(role)) else {
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "this root's system account has no {} key yet (it was made before cotal handed out monitoring users).",
+                role.name()
+            ))
+            .blast("none, nothing was minted.")
+            .next("run `cotal plan` and `cotal apply`: the apply adds the key (a hot reload), then mint again"),
+        ));
+    };
+    let mut ledger = users::load_system(root, &record.sys.public)?;
+    let user =
+        crate::mint::scoped_user(&record.sys.public, seed, name, expires).map_err(Error::other)?;
+    let minted = Minted {
+        name: name.to_string(),
+        key: user.key.clone(),
+        profile: role,
+        issued_at: user.issued_at,
+        expires_at: user.expires_at,
+        signed_by: Some(seed.key_pair().map_err(Error::other)?.public_key()),
+    };
+    ledger.minted.push(minted.clone());
+    users::save_system(root, &ledger)?;
+    audit_event(
+        root,
+        Event::CredsMinted,
+        None,
+        format!(
+            "system user {:?} ({}), role {}, expires {}",
+            minted.name,
+            minted.key,
+            role.name(),
+            minted
+                .expires_at
+                .map_or("never".into(), crate::model::stamp)
+        ),
+    )?;
+    Ok(IssuedSystem {
+        creds: crate::secret::Secret::new(user.creds),
+        minted,
+    })
+}
+
+/// Record the revocation of system users `cotal creds --system` handed out; the next apply
+/// re-issues the system account with it. `Target::All` is every key the ledger records (never
+/// `*`, which would refuse cotal's own users and every space's); a `Target::Key` must be one
+/// the ledger records. `_lock` proves the caller holds the root.
+pub fn revoke_system(
+    root: &Root,
+    _lock: &Lock,
+    sys_account: &str,
+    target: &Target,
+) -> Result<Revoked> {
+    let mut ledger = users::load_system(root, sys_account)?;
+    let recorded: Vec<String> = ledger.minted.iter().map(|m| m.key.clone()).collect();
+    let keys: Vec<String> = match target {
+        Target::User(name) => ledger.keys_of(name).into_iter().map(String::from).collect(),
+        Target::Key(key) => recorded.iter().filter(|k| *k == key).cloned().collect(),
+        Target::All => recorded.clone(),
+    };
+    if keys.is_empty() {
+        let mut names: Vec<&str> = ledger.minted.iter().map(|m| m.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        return Err(Error::input(
+            Diagnostic::new(format!(
+                "no such system user was handed out by `cotal creds --system` (handed out: {}).",
+                if names.is_empty() {
+                    "none".into()
+                } else {
+                    names.join(", ")
+                }
+            ))
+            .next("`cotal creds list --system` lists them; cotal's own and the spaces' $SYS users are revoked by `cotal rotate sys`"),
+        ));
+    }
+    let at = crate::clock::now();
+    for key in &keys {
+        let ts = ledger.revoked.entry(key.clone()).or_insert(at);
+        *ts = (*ts).max(at);
+    }
+    users::save_system(root, &ledger)?;
+    let what = match target {
+        Target::User(name) => format!("system user {name:?} ({} key(s))", keys.len()),
+        Target::Key(key) => format!("system user key {key}"),
+        Target::All => format!("every system user handed out ({} key(s))", keys.len()),
+    };
+    audit_event(
+        root,
+        Event::CredsRevoked,
+        None,
         format!("{what} revoked; the next apply loads it"),
     )?;
     Ok(Revoked { keys, at })

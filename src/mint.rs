@@ -18,7 +18,7 @@ use crate::store::broker_record::{BrokerRecord, OperatorKeys, SysAccount, SysKey
 use nkeys::KeyPair;
 
 /// A new broker: an operator with a signing key, and a system account whose JWT lists scoped
-/// signing keys (control, observer, and evictor when `evictor`) when `multi_space`; a
+/// signing keys (control, observer, monitor, and evictor when `evictor`) when `multi_space`; a
 /// single-space root keeps no system key at rest.
 pub fn broker(multi_space: bool, evictor: bool) -> Result<BrokerRecord, String> {
     let iat = now();
@@ -56,6 +56,7 @@ pub fn new_sys_keys(evictor: bool) -> SysKeys {
         control: new_account_seed(),
         observer: new_account_seed(),
         evictor: evictor.then(new_account_seed),
+        monitor: Some(new_account_seed()),
         previous_control: None,
     }
 }

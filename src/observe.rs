@@ -112,6 +112,7 @@ fn observe_with(
         revocations: Default::default(),
         templates_current: true,
         previous_control: false,
+        handed_out_revoked: Default::default(),
     };
     let broker = match broker_record::load(root)? {
         broker_record::Loaded::Absent => BrokerRecordState::Absent,
@@ -120,6 +121,8 @@ fn observe_with(
         }
         broker_record::Loaded::Valid((record, trust)) => {
             system = system_observed(&record, broker_record::sys_seed_retained(root));
+            system.handed_out_revoked =
+                crate::store::users::load_system(root, &record.sys.public)?.revoked;
             BrokerRecordState::Valid(trust)
         }
     };
@@ -485,6 +488,7 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
             revocations,
             templates_current: true,
             previous_control: false,
+            handed_out_revoked: Default::default(),
         };
     };
     let kept: std::collections::BTreeMap<SysRole, String> = SysRole::ALL
@@ -502,6 +506,7 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
         revocations,
         templates_current,
         previous_control: keys.previous_control.is_some(),
+        handed_out_revoked: Default::default(),
     }
 }
 

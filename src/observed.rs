@@ -356,6 +356,9 @@ pub struct SystemObserved {
     /// A previous control key is still kept: a change of the control key was interrupted
     /// before its promotion was confirmed.
     pub previous_control: bool,
+    /// The revocations `cotal creds revoke --system` recorded in the system users' ledger
+    /// (`.cotal/auth/system-users.json`); the next re-issue puts those the JWT lacks in force.
+    pub handed_out_revoked: crate::jwt::Revocations,
 }
 
 impl SystemObserved {

@@ -138,10 +138,19 @@ pub enum SysRole {
     /// A space's connection evictor (opt-in): KICK, which NATS makes broker-wide, and its own
     /// account's CONNZ.
     Evictor,
+    /// Users an operator hands to monitoring (`cotal creds --system monitor`: nats-surveyor,
+    /// an exporter): the read-only `$SYS` requests, never a reload, a kick, a purge or a
+    /// claims update.
+    Monitor,
 }
 
 impl SysRole {
-    pub const ALL: [SysRole; 3] = [SysRole::Control, SysRole::Observer, SysRole::Evictor];
+    pub const ALL: [SysRole; 4] = [
+        SysRole::Control,
+        SysRole::Observer,
+        SysRole::Evictor,
+        SysRole::Monitor,
+    ];
 
     /// The role as the system account's JWT names it.
     pub fn name(self) -> &'static str {
@@ -149,6 +158,7 @@ impl SysRole {
             SysRole::Control => "cotal-control",
             SysRole::Observer => "space-observer",
             SysRole::Evictor => "space-evictor",
+            SysRole::Monitor => "broker-monitor",
         }
     }
 
@@ -184,9 +194,36 @@ impl SysRole {
                 ],
                 &[&format!("{}.>", inbox_prefix(own))],
             ),
+            SysRole::Monitor => {
+                let mut publish = vec!["$SYS.REQ.SERVER.PING".to_string()];
+                for z in MONITOR_SERVER_REQUESTS {
+                    publish.push(format!("$SYS.REQ.SERVER.PING.{z}"));
+                    publish.push(format!("$SYS.REQ.SERVER.*.{z}"));
+                }
+                for z in MONITOR_ACCOUNT_REQUESTS {
+                    publish.push(format!("$SYS.REQ.ACCOUNT.*.{z}"));
+                }
+                publish.push("$SYS.REQ.ACCOUNT.PING.STATZ".into());
+                publish.push("$SYS.REQ.ACCOUNT.PING.CONNZ".into());
+                let publish: Vec<&str> = publish.iter().map(String::as_str).collect();
+                allow(&publish, &["_INBOX.>"])
+            }
         }
     }
 }
+
+/// The read-only requests of one server (or of every server, through `PING`) a monitor user may
+/// make: nats-server's monitoring endpoints over `$SYS` (what nats-surveyor and `nats server`
+/// use). `RELOAD`, `KICK`, `LDM` and `PROFILEZ` are not among them.
+pub const MONITOR_SERVER_REQUESTS: [&str; 11] = [
+    "STATSZ", "VARZ", "CONNZ", "SUBSZ", "ROUTEZ", "GATEWAYZ", "LEAFZ", "ACCOUNTZ", "JSZ",
+    "HEALTHZ", "IDZ",
+];
+
+/// The read-only requests about one account a monitor user may make. Claims updates
+/// (`$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE`) and JetStream's purge are not among them.
+pub const MONITOR_ACCOUNT_REQUESTS: [&str; 7] =
+    ["STATZ", "CONNZ", "SUBSZ", "JSZ", "INFO", "LEAFZ", "CONNS"];
 
 /// Whether the system account's JWT lists each kept scoped key with exactly the template this
 /// cotal writes for its role (else the next apply re-issues it).

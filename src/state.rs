@@ -81,6 +81,10 @@ pub struct BrokerState {
     /// never a key): a plan from the state renders the same `tls {}` block.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<crate::observed::TlsFacts>,
+    /// The revocations `cotal creds revoke --system` recorded (user public keys and times), so
+    /// a plan from the state puts the same ones in force.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub handed_out_revoked: crate::jwt::Revocations,
     /// `[cluster.tls]`'s certificate as read at the export, the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_tls: Option<crate::observed::TlsFacts>,
@@ -165,6 +169,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
             running: observed.is_running(),
             tls: observed.tls.as_ref().and_then(|t| t.facts.clone()),
             route_tls: observed.route_tls.as_ref().and_then(|t| t.facts.clone()),
+            handed_out_revoked: observed.system.handed_out_revoked.clone(),
         },
         server_conf: observed.server_conf_text().map(str::to_string),
         // A single server is the broker the fields above describe (the format of states
@@ -307,6 +312,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
             revocations: sys.nats.revocations.clone(),
             templates_current,
             previous_control: b.previous_control,
+            handed_out_revoked: b.handed_out_revoked.clone(),
         },
         inventory,
         generation: match &state.generation {

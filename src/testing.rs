@@ -38,10 +38,15 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
         broker: BrokerRecordState::Absent,
         tenant_material: Vec::new(),
         system: crate::observed::SystemObserved {
-            keys: crate::observed::SysKeysState::Scoped(Default::default()),
+            // A root of today keeps a monitor key (one without is planned to get it).
+            keys: crate::observed::SysKeysState::Scoped(std::collections::BTreeMap::from([(
+                crate::permissions::SysRole::Monitor,
+                "AMONITOR".to_string(),
+            )])),
             revocations: Default::default(),
             templates_current: true,
             previous_control: false,
+            handed_out_revoked: Default::default(),
         },
         now: 1_800_000_000,
         nodes: vec![lone_node("/srv/s")],

@@ -356,8 +356,11 @@ fn run_step(
             rotate,
             evictor,
             revoke,
+            handed_out,
             ..
-        } => system::reissue_system_account(ctx.root, record, state, *rotate, *evictor, revoke),
+        } => system::reissue_system_account(
+            ctx.root, record, state, *rotate, *evictor, revoke, handed_out,
+        ),
         Step::DeleteStreams { space, account, .. } => {
             steps::delete_streams(ctx, broker, state, space, account)
         }

@@ -29,6 +29,7 @@ pub fn reissue_system_account(
     rotate: bool,
     evictor: Option<bool>,
     revoke: &BTreeMap<SpaceName, Vec<String>>,
+    handed_out: &jwt::Revocations,
 ) -> Result<()> {
     remember(&mut state.undo, &root.broker_record())?;
     remember(&mut state.undo, &root.sys_seed())?;
@@ -45,6 +46,10 @@ pub fn reissue_system_account(
                 (true, false) => keys.evictor = Some(mint::new_account_seed()),
                 (false, true) => keys.evictor = None,
                 _ => {}
+            }
+            // Roots made before the monitor key get one at their next re-issue.
+            if keys.monitor.is_none() {
+                keys.monitor = Some(mint::new_account_seed());
             }
             keys
         }
@@ -69,11 +74,20 @@ pub fn reissue_system_account(
     let mut revocations = jwt::decode_verified::<AccountNats>(&record.sys.jwt)
         .map(|c| c.nats.revocations)
         .unwrap_or_default();
-    // A revocation older than the longest lifetime of a $SYS user refuses nothing that has not
-    // expired anyway.
-    revocations.retain(|_, at| *at + SYS_CREDS_LIFETIME.as_secs() as i64 + PRUNE_SLACK >= now);
+    // A revocation older than the longest lifetime of a space's $SYS user refuses nothing that
+    // has not expired anyway; one of a user handed out by `cotal creds --system` (whose lifetime
+    // the operator chose) stays while the ledger records it.
+    let ledger = crate::store::users::load_system(root, &record.sys.public)?;
+    revocations.retain(|key, at| {
+        *at + SYS_CREDS_LIFETIME.as_secs() as i64 + PRUNE_SLACK >= now
+            || ledger.revoked.contains_key(key)
+    });
     for key in revoke.values().flatten() {
         revocations.insert(key.clone(), now);
+    }
+    for (key, at) in handed_out {
+        let ts = revocations.entry(key.clone()).or_insert(*at);
+        *ts = (*ts).max(*at);
     }
     let token = mint::sys_account_jwt(
         &record.operator,

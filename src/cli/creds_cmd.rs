@@ -1,6 +1,7 @@
-//! `cotal creds`: hand a person a user of a space (`cotal creds SPACE --user NAME`), list the
-//! users handed out, and revoke them. The operations are [`crate::ops::creds`]; this file
-//! parses, writes the creds where asked and prints.
+//! `cotal creds`: hand a person a user of a space (`cotal creds SPACE --user NAME`), or a
+//! monitoring tool a read-only system user (`cotal creds --system monitor`), list the users
+//! handed out, and revoke them. The operations are [`crate::ops::creds`]; this file parses,
+//! writes the creds where asked and prints.
 
 use super::Global;
 use crate::credentials::{DEFAULT_EXPIRY, Request, Target};
@@ -34,14 +35,36 @@ pub enum Command {
     List(ListArgs),
 }
 
+/// The system users `--system` hands out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SystemRole {
+    /// Read-only `$SYS` requests (server and account `*Z` endpoints: VARZ, CONNZ, JSZ, STATSZ,
+    /// HEALTHZ, ...), for nats-surveyor or an exporter; never RELOAD, KICK, a purge or a
+    /// claims update.
+    Monitor,
+}
+
+impl SystemRole {
+    fn role(self) -> crate::permissions::SysRole {
+        match self {
+            SystemRole::Monitor => crate::permissions::SysRole::Monitor,
+        }
+    }
+}
+
 #[derive(Debug, clap::Args)]
 pub struct MintArgs {
     /// The space.
-    #[arg(required = true)]
+    #[arg(required_unless_present = "system", conflicts_with = "system")]
     pub space: Option<String>,
+    /// A user of the system account instead of a space's: `monitor` (read-only monitoring
+    /// requests). Listed by `cotal creds list --system`, revoked by `cotal creds revoke
+    /// --system`.
+    #[arg(long, value_enum, value_name = "ROLE")]
+    pub system: Option<SystemRole>,
     /// The user's name: letters, digits, '_' and '-' (it names the user's consumers and shows
-    /// in the broker's connection lists).
-    #[arg(long, required = true)]
+    /// in the broker's connection lists). With --system, default: the role's name.
+    #[arg(long, required_unless_present = "system")]
     pub user: Option<String>,
     /// What the user may do: `member` publishes and subscribes under `cotal.<space>.>`, reads
     /// streams through consumers named after it and writes bucket keys, but cannot create,
@@ -68,7 +91,12 @@ pub struct MintArgs {
 #[command(group(clap::ArgGroup::new("target").required(true).args(["user", "key", "all"])))]
 pub struct RevokeArgs {
     /// The space.
-    pub space: String,
+    #[arg(required_unless_present = "system", conflicts_with = "system")]
+    pub space: Option<String>,
+    /// Revoke system users `cotal creds --system` handed out instead (`--all`: every one of
+    /// them, never cotal's own or the spaces' $SYS users).
+    #[arg(long)]
+    pub system: bool,
     /// Every key minted under this user name.
     #[arg(long)]
     pub user: Option<String>,
@@ -86,7 +114,11 @@ pub struct RevokeArgs {
 #[derive(Debug, clap::Args)]
 pub struct ListArgs {
     /// The space.
-    pub space: String,
+    #[arg(required_unless_present = "system", conflicts_with = "system")]
+    pub space: Option<String>,
+    /// List the system users `cotal creds --system` handed out instead.
+    #[arg(long)]
+    pub system: bool,
     #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
     pub format: super::status_cmd::Format,
 }
@@ -133,16 +165,20 @@ fn warn(why: &str) {
 
 fn mint(global: &Global, args: MintArgs) -> Result<i32> {
     let root = global.root()?;
-    let (Some(raw_space), Some(user)) = (args.space, args.user) else {
-        return Err(Error::input("give the space and --user NAME"));
-    };
-    crate::permissions::valid_user_name(&user).map_err(Error::input)?;
     let out = args
         .out
         .as_deref()
         .map(|raw| super::out_file::Target::check(raw, args.force, Some(&root)))
         .transpose()?
         .unwrap_or(super::out_file::Target::Stdout);
+    if let Some(role) = args.system {
+        let user = args.user.unwrap_or_else(|| "monitor".into());
+        return mint_system(&root, role, &user, args.expires, args.lock_timeout, &out);
+    }
+    let (Some(raw_space), Some(user)) = (args.space, args.user) else {
+        return Err(Error::input("give the space and --user NAME"));
+    };
+    crate::permissions::valid_user_name(&user).map_err(Error::input)?;
     let space = SpaceName::parse(&raw_space).map_err(Error::input)?;
     let issued = crate::ops::creds::mint(
         &root,
@@ -203,6 +239,64 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
     Ok(0)
 }
 
+/// `cotal creds --system ROLE`: a user of the system account's role key.
+fn mint_system(
+    root: &crate::store::Root,
+    role: SystemRole,
+    user: &str,
+    expires: Expiry,
+    lock_timeout: Duration,
+    out: &super::out_file::Target,
+) -> Result<i32> {
+    let issued = crate::ops::creds::mint_system(
+        root,
+        role.role(),
+        user,
+        match expires {
+            Expiry::After(d) => Some(d),
+            Expiry::Never => None,
+        },
+        lock_timeout,
+        &warn,
+    )?;
+    let m = &issued.minted;
+    out.write(issued.creds.expose().as_bytes(), atomic::SECRET)
+        .map_err(|e| {
+            Error::other(
+                Diagnostic::new(format!(
+                    "system user {:?} ({}) was minted and recorded, but its creds could not be written to {out}: {e}",
+                    m.name, m.key
+                ))
+                .next(format!(
+                    "revoke it (`cotal creds revoke --system --key {}`, then `cotal apply`) and mint again",
+                    m.key
+                )),
+            )
+        })?;
+    let written = if out.is_stdout() {
+        String::new()
+    } else {
+        format!("Wrote {out} (0600): ")
+    };
+    eprintln!(
+        "{written}{} user {:?} ({}) of the system account, {}.",
+        m.profile.name(),
+        m.name,
+        m.key,
+        match m.expires_at {
+            Some(t) => format!("expires {}", stamp(t)),
+            None => "never expires".into(),
+        }
+    );
+    eprintln!(
+        "It may only make the read-only $SYS monitoring requests (server and account VARZ, CONNZ, JSZ, STATSZ, HEALTHZ, ...); it sees every tenant's connections, so hand it to monitoring only."
+    );
+    if let Some(hint) = crate::ops::creds::connect_hint(root) {
+        eprintln!("{hint}");
+    }
+    Ok(0)
+}
+
 fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
     let root = global.root()?;
     let target = match (args.user, args.key, args.all) {
@@ -210,7 +304,21 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
         (_, Some(k), _) => Target::Key(k),
         _ => Target::All,
     };
-    let space = SpaceName::parse(&args.space).map_err(Error::input)?;
+    if args.system {
+        let revoked = crate::ops::creds::revoke_system(&root, &target, args.lock_timeout, &warn)?;
+        eprintln!(
+            "Recorded the revocation of {} system user key{} at {}.\n\
+             next: `cotal apply` re-issues the system account with it and reloads the broker: their connections close and they are refused from then on",
+            revoked.keys.len(),
+            if revoked.keys.len() == 1 { "" } else { "s" },
+            stamp(revoked.at)
+        );
+        return Ok(0);
+    }
+    let Some(raw_space) = args.space else {
+        return Err(Error::input("give the space, or --system"));
+    };
+    let space = SpaceName::parse(&raw_space).map_err(Error::input)?;
     let revoked = crate::ops::creds::revoke(&root, &space, &target, args.lock_timeout, &warn)?;
     eprintln!(
         "Recorded the revocation of {} key{} of space {} at {}.\n\
@@ -225,7 +333,13 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
 
 fn list(global: &Global, args: ListArgs) -> Result<i32> {
     let root = global.root()?;
-    let space = SpaceName::parse(&args.space).map_err(Error::input)?;
+    if args.system {
+        return list_system(&root, args.format);
+    }
+    let Some(raw_space) = args.space else {
+        return Err(Error::input("give the space, or --system"));
+    };
+    let space = SpaceName::parse(&raw_space).map_err(Error::input)?;
     let listing = crate::ops::creds::list(&root, &space, crate::clock::now(), &warn)?;
     let (account, ledger) = (listing.account, listing.ledger);
     let rows: Vec<serde_json::Value> = listing
@@ -274,6 +388,54 @@ fn list(global: &Global, args: ListArgs) -> Result<i32> {
                 println!(
                     "every user issued up to {} is revoked",
                     stamp(ledger.revoked["*"])
+                );
+            }
+        }
+    }
+    Ok(0)
+}
+
+/// `cotal creds list --system`.
+fn list_system(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<i32> {
+    let listing = crate::ops::creds::list_system(root, crate::clock::now(), &warn)?;
+    let rows: Vec<serde_json::Value> = listing
+        .users
+        .iter()
+        .map(|(m, state)| {
+            serde_json::json!({
+                "name": m.name,
+                "key": m.key,
+                "role": m.profile.name(),
+                "issued": stamp(m.issued_at),
+                "expires": m.expires_at.map(stamp),
+                "state": state,
+            })
+        })
+        .collect();
+    match format {
+        super::status_cmd::Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "account": listing.account,
+                "users": rows,
+            }))
+            .expect("json")
+        ),
+        super::status_cmd::Format::Text => {
+            println!(
+                "{:<20} {:<14} {:<8} {:<21} {:<21} KEY",
+                "USER", "ROLE", "STATE", "ISSUED", "EXPIRES"
+            );
+            for r in &rows {
+                let s = |k: &str| r[k].as_str().unwrap_or("never").to_string();
+                println!(
+                    "{:<20} {:<14} {:<8} {:<21} {:<21} {}",
+                    s("name"),
+                    s("role"),
+                    s("state"),
+                    s("issued"),
+                    s("expires"),
+                    s("key")
                 );
             }
         }

@@ -2,10 +2,11 @@
 //! out (see [`crate::credentials`]). Each reads the space's account from an observation that
 //! fails closed on any untrusted record, and writes under the root's lock.
 
-use crate::credentials::{self, Issued, Request, Revoked, Target};
+use crate::credentials::{self, Issued, IssuedSystem, Request, Revoked, Target};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::ObservedSpace;
+use crate::permissions::SysRole;
 use crate::store::{Root, lock, users};
 use crate::{observe, plan};
 use std::time::Duration;
@@ -122,7 +123,7 @@ pub fn list(root: &Root, space: &SpaceName, now: i64, unreadable: Unreadable) ->
     let observed = observed_space(root, space, unreadable)?;
     let account = observed.account_pub.clone();
     let ledger = users::load(root, space, &account)?;
-    let loaded = users::Ledger {
+    let loaded: users::Ledger = users::Ledger {
         revoked: observed.revocations.clone(),
         ..users::Ledger::empty(&account)
     };
@@ -151,6 +152,86 @@ pub fn list(root: &Root, space: &SpaceName, now: i64, unreadable: Unreadable) ->
     Ok(Listing {
         account,
         ledger,
+        users,
+    })
+}
+
+/// Hand out a user of the system account's `role` key (`cotal creds --system monitor`).
+pub fn mint_system(
+    root: &Root,
+    role: SysRole,
+    name: &str,
+    expires: Option<Duration>,
+    lock_timeout: Duration,
+    unreadable: Unreadable,
+) -> Result<IssuedSystem> {
+    crate::permissions::valid_user_name(name).map_err(Error::input)?;
+    let (desired, digest, broken) = observe::desired_for_reading(root)?;
+    if let Some(why) = &broken {
+        unreadable(why);
+    }
+    let observed = observe::observe(root, &desired, digest)?;
+    plan::guard_trust(&observed)?;
+    let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
+    credentials::mint_system(root, &lock, role, name, expires)
+}
+
+/// Record the revocation of system users handed out (the next apply puts it in force).
+pub fn revoke_system(
+    root: &Root,
+    target: &Target,
+    lock_timeout: Duration,
+    unreadable: Unreadable,
+) -> Result<Revoked> {
+    let (desired, digest, broken) = observe::desired_for_reading(root)?;
+    if let Some(why) = &broken {
+        unreadable(why);
+    }
+    let observed = observe::observe(root, &desired, digest)?;
+    let trust = plan::guard_trust(&observed)?;
+    let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
+    credentials::revoke_system(root, &lock, &trust.sys_pub, target)
+}
+
+/// The system users handed out.
+pub struct SystemListing {
+    pub account: String,
+    pub users: Vec<(users::Minted<SysRole>, UserState)>,
+}
+
+/// The system users `cotal creds --system` handed out and where each stands at `now`.
+pub fn list_system(root: &Root, now: i64, unreadable: Unreadable) -> Result<SystemListing> {
+    let (desired, digest, broken) = observe::desired_for_reading(root)?;
+    if let Some(why) = &broken {
+        unreadable(why);
+    }
+    let observed = observe::observe(root, &desired, digest)?;
+    let trust = plan::guard_trust(&observed)?;
+    let ledger = users::load_system(root, &trust.sys_pub)?;
+    let system = &observed.system;
+    let refused = |revocations: &crate::jwt::Revocations, key: &str, issued_at: i64| {
+        revocations.get(key).is_some_and(|ts| issued_at <= *ts)
+    };
+    let users = ledger
+        .minted
+        .iter()
+        .map(|m| {
+            let state = if refused(&system.revocations, &m.key, m.issued_at) {
+                UserState::Revoked
+            } else if refused(&ledger.revoked, &m.key, m.issued_at) {
+                UserState::Revoking
+            } else if m.expires_at.is_some_and(|e| e <= now) {
+                UserState::Expired
+            } else if m.signed_by.as_deref() != system.key(m.profile) {
+                UserState::OldSigningKey
+            } else {
+                UserState::Valid
+            };
+            (m.clone(), state)
+        })
+        .collect();
+    Ok(SystemListing {
+        account: trust.sys_pub.clone(),
         users,
     })
 }

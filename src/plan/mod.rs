@@ -236,6 +236,10 @@ pub enum Step {
         /// $SYS user keys to revoke, per space.
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         revoke: std::collections::BTreeMap<SpaceName, Vec<String>>,
+        /// Revocations `cotal creds revoke --system` recorded that the JWT lacks (user key to
+        /// the time up to which its JWTs are refused).
+        #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+        handed_out: crate::jwt::Revocations,
         /// Why, for people.
         changes: Vec<String>,
     },
@@ -511,6 +515,7 @@ impl Plan {
                 rotate,
                 evictor,
                 revoke,
+                handed_out,
                 changes,
             } => {
                 let own = changes.len().saturating_sub(revoke.len());
@@ -527,6 +532,7 @@ impl Plan {
                     rotate: *rotate,
                     evictor: *evictor,
                     revoke: kept_revoke,
+                    handed_out: handed_out.clone(),
                     changes: kept_changes,
                 })
             }
@@ -667,6 +673,7 @@ mod tests {
                 .iter()
                 .map(|n| (name(n), vec![format!("U{n}")]))
                 .collect(),
+            handed_out: Default::default(),
             changes,
         }
     }

@@ -50,6 +50,7 @@ pub fn steps(
             rotate: r.rotate,
             evictor: r.evictor,
             revoke: r.revoke.clone(),
+            handed_out: r.handed_out.clone(),
             changes: r.changes.clone(),
         });
     }
@@ -167,6 +168,7 @@ mod tests {
             rotate: false,
             evictor: None,
             revoke: Default::default(),
+            handed_out: Default::default(),
             changes: vec!["templates".into()],
         };
         let kinds: Vec<&str> = steps(

@@ -23,6 +23,9 @@ pub struct SystemReissue {
     pub evictor: Option<bool>,
     /// The $SYS user keys of suspended and removed spaces to revoke, per space.
     pub revoke: BTreeMap<SpaceName, Vec<String>>,
+    /// Revocations of users `cotal creds --system` handed out, recorded and not yet in the
+    /// JWT.
+    pub handed_out: crate::jwt::Revocations,
     /// Why, for people. Invariant: it ends with one line per entry of `revoke`, in name order
     /// ([`crate::plan::Plan::only`] narrows both together).
     pub changes: Vec<String>,
@@ -68,6 +71,26 @@ pub fn reissue(
     if matches!(system.keys, SysKeysState::Scoped(_)) && !system.templates_current && !rotate {
         changes.push("the scoped keys' permission templates are brought up to date".into());
     }
+    if matches!(system.keys, SysKeysState::Scoped(_))
+        && system.key(SysRole::Monitor).is_none()
+        && !rotate
+    {
+        changes.push("a monitor key is added: `cotal creds --system monitor` hands out read-only users of it".into());
+    }
+    // Revocations recorded by `cotal creds revoke --system` that the JWT does not hold yet (a
+    // rotation refuses every user of the old keys anyway, and keeps none of them).
+    let handed_out: crate::jwt::Revocations = system
+        .handed_out_revoked
+        .iter()
+        .filter(|(key, at)| system.revocations.get(*key).is_none_or(|ts| ts < *at))
+        .map(|(k, at)| (k.clone(), *at))
+        .collect();
+    if !handed_out.is_empty() {
+        changes.push(format!(
+            "revoke {} monitoring user key(s) handed out by `cotal creds --system`: closed at the reload, refused from then on",
+            handed_out.len()
+        ));
+    }
     if system.previous_control && !rotate {
         changes.push("finish an interrupted change of the control key: the previous key is dropped once the broker runs the new JWT".into());
     }
@@ -109,6 +132,7 @@ pub fn reissue(
         rotate,
         evictor,
         revoke,
+        handed_out,
         changes,
     })
 }
@@ -183,11 +207,13 @@ mod tests {
     const NOW: i64 = 1_800_000_000;
     const DAY: i64 = 24 * 3600;
 
-    /// A root whose scoped keys are `OBS` (observer) and, with `evictor`, `EVI`.
+    /// A root whose scoped keys are `CTL` (control), `OBS` (observer), `MON` (monitor) and,
+    /// with `evictor`, `EVI`.
     fn scoped(o: &mut Observed, evictor: bool) {
         let mut keys = BTreeMap::from([
             (SysRole::Control, "CTL".to_string()),
             (SysRole::Observer, "OBS".to_string()),
+            (SysRole::Monitor, "MON".to_string()),
         ]);
         if evictor {
             keys.insert(SysRole::Evictor, "EVI".into());
@@ -326,5 +352,39 @@ mod tests {
             creds_reason(&d, &o, &name("design"), s, Some(&r)).as_deref(),
             Some("signed by a key this plan replaces")
         );
+    }
+
+    #[test]
+    fn a_root_made_before_the_monitor_key_gets_one_and_recorded_revocations_are_put_in_force() {
+        let d = desired("[spaces.design]\n");
+        let mut o = observed(&[("design", space("AD", &SpaceSpec::default()))]);
+        scoped(&mut o, false);
+        let intent = Intent::default();
+        let removals = Removals::default();
+        assert_eq!(reissue(&d, &o, &intent, &removals), None, "nothing to do");
+
+        let mut old = o.clone();
+        if let SysKeysState::Scoped(keys) = &mut old.system.keys {
+            keys.remove(&SysRole::Monitor);
+        }
+        let r = reissue(&d, &old, &intent, &removals).expect("a re-issue");
+        assert!(!r.rotate);
+        assert_eq!(
+            r.changes,
+            [
+                "a monitor key is added: `cotal creds --system monitor` hands out read-only users of it"
+            ]
+        );
+
+        let mut revoking = o.clone();
+        revoking
+            .system
+            .handed_out_revoked
+            .insert("UMON".into(), NOW - 10);
+        let r = reissue(&d, &revoking, &intent, &removals).expect("a re-issue");
+        assert_eq!(r.handed_out.get("UMON"), Some(&(NOW - 10)));
+        // Once the JWT holds it, nothing is left to do.
+        revoking.system.revocations.insert("UMON".into(), NOW - 10);
+        assert_eq!(reissue(&d, &revoking, &intent, &removals), None);
     }
 }

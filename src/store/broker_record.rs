@@ -64,6 +64,10 @@ pub struct SysKeys {
     /// Signs each space's connection evictor; only when the root opts in.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub evictor: Option<Seed>,
+    /// Signs the read-only monitoring users `cotal creds --system monitor` hands out (absent
+    /// on roots made before it; the next re-issue of the system account adds it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub monitor: Option<Seed>,
     /// The control key of the system JWT the broker may still run: kept from a change of the
     /// control key (a rotation, the legacy seed's replacement) until the promotion that loads
     /// the new JWT is confirmed, so an apply interrupted in between can still reach the broker.
@@ -93,6 +97,7 @@ impl SysKeys {
             SysRole::Control => Some(&self.control),
             SysRole::Observer => Some(&self.observer),
             SysRole::Evictor => self.evictor.as_ref(),
+            SysRole::Monitor => self.monitor.as_ref(),
         }
     }
 }

@@ -113,6 +113,10 @@ impl Root {
     pub fn broker_record(&self) -> PathBuf {
         self.auth_dir().join("broker.json")
     }
+    /// The system users `cotal creds --system` handed out ([`crate::store::users`]).
+    pub fn system_users(&self) -> PathBuf {
+        self.auth_dir().join("system-users.json")
+    }
     pub fn sys_seed(&self) -> PathBuf {
         self.auth_dir().join("sys.seed")
     }

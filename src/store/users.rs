@@ -1,5 +1,7 @@
 //! `.cotal/space.<hex>/users.json`: the users `cotal creds` minted for a space (names, public
-//! keys, profiles, expiry; never a seed) and the revocations `cotal creds revoke` recorded.
+//! keys, profiles, expiry; never a seed) and the revocations `cotal creds revoke` recorded; and
+//! `.cotal/auth/system-users.json`, the same for the system account's users `cotal creds
+//! --system` hands out (their profile is their role).
 //!
 //! Invariants: the ledger is bound to the account it was written for, so a ledger left behind
 //! by a removed incarnation of the space is read as empty; revocations are only ever added
@@ -8,20 +10,21 @@
 use crate::error::Result;
 use crate::jwt::Revocations;
 use crate::model::SpaceName;
-use crate::permissions::Profile;
+use crate::permissions::{Profile, SysRole};
 use crate::store::paths::SpaceFile;
 use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};
 
-/// One user minted by `cotal creds`.
+/// One user minted by `cotal creds`; `P` is what it may do (a space user's [`Profile`], a
+/// system user's [`SysRole`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Minted {
+pub struct Minted<P = Profile> {
     pub name: String,
     #[serde(rename = "pub")]
     pub key: String,
-    pub profile: Profile,
+    pub profile: P,
     #[serde(rename = "issuedAt")]
     pub issued_at: i64,
     /// Unix seconds; `None`: never expires.
@@ -33,19 +36,19 @@ pub struct Minted {
     pub signed_by: Option<String>,
 }
 
-/// A space's users and revocations.
+/// An account's users and revocations.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Ledger {
+pub struct Ledger<P = Profile> {
     pub account: String,
-    #[serde(default)]
-    pub minted: Vec<Minted>,
+    #[serde(default = "Vec::new")]
+    pub minted: Vec<Minted<P>>,
     /// User key (or `*`) to the time up to which its JWTs are refused.
     #[serde(default)]
     pub revoked: Revocations,
 }
 
-impl Ledger {
+impl<P> Ledger<P> {
     pub fn empty(account: &str) -> Self {
         Ledger {
             account: account.into(),
@@ -82,6 +85,23 @@ pub fn load(root: &Root, space: &SpaceName, account: &str) -> Result<Ledger> {
     )
 }
 
+/// The ledger of the system users handed out for the system account `account` (empty when
+/// absent or written for another system account). One that does not parse is an error naming
+/// the file.
+pub fn load_system(root: &Root, account: &str) -> Result<Ledger<SysRole>> {
+    Ok(
+        match record::read_optional::<Ledger<SysRole>>(&root.system_users())? {
+            Some(l) if l.account == account => l,
+            _ => Ledger::empty(account),
+        },
+    )
+}
+
+/// Write the system users' ledger (0600).
+pub fn save_system(root: &Root, ledger: &Ledger<SysRole>) -> Result<()> {
+    record::write(&root.system_users(), ledger, Layout::Pretty, atomic::SECRET)
+}
+
 /// Write the ledger (0600) into the space's folder.
 pub fn save(root: &Root, space: &SpaceName, ledger: &Ledger) -> Result<()> {
     atomic::ensure_dir(&root.space_dir(space), atomic::PRIVATE_DIR)?;
@@ -99,7 +119,7 @@ mod tests {
 
     #[test]
     fn a_revocation_covers_jwts_issued_up_to_its_time_and_star_covers_every_key() {
-        let mut l = Ledger::empty("A");
+        let mut l: Ledger = Ledger::empty("A");
         l.revoked.insert("UKEY".into(), 100);
         assert!(l.is_revoked("UKEY", 100));
         assert!(l.is_revoked("UKEY", 99));

@@ -3,23 +3,11 @@
 //! change fails rolls every node back, removal and re-adding a name without a restart, and
 //! suspension closing a tenant's clients on every node; siblings on every node never notice.
 
-use super::{Broker, Client, Immutable, wait_for};
+use super::{Broker, Client, Immutable, eventually, wait_for};
 use crate::support::{stderr, stdout};
 use std::time::Duration;
 
 const TWO: &str = "[spaces.design]\n\n[spaces.release]\n";
-
-/// Wait (bounded by `limit`) for `attempt` to succeed: NATS's own convergence (a stream leader
-/// elected, a rejoined node caught up, followers current), asked again each time; never a sleep.
-fn eventually<T>(what: &str, limit: Duration, mut attempt: impl FnMut() -> Result<T, String>) -> T {
-    let deadline = std::time::Instant::now() + limit;
-    loop {
-        match attempt() {
-            Ok(v) => return v,
-            Err(e) => assert!(std::time::Instant::now() < deadline, "{what}: {e}"),
-        }
-    }
-}
 
 /// Each node's loaded config digest (VARZ, through `cotal status`), in node order.
 fn digests(b: &Broker) -> Vec<String> {

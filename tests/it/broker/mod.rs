@@ -1834,3 +1834,19 @@ fn a_running_broker_at_its_open_file_limit_refuses_adds_before_any_change() {
     b.root.apply().success();
     assert_eq!(b.status()["open_files"]["spaces_within"], 28);
 }
+
+/// Wait (bounded by `limit`) for `attempt` to succeed: NATS's own convergence (a stream leader
+/// elected, a rejoined node caught up, followers current), asked again each time; never a sleep.
+fn eventually<T>(
+    what: &str,
+    limit: std::time::Duration,
+    mut attempt: impl FnMut() -> Result<T, String>,
+) -> T {
+    let deadline = std::time::Instant::now() + limit;
+    loop {
+        match attempt() {
+            Ok(v) => return v,
+            Err(e) => assert!(std::time::Instant::now() < deadline, "{what}: {e}"),
+        }
+    }
+}

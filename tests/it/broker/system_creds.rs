@@ -439,3 +439,127 @@ fn a_rotation_interrupted_before_its_reload_is_finished_by_the_next_apply() {
         .assert()
         .code(0);
 }
+
+#[test]
+fn a_monitor_user_reads_every_monitoring_endpoint_and_nothing_else_until_revoked() {
+    let b = Broker::start(TWO);
+    let _design = b.client("design").unwrap();
+    let design = b.root.account_pub("design");
+    let out = b.root.file("monitor.creds");
+    let minted = b
+        .root
+        .cotal(&["creds", "--system", "monitor", "--out"])
+        .arg(&out)
+        .assert()
+        .success();
+    let said = crate::support::stderr(&minted);
+    assert!(said.contains("monitor user \"monitor\""), "{said}");
+    assert_eq!(super::mode(&out), 0o600);
+    let creds = std::fs::read_to_string(&out).unwrap();
+    let mut monitor = b.connect(&creds).unwrap();
+
+    // The read-only requests answer: every server's VARZ and JSZ, an account's CONNZ, STATZ.
+    let ask = |subject: String| -> serde_json::Value {
+        b.rt.block_on(async {
+            let reply = monitor.client.request(subject, "{}".into()).await.unwrap();
+            serde_json::from_slice(&reply.payload).unwrap()
+        })
+    };
+    assert!(ask("$SYS.REQ.SERVER.PING.VARZ".into())["data"]["server_id"].is_string());
+    assert!(ask("$SYS.REQ.SERVER.PING.JSZ".into())["data"].is_object());
+    assert_eq!(
+        ask(format!("$SYS.REQ.ACCOUNT.{design}.CONNZ"))["data"]["num_connections"],
+        1
+    );
+    assert!(ask("$SYS.REQ.ACCOUNT.PING.STATZ".into())["data"].is_object());
+
+    // Everything that changes the broker is refused by the broker itself.
+    let server_id = ask("$SYS.REQ.SERVER.PING.VARZ".into())["data"]["server_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for subject in [
+        format!("$SYS.REQ.SERVER.{server_id}.RELOAD"),
+        format!("$SYS.REQ.SERVER.{server_id}.KICK"),
+        format!("$SYS.REQ.SERVER.{server_id}.LDM"),
+        format!("$JS.API.ACCOUNT.PURGE.{design}"),
+        format!("$SYS.REQ.ACCOUNT.{design}.CLAIMS.UPDATE"),
+        "$SYS.REQ.CLAIMS.UPDATE".to_string(),
+    ] {
+        b.rt.block_on(async {
+            monitor
+                .client
+                .publish(subject.clone(), "{}".into())
+                .await
+                .unwrap();
+            monitor.client.flush().await.unwrap();
+        });
+        assert!(
+            violation(&b, &mut monitor, &format!("Publish to \"{subject}\"")),
+            "{subject}: {:?}",
+            monitor.events.lock().unwrap()
+        );
+    }
+
+    // Listed, then revoked: recorded now, in force at the next apply, which closes it.
+    let listed = stdout(
+        &b.root
+            .cotal(&["creds", "list", "--system"])
+            .assert()
+            .success(),
+    );
+    assert!(
+        listed.lines().any(|l| l.starts_with("monitor ")
+            && l.contains("broker-monitor")
+            && l.contains("valid")),
+        "{listed}"
+    );
+    b.root
+        .cotal(&["creds", "revoke", "--system", "--user", "monitor"])
+        .assert()
+        .success();
+    let listed = stdout(
+        &b.root
+            .cotal(&["creds", "list", "--system"])
+            .assert()
+            .success(),
+    );
+    assert!(listed.contains("revoking"), "{listed}");
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("revoke 1 monitoring user key(s) handed out by `cotal creds --system`"),
+        "{plan}"
+    );
+    b.root.apply().success();
+    assert!(
+        wait_for(&b, &mut monitor, "disconnected"),
+        "the revoked monitor was closed: {:?}",
+        monitor.events.lock().unwrap()
+    );
+    assert!(b.connect(&creds).is_err(), "and refused from then on");
+    let listed = stdout(
+        &b.root
+            .cotal(&["creds", "list", "--system"])
+            .assert()
+            .success(),
+    );
+    assert!(listed.contains("revoked"), "{listed}");
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    // Only what `cotal creds --system` handed out can be revoked this way: never `*`.
+    let e = crate::support::stderr(
+        &b.root
+            .cotal(&["creds", "revoke", "--system", "--user", "nobody"])
+            .assert()
+            .failure(),
+    );
+    assert!(e.contains("handed out: monitor"), "{e}");
+    // The space's own $SYS users still work: a fresh one reads its space.
+    let observer = sys_creds(&b, "design", "membership-observer.creds");
+    let own = b
+        .connect_with_inbox(&observer, Some(own_inbox(&b, "design")))
+        .unwrap();
+    assert_eq!(connz(&b, &own, &design)["data"]["num_connections"], 1);
+}
