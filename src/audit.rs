@@ -50,6 +50,9 @@ pub enum Event {
     /// `cotal space evict` closed a space's live connections.
     #[serde(rename = "space.evicted")]
     SpaceEvicted,
+    /// `cotal rotate routes` recorded a new route credential (written by the next apply or up).
+    #[serde(rename = "routes.rotated")]
+    RoutesRotated,
 }
 
 /// Who did it.

@@ -87,6 +87,11 @@ pub fn audit(root: &Root, event: Event, space: &SpaceName, outcome: String) -> R
     audit_event(root, event, Some(space), outcome)
 }
 
+/// Append one event about the broker as a whole (outside an apply) to the audit.
+pub fn audit_root(root: &Root, event: Event, outcome: String) -> Result<()> {
+    audit_event(root, event, None, outcome)
+}
+
 /// Append one event (about `space`, or the broker's when `None`) to the audit.
 fn audit_event(
     root: &Root,
@@ -267,10 +272,23 @@ pub fn mint_system(
             role.name()
         )));
     }
-    if expires == Some(Duration::ZERO) {
-        return Err(Error::input(
-            "--expires 0 would mint creds that are already expired: give a duration (1h, 30d) or `never`",
-        ));
+    let limit = permissions::HANDED_OUT_MAX_LIFETIME;
+    match expires {
+        Some(Duration::ZERO) => {
+            return Err(Error::input(
+                "--expires 0 would mint creds that are already expired: give a duration (1h, 30d)",
+            ));
+        }
+        Some(d) if d <= limit => {}
+        _ => {
+            return Err(Error::input(
+                Diagnostic::new(format!(
+                    "a monitoring user lives at most {} days (it sees every tenant's connections, and the system account keeps its revocations only that long).",
+                    limit.as_secs() / 86_400
+                ))
+                .next("give --expires 90d or less, and mint a new one before it expires"),
+            ));
+        }
     }
     let record = match crate::store::broker_record::load(root)? {
         crate::store::broker_record::Loaded::Valid((record, _)) => record,

@@ -214,6 +214,7 @@ fn observe_with(
             .tls
             .as_ref()
             .map(|t| crate::tls::observe(root, t, crate::tls::Use::Listener)),
+        route_rotation: crate::store::route_rotation::load(root)?,
         route_tls: desired
             .topology
             .route_tls

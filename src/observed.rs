@@ -519,6 +519,8 @@ pub struct Observed {
     pub tls: Option<ObservedTls>,
     /// `[cluster.tls]`'s files as read (absent when no route TLS is declared).
     pub route_tls: Option<ObservedTls>,
+    /// How many times `cotal rotate routes` replaced the cluster's route credential.
+    pub route_rotation: u64,
     /// `[broker] include` as read (absent when `cotal.toml` declares none).
     pub include: Option<ObservedInclude>,
 }

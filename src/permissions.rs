@@ -121,6 +121,20 @@ pub fn control() -> Permissions {
 
 /// How long a space's $SYS creds live (renewed by the operator's rotation: docs/design/lifecycle-model.md, "Broker-wide system rotation").
 pub const SYS_CREDS_LIFETIME: Duration = Duration::from_secs(30 * 24 * 3600);
+/// The longest a monitoring user `cotal creds --system` hands out lives (90 days; `never` is
+/// refused): the system account's revocations are pruned past the longest lifetime of any of
+/// its users, so every user must expire.
+pub const HANDED_OUT_MAX_LIFETIME: Duration = Duration::from_secs(90 * 24 * 3600);
+
+/// A revocation in the system account's JWT older than this refuses nothing that has not
+/// expired anyway (the longest lifetime of any system user).
+pub const SYS_REVOCATION_HORIZON: Duration =
+    if SYS_CREDS_LIFETIME.as_secs() > HANDED_OUT_MAX_LIFETIME.as_secs() {
+        SYS_CREDS_LIFETIME
+    } else {
+        HANDED_OUT_MAX_LIFETIME
+    };
+
 /// An apply re-mints a space's $SYS creds that expire within this window.
 pub const SYS_CREDS_RENEW_WITHIN: Duration = Duration::from_secs(10 * 24 * 3600);
 

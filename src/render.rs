@@ -223,6 +223,9 @@ pub struct ClusterBlock {
     pub credential: Option<crate::route_auth::RouteCredential>,
     /// Mutual TLS on the routes (`[cluster.tls]`): `verify` always on.
     pub tls: Option<ListenerTls>,
+    /// The rotation of the route credential the include holds, named in a comment (from the
+    /// first rotation on), so a rotation changes the text and is planned.
+    pub rotation: u64,
 }
 
 impl ClusterBlock {
@@ -348,6 +351,14 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
             "  # the route credential (required of every route) and the routes with it:\n",
         );
         let _ = writeln!(out, "  include {}", quote(&c.routes_include));
+        if c.rotation > 0 {
+            let _ = writeln!(
+                out,
+                "{}{} (cotal rotate routes)",
+                crate::route_auth::ROTATION_LINE,
+                c.rotation
+            );
+        }
         if let Some(t) = &c.tls {
             t.certificate_comment(&mut out, ROUTE_TLS_CERTIFICATE_LINE);
             tls_block(&mut out, "  ", t, true);

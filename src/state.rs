@@ -85,6 +85,9 @@ pub struct BrokerState {
     /// a plan from the state puts the same ones in force.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub handed_out_revoked: crate::jwt::Revocations,
+    /// How many times the route credential was rotated (the comment each node's config names).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub route_rotation: u64,
     /// `[cluster.tls]`'s certificate as read at the export, the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_tls: Option<crate::observed::TlsFacts>,
@@ -170,6 +173,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
             tls: observed.tls.as_ref().and_then(|t| t.facts.clone()),
             route_tls: observed.route_tls.as_ref().and_then(|t| t.facts.clone()),
             handed_out_revoked: observed.system.handed_out_revoked.clone(),
+            route_rotation: observed.route_rotation,
         },
         server_conf: observed.server_conf_text().map(str::to_string),
         // A single server is the broker the fields above describe (the format of states
@@ -338,6 +342,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
             facts: Some(facts),
             problems: Vec::new(),
         }),
+        route_rotation: b.route_rotation,
         route_tls: b.route_tls.clone().map(|facts| crate::observed::ObservedTls {
             facts: Some(facts),
             problems: Vec::new(),
@@ -408,6 +413,11 @@ fn exported_node(
         },
         store_dir: store_dir.to_path_buf(),
     }
+}
+
+/// Serde's skip test for a count that is absent when zero.
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

@@ -53,6 +53,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
         layout_conflict: None,
         tls: None,
         route_tls: None,
+        route_rotation: 0,
         include: None,
         inventory: Inventory {
             spaces: spaces.iter().map(|(n, s)| (name(n), s.clone())).collect(),

@@ -36,7 +36,8 @@ pub fn observe(root: &Root, tls: &TlsSettings, purpose: Use) -> ObservedTls {
     });
     let ca = tls.ca.as_ref().and_then(|ca| {
         read(root, ca, &mut problems).and_then(|(path, bytes)| {
-            certificates(ca, &bytes, &mut problems).map(|_| (path, crate::digest::sha256(&bytes)))
+            certificates(ca, &bytes, &mut problems)
+                .map(|certs| (path, crate::digest::sha256(&bytes), certs))
         })
     });
     if let (Some(c), Some(k)) = (&tls.client_cert, &tls.client_key) {
@@ -53,14 +54,17 @@ pub fn observe(root: &Root, tls: &TlsSettings, purpose: Use) -> ObservedTls {
     let facts = match (certs, key) {
         (Some((cert_file, chain)), Some((key_file, key))) => {
             matches(&tls.cert, &chain[0], &key, &mut problems);
+            if let (Use::Routes, Some((_, _, authorities))) = (purpose, &ca) {
+                chains_to(tls, &chain, authorities, &mut problems);
+            }
             leaf(&tls.cert, &chain[0], purpose, &mut problems).map(|(not_after, names)| TlsFacts {
                 cert_file,
                 key_file,
-                ca_file: ca.as_ref().map(|(p, _)| p.clone()),
+                ca_file: ca.as_ref().map(|(p, _, _)| p.clone()),
                 fingerprint: crate::digest::sha256(chain[0].as_ref()),
                 not_after,
                 names,
-                ca_fingerprint: ca.map(|(_, f)| f),
+                ca_fingerprint: ca.map(|(_, f, _)| f),
             })
         }
         _ => None,
@@ -184,23 +188,77 @@ fn matches(
     }
 }
 
-/// The leaf's expiry and the names it covers.
-fn leaf(
-    file: &LocatedPath,
-    cert: &CertificateDer,
-    purpose: Use,
+/// A route certificate must chain to the CA every node checks the other end of a route by, as
+/// a server and as a client (its extended key usage included). Expiry is the planner's to judge
+/// (at `observed.now`), so an expired certificate is not reported twice.
+fn chains_to(
+    tls: &TlsSettings,
+    chain: &[CertificateDer<'static>],
+    authorities: &[CertificateDer<'static>],
     problems: &mut Vec<String>,
-) -> Option<(i64, Vec<String>)> {
-    let (_, c) = match x509_parser::parse_x509_certificate(cert.as_ref()) {
-        Ok(parsed) => parsed,
-        Err(e) => {
+) {
+    use rustls::client::danger::ServerCertVerifier;
+    let provider = std::sync::Arc::new(rustls::crypto::ring::default_provider());
+    let mut roots = rustls::RootCertStore::empty();
+    for a in authorities {
+        if roots.add(a.clone()).is_err() {
             problems.push(format!(
-                "{}: {} is not an X.509 certificate: {e}",
-                file.at, file.path
+                "{}: the CA {} holds a certificate that is not a CA's",
+                tls.cert.at,
+                tls.ca.as_ref().map_or("", |c| c.path.as_str())
             ));
-            return None;
+            return;
         }
+    }
+    let roots = std::sync::Arc::new(roots);
+    let now = rustls_pki_types::UnixTime::now();
+    let judged = |r: Result<(), rustls::Error>, side: &str, problems: &mut Vec<String>| match r {
+        Ok(()) => {}
+        // Expiry is the planner's; the key usage is reported by `leaf`, in its own words.
+        Err(rustls::Error::InvalidCertificate(
+            rustls::CertificateError::Expired
+            | rustls::CertificateError::ExpiredContext { .. }
+            | rustls::CertificateError::InvalidPurpose
+            | rustls::CertificateError::InvalidPurposeContext { .. },
+        )) => {}
+        Err(e) => problems.push(format!(
+            "{}: the certificate {} is not accepted as a route's {side} by the CA {}: {e}",
+            tls.cert.at,
+            tls.cert.path,
+            tls.ca.as_ref().map_or("", |c| c.path.as_str())
+        )),
     };
+    let client = rustls::server::WebPkiClientVerifier::builder_with_provider(
+        roots.clone(),
+        provider.clone(),
+    )
+    .build()
+    .map_err(|e| rustls::Error::General(e.to_string()))
+    .and_then(|v| {
+        v.verify_client_cert(&chain[0], &chain[1..], now)
+            .map(|_| ())
+    });
+    judged(client, "client", problems);
+    // The name is the planner's to check against the nodes' hosts; any name the leaf covers
+    // proves the chain and the server usage here.
+    let name = x509_parser::parse_x509_certificate(chain[0].as_ref())
+        .ok()
+        .and_then(|(_, c)| leaf_names(&c).into_iter().next())
+        .and_then(|n| rustls_pki_types::ServerName::try_from(n).ok());
+    if let Some(name) = name {
+        let server = rustls::client::WebPkiServerVerifier::builder_with_provider(roots, provider)
+            .build()
+            .map_err(|e| rustls::Error::General(e.to_string()))
+            .and_then(|v| {
+                v.verify_server_cert(&chain[0], &chain[1..], &name, &[], now)
+                    .map(|_| ())
+            });
+        judged(server, "server", problems);
+    }
+}
+
+/// The DNS names and IP addresses a certificate covers (its subject alternative names).
+fn leaf_names(c: &x509_parser::certificate::X509Certificate) -> Vec<String> {
     let mut names = Vec::new();
     if let Ok(Some(san)) = c.subject_alternative_name() {
         for n in &san.value.general_names {
@@ -221,6 +279,27 @@ fn leaf(
             }
         }
     }
+    names
+}
+
+/// The leaf's expiry and the names it covers.
+fn leaf(
+    file: &LocatedPath,
+    cert: &CertificateDer,
+    purpose: Use,
+    problems: &mut Vec<String>,
+) -> Option<(i64, Vec<String>)> {
+    let (_, c) = match x509_parser::parse_x509_certificate(cert.as_ref()) {
+        Ok(parsed) => parsed,
+        Err(e) => {
+            problems.push(format!(
+                "{}: {} is not an X.509 certificate: {e}",
+                file.at, file.path
+            ));
+            return None;
+        }
+    };
+    let names = leaf_names(&c);
     if purpose == Use::Routes
         && let Ok(Some(eku)) = c.extended_key_usage()
         && !eku.value.any
@@ -230,7 +309,11 @@ fn leaf(
             "{}: the certificate {} is not usable both as a server and as a client (its extended key usage lacks {}): every node presents it on the routes it opens too",
             file.at,
             file.path,
-            if eku.value.client_auth { "serverAuth" } else { "clientAuth" }
+            match (eku.value.server_auth, eku.value.client_auth) {
+                (false, false) => "serverAuth and clientAuth",
+                (true, _) => "clientAuth",
+                _ => "serverAuth",
+            }
         ));
     }
     Some((c.validity().not_after.timestamp(), names))

@@ -46,7 +46,10 @@ pub fn promote(
     let files: Vec<NodeFiles> = ctx.observed.nodes.iter().map(|n| n.files.clone()).collect();
     let trust = record.validate().map_err(Error::other)?;
     let inv = checked_inventory(root, &trust, &state.expected, &state.journal.removals)?;
-    let credential = crate::route_auth::RouteCredential::derive(&record.operator.seed);
+    let credential = crate::route_auth::RouteCredential::derive(
+        &record.operator.seed,
+        ctx.observed.route_rotation,
+    );
     let candidate = render_and_preflight(ctx, &files, &trust, &inv, &credential)?;
     let current = compare_and_set(root, &files, expected)?;
     // Everything the reload check needs is ready before the config changes.
@@ -76,6 +79,7 @@ pub fn promote(
                     .filter_map(|n| Some((n.name.clone(), n.cluster.as_ref()?.listen.clone())))
                     .collect(),
                 identity: (t.cert_file.clone().into(), t.key_file.clone().into()),
+                ca: t.ca_file.clone().unwrap_or_default().into(),
             });
         }
         e

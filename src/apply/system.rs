@@ -12,7 +12,7 @@ use crate::error::{Error, Result};
 use crate::jwt::{self, AccountNats};
 use crate::mint;
 use crate::model::SpaceName;
-use crate::permissions::SYS_CREDS_LIFETIME;
+use crate::permissions::SYS_REVOCATION_HORIZON;
 use crate::store::broker_record::{self, BrokerRecord, PreviousControl};
 use crate::store::{Root, atomic};
 use std::collections::BTreeMap;
@@ -74,14 +74,10 @@ pub fn reissue_system_account(
     let mut revocations = jwt::decode_verified::<AccountNats>(&record.sys.jwt)
         .map(|c| c.nats.revocations)
         .unwrap_or_default();
-    // A revocation older than the longest lifetime of a space's $SYS user refuses nothing that
-    // has not expired anyway; one of a user handed out by `cotal creds --system` (whose lifetime
-    // the operator chose) stays while the ledger records it.
-    let ledger = crate::store::users::load_system(root, &record.sys.public)?;
-    revocations.retain(|key, at| {
-        *at + SYS_CREDS_LIFETIME.as_secs() as i64 + PRUNE_SLACK >= now
-            || ledger.revoked.contains_key(key)
-    });
+    // A revocation older than the longest lifetime of any system user (a space's $SYS users,
+    // the monitoring users `cotal creds --system` hands out, which cannot outlive it) refuses
+    // nothing that has not expired anyway.
+    revocations.retain(|_, at| *at + SYS_REVOCATION_HORIZON.as_secs() as i64 + PRUNE_SLACK >= now);
     for key in revoke.values().flatten() {
         revocations.insert(key.clone(), now);
     }

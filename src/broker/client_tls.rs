@@ -219,27 +219,34 @@ pub fn served_fingerprint(url: &str, deadline: std::time::Duration) -> Result<St
         url.trim_start_matches("nats://"),
         true,
         tls.as_ref().and_then(|t| t.client.as_ref()),
+        None,
         deadline,
     )
 }
 
-/// The same for a route listener (`host:port`) under `[cluster.tls]`: a route's TLS handshake
-/// comes first (no plaintext INFO), and the listener requires a certificate its CA signed, so
-/// the probe presents `identity` (the routes' own certificate and key).
+/// The same for a route listener (`host:port`) under `[cluster.tls]`, as another node would
+/// open a route: the TLS handshake first (no plaintext INFO), the listener's certificate
+/// checked against `ca` and the dialed host, presenting `identity` (the routes' own
+/// certificate and key); then the listener's INFO is read through TLS, which it sends only
+/// once it accepted the certificate presented. So a certificate one side would refuse fails
+/// the probe.
 pub fn route_fingerprint(
     address: &str,
     identity: &(PathBuf, PathBuf),
+    ca: &std::path::Path,
     deadline: std::time::Duration,
 ) -> Result<String, String> {
-    probe(address, false, Some(identity), deadline)
+    probe(address, false, Some(identity), Some(ca), deadline)
 }
 
 /// A handshake with the listener at `address` (after its INFO line when `info_first`),
-/// presenting `identity`; the served leaf's fingerprint.
+/// presenting `identity`; the served leaf's fingerprint. With `ca`, the served chain is checked
+/// against it and the INFO the listener sends through TLS must follow.
 fn probe(
     address: &str,
     info_first: bool,
     identity: Option<&(PathBuf, PathBuf)>,
+    ca: Option<&std::path::Path>,
     deadline: std::time::Duration,
 ) -> Result<String, String> {
     use std::io::BufRead;
@@ -263,13 +270,29 @@ fn probe(
             return Err("the listener does not require TLS".into());
         }
     }
-    let config = config(
-        Verifier {
-            chain: None,
-            provider: Arc::new(rustls::crypto::ring::default_provider()),
-        },
-        identity,
-    )?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let chain = match ca {
+        None => None,
+        Some(ca) => {
+            use rustls_pki_types::pem::PemObject;
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in rustls_pki_types::CertificateDer::pem_file_iter(ca)
+                .map_err(|e| format!("{}: {e}", ca.display()))?
+            {
+                roots
+                    .add(cert.map_err(|e| format!("{}: {e}", ca.display()))?)
+                    .map_err(|e| e.to_string())?;
+            }
+            let webpki = rustls::client::WebPkiServerVerifier::builder_with_provider(
+                Arc::new(roots),
+                provider.clone(),
+            )
+            .build()
+            .map_err(|e| e.to_string())?;
+            Some((webpki, None))
+        }
+    };
+    let config = config(Verifier { chain, provider }, identity)?;
     let name =
         rustls_pki_types::ServerName::try_from(host.to_string()).map_err(|e| e.to_string())?;
     let mut conn =
@@ -281,5 +304,18 @@ fn probe(
         .peer_certificates()
         .and_then(|c| c.first())
         .ok_or("the listener presented no certificate")?;
-    Ok(crate::digest::sha256(leaf.as_ref()))
+    let fingerprint = crate::digest::sha256(leaf.as_ref());
+    if ca.is_some() {
+        let mut info = String::new();
+        std::io::BufReader::new(rustls::Stream::new(&mut conn, &mut tcp))
+            .read_line(&mut info)
+            .map_err(|e| format!("the listener refused the handshake: {e}"))?;
+        if !info.starts_with("INFO ") {
+            return Err(format!(
+                "the listener sent no INFO after the handshake ({:?})",
+                info.chars().take(40).collect::<String>()
+            ));
+        }
+    }
+    Ok(fingerprint)
 }

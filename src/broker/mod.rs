@@ -53,6 +53,8 @@ pub enum Expectation {
         fingerprint: String,
         listeners: Vec<(String, String)>,
         identity: (PathBuf, PathBuf),
+        /// The CA the served chain must chain to (`[cluster.tls]` `ca`).
+        ca: PathBuf,
     },
 }
 
@@ -519,6 +521,7 @@ impl Broker for Running {
                         fingerprint,
                         listeners,
                         identity,
+                        ca,
                     } => {
                         let Some((_, address)) = listeners.iter().find(|(n, _)| *n == t.name)
                         else {
@@ -527,6 +530,7 @@ impl Broker for Running {
                         match client_tls::route_fingerprint(
                             address,
                             identity,
+                            ca,
                             control::REQUEST_DEADLINE,
                         ) {
                             Ok(served) if &served == fingerprint => {}

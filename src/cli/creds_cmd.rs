@@ -28,10 +28,12 @@ pub enum Command {
     /// Mint a user (the same as `cotal creds SPACE --user NAME`; use it for a space named
     /// `mint`, `list` or `revoke`).
     Mint(MintArgs),
-    /// Revoke users of a space: recorded now, enforced by the next `cotal apply`, which closes
+    /// Revoke users of a space (or, with --system, monitoring users): recorded now, enforced by
+    /// the next `cotal apply`, which closes
     /// their connections and refuses them from then on.
     Revoke(RevokeArgs),
-    /// The users minted for a space: profile, expiry, revocation.
+    /// The users minted for a space (or, with --system, the monitoring users handed out):
+    /// profile, expiry, revocation.
     List(ListArgs),
 }
 
@@ -70,9 +72,10 @@ pub struct MintArgs {
     /// streams through consumers named after it and writes bucket keys, but cannot create,
     /// delete or reconfigure streams, buckets or other users' consumers; `admin` may do
     /// anything inside the space's account.
-    #[arg(long, value_enum, default_value_t = Profile::Member)]
+    #[arg(long, value_enum, default_value_t = Profile::Member, conflicts_with = "system")]
     pub profile: Profile,
-    /// How long the creds work: a duration (1h, 7d, 30d) or `never`. Default: 30 days.
+    /// How long the creds work: a duration (1h, 7d, 30d) or `never`. Default: 30 days. A
+    /// monitoring user (--system) lives at most 90 days.
     #[arg(long, value_parser = parse_expiry, default_value = "30d", value_name = "DURATION|never")]
     pub expires: Expiry,
     /// Write the creds file here (0600) instead of standard output (`-`: standard output). An
@@ -100,10 +103,12 @@ pub struct RevokeArgs {
     /// Every key minted under this user name.
     #[arg(long)]
     pub user: Option<String>,
-    /// One user public key (U…), minted by cotal or not.
+    /// One user public key (U…), minted by cotal or not (with --system: one `cotal creds
+    /// --system` handed out).
     #[arg(long)]
     pub key: Option<String>,
-    /// Every user of the space, whoever minted it (creds minted afterwards work).
+    /// Every user of the space, whoever minted it (creds minted afterwards work); with
+    /// --system, every monitoring user handed out.
     #[arg(long)]
     pub all: bool,
     /// How long to wait for the root's lock.

@@ -30,7 +30,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     println!("  operator        {}", made.operator_pub);
     println!("  system account  {}", made.sys_pub);
     println!(
-        "  system keys     scoped (control, observer{}), kept in .cotal/auth/broker.json (0600)",
+        "  system keys     scoped (control, observer, monitor{}), kept in .cotal/auth/broker.json (0600)",
         if made.evictor { ", evictor" } else { "" }
     );
     if made.wrote_starter {

@@ -12,13 +12,22 @@ use std::collections::BTreeSet;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// New system signing keys (control, observer, evictor): the system account is re-issued
-    /// listing only them, every space's $SYS creds are re-minted, the old ones are refused; one
+    /// New system signing keys (control, observer, monitor, evictor): the system account is
+    /// re-issued listing only them, every space's $SYS creds are re-minted, the old ones (and
+    /// every monitoring user `cotal creds --system` handed out) are refused; one
     /// reload, journaled like any apply. The plan also carries any other pending change of
     /// cotal.toml. Recovers a root whose system keys are lost (with the broker stopped).
     Sys {
         #[command(flatten)]
         confirm: ConfirmArgs,
+    },
+    /// A new route credential for a cluster (the cluster stopped): recorded now, written into
+    /// every node's include by the next `cotal apply` or `cotal up`. A node on another machine
+    /// needs its new include file before it starts.
+    Routes {
+        /// How long to wait for the root's lock.
+        #[arg(long, value_parser = super::parse_duration, default_value = "0")]
+        lock_timeout: std::time::Duration,
     },
     /// A new signing key for one space's account: users signed by the old key (every creds
     /// `cotal creds` minted for it) are refused after the reload; mint new ones.
@@ -44,6 +53,14 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                 ..Request::default()
             },
         ),
+        Command::Routes { lock_timeout } => {
+            let rotation = crate::ops::routes::rotate(&root, lock_timeout)?;
+            eprintln!(
+                "Recorded route credential rotation {rotation}.\n\
+                 next: `cotal apply` (or `cotal up`) writes it into every node's include file (`<config>.routes.conf`, 0600); copy the include of each node on another machine to it before it starts"
+            );
+            Ok(0)
+        }
         Command::Account { name, confirm } => {
             let name = SpaceName::parse(&name).map_err(Error::input)?;
             apply_cmd::flow(

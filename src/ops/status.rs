@@ -377,9 +377,12 @@ fn node_status(
     let preloads = crate::observed::preloads(&observed.inventory.spaces);
     // The digest a cluster node reports covers its route credential (its include file).
     let credential = match crate::store::broker_record::load(root) {
-        Ok(crate::store::broker_record::Loaded::Valid((record, _))) => Some(
-            crate::route_auth::RouteCredential::derive(&record.operator.seed),
-        ),
+        Ok(crate::store::broker_record::Loaded::Valid((record, _))) => {
+            Some(crate::route_auth::RouteCredential::derive(
+                &record.operator.seed,
+                observed.route_rotation,
+            ))
+        }
         _ => None,
     };
     let rendered: Vec<(String, String)> = crate::plan::nodes(desired, observed)

@@ -134,7 +134,7 @@ pub fn guard_open_files<'a>(
     Err(crate::diagnostic::Diagnostic::refusal(
         format!(
             "adding {} would take the broker to {spaces} spaces, which hold {need} files open ({} per space, one per stream and bucket, and {OPEN_FILES_RESERVED} of its own), more than its open-file limit of {} ({}): it holds {} spaces.",
-            list(adds.iter().copied()),
+            super::list_some(adds.iter().copied(), 8),
             open_files_per_space(),
             files.limit,
             files.source,

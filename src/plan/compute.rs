@@ -39,6 +39,7 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
                         .unwrap_or_else(|| "server.conf".into()),
                 ),
                 credential: None,
+                rotation: observed.route_rotation,
                 tls: topology.route_tls.as_ref().map(|t| {
                     listener_tls(
                         t,

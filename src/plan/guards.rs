@@ -412,6 +412,18 @@ pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal>
             "`cotal down`, `cotal apply`, then `cotal up` (every route reopens; a rotation of the certificate is applied hot)",
         ));
     }
+    // A node reloaded with another route credential closes the routes open with the old one,
+    // and the others refuse it until they reload too: a rotation is for a stopped cluster.
+    let rotation = node.cluster.as_ref().map_or(0, |c| c.rotation);
+    if crate::route_auth::rotation_of(conf) != rotation {
+        return Err(Diagnostic::refusal(
+            format!(
+                "the route credential was rotated (rotation {rotation}) while the cluster runs; a reload would close the routes open with the old one."
+            ),
+            NOTHING_CHANGED,
+            "`cotal down`, then `cotal apply` (or `cotal up`, which applies it first); give every node on another machine its new include file",
+        ));
+    }
     let before = crate::render::fixed_listeners(conf);
     let after = crate::render::fixed_listeners(&render_listeners(node));
     if before == after {

@@ -17,7 +17,8 @@ pub struct Intent {
 /// Keys to replace in this run.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Rotate {
-    /// New system signing keys (control, observer, evictor), every $SYS creds re-minted.
+    /// New system signing keys (control, observer, monitor, evictor), every $SYS creds
+    /// re-minted.
     pub sys: bool,
     /// New account signing keys for these spaces; users signed by the old keys are refused.
     pub accounts: BTreeSet<SpaceName>,

@@ -129,6 +129,8 @@ pub enum Reason {
         before: Option<String>,
         after: Option<String>,
     },
+    /// `cotal rotate routes` replaced the route credential: every node's include gets it.
+    RouteCredential { rotation: u64 },
     /// `server.conf` is not the rendering of the inventory (hand edit, interrupted apply).
     ConfigDrift,
     /// The generation record does not match the promoted inventory.
@@ -180,6 +182,10 @@ impl std::fmt::Display for Reason {
                 before.as_deref().unwrap_or("none"),
                 after.as_deref().unwrap_or("none")
             ),
+            Reason::RouteCredential { rotation } => write!(
+                f,
+                "the route credential was rotated (rotation {rotation}): every node's include file gets the new one"
+            ),
             Reason::ConfigDrift => f.write_str(
                 "server.conf differs from the rendering of the inventory (edited by hand, or left by an interrupted apply)",
             ),
@@ -205,6 +211,17 @@ pub fn list<'a>(names: impl IntoIterator<Item = &'a SpaceName>) -> String {
         1 => v[0].clone(),
         n => format!("{} and {}", v[..n - 1].join(", "), v[n - 1]),
     }
+}
+
+/// [`list`] of at most `shown` names, then how many more (`"a", "b" and 2,998 more`): a refusal
+/// about thousands of spaces stays readable.
+pub fn list_some<'a>(names: impl IntoIterator<Item = &'a SpaceName>, shown: usize) -> String {
+    let v: Vec<&SpaceName> = names.into_iter().collect();
+    if v.len() <= shown {
+        return list(v);
+    }
+    let first: Vec<String> = v[..shown].iter().map(|n| n.quoted()).collect();
+    format!("{} and {} more", first.join(", "), v.len() - shown)
 }
 
 /// The steps apply executes, in order. Closed: the executor matches every variant.

@@ -90,6 +90,15 @@ pub fn reasons(
                     });
                     explained = true;
                 }
+                let rotation = crate::route_auth::rotation_of(&base_render);
+                if crate::route_auth::rotation_of(conf) != rotation
+                    && !reasons
+                        .iter()
+                        .any(|r| matches!(r, Reason::RouteCredential { .. }))
+                {
+                    reasons.push(Reason::RouteCredential { rotation });
+                    explained = true;
+                }
                 let before = render::route_tls_certificate_line(conf);
                 let after = render::route_tls_certificate_line(&base_render);
                 if (before != after || render::routes_tls(conf) != render::routes_tls(&base_render))

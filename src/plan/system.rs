@@ -43,14 +43,14 @@ pub fn reissue(
     let rotate = intent.rotate.sys;
     if rotate {
         changes.push(
-            "rotate: new control, observer and evictor keys; users of the old keys (every space's $SYS creds) are refused after the reload".into(),
+            "rotate: new control, observer, monitor and evictor keys; users of the old keys (every space's $SYS creds, every monitoring user `cotal creds --system` handed out) are refused after the reload".into(),
         );
     }
     let evictor_kept = system.key(SysRole::Evictor).is_some();
     let mut evictor = None;
     match &system.keys {
         SysKeysState::Legacy if !rotate => {
-            changes.push("the unscoped .cotal/auth/sys.seed is replaced by scoped keys (control, observer) in broker.json; $SYS creds it signed are refused after the reload".into());
+            changes.push("the unscoped .cotal/auth/sys.seed is replaced by scoped keys (control, observer, monitor) in broker.json; $SYS creds it signed are refused after the reload".into());
             evictor = Some(desired.broker.evictor_creds);
         }
         SysKeysState::None if !rotate => return None,

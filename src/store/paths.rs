@@ -113,6 +113,10 @@ impl Root {
     pub fn broker_record(&self) -> PathBuf {
         self.auth_dir().join("broker.json")
     }
+    /// How many times the cluster's route credential was rotated ([`crate::store::route_rotation`]).
+    pub fn route_rotation(&self) -> PathBuf {
+        self.auth_dir().join("routes.json")
+    }
     /// The system users `cotal creds --system` handed out ([`crate::store::users`]).
     pub fn system_users(&self) -> PathBuf {
         self.auth_dir().join("system-users.json")

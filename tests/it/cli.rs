@@ -1736,6 +1736,34 @@ fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
     );
 }
 
+/// The trial that failed at space 2,665 with half a broker provisioned ran under a 32,768-file
+/// limit: 3,000 spaces under it (or under this host's hard limit, if lower) are refused before
+/// any change, naming the count needed and the limit.
+#[test]
+fn three_thousand_spaces_past_the_open_file_limit_are_refused_before_any_change() {
+    let root = TestRoot::init();
+    let spaces: String = (0..3000).map(|i| format!("[spaces.s{i:04}]\n")).collect();
+    root.desire(&spaces);
+    let before = root.snapshot();
+    let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
+        .unwrap()
+        .1;
+    let limit = hard.min(32_768);
+    let out = crate::support::limited(&root, &format!("-n {limit}"), &["apply", "--auto-approve"]);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{e}");
+    assert!(
+        e.contains("\"s0000\", \"s0001\"")
+            && e.contains(
+                "and 2992 more would take the broker to 3000 spaces, which hold 36064 files open"
+            )
+            && e.contains(&format!("more than its open-file limit of {limit}")),
+        "{e}"
+    );
+    assert!(e.lines().all(|l| l.len() < 1000), "a readable refusal: {e}");
+    assert_eq!(root.snapshot(), before, "nothing changed");
+}
+
 #[test]
 fn a_certificate_near_expiry_is_a_plan_warning_and_a_status_problem_and_creds_say_how_to_connect() {
     use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, IsCa, KeyPair};

@@ -439,6 +439,17 @@ struct Stranger {
 
 impl Stranger {
     fn start(b: &Broker, routes: &str, route_tls: bool) -> Stranger {
+        Stranger::start_as(b, routes, route_tls, None)
+    }
+
+    /// [`Stranger::start`], presenting `identity` (certificate and key files) on its routes
+    /// instead of node 1's.
+    fn start_as(
+        b: &Broker,
+        routes: &str,
+        route_tls: bool,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Stranger {
         let dir = tempfile::tempdir().unwrap();
         let conf = std::fs::read_to_string(b.root.file(".cotal/node.n1/server.conf")).unwrap();
         let (port, http, listen) = (super::free_port(), super::free_port(), super::free_port());
@@ -452,6 +463,18 @@ impl Stranger {
                 in_jetstream = line != "}";
             } else if !route_tls && (line == "  tls {" || in_route_tls) {
                 in_route_tls = line != "  }";
+            } else if let (Some((cert, key)), true) = (
+                identity,
+                line.starts_with("    cert_file: ") || line.starts_with("    key_file: "),
+            ) {
+                if line.starts_with("    cert_file: ") {
+                    text.push_str(&format!(
+                        "    cert_file: {:?}\n",
+                        cert.display().to_string()
+                    ));
+                } else {
+                    text.push_str(&format!("    key_file: {:?}\n", key.display().to_string()));
+                }
             } else if !route_tls && line.starts_with("  # route tls certificate") {
             } else if line.starts_with("port: ") {
                 text.push_str(&format!("port: {port}\nhttp: \"127.0.0.1:{http}\"\n"));
@@ -634,6 +657,50 @@ fn a_stranger_on_the_route_ports_joins_nothing_without_the_credential_and_the_ce
     assert_eq!(answering, ["n1", "n2", "n3"], "{}", plaintext.log());
     drop(plaintext);
 
+    // The credential and TLS, with a certificate another CA signed (for the same address):
+    // every node checks the other end's certificate (verify), so none accepts its routes.
+    let elsewhere = ca();
+    let foreign = leaf(&elsewhere, &["127.0.0.1"], false);
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = (
+        dir.path().join("foreign.pem"),
+        dir.path().join("foreign.key"),
+    );
+    std::fs::write(&cert, &foreign.cert).unwrap();
+    std::fs::write(&key, &foreign.key).unwrap();
+    let impostor = Stranger::start_as(&b, &with_credential, true, Some((&cert, &key)));
+    eventually(
+        "every node refused the impostor's certificate",
+        Duration::from_secs(30),
+        || {
+            // Each node logs the certificate it refused (Go's "x509: certificate signed by
+            // unknown authority").
+            let refusing: Vec<String> = (1..=3)
+                .filter(|i| {
+                    std::fs::read_to_string(b.root.file(&format!(".cotal/node.n{i}/nats.log")))
+                        .unwrap_or_default()
+                        .lines()
+                        .any(|l| {
+                            l.contains("TLS route handshake error") && l.contains("certificate")
+                        })
+                })
+                .map(|i| format!("n{i}"))
+                .collect();
+            (refusing.len() == 3).then_some(()).ok_or(format!(
+                "refused by {refusing:?} so far: {}",
+                impostor.log()
+            ))
+        },
+    );
+    assert_eq!(impostor.routed_to().unwrap(), Vec::<String>::new());
+    assert_eq!(
+        servers_answering(&b),
+        ["n1", "n2", "n3"],
+        "{}",
+        impostor.log()
+    );
+    drop(impostor);
+
     // A new route certificate at the same paths is a planned change, applied hot and confirmed
     // by a handshake with every node's route listener.
     let second = leaf(&authority, &["127.0.0.1"], false);
@@ -649,6 +716,7 @@ fn a_stranger_on_the_route_ports_joins_nothing_without_the_credential_and_the_ce
         let served = cotal::broker::client_tls::route_fingerprint(
             &format!("127.0.0.1:{route}"),
             &(b.root.file("tls/route.pem"), b.root.file("tls/route.key")),
+            &b.root.file("tls/ca.pem"),
             Duration::from_secs(5),
         )
         .unwrap();
@@ -679,6 +747,46 @@ fn a_stranger_on_the_route_ports_joins_nothing_without_the_credential_and_the_ce
                 .ok_or(format!("{answering:?}"))
         },
     );
+    drop(member);
+
+    // The credential rotates only with the cluster stopped; the nodes form the cluster again
+    // with the new one, and the old one opens nothing.
+    let e = stderr(&b.root.cotal(&["rotate", "routes"]).assert().code(3));
+    assert!(
+        e.contains("n1, n2, n3 run") && e.contains("`cotal down`"),
+        "{e}"
+    );
+    b.root.cotal(&["down"]).assert().success();
+    b.root.cotal(&["rotate", "routes"]).assert().success();
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("the route credential was rotated (rotation 1)"),
+        "{plan}"
+    );
+    b.root.cotal(&["up"]).assert().success();
+    let rotated =
+        std::fs::read_to_string(b.root.file(".cotal/node.n2/server.routes.conf")).unwrap();
+    assert!(
+        !rotated.contains(&password),
+        "a new credential in every include"
+    );
+    assert_eq!(servers_answering(&b), ["n1", "n2", "n3"]);
+    let old = Stranger::start(&b, &with_credential, true);
+    eventually(
+        "every node refused the old credential",
+        Duration::from_secs(30),
+        || {
+            let refused = old.log().matches("Authorization Violation").count();
+            (refused >= 3)
+                .then_some(())
+                .ok_or(format!("{refused} refusals so far"))
+        },
+    );
+    assert_eq!(servers_answering(&b), ["n1", "n2", "n3"], "{}", old.log());
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
 }
 
 /// The servers that answer `$SYS.REQ.SERVER.PING.IDZ` through the cluster (within the request

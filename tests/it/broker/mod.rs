@@ -632,9 +632,15 @@ fn a_reload_the_broker_refuses_is_rolled_back() {
 fn publish(b: &Broker, c: &Client, space: &str, n: usize) {
     b.rt.block_on(async {
         let js = async_nats::jetstream::new(c.client.clone());
+        // A message id of its own: a publish the client retries (a cluster's leader moved
+        // under load) is stored once.
+        let batch = nkeys::KeyPair::new_user().public_key();
         for i in 0..n {
-            js.publish(
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("Nats-Msg-Id", format!("{batch}-{i}").as_str());
+            js.publish_with_headers(
                 format!("cotal.{space}.chat.general"),
+                headers,
                 format!("m{i}").into(),
             )
             .await

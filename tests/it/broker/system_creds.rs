@@ -458,30 +458,51 @@ fn a_monitor_user_reads_every_monitoring_endpoint_and_nothing_else_until_revoked
     let creds = std::fs::read_to_string(&out).unwrap();
     let mut monitor = b.connect(&creds).unwrap();
 
-    // The read-only requests answer: every server's VARZ and JSZ, an account's CONNZ, STATZ.
+    // Every read-only request answers, for every server (PING) and for one by its id, and every
+    // account request about any account: the template lists each, and the broker applies it.
     let ask = |subject: String| -> serde_json::Value {
         b.rt.block_on(async {
-            let reply = monitor.client.request(subject, "{}".into()).await.unwrap();
+            let reply = tokio::time::timeout(
+                std::time::Duration::from_secs(10),
+                monitor.client.request(subject.clone(), "{}".into()),
+            )
+            .await
+            .unwrap_or_else(|_| panic!("{subject}: no answer"))
+            .unwrap_or_else(|e| panic!("{subject}: {e}"));
             serde_json::from_slice(&reply.payload).unwrap()
         })
     };
-    assert!(ask("$SYS.REQ.SERVER.PING.VARZ".into())["data"]["server_id"].is_string());
-    assert!(ask("$SYS.REQ.SERVER.PING.JSZ".into())["data"].is_object());
+    let varz = ask("$SYS.REQ.SERVER.PING.VARZ".into());
+    let server_id = varz["data"]["server_id"].as_str().unwrap().to_string();
+    assert!(ask("$SYS.REQ.SERVER.PING".into())["statsz"].is_object());
+    for z in cotal::permissions::MONITOR_SERVER_REQUESTS {
+        for subject in [
+            format!("$SYS.REQ.SERVER.PING.{z}"),
+            format!("$SYS.REQ.SERVER.{server_id}.{z}"),
+        ] {
+            let v = ask(subject.clone());
+            assert!(v.is_object() && v["error"].is_null(), "{subject}: {v}");
+        }
+    }
+    for z in cotal::permissions::MONITOR_ACCOUNT_REQUESTS {
+        let subject = format!("$SYS.REQ.ACCOUNT.{design}.{z}");
+        let v = ask(subject.clone());
+        assert!(v.is_object() && v["error"].is_null(), "{subject}: {v}");
+    }
     assert_eq!(
         ask(format!("$SYS.REQ.ACCOUNT.{design}.CONNZ"))["data"]["num_connections"],
         1
     );
     assert!(ask("$SYS.REQ.ACCOUNT.PING.STATZ".into())["data"].is_object());
+    assert!(ask("$SYS.REQ.ACCOUNT.PING.CONNZ".into())["server"].is_object());
 
-    // Everything that changes the broker is refused by the broker itself.
-    let server_id = ask("$SYS.REQ.SERVER.PING.VARZ".into())["data"]["server_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    // Everything that changes the broker (or profiles it) is refused by the broker itself.
     for subject in [
         format!("$SYS.REQ.SERVER.{server_id}.RELOAD"),
         format!("$SYS.REQ.SERVER.{server_id}.KICK"),
         format!("$SYS.REQ.SERVER.{server_id}.LDM"),
+        format!("$SYS.REQ.SERVER.{server_id}.PROFILEZ"),
+        "$SYS.REQ.SERVER.PING.PROFILEZ".to_string(),
         format!("$JS.API.ACCOUNT.PURGE.{design}"),
         format!("$SYS.REQ.ACCOUNT.{design}.CLAIMS.UPDATE"),
         "$SYS.REQ.CLAIMS.UPDATE".to_string(),
@@ -500,6 +521,39 @@ fn a_monitor_user_reads_every_monitoring_endpoint_and_nothing_else_until_revoked
             monitor.events.lock().unwrap()
         );
     }
+
+    // Nothing but replies may be subscribed: not the system account's events.
+    let mut listener = b.connect(&creds).unwrap();
+    b.rt.block_on(async {
+        let _sub = listener
+            .client
+            .subscribe("$SYS.ACCOUNT.>".to_string())
+            .await
+            .unwrap();
+        listener.client.flush().await.unwrap();
+    });
+    assert!(
+        violation(&b, &mut listener, "Subscription to \"$SYS.ACCOUNT.>\""),
+        "{:?}",
+        listener.events.lock().unwrap()
+    );
+    // Minted into the audit (never its secret), and never for longer than 90 days.
+    let audit = stdout(&b.root.cotal(&["audit"]).assert().success());
+    assert!(
+        audit.contains("creds.minted") && audit.contains("system user \"monitor\""),
+        "{audit}"
+    );
+    assert!(
+        !audit.contains(creds.lines().nth(1).unwrap()),
+        "no JWT in the audit"
+    );
+    let e = crate::support::stderr(
+        &b.root
+            .cotal(&["creds", "--system", "monitor", "--expires", "never"])
+            .assert()
+            .failure(),
+    );
+    assert!(e.contains("at most 90 days"), "{e}");
 
     // Listed, then revoked: recorded now, in force at the next apply, which closes it.
     let listed = stdout(

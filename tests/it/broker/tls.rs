@@ -392,4 +392,32 @@ fn a_route_certificate_only_for_servers_is_refused_at_its_line() {
     // The same certificate serves a client listener.
     let listener = cotal::tls::observe(&store, settings, cotal::tls::Use::Listener);
     assert!(listener.problems.is_empty(), "{:?}", listener.problems);
+
+    // Both usages, signed by the CA: accepted.
+    let mut params = CertificateParams::new(vec!["127.0.0.1".to_string()]).unwrap();
+    params.extended_key_usages = vec![
+        rcgen::ExtendedKeyUsagePurpose::ServerAuth,
+        rcgen::ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let key = KeyPair::generate().unwrap();
+    let both = params.signed_by(&key, &authority).unwrap();
+    write(&root, "tls/route.pem", &both.pem(), 0o644);
+    write(&root, "tls/route.key", &key.serialize_pem(), 0o600);
+    let routes = cotal::tls::observe(&store, settings, cotal::tls::Use::Routes);
+    assert!(routes.problems.is_empty(), "{:?}", routes.problems);
+
+    // Signed by another CA: the nodes would refuse each other's routes, so the plan refuses it.
+    let foreign = leaf(&ca(), &["127.0.0.1"], false);
+    write(&root, "tls/route.pem", &foreign.cert, 0o644);
+    write(&root, "tls/route.key", &foreign.key, 0o600);
+    let routes = cotal::tls::observe(&store, settings, cotal::tls::Use::Routes);
+    assert_eq!(routes.problems.len(), 2, "{:?}", routes.problems);
+    for (problem, side) in routes.problems.iter().zip(["client", "server"]) {
+        assert!(
+            problem.starts_with(&format!(
+                "cotal.toml:12:8: the certificate tls/route.pem is not accepted as a route's {side} by the CA tls/ca.pem:"
+            )),
+            "{problem}"
+        );
+    }
 }
