@@ -50,6 +50,10 @@ pub enum Event {
     /// `cotal space evict` closed a space's live connections.
     #[serde(rename = "space.evicted")]
     SpaceEvicted,
+    /// One space's step (its provisioning, its channel registry write) failed while the apply
+    /// went on with every other space: the apply is partly applied.
+    #[serde(rename = "space.step_failed")]
+    SpaceStepFailed,
     /// `cotal rotate routes` recorded a new route credential (written by the next apply or up).
     #[serde(rename = "routes.rotated")]
     RoutesRotated,

@@ -16,6 +16,9 @@ pub mod exit {
     pub const STALE_PLAN: i32 = 5;
     pub const INTERRUPTED: i32 = 6;
     pub const ROLLED_BACK: i32 = 7;
+    /// Some spaces' steps failed after the promotion, every other step was done: the next
+    /// apply plans what is left.
+    pub const PARTLY_APPLIED: i32 = 8;
 }
 
 /// Everything a cotal verb can fail with: its kind (which decides the exit code, in

@@ -415,6 +415,10 @@ fn exported_node(
     }
 }
 
+/// The largest state file `plan --state` reads (64 MiB): a state of 10,000 spaces with full
+/// registries is a few MiB; a bigger one is refused unread.
+pub const MAX_STATE_BYTES: u64 = 64 << 20;
+
 /// Serde's skip test for a count that is absent when zero.
 fn is_zero(n: &u64) -> bool {
     *n == 0

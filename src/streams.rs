@@ -29,6 +29,14 @@ pub struct Shape {
     pub max_bytes: i64,
     /// File storage; a stream someone recreated in memory has drifted.
     pub in_memory: bool,
+    /// Locks a tenant's admin can set on its own stream, which nats-server never lets anyone
+    /// take off in place (`can not unseal a sealed stream`, 10052): cotal provisions none.
+    #[serde(default)]
+    pub sealed: bool,
+    #[serde(default)]
+    pub deny_delete: bool,
+    #[serde(default)]
+    pub deny_purge: bool,
 }
 
 /// A stream or bucket a space must have.
@@ -82,6 +90,10 @@ impl Expected {
                 max_age: *ttl,
                 max_bytes: *max_bytes,
                 in_memory: false,
+                sealed: false,
+                // The KV layer creates every bucket's stream with deny_delete.
+                deny_delete: true,
+                deny_purge: false,
             },
         }
     }
@@ -125,6 +137,9 @@ pub fn expected(t: &str) -> Vec<Expected> {
                     max_age: Duration::ZERO,
                     max_bytes: -1,
                     in_memory: false,
+                    sealed: false,
+                    deny_delete: false,
+                    deny_purge: false,
                 },
                 backed_up: true,
             },
@@ -195,15 +210,28 @@ pub fn drift(expected: &Shape, actual: &Shape) -> Vec<&'static str> {
     if expected.in_memory != actual.in_memory {
         out.push("storage");
     }
+    for (field, want, have) in [
+        ("sealed", expected.sealed, actual.sealed),
+        ("deny_delete", expected.deny_delete, actual.deny_delete),
+        ("deny_purge", expected.deny_purge, actual.deny_purge),
+    ] {
+        if want != have {
+            out.push(field);
+        }
+    }
     out
 }
 
 /// Whether a drifted field can be put right by updating the stream in place. nats-server
-/// refuses to change a stream's storage type or retention policy: such a stream must be
-/// deleted (with its messages) and created again, which cotal does not do on its own.
+/// refuses to change a stream's storage type or retention policy, to unseal it, or to lift
+/// `deny_delete` or `deny_purge`: such a stream must be deleted (with its messages) and
+/// created again, which cotal does not do on its own. An update would fail every apply.
 pub fn updatable(field: &str) -> bool {
-    !matches!(field, "storage" | "retention")
+    !LOCKED.contains(&field) && !matches!(field, "storage" | "retention")
 }
+
+/// The drifted fields that are a lock a user of the space set (not a recreation).
+pub const LOCKED: [&str; 3] = ["sealed", "deny_delete", "deny_purge"];
 
 #[cfg(test)]
 mod tests {

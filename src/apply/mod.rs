@@ -47,6 +47,48 @@ pub struct Outcome {
     /// The registry keys written per space, with the value written (`None`: deleted) and the
     /// revision the broker gave it: what the state after the apply knows without reading again.
     pub channels_written: BTreeMap<SpaceName, Vec<WrittenKey>>,
+    /// The per-space steps that failed after the promotion (or in a plan without one), in
+    /// the plan's order: each space's failure is its own, every other step ran. Non-empty
+    /// means "partly applied"; the next apply plans what is left.
+    pub failed: Vec<SpaceFailure>,
+}
+
+/// One space's step that failed while the others went on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SpaceFailure {
+    pub space: SpaceName,
+    /// The step's title (`provision "x"`, `write the channel registry of "x"`).
+    pub step: String,
+    /// What went wrong, first line.
+    pub reason: String,
+}
+
+impl std::fmt::Display for SpaceFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.step, self.reason)
+    }
+}
+
+/// The space whose own step `step` is, when its failure `e` is that space's alone: a
+/// provisioning or a channel registry write (each touches one account, and what it left
+/// undone is planned again from what the next apply observes), once the plan's promotion is
+/// in force (or when it has none: nothing is left to put back). A lost lock is never one
+/// space's: the root may be another cotal's.
+fn isolated(step: &Step, e: &Error, plan: &Plan, outcome: &Outcome) -> Option<SpaceName> {
+    if matches!(e, Error::LockLost(_)) {
+        return None;
+    }
+    let promoted = outcome.generation.is_some()
+        || !plan
+            .steps
+            .iter()
+            .any(|s| matches!(s, Step::PromoteConfig { .. }));
+    match step {
+        Step::Provision { space, .. } | Step::WriteChannels { space, .. } if promoted => {
+            Some(space.clone())
+        }
+        _ => None,
+    }
 }
 
 /// A registry key an apply wrote: the key, the value written (`None`: deleted), and the
@@ -260,6 +302,30 @@ fn run(
             .and_then(|_| run_step(ctx, record, step, broker, &mut state, outcome, plan))
             .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
         committed |= state.journal.removals.iter().any(|r| r.committed);
+        if let Err(e) = &result
+            && let Some(space) = isolated(step, e, plan, outcome)
+        {
+            // This space's alone: reported, audited, and every other step goes on.
+            let reason = first_line(&e.to_string());
+            tracing::info!(step = %step.title(), %reason, "a space's step failed; the others go on");
+            audit.write(
+                Event::SpaceStepFailed,
+                Some(&space),
+                outcome.generation.map(|(_, to)| to),
+                &format!("{}: {reason}", step.title()),
+                None,
+            )?;
+            outcome.failed.push(SpaceFailure {
+                space,
+                step: step.title(),
+                reason,
+            });
+            if let Some(last) = state.journal.steps.last_mut() {
+                last.ended_at = Some(crate::clock::timestamp());
+            }
+            journal::save(ctx.root, &state.journal)?;
+            continue;
+        }
         if let Err(e) = result {
             // What the run wrote is made durable before anything is put back or reported.
             let _ = crate::store::atomic::set_deferred(false);
@@ -281,7 +347,21 @@ fn run(
         });
     }
     let after = outcome.generation.map(|(_, to)| to);
-    if let Err(e) = audit.write(Event::ApplyCompleted, None, after, "completed", None) {
+    let completed = if outcome.failed.is_empty() {
+        "completed".to_string()
+    } else {
+        format!(
+            "partly applied: {} space step(s) failed ({})",
+            outcome.failed.len(),
+            outcome
+                .failed
+                .iter()
+                .map(|f| f.space.quoted())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    if let Err(e) = audit.write(Event::ApplyCompleted, None, after, &completed, None) {
         return Err(match plan.steps.last() {
             Some(last) => fail(ctx.root, e, committed, last),
             None => e,

@@ -746,6 +746,9 @@ fn shape_of(c: &stream::Config) -> Shape {
         max_age: c.max_age,
         max_bytes: c.max_bytes,
         in_memory: c.storage == stream::StorageType::Memory,
+        sealed: c.sealed,
+        deny_delete: c.deny_delete,
+        deny_purge: c.deny_purge,
     }
 }
 

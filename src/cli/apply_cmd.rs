@@ -106,7 +106,12 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     report(
         p.bold
             .apply_to(format!(
-                "Apply complete: {} added, {} changed, {} removed, in {}.",
+                "Apply {}: {} added, {} changed, {} removed, in {}.",
+                if applied.outcome.failed.is_empty() {
+                    "complete"
+                } else {
+                    "partly complete"
+                },
                 summary.add,
                 summary.change,
                 summary.remove,
@@ -128,6 +133,21 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             "{} could not reap {f} (the removal is complete; delete it by hand)",
             p.warn.apply_to("warning:")
         ));
+    }
+    if !applied.outcome.failed.is_empty() {
+        // On standard error, like every failure: what failed and what to do next.
+        eprintln!(
+            "{} partly applied: {} space step(s) failed; every other step is done and the state is written.",
+            p.remove.apply_to("error:"),
+            applied.outcome.failed.len()
+        );
+        for f in &applied.outcome.failed {
+            eprintln!("  {f}");
+        }
+        eprintln!(
+            "next: fix what each names (the space's own streams, connections or registry), then `cotal apply` again: it plans only what is left"
+        );
+        return Ok(crate::error::exit::PARTLY_APPLIED);
     }
     Ok(0)
 }

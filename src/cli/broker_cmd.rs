@@ -72,13 +72,27 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         Served::AlreadyRunning { pid: None } => {
             println!("Every node of the cluster is already running.")
         }
-        Served::Started { spaces, generation } => println!(
-            "{spaces} space{} served; generation {generation}; up in {}.",
-            if spaces == 1 { "" } else { "s" },
-            super::progress::took(progress.elapsed())
-        ),
+        Served::Started { spaces, generation } => {
+            println!(
+                "{spaces} space{} served; generation {generation}; up in {}.",
+                if spaces == 1 { "" } else { "s" },
+                super::progress::took(progress.elapsed())
+            );
+            refresh_state(&root);
+        }
     }
     Ok(0)
+}
+
+/// `.cotal/state.json` again after `up` or `down` changed what it records; a failure is a
+/// warning (the broker is up or down either way).
+fn refresh_state(root: &crate::store::Root) {
+    if let Err(e) = crate::ops::state::refresh(root) {
+        eprintln!(
+            "warning: {} could not be brought up to date: {e}",
+            root.state_file().display()
+        );
+    }
 }
 
 /// Stop the broker (every node of a cluster). Works while a journal is open: the operator can
@@ -117,10 +131,13 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
         Stopped::NeverInitialised => println!(
             "The broker is not running: this root has no .cotal/ (never initialised here)."
         ),
-        Stopped::Stopped => {}
-        Stopped::Cut { at, generation } => println!(
-            "Cut recorded at {at} (generation {generation}): the store is preserved for `cotal space backup` and `cotal space restore`; `cotal up` clears it."
-        ),
+        Stopped::Stopped => refresh_state(&root),
+        Stopped::Cut { at, generation } => {
+            println!(
+                "Cut recorded at {at} (generation {generation}): the store is preserved for `cotal space backup` and `cotal space restore`; `cotal up` clears it."
+            );
+            refresh_state(&root);
+        }
     }
     Ok(0)
 }

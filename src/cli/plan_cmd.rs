@@ -111,12 +111,39 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     })
 }
 
-/// The observation a state file stands for (no root, no seed, no broker).
+/// The observation a state file stands for (no root, no seed, no broker). The file comes with
+/// a pull request, and what cotal says of it is posted publicly: a link, a FIFO, a device or a
+/// file over [`crate::state::MAX_STATE_BYTES`] is refused unread, and a parse error names the
+/// line and column, never a value.
 fn from_state(file: &std::path::Path, digest: String) -> Result<crate::observed::Observed> {
     use crate::error::Error;
-    let bytes = std::fs::read(file).map_err(|e| Error::io(file, e))?;
-    let state: crate::state::State = serde_json::from_slice(&bytes)
-        .map_err(|e| Error::input(format!("{}: not a cotal state: {e}", file.display())))?;
+    use crate::store::atomic::{Found, read_no_follow_within};
+    let bytes = match read_no_follow_within(file, crate::state::MAX_STATE_BYTES)? {
+        Found::File(bytes) => bytes,
+        Found::Absent => {
+            return Err(Error::input(format!("{}: no such file", file.display())));
+        }
+        Found::NotRegular(kind) => {
+            return Err(Error::input(format!(
+                "{} is {kind}, not a regular file: a state is read from a file only; nothing was read.",
+                file.display()
+            )));
+        }
+    };
+    let state: crate::state::State = serde_json::from_slice(&bytes).map_err(|e| {
+        Error::input(format!(
+            "{}:{}:{}: not a cotal state ({}; the file's values are not shown)",
+            file.display(),
+            e.line(),
+            e.column(),
+            match e.classify() {
+                serde_json::error::Category::Io => "unreadable",
+                serde_json::error::Category::Syntax => "not JSON",
+                serde_json::error::Category::Data => "a field of the wrong type, or missing",
+                serde_json::error::Category::Eof => "cut short",
+            }
+        ))
+    })?;
     crate::state::observed(&state, digest, crate::clock::now())
         .map_err(|e| Error::input(format!("{}: {e}", file.display())))
 }

@@ -24,6 +24,25 @@ fn encode(observed: &crate::observed::Observed) -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// After `up` or `down`: `.cotal/state.json` again when what it records moved (the broker
+/// running or not, its open-file limit, the config `up` promoted). Returns whether it was
+/// written. A failure is the caller's to report as a warning.
+pub fn refresh(root: &Root) -> Result<bool> {
+    let bytes = export(root)?;
+    // The export time alone never makes a write.
+    let without_time = |b: &[u8]| -> Option<serde_json::Value> {
+        let mut v: serde_json::Value = serde_json::from_slice(b).ok()?;
+        v.as_object_mut()?.remove("exported_at");
+        Some(v)
+    };
+    let current = std::fs::read(root.state_file()).ok();
+    if current.as_deref().and_then(without_time) == without_time(&bytes) {
+        return Ok(false);
+    }
+    atomic::write(&root.state_file(), &bytes, atomic::PUBLIC)?;
+    Ok(true)
+}
+
 /// Up to how many touched spaces the state after an apply asks the broker for one by one (more
 /// are asked for in one request for every account).
 const TOUCHED_ASKED_ONE_BY_ONE: usize = 32;

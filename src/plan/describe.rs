@@ -219,12 +219,31 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
                 .map(String::as_str)
                 .filter(|f| !crate::streams::updatable(f))
                 .collect();
-            if !fixed.is_empty() {
+            let (mut locked, recreated): (Vec<&str>, Vec<&str>) = fixed
+                .iter()
+                .partition(|f| crate::streams::LOCKED.contains(f));
+            // Sealing a stream denies deletes and purges too: the seal is what to name.
+            if locked.contains(&"sealed") {
+                locked = vec!["sealed"];
+            }
+            if !recreated.is_empty() {
                 out.push(format!(
                     "{stream} of {} was recreated with another {} than cotal provisions, which nats-server cannot change in place: the space is not servable until it is put right. \
                      To do so, delete that stream with a user of the space (its messages go with it); the next `cotal apply` creates it again",
                     name.quoted(),
-                    fixed.join(" and ")
+                    recreated.join(" and ")
+                ));
+            }
+            if !locked.is_empty() {
+                out.push(format!(
+                    "{stream} of {} was set {} by a user of the space, which nats-server never lets anyone undo in place: cotal leaves it as it is (an update would fail every apply) and the space is not servable until it is put right. \
+                     To do so, delete that stream with an admin of the space (its messages go with it); the next `cotal apply` creates it again",
+                    name.quoted(),
+                    locked
+                        .iter()
+                        .map(|f| if *f == "sealed" { "sealed".to_string() } else { format!("{f} = true") })
+                        .collect::<Vec<_>>()
+                        .join(" and ")
                 ));
             }
         }

@@ -22,7 +22,7 @@ use crate::error::{Error, IoContext, Result};
 use std::fs;
 use std::io::{Read as _, Write};
 use std::os::unix::fs::{DirBuilderExt, FileTypeExt, OpenOptionsExt, PermissionsExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Mode of secret files.
 pub const SECRET: u32 = 0o600;
@@ -141,6 +141,39 @@ pub fn deferred_pending() -> usize {
             .as_ref()
             .map_or(0, |d| d.files.len() + d.dirs.len())
     })
+}
+
+/// Remove the temp files of atomic writes (`.cotal-tmp.*`, regular files) in `dirs` that were
+/// last modified more than `older_than` ago: what a writer killed between its temp file and
+/// its rename left behind. Best effort; returns how many were removed. Never follows a link,
+/// never descends.
+pub fn sweep_orphaned_temps(dirs: &[PathBuf], older_than: std::time::Duration) -> usize {
+    let now = std::time::SystemTime::now();
+    let mut removed = 0;
+    for dir in dirs {
+        let Ok(entries) = fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            if !entry
+                .file_name()
+                .to_string_lossy()
+                .starts_with(".cotal-tmp.")
+            {
+                continue;
+            }
+            let Ok(meta) = entry.metadata() else { continue };
+            let old = meta
+                .modified()
+                .ok()
+                .and_then(|m| now.duration_since(m).ok())
+                .is_some_and(|age| age > older_than);
+            if meta.is_file() && old && fs::remove_file(entry.path()).is_ok() {
+                removed += 1;
+            }
+        }
+    }
+    removed
 }
 
 /// Atomically replace `path` with `bytes`, created with `mode`.
@@ -304,6 +337,12 @@ pub enum Found {
 /// Open `path` read-only without following a link at its last component and without blocking
 /// on a FIFO; report what is there.
 pub fn read_no_follow(path: &Path) -> Result<Found> {
+    read_no_follow_within(path, u64::MAX)
+}
+
+/// [`read_no_follow`], refusing a file over `limit` bytes (whatever it grows to while read:
+/// at most `limit + 1` bytes are ever held).
+pub fn read_no_follow_within(path: &Path, limit: u64) -> Result<Found> {
     use nix::fcntl::OFlag;
     let file = match fs::OpenOptions::new()
         .read(true)
@@ -321,8 +360,23 @@ pub fn read_no_follow(path: &Path) -> Result<Found> {
     if !meta.is_file() {
         return Ok(Found::NotRegular(kind_of(&meta.file_type())));
     }
+    let too_large = || {
+        Error::input(format!(
+            "{} is larger than {limit} bytes, more than cotal reads of it; nothing was read.",
+            path.display()
+        ))
+    };
+    if meta.len() > limit {
+        return Err(too_large());
+    }
     let mut bytes = Vec::with_capacity(meta.len() as usize);
-    (&file).read_to_end(&mut bytes).at(path)?;
+    (&file)
+        .take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .at(path)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
     Ok(Found::File(bytes))
 }
 

@@ -69,6 +69,11 @@ impl Lock {
                 atomic::SECRET,
             )?;
             self.announced = true;
+            // The writer that holds the root removes what a killed writer left (best effort).
+            let removed = atomic::sweep_orphaned_temps(&self.root.state_dirs(), ORPHANED_AFTER);
+            if removed > 0 {
+                tracing::info!(removed, "removed temp files a killed writer left");
+            }
         }
         Ok(())
     }
@@ -106,6 +111,10 @@ fn same_file(file: &File, path: &std::path::Path) -> bool {
 
 /// Take the lock, waiting up to `timeout` (zero: fail at once naming the holder), and name the
 /// holder in `lock.json`.
+/// A temp file of an atomic write older than this was left by a writer that was killed: a
+/// write holds its temp file for milliseconds (and every writer of the root holds its lock).
+pub const ORPHANED_AFTER: Duration = Duration::from_secs(600);
+
 pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
     let mut lock = take(root, holder, timeout)?;
     lock.announce()?;

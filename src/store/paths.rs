@@ -150,6 +150,21 @@ impl Root {
     pub fn maintenance_dir(&self) -> PathBuf {
         self.state_dir().join("maintenance")
     }
+    /// Every folder of `.cotal/` cotal writes records into: itself, `auth/`, `maintenance/`,
+    /// each `space.*/` and each `node.*/` (what is there now; links are not followed).
+    pub fn state_dirs(&self) -> Vec<PathBuf> {
+        let mut dirs = vec![self.state_dir(), self.auth_dir(), self.maintenance_dir()];
+        if let Ok(entries) = std::fs::read_dir(self.state_dir()) {
+            for entry in entries.flatten() {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let is_dir = entry.file_type().is_ok_and(|t| t.is_dir());
+                if is_dir && (name.starts_with("space.") || name.starts_with("node.")) {
+                    dirs.push(entry.path());
+                }
+            }
+        }
+        dirs
+    }
     pub fn lock_file(&self) -> PathBuf {
         self.maintenance_dir().join("lock")
     }

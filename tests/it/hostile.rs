@@ -397,3 +397,85 @@ fn a_space_verb_whose_apply_fails_leaves_cotal_toml_as_it_was() {
         "cotal.toml keeps no edit of a failed verb"
     );
 }
+
+/// `plan --state` reads a file a pull request brings, and its stderr is posted publicly: a link
+/// (to `/dev/zero`), a FIFO, a file over the bound and a state whose value has the wrong type
+/// are each refused quickly, naming the file, never echoing a value.
+#[test]
+fn a_hostile_state_file_is_refused_unread_and_never_echoed() {
+    let root = converged();
+    let dir = tempfile::tempdir().unwrap();
+    let plan = |path: &std::path::Path| {
+        let out = root
+            .cotal(&["plan", "--state"])
+            .arg(path)
+            .timeout(std::time::Duration::from_secs(20))
+            .assert()
+            .code(1);
+        stderr(&out)
+    };
+    let link = dir.path().join("state.json");
+    std::os::unix::fs::symlink("/dev/zero", &link).unwrap();
+    let e = plan(&link);
+    assert!(e.contains("is a symbolic link, not a regular file"), "{e}");
+    let fifo = dir.path().join("fifo.json");
+    nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+    let e = plan(&fifo);
+    assert!(e.contains("not a regular file"), "{e}");
+    let big = dir.path().join("big.json");
+    std::fs::File::create(&big)
+        .unwrap()
+        .set_len(cotal::state::MAX_STATE_BYTES + 1)
+        .unwrap();
+    let e = plan(&big);
+    assert!(e.contains("is larger than 67108864 bytes"), "{e}");
+    let typed = dir.path().join("typed.json");
+    std::fs::write(&typed, r#"{"format_version": "do-not-print-me"}"#).unwrap();
+    let e = plan(&typed);
+    assert!(
+        e.contains("typed.json:1:") && e.contains("not a cotal state"),
+        "{e}"
+    );
+    assert!(!e.contains("do-not-print-me"), "no value echoed: {e}");
+}
+
+/// The temp files of atomic writes a SIGKILL left (in `.cotal/maintenance/`, a space's folder)
+/// are removed by the next writer that holds the root; a fresh one (a write in flight) is not.
+#[test]
+fn temp_files_a_killed_writer_left_are_removed_by_the_next_writer() {
+    let root = converged();
+    let space_dir = std::fs::read_dir(root.file(".cotal"))
+        .unwrap()
+        .flatten()
+        .find(|e| e.file_name().to_string_lossy().starts_with("space."))
+        .unwrap()
+        .path();
+    let orphans = [
+        root.file(".cotal/maintenance/.cotal-tmp.killed1"),
+        space_dir.join(".cotal-tmp.killed2"),
+    ];
+    let day_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(86_400);
+    for orphan in &orphans {
+        std::fs::write(orphan, "half a record").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(orphan)
+            .unwrap()
+            .set_modified(day_ago)
+            .unwrap();
+    }
+    let fresh = root.file(".cotal/maintenance/.cotal-tmp.inflight");
+    std::fs::write(&fresh, "being written").unwrap();
+    // A reader leaves them; a writer that holds the lock sweeps the old ones.
+    root.desire(&format!("{BASE}\n[spaces.ops]\n"));
+    root.cotal(&["plan"]).assert().success();
+    assert!(orphans.iter().all(|o| o.exists()), "plan holds no lock");
+    root.apply().success();
+    for orphan in &orphans {
+        assert!(!orphan.exists(), "{} was removed", orphan.display());
+    }
+    assert!(
+        fresh.exists(),
+        "a temp file younger than a write's lifetime is kept"
+    );
+}

@@ -1856,3 +1856,21 @@ fn eventually<T>(
         }
     }
 }
+
+/// `.cotal/state.json`, the file the review loop plans against, follows `up` and `down`: the
+/// broker running or not is what a plan from it says.
+#[test]
+fn up_and_down_bring_the_state_file_up_to_date() {
+    let running = |root: &TestRoot| -> bool {
+        let state: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(root.file(".cotal/state.json")).unwrap())
+                .unwrap();
+        state["broker"]["running"].as_bool().unwrap()
+    };
+    let b = Broker::start("[spaces.design]\n");
+    assert!(running(&b.root), "up wrote that the broker runs");
+    b.root.cotal(&["down"]).assert().success();
+    assert!(!running(&b.root), "down wrote that it does not");
+    b.root.cotal(&["up"]).assert().success();
+    assert!(running(&b.root));
+}

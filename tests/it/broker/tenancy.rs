@@ -277,3 +277,165 @@ fn creds_past_their_expiry_are_closed_and_refused() {
         "{listed}"
     );
 }
+
+/// A tenant that breaks its own space (an admin deletes one of its streams and holds every
+/// connection its limit allows) fails only its own provisioning: the space added beside it is
+/// provisioned and servable, the state is written, the apply exits 8 (partly applied) naming
+/// the space and why, and the next apply, once the tenant lets go, finishes only what is left.
+#[test]
+fn one_tenants_failure_is_its_own_and_every_other_space_is_applied() {
+    let b = Broker::start("[spaces.alpha.limits]\nmax_connections = 2\n");
+    let admin = b.creds("alpha");
+    let mut first = b.connect(&admin).unwrap();
+    let deleted = b.rt.block_on(async {
+        let js = async_nats::jetstream::new(first.client.clone());
+        let names: Vec<String> = js
+            .stream_names()
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .map(|n| n.unwrap())
+            .collect();
+        let victim = names.into_iter().min().expect("a stream of alpha");
+        js.delete_stream(&victim).await.unwrap();
+        victim
+    });
+    let mut second = b.connect(&admin).unwrap();
+    assert!(
+        b.connect(&admin).is_err(),
+        "alpha holds its every connection"
+    );
+
+    b.desire("[spaces.alpha.limits]\nmax_connections = 2\n\n[spaces.beta]\n");
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("provision \"alpha\"") || plan.contains(&deleted),
+        "{plan}"
+    );
+    let out = b.root.apply().code(8);
+    let (o, e) = (stdout(&out), crate::support::stderr(&out));
+    let said = format!("{o}{e}");
+    assert!(
+        said.contains("partly applied: 1 space step(s) failed")
+            && said.contains("provision \"alpha\"")
+            && said.contains("maximum account active connections exceeded"),
+        "{said}"
+    );
+    let failures = said.split("partly applied:").nth(1).unwrap_or_default();
+    assert!(
+        !failures.contains("beta"),
+        "beta's provisioning is not a failure: {failures}"
+    );
+    let beta = b.space_status("beta").unwrap();
+    assert_eq!(beta["servable"], true, "{beta}");
+    assert_eq!(beta["streams"], 12, "{beta}");
+    let state = std::fs::read_to_string(b.root.file(".cotal/state.json")).unwrap();
+    assert!(state.contains("\"beta\""), "the state is written: {state}");
+    let audit = stdout(&b.root.cotal(&["audit"]).assert().success());
+    assert!(audit.contains("space.step_failed"), "{audit}");
+    // Only alpha's provisioning is left, and once alpha lets go of its connections it is done.
+    let left = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(!left.contains("beta"), "{left}");
+    // The tenant lets go: each connection drained and closed (the test's runtime runs the
+    // connection's task only while it is driven, so the close is awaited as an event).
+    for client in [&mut first, &mut second] {
+        b.rt.block_on(client.client.drain()).unwrap();
+        assert!(
+            wait_for(&b, client, "closed"),
+            "{:?}",
+            client.events.lock().unwrap()
+        );
+    }
+    // The broker frees the slots as it sees the connections close: until then each apply is
+    // partly applied again, and then it is done.
+    super::eventually(
+        "alpha is provisioned once it let go",
+        Duration::from_secs(20),
+        || {
+            let out = b.root.apply();
+            let out = out.get_output();
+            match out.status.code() {
+                Some(0) => Ok(()),
+                other => Err(format!(
+                    "exit {other:?}: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                        .split("partly applied:")
+                        .nth(1)
+                        .unwrap_or_default()
+                )),
+            }
+        },
+    );
+    assert_eq!(b.space_status("alpha").unwrap()["streams"], 12);
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+/// An admin that seals one of its own streams, or sets `deny_delete` on another, steers only
+/// its own space: nats-server never lets anyone undo either in place, so the plan names each
+/// in a warning (stream, lock, fix) instead of an update that would fail every apply, and
+/// another space's change applies.
+#[test]
+fn a_sealed_or_delete_denied_stream_is_a_warning_and_never_stops_an_apply() {
+    let b = Broker::start("[spaces.alpha]\n");
+    let admin = b.client("alpha").unwrap();
+    let (sealed, denied) = b.rt.block_on(async {
+        let js = async_nats::jetstream::new(admin.client.clone());
+        let names: Vec<String> = js
+            .stream_names()
+            .collect::<Vec<_>>()
+            .await
+            .into_iter()
+            .map(|n| n.unwrap())
+            .filter(|n| !n.starts_with("KV_"))
+            .collect();
+        let (first, second) = (names[0].clone(), names[1].clone());
+        let mut config = js
+            .get_stream(&first)
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .config
+            .clone();
+        config.sealed = true;
+        js.update_stream(config).await.unwrap();
+        let mut config = js
+            .get_stream(&second)
+            .await
+            .unwrap()
+            .info()
+            .await
+            .unwrap()
+            .config
+            .clone();
+        config.deny_delete = true;
+        js.update_stream(config).await.unwrap();
+        (first, second)
+    });
+    b.desire("[spaces.alpha]\n\n[spaces.beta]\n");
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains(&format!(
+            "{sealed} of \"alpha\" was set sealed by a user of the space"
+        )) && plan.contains(&format!("{denied} of \"alpha\" was set deny_delete = true"))
+            && plan.contains("delete that stream with an admin of the space"),
+        "{plan}"
+    );
+    assert!(
+        !plan.contains(&format!("update {sealed}")),
+        "no update that would fail: {plan}"
+    );
+    b.root.apply().success();
+    assert_eq!(b.space_status("beta").unwrap()["servable"], true);
+    let alpha = b.space_status("alpha").unwrap();
+    assert_eq!(alpha["servable"], false, "{alpha}");
+    // Nothing is left to do but what the operator must: the plan warns and has no step.
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
