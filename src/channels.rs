@@ -25,6 +25,24 @@ pub const INSTRUCTIONS_MAX: usize = 2000;
 /// The most keys cotal reads of one registry: a registry a tenant filled beyond it is not
 /// planned (said in a warning), so one tenant cannot make every plan slow.
 pub const REGISTRY_MAX_KEYS: usize = 10_000;
+/// The largest registry value cotal copies (4 KiB; a channel's metadata is a few hundred
+/// bytes). A larger one, which only a tenant writes, is summarised (its size and sha256) and
+/// never copied into a plan, the state, the cache or the output; a declared channel holding
+/// one is restored like any value that is not an object.
+pub const REGISTRY_VALUE_MAX: usize = 4 << 10;
+/// The most bytes of values cotal copies from one registry (1 MiB): a registry a tenant filled
+/// beyond it is not planned (said in a warning), like one with too many keys.
+pub const REGISTRY_MAX_BYTES: usize = 1 << 20;
+
+/// What stands in for a value over [`REGISTRY_VALUE_MAX`]: a string naming its size and
+/// fingerprint, never its bytes.
+pub fn oversized(payload: &[u8]) -> serde_json::Value {
+    serde_json::Value::String(format!(
+        "<a value of {} bytes, over cotal's {REGISTRY_VALUE_MAX}-byte bound: not copied ({})>",
+        payload.len(),
+        crate::digest::sha256(payload)
+    ))
+}
 /// The longest number of a replay window, in digits.
 const WINDOW_DIGITS_MAX: usize = 9;
 

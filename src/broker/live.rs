@@ -489,6 +489,7 @@ async fn read_registry(
         }
     }
     let mut out = channels::Registry::new();
+    let mut copied = 0usize;
     for key in keys {
         let m = stream
             .direct_get_last_for_subject(format!("{prefix}{key}"))
@@ -501,9 +502,21 @@ async fn read_registry(
         if deleted {
             continue;
         }
-        let value = serde_json::from_slice(&m.payload).unwrap_or_else(|_| {
-            serde_json::Value::String(String::from_utf8_lossy(&m.payload).into_owned())
-        });
+        // A tenant's value is bounded before anything copies it (a plan, the state, output).
+        let value = if m.payload.len() > channels::REGISTRY_VALUE_MAX {
+            channels::oversized(&m.payload)
+        } else {
+            copied += m.payload.len();
+            if copied > channels::REGISTRY_MAX_BYTES {
+                return Err(format!(
+                    "registry {bucket} holds more than {} bytes of values: cotal does not plan a registry that large (a tenant filled it?)",
+                    channels::REGISTRY_MAX_BYTES
+                ));
+            }
+            serde_json::from_slice(&m.payload).unwrap_or_else(|_| {
+                serde_json::Value::String(String::from_utf8_lossy(&m.payload).into_owned())
+            })
+        };
         out.insert(
             key,
             channels::Entry {

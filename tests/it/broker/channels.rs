@@ -296,3 +296,58 @@ fn a_registry_is_read_again_exactly_when_its_stream_moved_since_the_last_apply()
         "the client's channel is seen: {plan}"
     );
 }
+
+/// A tenant's 900 KB registry values are bounded before anything copies them: the plan, the
+/// state and the output name their size and fingerprint, never their bytes; a declared channel
+/// holding one is restored, an undeclared key is kept as the tenant wrote it.
+#[test]
+fn a_tenants_huge_registry_values_are_summarised_never_copied() {
+    let b = Broker::start(DECLARED);
+    let client = b.client("design").unwrap();
+    b.root.apply().success();
+    let huge = format!("\"{}\"", "x".repeat(900 << 10));
+    write(&b, &client, "general", &huge);
+    write(&b, &client, "junk", &huge);
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.len() < 64 << 10,
+        "a plan a pull request comment holds: {} bytes",
+        plan.len()
+    );
+    assert!(
+        plan.contains("~ channel \"general\"")
+            && plan.contains("the value was not a JSON object: replaced"),
+        "the declared channel is restored: {plan}"
+    );
+    b.root.apply().success();
+    let state = std::fs::read(b.root.file(".cotal/state.json")).unwrap();
+    assert!(
+        state.len() < 256 << 10,
+        "state.json stays small: {} bytes",
+        state.len()
+    );
+    assert!(
+        String::from_utf8_lossy(&state).contains("over cotal's 4096-byte bound: not copied"),
+        "the state names the value it did not copy"
+    );
+    assert!(
+        read(&b, &client, "general").unwrap().len() < 4096,
+        "restored"
+    );
+    assert_eq!(
+        read(&b, &client, "junk").map(|v| v.len()),
+        Some(huge.len()),
+        "an undeclared key is the tenant's and stays"
+    );
+    let status = stdout(
+        &b.root
+            .cotal(&["status", "--format", "json"])
+            .assert()
+            .success(),
+    );
+    assert!(
+        status.len() < 256 << 10,
+        "status stays small: {} bytes",
+        status.len()
+    );
+}
