@@ -29,7 +29,11 @@ impl Auditor<'_> {
         outcome: &str,
         counts: Option<Counts>,
     ) -> Result<()> {
-        if let (Some(space), Some(last)) = (space, self.last_events.borrow_mut().as_mut()) {
+        // A step failure is not a transition: an add whose provisioning failed is still
+        // unfinished (`space.provisioning` stays its last transition).
+        if event != Event::SpaceStepFailed
+            && let (Some(space), Some(last)) = (space, self.last_events.borrow_mut().as_mut())
+        {
             last.insert(space.clone(), event);
         }
         store_audit::append(
@@ -56,7 +60,9 @@ impl Auditor<'_> {
         if last.is_none() {
             let mut events = std::collections::HashMap::new();
             for r in store_audit::read(self.root)? {
-                if let Some(space) = r.space {
+                if let Some(space) = r.space
+                    && r.event != Event::SpaceStepFailed
+                {
                     events.insert(space, r.event);
                 }
             }

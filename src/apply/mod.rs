@@ -69,13 +69,20 @@ impl std::fmt::Display for SpaceFailure {
     }
 }
 
+/// After this many spaces' steps failed in a row, the next failure is not one space's: the
+/// broker itself is failing them all (stopped, out of quorum, out of disk), and the apply stops
+/// as any failed apply does instead of failing every remaining space one by one.
+const ISOLATED_IN_A_ROW: usize = 8;
+
 /// The space whose own step `step` is, when its failure `e` is that space's alone: a
 /// provisioning or a channel registry write (each touches one account, and what it left
 /// undone is planned again from what the next apply observes), once the plan's promotion is
 /// in force (or when it has none: nothing is left to put back). A lost lock is never one
 /// space's: the root may be another cotal's.
 fn isolated(step: &Step, e: &Error, plan: &Plan, outcome: &Outcome) -> Option<SpaceName> {
-    if matches!(e, Error::LockLost(_)) {
+    // What the broker or the tenant answered is the space's; a local I/O error, a lost lock
+    // or cotal's own failure is the root's.
+    if !matches!(e, Error::Broker(_) | Error::Conflict(_)) {
         return None;
     }
     let promoted = outcome.generation.is_some()
@@ -253,6 +260,8 @@ fn run(
     fault::point(Point::AfterJournalOpen);
 
     let mut committed = state.journal.removals.iter().any(|r| r.committed);
+    // Isolated failures since the last step that succeeded.
+    let mut in_a_row = 0usize;
     // Ends any deferral however this function returns.
     let _flush = FlushOnDrop;
     for (index, step) in plan.steps.iter().enumerate() {
@@ -297,24 +306,43 @@ fn run(
             let results = steps::provision_many(ctx, broker, &batch);
             state.provisioned.extend(batch.into_iter().zip(results));
         }
+        // A later step of a space whose own step already failed (its channel write after its
+        // provisioning) is left for the next apply, which plans it again.
+        if let Some(space) = step.space()
+            && outcome.failed.iter().any(|f| &f.space == space)
+            && matches!(step, Step::Provision { .. } | Step::WriteChannels { .. })
+        {
+            continue;
+        }
+        // Only the step's own error can be its space's alone (an audit write that fails is the
+        // root's).
+        let mut own = false;
         let result = audit
             .before_step(step)
-            .and_then(|_| run_step(ctx, record, step, broker, &mut state, outcome, plan))
+            .and_then(|_| {
+                let ran = run_step(ctx, record, step, broker, &mut state, outcome, plan);
+                own = ran.is_err();
+                ran
+            })
             .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
         committed |= state.journal.removals.iter().any(|r| r.committed);
         if let Err(e) = &result
+            && own
+            && in_a_row < ISOLATED_IN_A_ROW
             && let Some(space) = isolated(step, e, plan, outcome)
         {
-            // This space's alone: reported, audited, and every other step goes on.
+            // This space's alone: reported, audited (best effort, like `apply.failed`), and
+            // every other step goes on.
+            in_a_row += 1;
             let reason = first_line(&e.to_string());
             tracing::info!(step = %step.title(), %reason, "a space's step failed; the others go on");
-            audit.write(
+            let _ = audit.write(
                 Event::SpaceStepFailed,
                 Some(&space),
                 outcome.generation.map(|(_, to)| to),
                 &format!("{}: {reason}", step.title()),
                 None,
-            )?;
+            );
             outcome.failed.push(SpaceFailure {
                 space,
                 step: step.title(),
@@ -323,8 +351,15 @@ fn run(
             if let Some(last) = state.journal.steps.last_mut() {
                 last.ended_at = Some(crate::clock::timestamp());
             }
-            journal::save(ctx.root, &state.journal)?;
+            if let Err(e) = journal::save(ctx.root, &state.journal) {
+                return Err(step_failed(
+                    ctx.root, e, outcome, &mut state, committed, step,
+                ));
+            }
             continue;
+        }
+        if result.is_ok() {
+            in_a_row = 0;
         }
         if let Err(e) = result {
             // What the run wrote is made durable before anything is put back or reported.

@@ -124,7 +124,12 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     }
     if let Err(e) = applied.write_state() {
         eprintln!(
-            "warning: the apply is complete, but {} could not be written: {e}",
+            "warning: the apply {}, but {} could not be written: {e}",
+            if applied.outcome.failed.is_empty() {
+                "is complete"
+            } else {
+                "ran every other step"
+            },
             root.state_file().display()
         );
     }
@@ -137,7 +142,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     if !applied.outcome.failed.is_empty() {
         // On standard error, like every failure: what failed and what to do next.
         eprintln!(
-            "{} partly applied: {} space step(s) failed; every other step is done and the state is written.",
+            "{} partly applied: {} space step(s) failed; every other step is done.",
             p.remove.apply_to("error:"),
             applied.outcome.failed.len()
         );

@@ -25,10 +25,27 @@ fn encode(observed: &crate::observed::Observed) -> Result<Vec<u8>> {
 }
 
 /// After `up` or `down`: `.cotal/state.json` again when what it records moved (the broker
-/// running or not, its open-file limit, the config `up` promoted). Returns whether it was
-/// written. A failure is the caller's to report as a warning.
+/// running or not, its open-file limit, the config `up` promoted), under the root's lock.
+/// Returns whether it was written. Skipped (`Ok(false)`) when another cotal holds the root,
+/// when `cotal.toml` cannot be read (a state of a default topology would be wrong), and when
+/// the state cannot be exported (a journal is open, a record is untrusted: the next apply
+/// writes it).
 pub fn refresh(root: &Root) -> Result<bool> {
-    let bytes = export(root)?;
+    let Ok(_lock) =
+        crate::store::lock::take(root, &crate::operator::holder(), std::time::Duration::ZERO)
+    else {
+        return Ok(false);
+    };
+    if observe::desired_for_reading(root)?.2.is_some() {
+        return Ok(false);
+    }
+    let bytes = match export(root) {
+        Ok(b) => b,
+        Err(e) => {
+            tracing::info!(error = %e, "state.json left as it is");
+            return Ok(false);
+        }
+    };
     // The export time alone never makes a write.
     let without_time = |b: &[u8]| -> Option<serde_json::Value> {
         let mut v: serde_json::Value = serde_json::from_slice(b).ok()?;
@@ -86,6 +103,11 @@ pub fn write_after_apply(
     let mut known = std::collections::BTreeMap::new();
     for (name, space) in &before.inventory.spaces {
         let mut state = space.registry.clone();
+        // A space whose write failed may have written some keys: what its registry holds now
+        // is not known without reading it again.
+        if outcome.failed.iter().any(|f| &f.space == name) {
+            state = RegistryState::Unknown;
+        }
         if let Some(written) = outcome.channels_written.get(name) {
             state = match state {
                 RegistryState::Read(mut r) => {

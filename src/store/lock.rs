@@ -109,12 +109,12 @@ fn same_file(file: &File, path: &std::path::Path) -> bool {
     }
 }
 
-/// Take the lock, waiting up to `timeout` (zero: fail at once naming the holder), and name the
-/// holder in `lock.json`.
 /// A temp file of an atomic write older than this was left by a writer that was killed: a
 /// write holds its temp file for milliseconds (and every writer of the root holds its lock).
 pub const ORPHANED_AFTER: Duration = Duration::from_secs(600);
 
+/// Take the lock, waiting up to `timeout` (zero: fail at once naming the holder), and name the
+/// holder in `lock.json`.
 pub fn acquire(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
     let mut lock = take(root, holder, timeout)?;
     lock.announce()?;

@@ -450,6 +450,33 @@ impl Stranger {
         route_tls: bool,
         identity: Option<(&std::path::Path, &std::path::Path)>,
     ) -> Stranger {
+        // A port chosen free may be taken by a parallel test before nats-server binds it: the
+        // stranger is started again on other ports until it is ready.
+        for _ in 0..5 {
+            let stranger = Stranger::spawn(b, routes, route_tls, identity);
+            let ready = eventually("the stranger started", Duration::from_secs(20), || {
+                let log = stranger.log();
+                if log.contains("Server is ready") {
+                    Ok(true)
+                } else if log.contains("[FTL]") {
+                    Ok(false)
+                } else {
+                    Err(log)
+                }
+            });
+            if ready {
+                return stranger;
+            }
+        }
+        panic!("the stranger never found free ports");
+    }
+
+    fn spawn(
+        b: &Broker,
+        routes: &str,
+        route_tls: bool,
+        identity: Option<(&std::path::Path, &std::path::Path)>,
+    ) -> Stranger {
         let dir = tempfile::tempdir().unwrap();
         let conf = std::fs::read_to_string(b.root.file(".cotal/node.n1/server.conf")).unwrap();
         let (port, http, listen) = (super::free_port(), super::free_port(), super::free_port());
