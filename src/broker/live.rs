@@ -618,11 +618,18 @@ const NO_SUITABLE_PEERS: u64 = 10005;
 /// "JetStream not enabled for account": a cluster node answers it for an account it loaded a
 /// moment ago, before its JetStream enabled it (found by the crash matrix on a cluster).
 const NOT_ENABLED_FOR_ACCOUNT: u64 = 10039;
+/// "JetStream system temporarily unavailable".
+const TEMPORARILY_UNAVAILABLE: u64 = 10008;
+/// How long a create is retried while JetStream is busy (its API answered nothing in time, or
+/// said it is temporarily unavailable): a tenant's huge stream create keeps a server busy for
+/// tens of seconds, and a space added meanwhile waits it out rather than fail.
+const BUSY_DEADLINE: Duration = Duration::from_secs(45);
 
 /// A JetStream request that failed: the API error code the broker gave (its `err_code`), when
-/// it gave one, and the words.
+/// it gave one, whether JetStream was busy (its API gave no answer in time), and the words.
 struct Failed {
     code: Option<u64>,
+    busy: bool,
     why: String,
 }
 
@@ -632,12 +639,18 @@ impl Failed {
     fn of(e: &(dyn std::error::Error + 'static)) -> Failed {
         let mut next = Some(e);
         let mut code = None;
+        let mut busy = false;
         while let Some(e) = next {
-            if let Some(c) = e.downcast_ref::<jetstream::context::CreateStreamError>()
-                && let jetstream::context::CreateStreamErrorKind::JetStream(j) = c.kind()
-            {
-                code = Some(j.error_code().0);
-                break;
+            if let Some(c) = e.downcast_ref::<jetstream::context::CreateStreamError>() {
+                use jetstream::context::CreateStreamErrorKind as Kind;
+                match c.kind() {
+                    Kind::JetStream(j) => {
+                        code = Some(j.error_code().0);
+                        break;
+                    }
+                    Kind::TimedOut | Kind::JetStreamUnavailable => busy = true,
+                    _ => {}
+                }
             }
             if let Some(j) = e.downcast_ref::<jetstream::Error>() {
                 code = Some(j.error_code().0);
@@ -647,6 +660,7 @@ impl Failed {
         }
         Failed {
             code,
+            busy: busy || code == Some(TEMPORARILY_UNAVAILABLE),
             why: e.to_string(),
         }
     }
@@ -662,9 +676,11 @@ impl Failed {
     }
 }
 
-/// Run `create` until JetStream places it, or it fails for another reason, or
-/// [`PLACEMENT_DEADLINE`] passes. Retried: [`NO_SUITABLE_PEERS`] and [`NOT_ENABLED_FOR_ACCOUNT`],
-/// both transient on a cluster whose node just started, rejoined or loaded the account.
+/// Run `create` until JetStream places it, or it fails for another reason, or its deadline
+/// passes. Retried until [`PLACEMENT_DEADLINE`]: [`NO_SUITABLE_PEERS`] and
+/// [`NOT_ENABLED_FOR_ACCOUNT`], both transient on a cluster whose node just started, rejoined or
+/// loaded the account; until [`BUSY_DEADLINE`]: a busy JetStream. A create that timed out may
+/// have been done: creating it again with the same config is a no-op.
 async fn placed<
     T,
     E: std::error::Error + 'static,
@@ -672,20 +688,26 @@ async fn placed<
 >(
     create: impl Fn() -> F,
 ) -> std::result::Result<T, Failed> {
-    let deadline = tokio::time::Instant::now() + PLACEMENT_DEADLINE;
+    let started = tokio::time::Instant::now();
     loop {
         match create().await {
             Ok(v) => return Ok(v),
             Err(e) => {
                 let failed = Failed::of(&e);
-                let transient = matches!(
+                let deadline = if failed.busy {
+                    started + BUSY_DEADLINE
+                } else if matches!(
                     failed.code,
                     Some(NO_SUITABLE_PEERS | NOT_ENABLED_FOR_ACCOUNT)
-                );
-                if !transient || tokio::time::Instant::now() >= deadline {
+                ) {
+                    started + PLACEMENT_DEADLINE
+                } else {
+                    return Err(failed);
+                };
+                if tokio::time::Instant::now() >= deadline {
                     return Err(failed);
                 }
-                tracing::info!(why = %failed.why, "waiting for JetStream to place the replicas");
+                tracing::info!(why = %failed.why, "waiting for JetStream (placing replicas, or busy)");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         }
@@ -979,6 +1001,46 @@ mod tests {
             "code": 400, "err_code": err_code, "description": "stream name already in use"
         }))
         .expect("a JetStream API error")
+    }
+
+    #[test]
+    fn a_busy_jetstream_is_waited_out_and_any_other_error_is_not() {
+        use jetstream::context::{CreateStreamError, CreateStreamErrorKind};
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .expect("a runtime");
+        for busy in [
+            CreateStreamErrorKind::TimedOut,
+            CreateStreamErrorKind::JetStreamUnavailable,
+            CreateStreamErrorKind::JetStream(api_error(TEMPORARILY_UNAVAILABLE)),
+        ] {
+            let calls = std::cell::Cell::new(0);
+            let created = rt.block_on(placed(|| {
+                calls.set(calls.get() + 1);
+                let n = calls.get();
+                let kind = busy.clone();
+                async move {
+                    if n < 3 {
+                        Err(CreateStreamError::new(kind))
+                    } else {
+                        Ok(n)
+                    }
+                }
+            }));
+            assert_eq!(created.ok(), Some(3), "retried until it answered");
+        }
+        let calls = std::cell::Cell::new(0);
+        let refused = rt.block_on(placed(|| {
+            calls.set(calls.get() + 1);
+            async {
+                Err::<(), _>(CreateStreamError::new(CreateStreamErrorKind::JetStream(
+                    api_error(STREAM_NAME_IN_USE),
+                )))
+            }
+        }));
+        assert_eq!(refused.err().and_then(|f| f.code), Some(STREAM_NAME_IN_USE));
+        assert_eq!(calls.get(), 1, "not retried");
     }
 
     #[test]
