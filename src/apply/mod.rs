@@ -547,7 +547,7 @@ fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
              the journal stays open: every removal it names is committed and will be finished.",
                 step.title()
             ))
-            .next("fix the cause and re-run `cotal apply`; if the broker is what blocks it, `cotal down` (which works while the journal is open) and `cotal apply` finish it with the broker stopped"),
+            .next("fix the cause and re-run `cotal apply`; if a node stopped, `cotal up` starts it (it works while the journal is open) and `cotal apply` finishes; if a running single server is what blocks it, `cotal down` (which works while the journal is open) and `cotal apply` finish it with the broker stopped (a cluster's removal needs its nodes running)"),
         )
     } else {
         let _ = journal::close(root);

@@ -72,6 +72,24 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         Served::AlreadyRunning { pid: None } => {
             println!("Every node of the cluster is already running.")
         }
+        Served::StartedForJournal { started, removals } => {
+            println!(
+                "Started {started} node{} on the config {} last ran. An interrupted apply's journal is open, so nothing was promoted or provisioned.",
+                if started == 1 { "" } else { "s" },
+                if started == 1 { "it" } else { "they" }
+            );
+            println!(
+                "next: `cotal apply` finishes it{}",
+                if removals.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        " (it completes the removal of {})",
+                        crate::plan::list(&removals)
+                    )
+                }
+            );
+        }
         Served::Started { spaces, generation } => {
             println!(
                 "{spaces} space{} served; generation {generation}; up in {}.",

@@ -46,6 +46,14 @@ pub enum Served {
     AlreadyRunning { pid: Option<u32> },
     /// The broker runs and serves these spaces at this generation.
     Started { spaces: usize, generation: u64 },
+    /// An interrupted apply's journal is open: the nodes that were not running were started on
+    /// the config they last ran, and nothing was promoted or provisioned (the next `cotal apply`
+    /// finishes the journal, which may need every node running: a cluster's removal does).
+    StartedForJournal {
+        started: usize,
+        /// The spaces the journal removes.
+        removals: Vec<crate::model::SpaceName>,
+    },
 }
 
 /// What `down` is asked.
@@ -96,11 +104,22 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     let (desired, digest) = observe::desired(root)?;
     let lock = lock::acquire(root, &crate::operator::holder(), args.lock_timeout)?;
     let observed = observe::observe(root, &desired, digest.clone())?;
-    apply::refuse_if_journal_open(&observed.journal, "up")?;
+    // An open journal (an interrupted apply) lets `up` start what is not running, and nothing
+    // else: starting a node changes no record, and the apply that finishes the journal may need
+    // every node (a cluster's removal does). A corrupt journal refuses.
+    let journal = match &observed.journal {
+        crate::observed::JournalState::Valid(j) => Some(j.clone()),
+        other => {
+            apply::refuse_if_journal_open(other, "up")?;
+            None
+        }
+    };
     plan::guard_trust(&observed)?;
     plan::guard_liveness(&observed)?;
     let topology = &desired.topology;
     if observed.is_running() && observed.nodes_down().is_empty() {
+        // Nothing to start: the journal is what is left, and `apply` finishes it.
+        apply::refuse_if_journal_open(&observed.journal, "up")?;
         return Ok(Served::AlreadyRunning {
             pid: observed.process().pid().filter(|_| !topology.is_cluster()),
         });
@@ -139,6 +158,25 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
             Liveness::Running { .. } => {}
             Liveness::Stopped { .. } => to_start.push((&n.files, listener)),
         }
+    }
+    if let Some(j) = journal {
+        for (f, listener) in &to_start {
+            let pid = process::start(root, f, listener, args.timeout)?;
+            on(UpEvent::Started {
+                node: topology.is_cluster().then(|| f.name.clone()),
+                pid,
+                listener: listener.clone(),
+            });
+        }
+        if topology.is_cluster() {
+            let observed = observe::observe(root, &desired, digest)?;
+            let leader = wait_for_meta_leader(root, topology, &observed, args.timeout)?;
+            on(UpEvent::MetaLeader(leader));
+        }
+        return Ok(Served::StartedForJournal {
+            started: to_start.len(),
+            removals: j.removals.iter().map(|r| r.space.clone()).collect(),
+        });
     }
     // The config on disk must be the rendering of the inventory: promote it when it is not.
     let boot = plan::boot_plan(&desired, &observed)?;
