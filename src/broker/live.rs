@@ -620,10 +620,11 @@ const NO_SUITABLE_PEERS: u64 = 10005;
 const NOT_ENABLED_FOR_ACCOUNT: u64 = 10039;
 /// "JetStream system temporarily unavailable".
 const TEMPORARILY_UNAVAILABLE: u64 = 10008;
-/// How long a create is retried while JetStream is busy (its API answered nothing in time, or
-/// said it is temporarily unavailable): a tenant's huge stream create keeps a server busy for
-/// tens of seconds, and a space added meanwhile waits it out rather than fail.
-const BUSY_DEADLINE: Duration = Duration::from_secs(45);
+/// How long a create is retried while JetStream is busy (no responder to its API, or
+/// "temporarily unavailable"): a tenant's huge stream create keeps a server busy for tens of
+/// seconds, and a space added meanwhile waits it out rather than fail. A timeout is not
+/// retried: a broker that died looks the same.
+const BUSY_DEADLINE: Duration = Duration::from_secs(30);
 
 /// A JetStream request that failed: the API error code the broker gave (its `err_code`), when
 /// it gave one, whether JetStream was busy (its API gave no answer in time), and the words.
@@ -641,6 +642,8 @@ impl Failed {
         let mut code = None;
         let mut busy = false;
         while let Some(e) = next {
+            // "JetStream unavailable" (no responders: JetStream did not answer) is a busy
+            // JetStream; a timeout is not (a broker that died looks the same).
             if let Some(c) = e.downcast_ref::<jetstream::context::CreateStreamError>() {
                 use jetstream::context::CreateStreamErrorKind as Kind;
                 match c.kind() {
@@ -648,7 +651,19 @@ impl Failed {
                         code = Some(j.error_code().0);
                         break;
                     }
-                    Kind::TimedOut | Kind::JetStreamUnavailable => busy = true,
+                    Kind::JetStreamUnavailable => busy = true,
+                    _ => {}
+                }
+            }
+            // A bucket's create asks the account's JetStream first.
+            if let Some(c) = e.downcast_ref::<jetstream::context::AccountError>() {
+                use jetstream::context::AccountErrorKind as Kind;
+                match c.kind() {
+                    Kind::JetStream(j) => {
+                        code = Some(j.error_code().0);
+                        break;
+                    }
+                    Kind::JetStreamUnavailable => busy = true,
                     _ => {}
                 }
             }
@@ -679,8 +694,8 @@ impl Failed {
 /// Run `create` until JetStream places it, or it fails for another reason, or its deadline
 /// passes. Retried until [`PLACEMENT_DEADLINE`]: [`NO_SUITABLE_PEERS`] and
 /// [`NOT_ENABLED_FOR_ACCOUNT`], both transient on a cluster whose node just started, rejoined or
-/// loaded the account; until [`BUSY_DEADLINE`]: a busy JetStream. A create that timed out may
-/// have been done: creating it again with the same config is a no-op.
+/// loaded the account; until [`BUSY_DEADLINE`]: a busy JetStream (creating again with the same
+/// config is a no-op if the first create landed).
 async fn placed<
     T,
     E: std::error::Error + 'static,
@@ -1011,7 +1026,6 @@ mod tests {
             .build()
             .expect("a runtime");
         for busy in [
-            CreateStreamErrorKind::TimedOut,
             CreateStreamErrorKind::JetStreamUnavailable,
             CreateStreamErrorKind::JetStream(api_error(TEMPORARILY_UNAVAILABLE)),
         ] {
@@ -1041,6 +1055,19 @@ mod tests {
         }));
         assert_eq!(refused.err().and_then(|f| f.code), Some(STREAM_NAME_IN_USE));
         assert_eq!(calls.get(), 1, "not retried");
+        // A timeout is not busy: a broker that died times out too.
+        let calls = std::cell::Cell::new(0);
+        let timed_out = rt.block_on(placed(|| {
+            calls.set(calls.get() + 1);
+            async { Err::<(), _>(CreateStreamError::new(CreateStreamErrorKind::TimedOut)) }
+        }));
+        assert!(timed_out.is_err());
+        assert_eq!(calls.get(), 1, "a timeout is not retried");
+        // A bucket's create that met no responder asking the account is busy too.
+        let account = jetstream::context::AccountError::new(
+            jetstream::context::AccountErrorKind::JetStreamUnavailable,
+        );
+        assert!(Failed::of(&account).busy);
     }
 
     #[test]

@@ -74,9 +74,8 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         }
         Served::StartedForJournal { started, removals } => {
             println!(
-                "Started {started} node{} on the config {} last ran. An interrupted apply's journal is open, so nothing was promoted or provisioned.",
-                if started == 1 { "" } else { "s" },
-                if started == 1 { "it" } else { "they" }
+                "Started {started} node{} on the config on disk, the generation the others run. An interrupted apply's journal is open, so nothing was promoted or provisioned.",
+                if started == 1 { "" } else { "s" }
             );
             println!(
                 "next: `cotal apply` finishes it{}",

@@ -104,11 +104,23 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     let (desired, digest) = observe::desired(root)?;
     let lock = lock::acquire(root, &crate::operator::holder(), args.lock_timeout)?;
     let observed = observe::observe(root, &desired, digest.clone())?;
-    // An open journal (an interrupted apply) lets `up` start what is not running, and nothing
-    // else: starting a node changes no record, and the apply that finishes the journal may need
-    // every node (a cluster's removal does). A corrupt journal refuses.
+    // On a cluster, an open journal (an interrupted apply) lets `up` start the nodes that are
+    // not running, and nothing else: starting a node changes no record, and the apply that
+    // finishes the journal needs them (a cluster's removal does). Only when the interrupted
+    // apply never started its promotion: the nodes that run and the config on disk are then
+    // the same generation, so the cluster is not split. A single server (whose journal `apply`
+    // finishes with the broker stopped, without serving a removed tenant again), a corrupt
+    // journal, or a promotion under way refuses.
     let journal = match &observed.journal {
-        crate::observed::JournalState::Valid(j) => Some(j.clone()),
+        crate::observed::JournalState::Valid(j)
+            if desired.topology.is_cluster()
+                && !j
+                    .steps
+                    .iter()
+                    .any(|s| s.step.starts_with(plan::PROMOTION_TITLE)) =>
+        {
+            Some(j.clone())
+        }
         other => {
             apply::refuse_if_journal_open(other, "up")?;
             None

@@ -224,6 +224,9 @@ pub fn list_some<'a>(names: impl IntoIterator<Item = &'a SpaceName>, shown: usiz
     format!("{} and {} more", first.join(", "), v.len() - shown)
 }
 
+/// How a promotion step's title begins (the journal records steps by title).
+pub const PROMOTION_TITLE: &str = "render server.conf from the inventory and promote it";
+
 /// The steps apply executes, in order. Closed: the executor matches every variant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -429,9 +432,7 @@ impl Step {
                 from_generation,
                 to_generation,
                 ..
-            } => format!(
-                "render server.conf from the inventory and promote it (generation {from_generation} -> {to_generation})"
-            ),
+            } => format!("{PROMOTION_TITLE} (generation {from_generation} -> {to_generation})"),
             Step::Reap { space, .. } => format!("reap the local material of {}", space.quoted()),
         }
     }

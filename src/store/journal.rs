@@ -1,7 +1,7 @@
 //! `.cotal/maintenance/journal.json`: the open apply (docs/design/architecture.md, "Apply, lock and journal").
 //!
 //! Invariants: the journal is written before the first step of an apply and removed only after
-//! its last; while it exists every verb but `apply` refuses. It holds no secrets.
+//! its last; while it exists every verb but `apply` (and `up` starting a cluster's stopped nodes, `down`) refuses. It holds no secrets.
 
 use crate::error::Result;
 use crate::observed::{Journal, JournalState};

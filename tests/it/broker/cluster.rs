@@ -246,37 +246,7 @@ fn a_node_whose_change_fails_rolls_every_node_back() {
 #[test]
 fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
     let b = Broker::start_cluster("[spaces.design]\n");
-    // Stop node 3 by its pid (cotal's own records say which process it is).
-    let pid: i32 = std::fs::read_to_string(b.root.file(".cotal/node.n3/nats.pid"))
-        .unwrap()
-        .trim()
-        .parse()
-        .unwrap();
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(pid),
-        nix::sys::signal::Signal::SIGKILL,
-    )
-    .unwrap();
-    // SIGKILL is delivered asynchronously: wait (bounded) until the process is gone or a zombie.
-    let gone = |pid: i32| {
-        std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .map(|s| {
-                s.rsplit(')')
-                    .next()
-                    .unwrap_or("")
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(true)
-    };
-    eventually("node 3 survived SIGKILL", Duration::from_secs(10), || {
-        std::thread::yield_now();
-        if gone(pid) {
-            Ok(())
-        } else {
-            Err(format!("pid {pid}"))
-        }
-    });
+    kill_node_3(&b);
     let status = b
         .root
         .cotal(&["status", "--format", "json"])
@@ -333,6 +303,69 @@ fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
     b.root.apply().success();
     let release = client_on(&b, 2, "release");
     publish_acked(&b, &release, "release", "three of three");
+
+    // A node dies while an apply removes a space (its journal open, the removal committed):
+    // apply refuses with the node down, and `up` starts the node without touching the
+    // journal, after which apply finishes. The root is never locked.
+    kill_node_3(&b);
+    b.root.crashed_removal("release");
+    b.desire("[spaces.design.limits]\nmax_connections = 50\n");
+    b.root
+        .cotal(&["apply", "--auto-approve", "--allow-destroy"])
+        .assert()
+        .failure();
+    let up = stdout(&b.root.cotal(&["up"]).assert().success());
+    assert!(
+        up.contains("node n3 started")
+            && up.contains(
+                "An interrupted apply's journal is open, so nothing was promoted or provisioned"
+            )
+            && up.contains("(it completes the removal of \"release\")"),
+        "{up}"
+    );
+    assert!(b.root.file(".cotal/maintenance/journal.json").exists());
+    b.root.apply().success();
+    assert!(!b.root.file(".cotal/maintenance/journal.json").exists());
+    assert!(!b.root.account_record("release").exists());
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+/// Stop node 3 by its pid (cotal's own records say which process it is), as a machine that
+/// died would: SIGKILL, then a bounded wait until the process is gone.
+fn kill_node_3(b: &Broker) {
+    let pid: i32 = std::fs::read_to_string(b.root.file(".cotal/node.n3/nats.pid"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    // SIGKILL is delivered asynchronously: wait (bounded) until the process is gone or a zombie.
+    let gone = |pid: i32| {
+        std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .map(|s| {
+                s.rsplit(')')
+                    .next()
+                    .unwrap_or("")
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(true)
+    };
+    eventually("node 3 survived SIGKILL", Duration::from_secs(10), || {
+        std::thread::yield_now();
+        if gone(pid) {
+            Ok(())
+        } else {
+            Err(format!("pid {pid}"))
+        }
+    });
 }
 
 #[test]

@@ -417,19 +417,8 @@ fn a_removal_that_fails_after_its_first_deletion_stays_committed_and_is_finished
     .unwrap();
     assert_eq!(journal["removals"][0]["space"], "release");
     assert_eq!(journal["removals"][0]["committed"], true, "{journal}");
-    // Every other verb knows the removal is under way; `up` (the broker is stopped here)
-    // starts it without promoting or provisioning anything, and `apply` finishes.
-    let up = stdout(&b.root.cotal(&["up"]).assert().success());
-    assert!(
-        up.contains(
-            "An interrupted apply's journal is open, so nothing was promoted or provisioned"
-        ) && up.contains("`cotal apply` finishes it (it completes the removal of \"release\")"),
-        "{up}"
-    );
-    assert!(
-        b.root.file(".cotal/maintenance/journal.json").exists(),
-        "the journal is apply's"
-    );
+    // Every other verb knows the removal is under way.
+    b.root.cotal(&["up"]).assert().code(6);
 
     drop(obstacle);
     let out = b
