@@ -290,18 +290,7 @@ pub fn mint_system(
             ));
         }
     }
-    let record = match crate::store::broker_record::load(root)? {
-        crate::store::broker_record::Loaded::Valid((record, _)) => record,
-        _ => {
-            return Err(Error::refused(
-                Diagnostic::new(format!(
-                    "{} is missing or corrupt, so no system user can be minted.",
-                    root.broker_record().display()
-                ))
-                .next("restore it from a backup"),
-            ));
-        }
-    };
+    let record = crate::mint::record_for_system_users(root)?;
     let Some(seed) = record.sys.keys.as_ref().and_then(|k| k.get(role)) else {
         return Err(Error::refused(
             Diagnostic::new(format!(

@@ -178,18 +178,7 @@ pub fn system_users(
 ) -> crate::error::Result<Vec<String>> {
     use crate::error::Error;
     use crate::store::broker_record;
-    let record = match broker_record::load(root)? {
-        broker_record::Loaded::Valid((record, _)) => record,
-        _ => {
-            return Err(Error::refused(
-                Diagnostic::new(format!(
-                    "{} is missing or corrupt, so no system user can be minted.",
-                    root.broker_record().display()
-                ))
-                .next("restore it from a backup"),
-            ));
-        }
-    };
+    let record = record_for_system_users(root)?;
     let sys = &record.sys.public;
     let ephemeral = Some(crate::permissions::EPHEMERAL);
     let mint = |seed: &Seed, scoped: bool| -> crate::error::Result<String> {
@@ -218,6 +207,24 @@ pub fn system_users(
         )
     })?;
     Ok(vec![mint(&seed, false)?])
+}
+
+/// The broker record a system user is minted from; refused, naming the file, when it is
+/// missing or corrupt.
+pub fn record_for_system_users(
+    root: &crate::store::Root,
+) -> crate::error::Result<crate::store::broker_record::BrokerRecord> {
+    use crate::store::broker_record;
+    match broker_record::load(root)? {
+        broker_record::Loaded::Valid((record, _)) => Ok(*record),
+        _ => Err(crate::error::Error::refused(
+            Diagnostic::new(format!(
+                "{} is missing or corrupt, so no system user can be minted.",
+                root.broker_record().display()
+            ))
+            .next("restore it from a backup"),
+        )),
+    }
 }
 
 /// A user of a scoped signing key of `account_pub` (no permission of its own), named `name`.

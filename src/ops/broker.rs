@@ -171,7 +171,8 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
             Liveness::Stopped { .. } => to_start.push((&n.files, listener)),
         }
     }
-    if let Some(j) = journal {
+    // Start each node of `to_start`, telling `on`.
+    let start_all = || -> Result<()> {
         for (f, listener) in &to_start {
             let pid = process::start(root, f, listener, args.timeout)?;
             on(UpEvent::Started {
@@ -180,6 +181,10 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
                 listener: listener.clone(),
             });
         }
+        Ok(())
+    };
+    if let Some(j) = journal {
+        start_all()?;
         if topology.is_cluster() {
             let observed = observe::observe(root, &desired, digest)?;
             let leader = wait_for_meta_leader(root, topology, &observed, args.timeout)?;
@@ -210,14 +215,7 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
             &mut StoppedBroker,
         )?;
     }
-    for (f, listener) in &to_start {
-        let pid = process::start(root, f, listener, args.timeout)?;
-        on(UpEvent::Started {
-            node: topology.is_cluster().then(|| f.name.clone()),
-            pid,
-            listener: listener.clone(),
-        });
-    }
+    start_all()?;
     if crate::store::cut::clear(root)? {
         on(UpEvent::CutCleared);
     }
