@@ -192,18 +192,11 @@ pub fn revoke(
         Target::User(name) => {
             let keys = ledger.keys_of(name);
             if keys.is_empty() {
-                let mut names: Vec<&str> = ledger.minted.iter().map(|m| m.name.as_str()).collect();
-                names.sort_unstable();
-                names.dedup();
                 return Err(Error::input(
                     Diagnostic::new(format!(
                         "no user {name:?} was minted for space {} (minted: {}).",
                         space.quoted(),
-                        if names.is_empty() {
-                            "none".into()
-                        } else {
-                            names.join(", ")
-                        }
+                        ledger.names()
                     ))
                     .next("to revoke a key cotal did not mint, pass --key U…"),
                 ));
@@ -221,10 +214,7 @@ pub fn revoke(
         Target::All => vec!["*".into()],
     };
     let at = crate::clock::now();
-    for key in &keys {
-        let ts = ledger.revoked.entry(key.clone()).or_insert(at);
-        *ts = (*ts).max(at);
-    }
+    ledger.record_revocation(&keys, at);
     users::save(root, space, &ledger)?;
     let what = match target {
         Target::User(name) => format!(
@@ -352,26 +342,16 @@ pub fn revoke_system(
         Target::All => recorded.clone(),
     };
     if keys.is_empty() {
-        let mut names: Vec<&str> = ledger.minted.iter().map(|m| m.name.as_str()).collect();
-        names.sort_unstable();
-        names.dedup();
         return Err(Error::input(
             Diagnostic::new(format!(
                 "no such system user was handed out by `cotal creds --system` (handed out: {}).",
-                if names.is_empty() {
-                    "none".into()
-                } else {
-                    names.join(", ")
-                }
+                ledger.names()
             ))
             .next("`cotal creds list --system` lists them; cotal's own and the spaces' $SYS users are revoked by `cotal rotate sys`"),
         ));
     }
     let at = crate::clock::now();
-    for key in &keys {
-        let ts = ledger.revoked.entry(key.clone()).or_insert(at);
-        *ts = (*ts).max(at);
-    }
+    ledger.record_revocation(&keys, at);
     users::save_system(root, &ledger)?;
     let what = match target {
         Target::User(name) => format!("system user {name:?} ({} key(s))", keys.len()),

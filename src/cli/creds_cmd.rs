@@ -373,22 +373,7 @@ fn list(global: &Global, args: ListArgs) -> Result<i32> {
             .expect("json")
         ),
         super::status_cmd::Format::Text => {
-            println!(
-                "{:<20} {:<8} {:<8} {:<21} {:<21} KEY",
-                "USER", "PROFILE", "STATE", "ISSUED", "EXPIRES"
-            );
-            for r in &rows {
-                let s = |k: &str| r[k].as_str().unwrap_or("never").to_string();
-                println!(
-                    "{:<20} {:<8} {:<8} {:<21} {:<21} {}",
-                    s("name"),
-                    s("profile"),
-                    s("state"),
-                    s("issued"),
-                    s("expires"),
-                    s("key")
-                );
-            }
+            print_users(&rows, ("PROFILE", "profile", 8));
             if ledger.revoked.contains_key("*") {
                 println!(
                     "every user issued up to {} is revoked",
@@ -426,24 +411,29 @@ fn list_system(root: &crate::store::Root, format: super::status_cmd::Format) -> 
             }))
             .expect("json")
         ),
-        super::status_cmd::Format::Text => {
-            println!(
-                "{:<20} {:<14} {:<8} {:<21} {:<21} KEY",
-                "USER", "ROLE", "STATE", "ISSUED", "EXPIRES"
-            );
-            for r in &rows {
-                let s = |k: &str| r[k].as_str().unwrap_or("never").to_string();
-                println!(
-                    "{:<20} {:<14} {:<8} {:<21} {:<21} {}",
-                    s("name"),
-                    s("role"),
-                    s("state"),
-                    s("issued"),
-                    s("expires"),
-                    s("key")
-                );
-            }
-        }
+        super::status_cmd::Format::Text => print_users(&rows, ("ROLE", "role", 14)),
     }
     Ok(0)
+}
+
+/// The users table of `creds list`: name, `what` (its header, the row's key and the column's
+/// width: a space user's profile, a system user's role), state, issue, expiry and key.
+fn print_users(rows: &[serde_json::Value], what: (&str, &str, usize)) {
+    let (header, field, width) = what;
+    println!(
+        "{:<20} {header:<width$} {:<8} {:<21} {:<21} KEY",
+        "USER", "STATE", "ISSUED", "EXPIRES"
+    );
+    for r in rows {
+        let s = |k: &str| r[k].as_str().unwrap_or("never").to_string();
+        println!(
+            "{:<20} {:<width$} {:<8} {:<21} {:<21} {}",
+            s("name"),
+            s(field),
+            s("state"),
+            s("issued"),
+            s("expires"),
+            s("key")
+        );
+    }
 }

@@ -66,6 +66,27 @@ impl<P> Ledger<P> {
             .collect()
     }
 
+    /// The names minted, sorted and each once, for a message (`none` when there are none).
+    pub fn names(&self) -> String {
+        let mut names: Vec<&str> = self.minted.iter().map(|m| m.name.as_str()).collect();
+        names.sort_unstable();
+        names.dedup();
+        if names.is_empty() {
+            "none".into()
+        } else {
+            names.join(", ")
+        }
+    }
+
+    /// Record the revocation of `keys` at `at` (a later time never moves back: revocations are
+    /// only ever added).
+    pub fn record_revocation(&mut self, keys: &[String], at: i64) {
+        for key in keys {
+            let ts = self.revoked.entry(key.clone()).or_insert(at);
+            *ts = (*ts).max(at);
+        }
+    }
+
     /// Whether `key` is revoked for a JWT issued at `issued_at`.
     pub fn is_revoked(&self, key: &str, issued_at: i64) -> bool {
         [key, "*"]
