@@ -118,31 +118,43 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
 fn from_state(file: &std::path::Path, digest: String) -> Result<crate::observed::Observed> {
     use crate::error::Error;
     use crate::store::atomic::{Found, read_no_follow_within};
-    let bytes = match read_no_follow_within(file, crate::state::MAX_STATE_BYTES)? {
+    let next = "pass the state file itself: a regular file of at most 64 MiB, as `cotal state export --out FILE` writes it";
+    let found = read_no_follow_within(file, crate::state::MAX_STATE_BYTES)
+        .map_err(|e| Error::input(crate::diagnostic::Diagnostic::new(e.to_string()).next(next)))?;
+    let bytes = match found {
         Found::File(bytes) => bytes,
         Found::Absent => {
-            return Err(Error::input(format!("{}: no such file", file.display())));
+            return Err(Error::input(
+                crate::diagnostic::Diagnostic::new(format!("{}: no such file", file.display()))
+                    .next(next),
+            ));
         }
         Found::NotRegular(kind) => {
-            return Err(Error::input(format!(
-                "{} is {kind}, not a regular file: a state is read from a file only; nothing was read.",
-                file.display()
-            )));
+            return Err(Error::input(
+                crate::diagnostic::Diagnostic::new(format!(
+                    "{} is {kind}, not a regular file: a state is read from a file only; nothing was read.",
+                    file.display()
+                ))
+                .next(next),
+            ));
         }
     };
     let state: crate::state::State = serde_json::from_slice(&bytes).map_err(|e| {
-        Error::input(format!(
-            "{}:{}:{}: not a cotal state ({}; the file's values are not shown)",
-            file.display(),
-            e.line(),
-            e.column(),
-            match e.classify() {
-                serde_json::error::Category::Io => "unreadable",
-                serde_json::error::Category::Syntax => "not JSON",
-                serde_json::error::Category::Data => "a field of the wrong type, or missing",
-                serde_json::error::Category::Eof => "cut short",
-            }
-        ))
+        Error::input(
+            crate::diagnostic::Diagnostic::new(format!(
+                "{}:{}:{}: not a cotal state ({}; the file's values are not shown)",
+                file.display(),
+                e.line(),
+                e.column(),
+                match e.classify() {
+                    serde_json::error::Category::Io => "unreadable",
+                    serde_json::error::Category::Syntax => "not JSON",
+                    serde_json::error::Category::Data => "a field of the wrong type, or missing",
+                    serde_json::error::Category::Eof => "cut short",
+                }
+            ))
+            .next(next),
+        )
     })?;
     crate::state::observed(&state, digest, crate::clock::now())
         .map_err(|e| Error::input(format!("{}: {e}", file.display())))
