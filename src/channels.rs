@@ -199,6 +199,76 @@ pub struct Write {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub value: Option<String>,
     pub expect: Expect,
+    /// The managed fields the declaration sets (wire names): what the write still means when
+    /// a tenant wrote the key after the plan ([`rebase`]). Empty for a deletion, and in plans
+    /// saved before it existed (such a write is not rebased).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
+    pub sets: BTreeMap<String, serde_json::Value>,
+}
+
+/// A key's value and revision as written, after an apply (`None` value: deleted).
+pub type Written = (String, Option<String>, Option<u64>);
+
+/// How many times a write whose key a tenant moved after the plan is rebased on what the key
+/// holds then and tried again, before the space's write is reported as a conflict.
+pub const CONFLICT_RETRIES: usize = 4;
+
+/// What a write becomes once its key moved since the plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rebased {
+    /// The key already holds what the write meant (at this revision; `None`: absent).
+    Holds(Option<u64>),
+    /// Write this instead: the fresh value with the declared fields set, at its revision.
+    Retry(Write),
+    /// The write cannot be rebased (a plan saved without `sets`): a conflict.
+    Conflict,
+}
+
+/// Rebase `w` on what its key holds now (`fresh`: the value's bytes and revision; `None`:
+/// absent or deleted). A tenant's other fields are kept, as at plan time; only the fields the
+/// declaration sets are written over, so the result is what the next plan would write.
+pub fn rebase(w: &Write, fresh: Option<(&[u8], u64)>) -> Rebased {
+    let parsed = fresh.map(|(bytes, revision)| {
+        (
+            serde_json::from_slice::<serde_json::Value>(bytes).ok(),
+            revision,
+        )
+    });
+    match (&w.value, parsed) {
+        (None, None) => Rebased::Holds(None),
+        (None, Some((_, revision))) => Rebased::Retry(Write {
+            expect: Expect::Revision(revision),
+            ..w.clone()
+        }),
+        (Some(value), parsed) => {
+            let current = parsed.as_ref().and_then(|(v, _)| v.as_ref());
+            let revision = parsed.as_ref().map(|(_, r)| *r);
+            let wanted: Option<serde_json::Value> = if w.sets.is_empty() {
+                serde_json::from_str(value).ok()
+            } else {
+                let mut object = match current {
+                    Some(serde_json::Value::Object(o)) => o.clone(),
+                    _ => serde_json::Map::new(),
+                };
+                object.remove(LEGACY_DELIVERY_KEY);
+                for (k, v) in &w.sets {
+                    object.insert(k.clone(), v.clone());
+                }
+                Some(serde_json::Value::Object(object))
+            };
+            if current.is_some() && current == wanted.as_ref() {
+                return Rebased::Holds(revision);
+            }
+            match wanted {
+                Some(wanted) if !w.sets.is_empty() => Rebased::Retry(Write {
+                    value: Some(wanted.to_string()),
+                    expect: revision.map_or(Expect::Absent, Expect::Revision),
+                    ..w.clone()
+                }),
+                _ => Rebased::Conflict,
+            }
+        }
+    }
 }
 
 /// What the plan does to a space's registry, and what it says of it.
@@ -364,6 +434,20 @@ pub fn diff(declared: &SpaceChannels, observed: Option<&Registry>) -> Diff {
             key: key.clone(),
             value: Some(value),
             expect: expect(observed, key),
+            // What `cotal.toml` itself declares: a default cotal seeds is not rebased over
+            // a client's (it is theirs once set).
+            sets: if key == DEFAULTS_KEY {
+                declared.defaults.as_ref()
+            } else {
+                declared.channels.get(key)
+            }
+            .map(|s| {
+                s.wire()
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect()
+            })
+            .unwrap_or_default(),
         });
     }
     if let Some(registry) = observed {
@@ -380,6 +464,7 @@ pub fn diff(declared: &SpaceChannels, observed: Option<&Registry>) -> Diff {
                     key: key.clone(),
                     value: None,
                     expect: Expect::Revision(entry.revision),
+                    sets: BTreeMap::new(),
                 });
             } else {
                 out.kept.push(displayable(&format!("{key:?}")));
@@ -392,6 +477,17 @@ pub fn diff(declared: &SpaceChannels, observed: Option<&Registry>) -> Diff {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The writes without their `sets` (what [`rebase`] uses, tested there).
+    fn bare(writes: &[Write]) -> Vec<Write> {
+        writes
+            .iter()
+            .map(|w| Write {
+                sets: BTreeMap::new(),
+                ..w.clone()
+            })
+            .collect()
+    }
 
     fn entry(v: &str, revision: u64) -> Entry {
         Entry {
@@ -447,17 +543,19 @@ mod tests {
         // Nothing observed yet (a running space with an empty registry): creates.
         let d = diff(&declared, Some(&Registry::new()));
         assert_eq!(
-            d.writes,
+            bare(&d.writes),
             [
                 Write {
                     key: "=defaults".into(),
                     value: Some(r#"{"deliveryClass":"durable","replayWindow":"24h"}"#.into()),
-                    expect: Expect::Absent
+                    expect: Expect::Absent,
+                    sets: BTreeMap::new(),
                 },
                 Write {
                     key: "general".into(),
                     value: Some(r#"{"deliveryClass":"live","description":"Everyone"}"#.into()),
-                    expect: Expect::Absent
+                    expect: Expect::Absent,
+                    sets: BTreeMap::new(),
                 },
             ]
         );
@@ -481,13 +579,14 @@ mod tests {
         ]);
         let d = diff(&declared, Some(&registry));
         assert_eq!(
-            d.writes,
+            bare(&d.writes),
             [Write {
                 key: "general".into(),
                 value: Some(
                     r#"{"deliveryClass":"live","description":"Everyone","replay":"x"}"#.into()
                 ),
-                expect: Expect::Revision(7)
+                expect: Expect::Revision(7),
+                sets: BTreeMap::new(),
             }]
         );
         assert_eq!(
@@ -503,10 +602,11 @@ mod tests {
             },
             Some(&registry),
         );
-        assert!(pruned.writes.contains(&Write {
+        assert!(bare(&pruned.writes).contains(&Write {
             key: "random".into(),
             value: None,
-            expect: Expect::Revision(9)
+            expect: Expect::Revision(9),
+            sets: BTreeMap::new(),
         }));
     }
 
@@ -519,11 +619,12 @@ mod tests {
         )]);
         let d = diff(&none, Some(&legacy));
         assert_eq!(
-            d.writes,
+            bare(&d.writes),
             [Write {
                 key: "=defaults".into(),
                 value: Some(SEEDED_DEFAULTS.into()),
-                expect: Expect::Revision(1)
+                expect: Expect::Revision(1),
+                sets: BTreeMap::new(),
             }]
         );
         assert!(d.lines[0].contains("legacy key"), "{:?}", d.lines);
@@ -572,5 +673,68 @@ mod tests {
         assert_eq!(displayable("plain 'text'"), "plain 'text'");
         assert!(valid_replay_window("999999999d").is_ok());
         assert!(valid_replay_window("9999999999d").is_err());
+    }
+
+    #[test]
+    fn a_write_a_tenant_raced_is_rebased_on_the_fresh_value_keeping_its_fields() {
+        let declared = SpaceChannels {
+            channels: BTreeMap::from([("general".to_string(), live("Everyone"))]),
+            ..SpaceChannels::default()
+        };
+        let registry = Registry::from([(
+            "general".to_string(),
+            entry(r#"{"deliveryClass":"durable","description":"Everyone"}"#, 7),
+        )]);
+        let writes = diff(&declared, Some(&registry)).writes;
+        // The seeded default (none declared) is not rebased over a client's.
+        let seeded = writes.iter().find(|w| w.key == DEFAULTS_KEY).unwrap();
+        assert!(seeded.sets.is_empty(), "{seeded:?}");
+        let planned = writes.iter().find(|w| w.key == "general").unwrap().clone();
+        assert_eq!(planned.expect, Expect::Revision(7));
+        // A tenant wrote the key again (its own field, and the managed one back): the write
+        // keeps its field and sets the declared ones, at the fresh revision.
+        let fresh = br#"{"deliveryClass":"durable","description":"Everyone","replay":"y"}"#;
+        let Rebased::Retry(again) = rebase(&planned, Some((fresh, 9))) else {
+            panic!("rebased");
+        };
+        assert_eq!(again.expect, Expect::Revision(9));
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(again.value.as_deref().unwrap()).unwrap(),
+            serde_json::json!({"deliveryClass":"live","description":"Everyone","replay":"y"})
+        );
+        // The key already says what is declared: nothing to write.
+        let done = br#"{"deliveryClass":"live","description":"Everyone","replay":"y"}"#;
+        assert_eq!(rebase(&planned, Some((done, 11))), Rebased::Holds(Some(11)));
+        // Deleted meanwhile: created again with the declared fields only.
+        let Rebased::Retry(created) = rebase(&planned, None) else {
+            panic!("rebased");
+        };
+        assert_eq!(created.expect, Expect::Absent);
+        // A deletion: at the fresh revision, or done when the key is gone.
+        let deletion = Write {
+            key: "old".into(),
+            value: None,
+            expect: Expect::Revision(3),
+            sets: BTreeMap::new(),
+        };
+        assert_eq!(rebase(&deletion, None), Rebased::Holds(None));
+        assert!(matches!(
+            rebase(&deletion, Some((b"{}", 5))),
+            Rebased::Retry(Write {
+                expect: Expect::Revision(5),
+                ..
+            })
+        ));
+        // A write saved without `sets` is not rebased, unless the key already holds its value.
+        let saved = Write {
+            sets: BTreeMap::new(),
+            ..planned.clone()
+        };
+        assert_eq!(rebase(&saved, Some((fresh, 9))), Rebased::Conflict);
+        let exact = planned.value.clone().unwrap();
+        assert_eq!(
+            rebase(&saved, Some((exact.as_bytes(), 12))),
+            Rebased::Holds(Some(12))
+        );
     }
 }

@@ -8,6 +8,9 @@
 //!   it opens the FIFO (which the test holds open), prints `cotal: paused at <name>`, and reads
 //!   until the test closes its end: a rendezvous without sleeps.
 //! - `COTAL_FAULT=break-config` corrupts a promoted config after the preflight.
+//! - `COTAL_FAULT=race-registry:<space>` writes each channel key of that space (through the
+//!   real broker, as a racing tenant would) just before cotal's compare-and-set of it, so every
+//!   try loses and the bounded retry is exercised.
 //! - `COTAL_FAULT=refuse-verify` fails the data-plane check after a reload the broker confirmed,
 //!   so the rollback of a config the broker already runs is exercised.
 
@@ -65,6 +68,21 @@ points! {
 impl std::fmt::Display for Point {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
+    }
+}
+
+/// Run `race` (a write of the key about to be written) when `COTAL_FAULT=race-registry:<space>`
+/// names `space` (fault-injection builds only).
+pub async fn race_registry<F, Fut>(_space: &str, _race: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    #[cfg(feature = "fault-injection")]
+    if std::env::var("COTAL_FAULT").ok().as_deref()
+        == Some(format!("race-registry:{_space}").as_str())
+    {
+        _race().await;
     }
 }
 

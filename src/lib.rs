@@ -37,6 +37,7 @@
 //! | [`tls`] | the TLS material of `[broker.tls]` and `[cluster.tls]`: read, parsed, checked, fingerprinted | edge (IO) |
 //! | [`include`] | `[broker] include`: an operator's nats-server settings, read, checked and inlined | edge (IO) |
 //! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) | pure |
+//! | [`state_signature`] | the state's signature: sign with the root's state key, verify against the key given from outside the pull request | pure |
 //! | [`error`] | the error kinds and their exit codes | pure |
 //! | [`diagnostic`] | a refusal or error as data: what, tenants, blast radius, next steps | pure |
 //! | [`fault`] | named crash and pause points (fault-injection builds) | edge |
@@ -79,6 +80,7 @@ pub mod root_backup;
 pub mod route_auth;
 pub mod secret;
 pub mod state;
+pub mod state_signature;
 pub mod store;
 pub mod streams;
 #[doc(hidden)]

@@ -44,6 +44,10 @@ pub struct State {
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub nodes: Vec<NodeState>,
     pub spaces: BTreeMap<SpaceName, AppliedSpace>,
+    /// The root's state key's signature of everything above ([`crate::state_signature`]);
+    /// absent in a state exported before states were signed.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub signature: Option<crate::state_signature::Signature>,
 }
 
 /// One node of a cluster at the export.
@@ -222,6 +226,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
                 )
             })
             .collect(),
+        signature: None,
     })
 }
 

@@ -100,7 +100,7 @@ fn isolated(step: &Step, e: &Error, plan: &Plan, outcome: &Outcome) -> Option<Sp
 
 /// A registry key an apply wrote: the key, the value written (`None`: deleted), and the
 /// revision the broker gave it.
-pub type WrittenKey = (String, Option<String>, Option<u64>);
+pub type WrittenKey = crate::channels::Written;
 
 /// Local material of a removed space that could not be reaped (the removal itself is done).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -520,11 +520,12 @@ fn run_step(
             writes,
             ..
         } => {
-            let revisions = steps::write_channels(ctx, broker, space, account, writes)?;
-            let written = outcome.channels_written.entry(space.clone()).or_default();
-            for (w, (_, revision)) in writes.iter().zip(revisions) {
-                written.push((w.key.clone(), w.value.clone(), revision));
-            }
+            let written = steps::write_channels(ctx, broker, space, account, writes)?;
+            outcome
+                .channels_written
+                .entry(space.clone())
+                .or_default()
+                .extend(written);
             Ok(())
         }
         Step::Reap { space, account } => {

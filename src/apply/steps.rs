@@ -261,7 +261,7 @@ pub fn write_channels(
     space: &SpaceName,
     account: &str,
     writes: &[crate::channels::Write],
-) -> Result<Vec<(String, Option<u64>)>> {
+) -> Result<Vec<crate::channels::Written>> {
     let current = account_record::load(ctx.root, space)?;
     if !account.is_empty() && current.account.public != account {
         return Err(Error::refused(

@@ -291,15 +291,18 @@ impl Nats {
     }
 
     /// Write a space's registry, in order, each write compare-and-set on the revision it was
-    /// planned against. A key that moved since is [`Error::stale_plan`], naming it; the writes
-    /// before it are kept (each is what the plan said).
+    /// planned against. A key a tenant moved since is rebased on what it holds then
+    /// ([`channels::rebase`]: the tenant's other fields kept, the declared ones set) and tried
+    /// again, up to [`channels::CONFLICT_RETRIES`] times; then it is [`Error::conflict`],
+    /// naming it, and the writes before it are kept (each is what the plan said). Returns each
+    /// key with the value written and its revision.
     pub fn write_channels(
         &self,
         creds: &str,
         space: &crate::model::SpaceName,
         writes: &[channels::Write],
-    ) -> Result<Vec<(String, Option<u64>)>> {
-        use channels::Expect;
+    ) -> Result<Vec<channels::Written>> {
+        use channels::Rebased;
         self.rt.block_on(async {
             let client = connect(&self.url, creds)
                 .await
@@ -311,93 +314,110 @@ impl Nats {
                 .await
                 .map_err(|e| Failed::of(&e).at(format!("channel registry {bucket}")))?;
             let mut done = Vec::new();
-            for w in writes {
-                let key = w.key.as_str();
-                let stale = |why: String| {
-                    Error::conflict(
-                        Diagnostic::new(format!(
-                            "channel {key:?} of space {} changed in the registry since the plan ({why}); nothing more was written.",
-                            space.quoted()
-                        ))
-                        .next("run `cotal plan` to see it, then apply again"),
-                    )
-                };
-                let result: std::result::Result<Option<u64>, Error> = match (&w.value, w.expect) {
-                    (Some(v), Expect::Any) => kv
-                        .put(key, v.clone().into())
+            for planned in writes {
+                let key = planned.key.as_str();
+                let mut w = planned.clone();
+                let mut attempts = 0;
+                let revision = loop {
+                    crate::fault::race_registry(space.as_str(), || async {
+                        let _ = kv.put(key, format!("{{\"racer\":{attempts}}}").into()).await;
+                    })
+                    .await;
+                    let why = match write_key(&js, &kv, &bucket, &w).await? {
+                        Ok(revision) => break revision,
+                        Err(why) => why,
+                    };
+                    let fresh = kv
+                        .entry(key)
                         .await
-                        .map(Some)
-                        .map_err(|e| Failed::of(&e).at(format!("writing channel {key:?}"))),
-                    (Some(v), Expect::Absent) => match kv.create(key, v.clone().into()).await {
-                        Ok(r) => Ok(Some(r)),
-                        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
-                            Err(stale("it exists now".into()))
+                        .map_err(|e| Failed::of(&e).at(format!("reading channel {key:?}")))?;
+                    let fresh = fresh
+                        .as_ref()
+                        .filter(|e| e.operation == kv::Operation::Put)
+                        .map(|e| (e.value.as_ref(), e.revision));
+                    match channels::rebase(&w, fresh) {
+                        Rebased::Holds(revision) => break revision,
+                        Rebased::Retry(again) if attempts < channels::CONFLICT_RETRIES => {
+                            attempts += 1;
+                            tracing::info!(space = %space, key, attempts, "channel moved since the plan: rebased");
+                            w = again;
                         }
-                        Err(e) => Err(Failed::of(&e).at(format!("writing channel {key:?}"))),
-                    },
-                    (Some(v), Expect::Revision(r)) => {
-                        match kv.update(key, v.clone().into(), r).await {
-                            Ok(r) => Ok(Some(r)),
-                            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision => {
-                                Err(stale(format!("it is no longer at revision {r}")))
-                            }
-                            Err(e) if e.to_string().contains("wrong last sequence") => {
-                                Err(stale(format!("it is no longer at revision {r}")))
-                            }
-                            Err(e) => Err(Failed::of(&e).at(format!("writing channel {key:?}"))),
-                        }
-                    }
-                    // A delete marker published on the key's subject, so any key a tenant
-                    // wrote (one the KV client would call invalid) can be pruned.
-                    (None, expect) => {
-                        let mut headers = async_nats::HeaderMap::new();
-                        headers.insert("KV-Operation", "DEL");
-                        if let Expect::Revision(r) = expect {
-                            headers.insert(
-                                "Nats-Expected-Last-Subject-Sequence",
-                                r.to_string().as_str(),
-                            );
-                        }
-                        let sent = js
-                            .publish_with_headers(format!("$KV.{bucket}.{key}"), headers, "".into())
-                            .await;
-                        let acked = match sent {
-                            Ok(ack) => ack.await.map(|_| None),
-                            Err(e) => Err(e),
-                        };
-                        match acked {
-                            Ok(r) => Ok(r),
-                            Err(e) if e.to_string().contains("wrong last sequence") => {
-                                Err(stale("it is no longer at the revision read".into()))
-                            }
-                            Err(e) => Err(Failed::of(&e).at(format!("deleting channel {key:?}"))),
+                        _ => {
+                            return Err(Error::conflict(
+                                Diagnostic::new(format!(
+                                    "channel {key:?} of space {} kept changing in the registry while cotal wrote it ({why}; tried {} times); nothing more was written to this space.",
+                                    space.quoted(),
+                                    attempts + 1
+                                ))
+                                .next("stop the client that writes it, or run `cotal plan` to see it, then apply again"),
+                            ));
                         }
                     }
                 };
-                // A key that moved to exactly what this write wanted (provisioning seeded the
-                // same default meanwhile, a re-run after a crash) is not a conflict: the desired
-                // state holds.
-                let result = match result {
-                    Err(Error::Conflict(why)) => match &w.value {
-                        Some(v) => match kv.entry(key).await {
-                            Ok(Some(e))
-                                if e.operation == kv::Operation::Put
-                                    && serde_json::from_slice::<serde_json::Value>(&e.value).ok()
-                                        == serde_json::from_str::<serde_json::Value>(v).ok() =>
-                            {
-                                Ok(Some(e.revision))
-                            }
-                            _ => Err(Error::Conflict(why)),
-                        },
-                        None => Err(Error::Conflict(why)),
-                    },
-                    other => other,
-                };
-                done.push((key.to_string(), result?));
+                done.push((key.to_string(), w.value.clone(), revision));
             }
             Ok(done)
         })
     }
+}
+
+/// One registry write: `Ok(Ok(revision))` when it took (`None`: deleted), `Ok(Err(why))` when
+/// the key was not where the write expected it (a compare-and-set lost), `Err` on any other
+/// failure.
+async fn write_key(
+    js: &jetstream::Context,
+    kv: &kv::Store,
+    bucket: &str,
+    w: &channels::Write,
+) -> Result<std::result::Result<Option<u64>, String>> {
+    use channels::Expect;
+    let key = w.key.as_str();
+    let moved = |e: &dyn std::fmt::Display| e.to_string().contains("wrong last sequence");
+    Ok(match (&w.value, w.expect) {
+        (Some(v), Expect::Any) => {
+            Ok(Some(kv.put(key, v.clone().into()).await.map_err(|e| {
+                Failed::of(&e).at(format!("writing channel {key:?}"))
+            })?))
+        }
+        (Some(v), Expect::Absent) => match kv.create(key, v.clone().into()).await {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {
+                Err("it exists now".to_string())
+            }
+            Err(e) => return Err(Failed::of(&e).at(format!("writing channel {key:?}"))),
+        },
+        (Some(v), Expect::Revision(r)) => match kv.update(key, v.clone().into(), r).await {
+            Ok(r) => Ok(Some(r)),
+            Err(e) if e.kind() == kv::UpdateErrorKind::WrongLastRevision || moved(&e) => {
+                Err(format!("it is no longer at revision {r}"))
+            }
+            Err(e) => return Err(Failed::of(&e).at(format!("writing channel {key:?}"))),
+        },
+        // A delete marker published on the key's subject, so any key a tenant wrote (one the
+        // KV client would call invalid) can be pruned.
+        (None, expect) => {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert("KV-Operation", "DEL");
+            if let Expect::Revision(r) = expect {
+                headers.insert(
+                    "Nats-Expected-Last-Subject-Sequence",
+                    r.to_string().as_str(),
+                );
+            }
+            let sent = js
+                .publish_with_headers(format!("$KV.{bucket}.{key}"), headers, "".into())
+                .await;
+            let acked = match sent {
+                Ok(ack) => ack.await.map(|_| None),
+                Err(e) => Err(e),
+            };
+            match acked {
+                Ok(r) => Ok(r),
+                Err(e) if moved(&e) => Err("it is no longer at the revision read".to_string()),
+                Err(e) => return Err(Failed::of(&e).at(format!("deleting channel {key:?}"))),
+            }
+        }
+    })
 }
 
 /// How many spaces provisioning works on at once: each is a connection creating its streams and

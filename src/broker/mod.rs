@@ -92,13 +92,14 @@ pub trait Broker {
             .collect()
     }
     /// Write the space's channel registry as `writer` (compare-and-set per key; a key that
-    /// moved is [`Error::stale_plan`]). Returns each key with its new revision (`None`: deleted).
+    /// a tenant moved is rebased and retried, then [`Error::conflict`]). Returns each key with
+    /// the value written and its new revision (`None`: deleted).
     fn write_channels(
         &mut self,
         space: &SpaceName,
         writer: &str,
         writes: &[crate::channels::Write],
-    ) -> Result<Vec<(String, Option<u64>)>>;
+    ) -> Result<Vec<crate::channels::Written>>;
 }
 
 /// A broker that is not running.
@@ -140,7 +141,7 @@ impl Broker for Stopped {
         space: &SpaceName,
         _writer: &str,
         _writes: &[crate::channels::Write],
-    ) -> Result<Vec<(String, Option<u64>)>> {
+    ) -> Result<Vec<crate::channels::Written>> {
         Err(Error::process(format!(
             "cannot write the channels of {}: the broker is not running (plan with it running)",
             space.quoted()
@@ -585,7 +586,7 @@ impl Broker for Running {
         space: &SpaceName,
         writer: &str,
         writes: &[crate::channels::Write],
-    ) -> Result<Vec<(String, Option<u64>)>> {
+    ) -> Result<Vec<crate::channels::Written>> {
         self.nats.write_channels(writer, space, writes)
     }
 }

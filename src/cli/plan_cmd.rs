@@ -31,6 +31,16 @@ pub struct Args {
     /// pull request's CI). Figures that need the broker are unavailable.
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
+    /// The public key the --state file must be signed with (`cotal state key` prints it on the
+    /// broker host). Give it from outside the pull request (a repository setting): a state
+    /// that is unsigned, signed by another key or edited after it was signed is refused.
+    #[arg(long, value_name = "KEY", env = "COTAL_STATE_KEY", requires = "state")]
+    pub state_key: Option<String>,
+    /// Plan against the --state file without checking its signature; every plan printed then
+    /// says so on its first line. For a state you made yourself, never for one a pull request
+    /// brings.
+    #[arg(long, requires = "state", conflicts_with = "state_key")]
+    pub unverified_state: bool,
     /// Plan as `cotal apply --allow-degraded` would: on a cluster with nodes down, proceed when
     /// a majority runs.
     #[arg(long)]
@@ -77,7 +87,20 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     };
     let observed = match &args.state {
         Some(file) => {
-            let mut observed = from_state(file, digest)?;
+            let trust = match (&args.state_key, args.unverified_state) {
+                (_, true) => Trust::Unverified,
+                (Some(key), false) => Trust::Key(key),
+                (None, false) => {
+                    return Err(crate::error::Error::input(
+                        Diagnostic::new(format!(
+                            "no state key was given to check {} against: a state a pull request brings can say anything; nothing was planned.",
+                            file.display()
+                        ))
+                        .next("give the broker's public state key (`cotal state key` on the broker host) with --state-key or COTAL_STATE_KEY; for a state you made yourself, --unverified-state"),
+                    ));
+                }
+            };
+            let mut observed = from_state(file, digest, trust)?;
             // The include is a file beside cotal.toml, in the pull request as it is on the root.
             observed.include = desired
                 .broker
@@ -88,7 +111,10 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         }
         None => observe::observe(&root, &desired, digest)?,
     };
-    let plan = plan::compute(&desired, &observed, &intent)?;
+    let mut plan = plan::compute(&desired, &observed, &intent)?;
+    if args.unverified_state {
+        plan.notice = Some(UNVERIFIED_NOTICE.to_string());
+    }
     let shown = super::format_plan(&plan, args.format, global.colour);
     match &out {
         Some(Target::Stdout) => {
@@ -111,11 +137,25 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     })
 }
 
+/// What every plan made with `--unverified-state` says first.
+pub const UNVERIFIED_NOTICE: &str = "this plan was made from a state whose signature was not checked (--unverified-state): it shows what the state file says, which may not be what the broker runs.";
+
+/// How a state file is trusted: signed by this public state key, or not checked at all.
+#[derive(Debug, Clone, Copy)]
+enum Trust<'a> {
+    Key(&'a str),
+    Unverified,
+}
+
 /// The observation a state file stands for (no root, no seed, no broker). The file comes with
 /// a pull request, and what cotal says of it is posted publicly: a link, a FIFO, a device or a
-/// file over [`crate::state::MAX_STATE_BYTES`] is refused unread, and a parse error names the
-/// line and column, never a value.
-fn from_state(file: &std::path::Path, digest: String) -> Result<crate::observed::Observed> {
+/// file over [`crate::state::MAX_STATE_BYTES`] is refused unread, a parse error names the
+/// line and column, never a value, and a state not signed by the trusted key is refused.
+fn from_state(
+    file: &std::path::Path,
+    digest: String,
+    trust: Trust,
+) -> Result<crate::observed::Observed> {
     use crate::error::Error;
     use crate::store::atomic::{Found, read_no_follow_within};
     let next = "pass the state file itself: a regular file of at most 64 MiB, as `cotal state export --out FILE` writes it";
@@ -156,6 +196,26 @@ fn from_state(file: &std::path::Path, digest: String) -> Result<crate::observed:
             .next(next),
         )
     })?;
+    if let Trust::Key(key) = trust {
+        if !crate::state_signature::is_public_key(key) {
+            return Err(Error::input(
+                crate::diagnostic::Diagnostic::new(format!(
+                    "--state-key {key} is not a public state key (an nkey starting with M); nothing was planned."
+                ))
+                .next("give the key `cotal state key` prints on the broker host"),
+            ));
+        }
+        crate::state_signature::verify(&state, key).map_err(|why| {
+            Error::refused(
+                crate::diagnostic::Diagnostic::new(format!(
+                    "{} is not a state the broker signed: {why}; nothing was planned.",
+                    file.display()
+                ))
+                .blast("none: no plan was made from it.")
+                .next("plan against the state the broker host wrote (its `.cotal/state.json`, or `cotal state export`), as the base branch holds it, never as a pull request changed it"),
+            )
+        })?;
+    }
     crate::state::observed(&state, digest, crate::clock::now())
         .map_err(|e| Error::input(format!("{}: {e}", file.display())))
 }

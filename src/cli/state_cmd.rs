@@ -1,7 +1,7 @@
-//! `cotal state export`: the secret-free state of the root (see [`crate::state`]), for
+//! `cotal state export` and `cotal state key`: the secret-free state of the root (see [`crate::state`]), for
 //! `cotal plan --state FILE` where the root and its seeds are not (a pull request's CI).
 //! The operation is [`crate::ops::state`], which every successful apply also runs to write
-//! `.cotal/state.json`.
+//! `.cotal/state.json`; its signature is checked against the key `state key` prints.
 
 use super::Global;
 use super::out_file::Target;
@@ -21,6 +21,10 @@ pub enum Command {
         #[arg(long, requires = "out")]
         force: bool,
     },
+    /// Print the public key that signs this root's states (made now if the root has none):
+    /// give it to `cotal plan --state` in CI (`--state-key`, or `COTAL_STATE_KEY` from the
+    /// repository's settings), never through the pull request. Public: no secret in it.
+    Key,
 }
 
 pub fn run(global: &Global, command: Command) -> Result<i32> {
@@ -35,6 +39,20 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             if !target.is_stdout() {
                 eprintln!("Wrote the state to {target} (no secret in it).");
             }
+            Ok(0)
+        }
+        Command::Key => {
+            if std::fs::symlink_metadata(root.broker_record()).is_err() {
+                return Err(crate::error::Error::refused(
+                    crate::diagnostic::Diagnostic::new(format!(
+                        "{} holds no broker record (.cotal/auth/broker.json): there is no state to sign; nothing was made.",
+                        root.dir().display()
+                    ))
+                    .next("run `cotal init` first, or pass the broker's root with --root"),
+                ));
+            }
+            let key = crate::store::state_key::load_or_create(&root)?;
+            println!("{}", key.public_key());
             Ok(0)
         }
     }

@@ -106,21 +106,16 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     let observed = observe::observe(root, &desired, digest.clone())?;
     // On a cluster, an open journal (an interrupted apply) lets `up` start the nodes that are
     // not running, and nothing else: starting a node changes no record, and the apply that
-    // finishes the journal needs them (a cluster's removal does). Only when the interrupted
-    // apply never started its promotion: the nodes that run and the config on disk are then
-    // the same generation, so the cluster is not split. A single server (whose journal `apply`
-    // finishes with the broker stopped, without serving a removed tenant again), a corrupt
-    // journal, or a promotion under way refuses.
+    // finishes the journal needs them (a cluster's removal does, and so does its promotion,
+    // which a node down stops). A node started while a promotion was under way runs the
+    // config on disk, which may be newer than what the running nodes loaded; the apply that
+    // finishes the journal reloads every running node to the config it promotes (or restores)
+    // and confirms it on each, so the nodes agree again within it, and until then the newer
+    // config serves no more than what the journal already committed. A single server (whose
+    // journal `apply` finishes with the broker stopped, without serving a removed tenant
+    // again) or a corrupt journal refuses.
     let journal = match &observed.journal {
-        crate::observed::JournalState::Valid(j)
-            if desired.topology.is_cluster()
-                && !j
-                    .steps
-                    .iter()
-                    .any(|s| s.step.starts_with(plan::PROMOTION_TITLE)) =>
-        {
-            Some(j.clone())
-        }
+        crate::observed::JournalState::Valid(j) if desired.topology.is_cluster() => Some(j.clone()),
         other => {
             apply::refuse_if_journal_open(other, "up")?;
             None

@@ -9,16 +9,19 @@ use crate::store::{Root, atomic};
 /// The root's state as JSON.
 pub fn export(root: &Root) -> Result<Vec<u8>> {
     let (desired, digest, _) = observe::desired_for_reading(root)?;
-    encode(&observe::observe(root, &desired, digest)?)
+    encode(root, &observe::observe(root, &desired, digest)?)
 }
 
-fn encode(observed: &crate::observed::Observed) -> Result<Vec<u8>> {
-    let state = crate::state::export(observed, &crate::clock::timestamp()).map_err(|e| {
+/// The state of `observed` as JSON, signed with the root's state key (made now if the root
+/// has none).
+fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> {
+    let mut state = crate::state::export(observed, &crate::clock::timestamp()).map_err(|e| {
         Error::refused(
             e.context("no state exported")
                 .blast("none, nothing was written."),
         )
     })?;
+    crate::state_signature::sign(&mut state, &crate::store::state_key::load_or_create(root)?);
     let mut bytes = serde_json::to_vec_pretty(&state).expect("the state serializes");
     bytes.push(b'\n');
     Ok(bytes)
@@ -46,10 +49,14 @@ pub fn refresh(root: &Root) -> Result<bool> {
             return Ok(false);
         }
     };
-    // The export time alone never makes a write.
+    // The export time (and so the signature's bytes) alone never makes a write; a state that
+    // is unsigned, or signed by another key, is written again.
     let without_time = |b: &[u8]| -> Option<serde_json::Value> {
         let mut v: serde_json::Value = serde_json::from_slice(b).ok()?;
         v.as_object_mut()?.remove("exported_at");
+        if let Some(signature) = v.get_mut("signature").and_then(|s| s.as_object_mut()) {
+            signature.remove("sig");
+        }
         Some(v)
     };
     let current = std::fs::read(root.state_file()).ok();
@@ -158,6 +165,6 @@ pub fn write_after_apply(
         before,
         touched.as_ref(),
     )
-    .and_then(|o| encode(&o))
+    .and_then(|o| encode(root, &o))
     .and_then(|b| atomic::write(&root.state_file(), &b, atomic::PUBLIC))
 }

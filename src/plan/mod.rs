@@ -476,6 +476,10 @@ pub struct NodeConfigChange {
 /// The whole plan.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Plan {
+    /// What the plan says before anything else (it was made from a state whose signature was
+    /// not checked); set by the CLI, never by planning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notice: Option<String>,
     pub format_version: u32,
     pub pins: Pins,
     pub broker_running: bool,
@@ -620,6 +624,7 @@ impl Plan {
             ));
         }
         Plan {
+            notice: self.notice.clone(),
             format_version: self.format_version,
             pins: self.pins.clone(),
             broker_running: self.broker_running,
@@ -661,6 +666,7 @@ mod tests {
 
     fn plan(steps: Vec<Step>) -> Plan {
         Plan {
+            notice: None,
             format_version: FORMAT_VERSION,
             pins: Pins {
                 generation: 1,

@@ -310,6 +310,7 @@ pub fn boot_plan(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal
     let reasons = boot_reasons(desired, observed)?;
     let g = observed.generation.generation();
     Ok(Plan {
+        notice: None,
         format_version: super::FORMAT_VERSION,
         pins: Pins {
             generation: g,

@@ -21,6 +21,9 @@ fn cell(s: &str) -> String {
 
 pub fn markdown(plan: &Plan) -> String {
     let mut out = String::new();
+    if let Some(notice) = &plan.notice {
+        let _ = writeln!(out, "> **Warning:** {notice}\n");
+    }
     if plan.is_empty() {
         out.push_str("### cotal plan: no changes\n\nThe broker matches `cotal.toml`.\n");
         return out;

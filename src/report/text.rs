@@ -33,6 +33,9 @@ impl Palette {
 
 pub fn text(plan: &Plan, p: &Palette) -> String {
     let mut out = String::new();
+    if let Some(notice) = &plan.notice {
+        let _ = writeln!(out, "{} {notice}\n", p.warn.apply_to("warning:"));
+    }
     if plan.is_empty() {
         out.push_str("No changes. The broker matches cotal.toml.\n");
         for w in &plan.warnings {

@@ -183,6 +183,23 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
     persist(tmp, path)
 }
 
+/// Create `path` holding `bytes` (mode `mode`) unless something is already there: whole or
+/// not at all, and never replacing (two writers racing leave the first one's). Returns whether
+/// this call created it.
+pub fn create_new(path: &Path, bytes: &[u8], mode: u32) -> Result<bool> {
+    let mut tmp = temp_in(parent_of(path), mode)?;
+    tmp.write_all(bytes).at(path)?;
+    tmp.as_file().sync_all().at(path)?;
+    match tmp.persist_noclobber(path) {
+        Ok(_) => {
+            sync_dir(parent_of(path))?;
+            Ok(true)
+        }
+        Err(e) if e.error.kind() == std::io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e.error).at(path),
+    }
+}
+
 /// Open the regular file `path` for reading; a link is not followed, a FIFO never blocks.
 fn open_regular(path: &Path) -> Result<fs::File> {
     let f = fs::OpenOptions::new()

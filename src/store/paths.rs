@@ -121,6 +121,10 @@ impl Root {
     pub fn system_users(&self) -> PathBuf {
         self.auth_dir().join("system-users.json")
     }
+    /// The seed of the key that signs the state ([`crate::store::state_key`]).
+    pub fn state_key(&self) -> PathBuf {
+        self.auth_dir().join("state.seed")
+    }
     pub fn sys_seed(&self) -> PathBuf {
         self.auth_dir().join("sys.seed")
     }

@@ -1406,28 +1406,54 @@ fn a_pull_request_plans_against_the_secret_free_state_as_the_root_would() {
     std::fs::write(ci.file("state.json"), &exported).unwrap();
     let state_file = ci.file("state.json");
     let state_arg = state_file.to_str().unwrap();
+    let key = stdout(&root.cotal(&["state", "key"]).assert().success())
+        .trim()
+        .to_string();
     let json = |out: &assert_cmd::assert::Assert| -> serde_json::Value {
         serde_json::from_str(&stdout(out)).unwrap()
     };
     let on_root = json(&root.cotal(&["plan", "--format", "json"]).assert().success());
     let on_ci = json(
-        &ci.cotal(&["plan", "--state", state_arg, "--format", "json"])
-            .assert()
-            .success(),
+        &ci.cotal(&[
+            "plan",
+            "--state",
+            state_arg,
+            "--state-key",
+            &key,
+            "--format",
+            "json",
+        ])
+        .assert()
+        .success(),
     );
     for key in ["pins", "changes", "steps", "summary", "config"] {
         assert_eq!(on_root[key], on_ci[key], "{key}");
     }
-    ci.cotal(&["plan", "--state", state_arg, "--detailed-exitcode"])
-        .assert()
-        .code(2);
+    ci.cotal(&[
+        "plan",
+        "--state",
+        state_arg,
+        "--state-key",
+        &key,
+        "--detailed-exitcode",
+    ])
+    .assert()
+    .code(2);
     insta::assert_snapshot!(
         "a_pull_request_plan_markdown",
         shown(
             &ci,
             "plan --state [ROOT]/state.json --format markdown",
-            &ci.cotal(&["plan", "--state", state_arg, "--format", "markdown"])
-                .assert()
+            &ci.cotal(&[
+                "plan",
+                "--state",
+                state_arg,
+                "--state-key",
+                &key,
+                "--format",
+                "markdown"
+            ])
+            .assert()
         )
     );
     // Saved in CI, shown, then applied on the broker host: its pins are the root's.
@@ -1436,6 +1462,8 @@ fn a_pull_request_plans_against_the_secret_free_state_as_the_root_would() {
         "plan",
         "--state",
         state_arg,
+        "--state-key",
+        &key,
         "--out",
         saved.to_str().unwrap(),
     ])

@@ -78,9 +78,12 @@ impl Broker for Fake {
         _: &SpaceName,
         writer: &str,
         writes: &[cotal::channels::Write],
-    ) -> Result<Vec<(String, Option<u64>)>> {
+    ) -> Result<Vec<cotal::channels::Written>> {
         assert!(writer.contains("BEGIN NATS USER JWT"));
-        Ok(writes.iter().map(|w| (w.key.clone(), Some(1))).collect())
+        Ok(writes
+            .iter()
+            .map(|w| (w.key.clone(), w.value.clone(), Some(1)))
+            .collect())
     }
 }
 

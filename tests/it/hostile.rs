@@ -407,7 +407,7 @@ fn a_hostile_state_file_is_refused_unread_and_never_echoed() {
     let dir = tempfile::tempdir().unwrap();
     let plan = |path: &std::path::Path| {
         let out = root
-            .cotal(&["plan", "--state"])
+            .cotal(&["plan", "--unverified-state", "--state"])
             .arg(path)
             .timeout(std::time::Duration::from_secs(20))
             .assert()
@@ -478,4 +478,192 @@ fn temp_files_a_killed_writer_left_are_removed_by_the_next_writer() {
         fresh.exists(),
         "a temp file younger than a write's lifetime is kept"
     );
+}
+
+/// The state key of `root` (`cotal state key`).
+fn state_key(root: &TestRoot) -> String {
+    stdout(&root.cotal(&["state", "key"]).assert().success())
+        .trim()
+        .to_string()
+}
+
+/// A pull request that drops a space from both `cotal.toml` and `state.json` hides its removal
+/// from a plan that trusts the state: a state not signed by the broker's state key (edited,
+/// unsigned, another root's) is refused, a plan with no key given is refused, and one made with
+/// `--unverified-state` says so on its first line in every format.
+#[test]
+fn a_pull_request_cannot_hide_a_removal_by_editing_the_state() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let root = converged();
+    let key = state_key(&root);
+    assert!(key.starts_with('M') && key.len() == 56, "{key}");
+    assert_eq!(key, state_key(&root), "the key is made once and kept");
+    let seed = root.file(".cotal/auth/state.seed");
+    assert_eq!(
+        std::fs::metadata(&seed).unwrap().permissions().mode() & 0o777,
+        0o600
+    );
+    let signed = std::fs::read_to_string(root.file(".cotal/state.json")).unwrap();
+    let ci = TestRoot::new();
+    // The pull request: `release` dropped from both files.
+    std::fs::write(
+        ci.file("cotal.toml"),
+        "version = 1\n\n[broker]\nport = 4222\n\n[spaces.design]\n",
+    )
+    .unwrap();
+    let mut state: serde_json::Value = serde_json::from_str(&signed).unwrap();
+    state["spaces"].as_object_mut().unwrap().remove("release");
+    let edited = ci.file("edited.json");
+    std::fs::write(&edited, serde_json::to_vec_pretty(&state).unwrap()).unwrap();
+    let genuine = ci.file("state.json");
+    std::fs::write(&genuine, &signed).unwrap();
+    let plan = |file: &std::path::Path, extra: &[&str]| {
+        let mut cmd = ci.cotal(&["plan", "--state"]);
+        cmd.arg(file).args(extra);
+        cmd.assert()
+    };
+
+    // The genuine state, checked: the removal is planned, as on the root.
+    let out = plan(&genuine, &["--state-key", &key, "--detailed-exitcode"]).code(2);
+    assert!(
+        stdout(&out).contains("- \"release\" remove"),
+        "{}",
+        stdout(&out)
+    );
+    // The same key from the environment, as the workflow gives it.
+    ci.cotal(&["plan", "--state"])
+        .arg(&genuine)
+        .env("COTAL_STATE_KEY", &key)
+        .assert()
+        .success();
+
+    // The edited state: refused, naming why, planning nothing.
+    let out = plan(&edited, &["--state-key", &key]).code(3);
+    let e = stderr(&out);
+    assert!(e.contains("changed after cotal signed it"), "{e}");
+    assert!(e.contains("nothing was planned"), "{e}");
+    assert!(stdout(&out).is_empty(), "no plan printed");
+
+    // Unsigned, and signed by another root's key.
+    state = serde_json::from_str(&signed).unwrap();
+    state.as_object_mut().unwrap().remove("signature");
+    std::fs::write(&edited, serde_json::to_vec(&state).unwrap()).unwrap();
+    let e = stderr(&plan(&edited, &["--state-key", &key]).code(3));
+    assert!(e.contains("is not signed"), "{e}");
+    let other = TestRoot::init();
+    let other_key = state_key(&other);
+    let e = stderr(&plan(&genuine, &["--state-key", &other_key]).code(3));
+    assert!(
+        e.contains(&format!(
+            "signed by the state key {key}, not by {other_key}"
+        )),
+        "{e}"
+    );
+    // A key that is not a state key, and no key at all.
+    let operator = cotal::testing::fixed_operator().public_key();
+    let e = stderr(&plan(&genuine, &["--state-key", &operator]).code(1));
+    assert!(e.contains("is not a public state key"), "{e}");
+    let e = stderr(&plan(&genuine, &[]).code(1));
+    assert!(e.contains("no state key was given"), "{e}");
+    assert!(e.contains("--unverified-state"), "{e}");
+
+    // Unverified on request: the first line of every format says so.
+    for format in ["text", "markdown", "json"] {
+        let out = plan(&edited, &["--unverified-state", "--format", format]).success();
+        let text = stdout(&out);
+        let first = text
+            .lines()
+            .find(|l| !l.trim().is_empty() && l.trim() != "{")
+            .unwrap();
+        assert!(
+            first.contains("signature was not checked"),
+            "{format}: {text}"
+        );
+    }
+}
+
+/// The example workflow's script plans a pull request against the state the base branch holds,
+/// never the one the pull request brings, and puts a loud note on a pull request that changes
+/// it: the removal the pull request tried to hide is in the comment.
+#[test]
+fn the_workflow_plans_against_the_base_branchs_state_and_flags_a_changed_one() {
+    let root = converged();
+    let key = state_key(&root);
+    let repo = tempfile::tempdir().unwrap();
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .args([
+                "-c",
+                "user.name=t",
+                "-c",
+                "user.email=t@t",
+                "-c",
+                "init.defaultBranch=main",
+            ])
+            .args(args)
+            .current_dir(repo.path())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "git {args:?}: {out:?}");
+    };
+    let write = |rel: &str, bytes: &[u8]| std::fs::write(repo.path().join(rel), bytes).unwrap();
+    git(&["init", "-q"]);
+    write(
+        "cotal.toml",
+        &std::fs::read(root.file("cotal.toml")).unwrap(),
+    );
+    let signed = std::fs::read(root.file(".cotal/state.json")).unwrap();
+    write("state.json", &signed);
+    git(&["add", "."]);
+    git(&["commit", "-q", "-m", "base"]);
+    git(&["checkout", "-q", "-b", "pr"]);
+    write(
+        "cotal.toml",
+        b"version = 1\n\n[broker]\nport = 4222\n\n[spaces.design]\n",
+    );
+    let mut state: serde_json::Value = serde_json::from_slice(&signed).unwrap();
+    state["spaces"].as_object_mut().unwrap().remove("release");
+    write("state.json", &serde_json::to_vec_pretty(&state).unwrap());
+    git(&["commit", "-q", "-am", "drop release quietly"]);
+
+    let script = std::fs::canonicalize("examples/ci/plan-pull-request.sh").unwrap();
+    let bin = assert_cmd::cargo::cargo_bin("cotal");
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let run = || {
+        std::process::Command::new("sh")
+            .arg(&script)
+            .arg("main")
+            .current_dir(repo.path())
+            .env("PATH", &path)
+            .env("COTAL_STATE_KEY", &key)
+            .env_remove("COTAL_ROOT")
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    };
+    let out = run();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let comment = std::fs::read_to_string(repo.path().join("plan.md")).unwrap();
+    assert!(
+        comment.starts_with("> [!CAUTION]") && comment.contains("changes `state.json`"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("release") && comment.contains("1 to remove"),
+        "the hidden removal is shown: {comment}"
+    );
+    assert!(repo.path().join("plan.json").exists(), "the saved plan");
+
+    // A pull request that leaves the state alone gets no note.
+    git(&["checkout", "-q", "main", "--", "state.json"]);
+    git(&["commit", "-q", "-m", "keep the state"]);
+    let out = run();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let comment = std::fs::read_to_string(repo.path().join("plan.md")).unwrap();
+    assert!(!comment.contains("CAUTION"), "{comment}");
+    assert!(comment.contains("1 to remove"), "{comment}");
 }

@@ -1,6 +1,6 @@
 //! Channels declared in cotal.toml against a real broker, read back by a foreign client
 //! through the space's registry bucket: the exact wire JSON, changes without a reload, drift
-//! restored, a concurrent edit refused as stale, undeclared channels kept or pruned, the legacy
+//! restored, a concurrent edit rebased (a tenant that keeps racing fails only its space), undeclared channels kept or pruned, the legacy
 //! default key repaired.
 
 use super::{Broker, Client};
@@ -189,8 +189,12 @@ fn declared_channels_reach_the_registry_exactly_and_are_kept_there_without_a_rel
     assert!(audit.contains("space.channels_written"), "{audit}");
 }
 
+/// A client writes a channel between the plan and the write: the write is rebased on what the
+/// client wrote (its own fields kept, the declared ones set) and the apply succeeds. A tenant
+/// that keeps racing every write (injected: a write of the key before each compare-and-set,
+/// through the real broker) fails its own space after a bounded number of tries, and only it.
 #[test]
-fn a_concurrent_edit_between_plan_and_write_refuses_as_stale() {
+fn a_concurrent_edit_is_rebased_and_a_tenant_that_keeps_racing_fails_only_its_space() {
     let b = Broker::start(DECLARED);
     let client = b.client("design").unwrap();
     b.root.apply().success();
@@ -205,22 +209,57 @@ fn a_concurrent_edit_between_plan_and_write_refuses_as_stale() {
         &b,
         &client,
         "general",
-        r#"{"deliveryClass":"live","description":"mine"}"#,
+        r#"{"deliveryClass":"live","description":"mine","replay":"x"}"#,
     );
-    // The conflict is this space's alone: reported for it (partly applied), nothing else
-    // stops, and the next plan reads the registry again.
     let (code, err) = paused.resume();
-    assert_eq!(code, Some(8), "partly applied: {err}");
-    assert!(err.contains("channel \"general\""), "{err}");
-    assert!(
-        err.contains("changed in the registry since the plan"),
-        "{err}"
-    );
+    assert_eq!(code, Some(0), "rebased, not a conflict: {err}");
+    let value: serde_json::Value =
+        serde_json::from_str(&read(&b, &client, "general").unwrap()).unwrap();
     assert_eq!(
-        read(&b, &client, "general").as_deref(),
-        Some(r#"{"deliveryClass":"live","description":"mine"}"#),
-        "the client's write was not overwritten"
+        value,
+        serde_json::json!({"deliveryClass":"live","description":"Everyone","replay":"x"}),
+        "the declared fields set, the client's own kept"
     );
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+
+    // A tenant that races every write of `general`: design is reported, release is written.
+    let racing = DECLARED
+        .replace(
+            "description = \"Everyone in the design space\"",
+            "description = \"Everyone, again\"",
+        )
+        .replace(
+            "[spaces.release]\n",
+            "[spaces.release]\n[spaces.release.channels.ops]\ndelivery_class = \"live\"\n",
+        );
+    b.desire(&racing);
+    let out = b
+        .root
+        .cotal(&["apply", "--auto-approve"])
+        .env("COTAL_FAULT", "race-registry:design")
+        .assert()
+        .code(8);
+    let said = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        said.contains("channel \"general\" of space \"design\" kept changing")
+            && said.contains(&format!(
+                "tried {} times",
+                cotal::channels::CONFLICT_RETRIES + 1
+            )),
+        "{said}"
+    );
+    let left = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        left.contains("design") && !left.contains("release"),
+        "only design is left: {left}"
+    );
+    b.root.apply().success();
+    let value: serde_json::Value =
+        serde_json::from_str(&read(&b, &client, "general").unwrap()).unwrap();
+    assert_eq!(value["description"], "Everyone, again");
 }
 
 #[test]

@@ -333,6 +333,127 @@ fn a_node_down_stops_apply_unless_degraded_and_up_brings_it_back() {
         .code(0);
 }
 
+/// The crash matrix on a cluster, with a node dying too: a removal interrupted at each of its
+/// points (cotal SIGKILLed there) while node 3 is SIGKILLed at the same moment leaves a root
+/// the commands the messages name recover, never a deadlock: `up` starts node 3 without
+/// touching the journal (a promotion under way included), `apply` finishes the removal, and
+/// the next plan is empty.
+#[test]
+fn a_node_killed_during_a_removal_at_any_point_is_recovered_by_up_then_apply() {
+    let points = [
+        "after-removal-committed",
+        "after-streams-deleted",
+        "after-config-promoted",
+        "after-reload",
+        "mid-reap",
+    ];
+    let removed: Vec<String> = (0..points.len()).map(|i| format!("r{i}")).collect();
+    let declared = |from: usize| {
+        let mut text = "[spaces.design]\n".to_string();
+        for name in &removed[from..] {
+            text.push_str(&format!("[spaces.{name}]\n"));
+        }
+        text
+    };
+    let b = Broker::start_cluster(&declared(0));
+    for (i, point) in points.iter().enumerate() {
+        b.desire(&declared(i + 1));
+        let paused = crate::support::Paused::at(
+            &b.root,
+            &["apply", "--auto-approve", "--allow-destroy"],
+            point,
+        );
+        kill_node_3(&b);
+        nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(paused.pid() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let (code, err) = paused.resume();
+        assert_eq!(code, None, "cotal was killed at {point}: {err}");
+        assert!(
+            b.root.file(".cotal/maintenance/journal.json").exists(),
+            "{point}: the journal is open"
+        );
+        let up = b.root.cotal(&["up"]).assert().success();
+        let said = stdout(&up);
+        assert!(
+            said.contains("node n3 started")
+                && said.contains("An interrupted apply's journal is open"),
+            "{point}: {said}{}",
+            stderr(&up)
+        );
+        let out = b.root.apply().success();
+        assert!(
+            !b.root.file(".cotal/maintenance/journal.json").exists(),
+            "{point}: the journal is closed: {}",
+            stdout(&out)
+        );
+        assert!(
+            !b.root.account_record(&removed[i]).exists(),
+            "{point}: {} is removed",
+            removed[i]
+        );
+        b.root
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(0);
+        let status = b.status();
+        for n in status["nodes"].as_array().unwrap() {
+            assert_eq!(
+                n["config_current"], true,
+                "{point}: every node runs the promoted config: {n}"
+            );
+        }
+    }
+}
+
+/// A node that stalls (SIGSTOP) while an apply reloads it makes the apply roll back on every
+/// node (exit 7); once it resumes, `status` shows it on the promoted config (`config_current`,
+/// through VARZ) with no manual step, and the next `apply` applies the change on every node.
+#[test]
+fn a_node_that_stalled_during_a_rolled_back_apply_is_brought_to_the_promoted_config() {
+    let b = Broker::start_cluster("[spaces.design]\n");
+    b.desire(TWO);
+    let paused = crate::support::Paused::at(&b.root, &["apply", "--auto-approve"], "before-reload");
+    let pid = nix::unistd::Pid::from_raw(
+        std::fs::read_to_string(b.root.file(".cotal/node.n3/nats.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap(),
+    );
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let (code, err) = paused.resume();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    assert_eq!(code, Some(7), "rolled back: {err}");
+    // Resumed, the node runs the promoted config, as `status` shows: the reloads it received
+    // while stalled (the apply's, then the rollback's) read the config file the rollback
+    // restored. A bounded wait for it to answer, not a sleep.
+    eventually(
+        "node 3 answers on the promoted config",
+        Duration::from_secs(30),
+        || {
+            let status = b.status();
+            let n3 = &status["nodes"][2];
+            if n3["state"] == "running" && n3["config_current"] == true {
+                Ok(())
+            } else {
+                Err(n3.to_string())
+            }
+        },
+    );
+    b.root.apply().success();
+    let status = b.status();
+    for n in status["nodes"].as_array().unwrap() {
+        assert_eq!(n["config_current"], true, "{n}");
+    }
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
 /// Stop node 3 by its pid (cotal's own records say which process it is), as a machine that
 /// died would: SIGKILL, then a bounded wait until the process is gone.
 fn kill_node_3(b: &Broker) {

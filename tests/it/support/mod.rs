@@ -40,6 +40,7 @@ impl TestRoot {
         let mut cmd = Command::cargo_bin("cotal").expect("binary");
         cmd.arg("--root").arg(self.path()).args(args);
         cmd.env_remove("COTAL_ROOT")
+            .env_remove("COTAL_STATE_KEY")
             .env("NO_COLOR", "1")
             .write_stdin("");
         cmd

@@ -1,0 +1,154 @@
+//! The state's signature: what lets `cotal plan --state` in a pull request's CI trust a
+//! `state.json` it did not make. The root holds a state key (`.cotal/auth/state.seed`, an
+//! ed25519 nkey of the module type, public key `M…`; see [`crate::store::state_key`]), used for
+//! nothing else: not the operator's identity, so a leaked state key signs no account. Every
+//! state cotal writes carries `signature = {key, sig}`; `plan --state` checks it against a
+//! public key given outside the pull request (`--state-key`, `COTAL_STATE_KEY`).
+//!
+//! What is signed: the state's compact JSON with `signature` absent, as this cotal serializes
+//! [`State`] (fields in declaration order, maps sorted), so a state that was parsed and
+//! serialized again signs the same bytes, and any edit of a field (a space dropped, a JWT
+//! swapped) breaks the signature.
+//!
+//! Invariants: pure (no IO); [`verify`] accepts only a signature by exactly the trusted key over
+//! exactly the state's content; a seed never enters a [`Signature`].
+
+use crate::state::State;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
+
+/// The kind of nkey a state key is (public keys start with `M`).
+pub const KEY_TYPE: nkeys::KeyPairType = nkeys::KeyPairType::Module;
+
+/// A state's signature: the signing key's public key and the base64url signature.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Signature {
+    pub key: String,
+    pub sig: String,
+}
+
+/// Why a state is not trusted. The messages name keys (public) and never a value of the state.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unverified {
+    #[error(
+        "the state is not signed (a state exported before states were signed, or with its signature removed)"
+    )]
+    Unsigned,
+    #[error("the state is signed by the state key {signed_by}, not by {trusted}, the key given")]
+    OtherKey { signed_by: String, trusted: String },
+    #[error(
+        "the state's signature does not match its content: it was changed after cotal signed it"
+    )]
+    Tampered,
+}
+
+/// The bytes a signature covers: `state` without its signature, compact.
+fn signed_bytes(state: &State) -> Vec<u8> {
+    let unsigned = State {
+        signature: None,
+        ..state.clone()
+    };
+    serde_json::to_vec(&unsigned).expect("the state serializes")
+}
+
+/// Sign `state` with `key` (replacing any signature it had).
+pub fn sign(state: &mut State, key: &nkeys::KeyPair) {
+    let sig = key
+        .sign(&signed_bytes(state))
+        .expect("a key pair made from a seed signs");
+    state.signature = Some(Signature {
+        key: key.public_key(),
+        sig: URL_SAFE_NO_PAD.encode(sig),
+    });
+}
+
+/// Check that `state` was signed by `trusted` (a public state key) and not changed since.
+pub fn verify(state: &State, trusted: &str) -> Result<(), Unverified> {
+    let Some(signature) = &state.signature else {
+        return Err(Unverified::Unsigned);
+    };
+    if signature.key != trusted {
+        return Err(Unverified::OtherKey {
+            signed_by: signature.key.clone(),
+            trusted: trusted.to_string(),
+        });
+    }
+    let key = nkeys::KeyPair::from_public_key(trusted).map_err(|_| Unverified::Tampered)?;
+    let sig = URL_SAFE_NO_PAD
+        .decode(&signature.sig)
+        .map_err(|_| Unverified::Tampered)?;
+    key.verify(&signed_bytes(state), &sig)
+        .map_err(|_| Unverified::Tampered)
+}
+
+/// Whether `text` is a public state key (an nkey of [`KEY_TYPE`] with a valid checksum).
+pub fn is_public_key(text: &str) -> bool {
+    nkeys::KeyPair::from_public_key(text).is_ok_and(|k| k.key_pair_type() == KEY_TYPE)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state() -> State {
+        serde_json::from_value(serde_json::json!({
+            "format_version": 1,
+            "exported_at": "2026-12-02T00:00:00Z",
+            "broker": {
+                "operator": "O", "operator_jwt": "j", "system_account": "A", "system_jwt": "j",
+                "system_keys": "none", "listener": {"host": "127.0.0.1", "port": 4222},
+                "store_dir": "/s", "running": false,
+                "capacity": {
+                    "file": {"size": 1, "source": "configured"},
+                    "memory": {"size": 1, "source": "configured"}
+                }
+            },
+            "spaces": {}
+        }))
+        .expect("a minimal state parses")
+    }
+
+    #[test]
+    fn a_signed_state_verifies_against_its_key_only_and_survives_a_round_trip() {
+        let key = nkeys::KeyPair::new(KEY_TYPE);
+        let mut s = state();
+        sign(&mut s, &key);
+        assert!(is_public_key(&key.public_key()));
+        verify(&s, &key.public_key()).expect("verifies against its own key");
+        // Parsed again from its pretty JSON (what a file holds), it still verifies.
+        let again: State = serde_json::from_slice(&serde_json::to_vec_pretty(&s).unwrap()).unwrap();
+        verify(&again, &key.public_key()).expect("a round trip keeps the signature valid");
+        let other = nkeys::KeyPair::new(KEY_TYPE).public_key();
+        assert!(matches!(
+            verify(&s, &other),
+            Err(Unverified::OtherKey { .. })
+        ));
+    }
+
+    #[test]
+    fn an_edited_or_unsigned_state_is_refused() {
+        let key = nkeys::KeyPair::new(KEY_TYPE);
+        let mut s = state();
+        sign(&mut s, &key);
+        let mut edited = s.clone();
+        edited.broker.running = true;
+        assert_eq!(
+            verify(&edited, &key.public_key()),
+            Err(Unverified::Tampered)
+        );
+        // A signature copied onto another state by the same key does not carry over either.
+        let mut resigned = state();
+        resigned.exported_at = "2026-12-03T00:00:00Z".into();
+        resigned.signature = s.signature.clone();
+        assert_eq!(
+            verify(&resigned, &key.public_key()),
+            Err(Unverified::Tampered)
+        );
+        s.signature = None;
+        assert_eq!(verify(&s, &key.public_key()), Err(Unverified::Unsigned));
+        assert!(!is_public_key("OABC"));
+        assert!(!is_public_key(&nkeys::KeyPair::new_account().public_key()));
+    }
+}
