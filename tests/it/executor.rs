@@ -21,6 +21,10 @@ struct Fake {
     verified: Vec<(String, bool)>,
     /// (space, loaded) of every check through the system account.
     loaded: Vec<(String, bool)>,
+    /// Spaces whose provisioning the broker refuses (`*`: every space's).
+    provision_fails: Vec<String>,
+    /// Spaces whose provisioning was asked, in order.
+    provisioned: Vec<String>,
 }
 
 impl Broker for Fake {
@@ -69,8 +73,18 @@ impl Broker for Fake {
             Ok(())
         }
     }
-    fn provision(&mut self, _: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
+    fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
         assert!(provisioner.contains("BEGIN NATS USER JWT"));
+        self.provisioned.push(space.to_string());
+        if self
+            .provision_fails
+            .iter()
+            .any(|f| f == "*" || f == space.as_str())
+        {
+            return Err(
+                cotal::error::BrokerError::api("stream create", "insufficient resources").into(),
+            );
+        }
         Ok(vec!["created".into()])
     }
     fn write_channels(
@@ -88,9 +102,36 @@ impl Broker for Fake {
 }
 
 fn apply_with(root: &TestRoot, broker: &mut Fake, before_execute: impl FnOnce()) -> Result<()> {
+    apply_outcome(root, broker, before_execute).map(|_| ())
+}
+
+/// [`apply_outcome`] planned as with the broker running (the fake is), so the plan
+/// provisions what it adds.
+fn apply_running(root: &TestRoot, broker: &mut Fake) -> Result<apply::Outcome> {
+    RUNNING.with(|r| r.set(true));
+    let result = apply_outcome(root, broker, || {});
+    RUNNING.with(|r| r.set(false));
+    result
+}
+
+thread_local! {
+    /// Whether [`apply_outcome`] observes the broker as running.
+    static RUNNING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+fn apply_outcome(
+    root: &TestRoot,
+    broker: &mut Fake,
+    before_execute: impl FnOnce(),
+) -> Result<apply::Outcome> {
     let r = cotal::store::Root::at(root.path()).unwrap();
     let (desired, digest) = observe::desired(&r).unwrap();
-    let observed = observe::observe(&r, &desired, digest).unwrap();
+    let mut observed = observe::observe(&r, &desired, digest).unwrap();
+    if RUNNING.with(|r| r.get()) {
+        for n in &mut observed.nodes {
+            n.process = cotal::observed::BrokerProcess::Answering;
+        }
+    }
     let plan = plan::compute(&desired, &observed, &Default::default()).unwrap();
     before_execute();
     let lock = cotal::store::lock::acquire(
@@ -116,7 +157,7 @@ fn apply_with(root: &TestRoot, broker: &mut Fake, before_execute: impl FnOnce())
         lock: &lock,
         progress: &cotal::apply::Silent,
     };
-    apply::execute(&ctx, &plan, broker).map(|_| ())
+    apply::execute(&ctx, &plan, broker)
 }
 
 #[test]
@@ -222,4 +263,57 @@ fn a_generation_moved_by_another_writer_refuses_the_promotion() {
         conf
     );
     assert!(!root.file(".cotal/auth/server.conf.next").exists());
+}
+
+/// One space's provisioning that the broker refuses is that space's alone: every other space
+/// is provisioned, and the outcome names the one that failed (exit 8 at the command line).
+#[test]
+fn a_space_whose_provisioning_fails_is_reported_and_the_others_are_provisioned() {
+    let root = TestRoot::init();
+    root.desire("[spaces.keep]\n");
+    root.apply().success();
+    root.desire("[spaces.keep]\n\n[spaces.a]\n\n[spaces.bad]\n\n[spaces.c]\n");
+    let mut fake = Fake {
+        provision_fails: vec!["bad".into()],
+        ..Fake::default()
+    };
+    let outcome = apply_running(&root, &mut fake).unwrap();
+    let failed: Vec<&str> = outcome.failed.iter().map(|f| f.space.as_str()).collect();
+    assert_eq!(failed, ["bad"]);
+    assert!(outcome.failed[0].reason.contains("insufficient resources"));
+    let mut provisioned = fake.provisioned.clone();
+    provisioned.sort();
+    assert_eq!(provisioned, ["a", "bad", "c"]);
+    assert_eq!(root.generation(), 2, "the promotion stands");
+}
+
+/// When every space's provisioning fails, the broker itself is failing them: after 8 in a
+/// row the next failure stops the apply as any failed apply does, instead of failing every
+/// remaining space one by one.
+#[test]
+fn after_eight_spaces_fail_in_a_row_the_next_failure_stops_the_apply() {
+    let root = TestRoot::init();
+    root.desire("[spaces.keep]\n");
+    root.apply().success();
+    let mut text = "[spaces.keep]\n".to_string();
+    for i in 0..12 {
+        text.push_str(&format!("\n[spaces.s{i:02}]\n"));
+    }
+    root.desire(&text);
+    let mut fake = Fake {
+        provision_fails: vec!["*".into()],
+        ..Fake::default()
+    };
+    let err = apply_running(&root, &mut fake).unwrap_err();
+    assert!(err.to_string().contains("insufficient resources"), "{err}");
+    assert_ne!(
+        err.exit_code(),
+        cotal::error::exit::PARTLY_APPLIED,
+        "not one space's: {err}"
+    );
+    assert!(
+        fake.provisioned.len() >= 9,
+        "the ninth failure in a row is the one that stops: {:?}",
+        fake.provisioned
+    );
 }
