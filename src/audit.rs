@@ -19,6 +19,9 @@ pub enum Event {
     ApplyFailed,
     #[serde(rename = "apply.rolled_back")]
     ApplyRolledBack,
+    /// SIGINT or SIGTERM stopped an apply at a step boundary.
+    #[serde(rename = "apply.interrupted")]
+    ApplyInterrupted,
     #[serde(rename = "space.provisioning")]
     SpaceProvisioning,
     #[serde(rename = "space.added")]

@@ -19,6 +19,12 @@ pub mod exit {
     /// Some spaces' steps failed after the promotion, every other step was done: the next
     /// apply plans what is left.
     pub const PARTLY_APPLIED: i32 = 8;
+    /// The command line itself is wrong (an unknown flag, a missing argument): nothing ran.
+    /// `sysexits.h`'s EX_USAGE, never 2, which `plan --detailed-exitcode` means "changes".
+    pub const USAGE: i32 = 64;
+    /// An apply stopped by SIGINT or SIGTERM at a step boundary (128 + SIGINT, the shell's
+    /// code for Ctrl-C): what was done is said, and the next `cotal apply` finishes it.
+    pub const STOPPED: i32 = 130;
 }
 
 /// Everything a cotal verb can fail with: its kind (which decides the exit code, in
@@ -70,6 +76,10 @@ pub enum Error {
     #[error("reload not confirmed, rolled back: {0}")]
     RolledBack(Box<Diagnostic>),
 
+    /// SIGINT or SIGTERM stopped an apply at a step boundary.
+    #[error("{0}")]
+    Stopped(Box<Diagnostic>),
+
     /// A failure at the broker edge, by kind (reaching it, a request, an API error, a reply,
     /// its process, the edge's own machinery).
     #[error("{0}")]
@@ -106,6 +116,9 @@ impl Error {
     pub fn rolled_back(d: impl Into<Diagnostic>) -> Self {
         Error::RolledBack(Box::new(d.into()))
     }
+    pub fn stopped(d: impl Into<Diagnostic>) -> Self {
+        Error::Stopped(Box::new(d.into()))
+    }
     pub fn other(d: impl Into<Diagnostic>) -> Self {
         Error::Other(Box::new(d.into()))
     }
@@ -132,6 +145,7 @@ impl Error {
             | Error::Conflict(d)
             | Error::Interrupted(d)
             | Error::RolledBack(d)
+            | Error::Stopped(d)
             | Error::Other(d) => Some(d.as_ref()),
         }
     }
@@ -146,6 +160,7 @@ impl Error {
             Error::StalePlan(_) | Error::Conflict(_) => exit::STALE_PLAN,
             Error::Interrupted(_) => exit::INTERRUPTED,
             Error::RolledBack(_) => exit::ROLLED_BACK,
+            Error::Stopped(_) => exit::STOPPED,
         }
     }
 
@@ -302,6 +317,7 @@ mod tests {
             (Error::conflict(d()), exit::STALE_PLAN),
             (Error::interrupted(d()), exit::INTERRUPTED),
             (Error::rolled_back(d()), exit::ROLLED_BACK),
+            (Error::stopped(d()), exit::STOPPED),
             (Error::other(d()), exit::ERROR),
             (BrokerError::connect("c", "refused").into(), exit::ERROR),
         ] {

@@ -40,6 +40,7 @@
 //! | [`state_signature`] | the state's signature: sign with the root's state key, verify against the key given from outside the pull request | pure |
 //! | [`error`] | the error kinds and their exit codes | pure |
 //! | [`diagnostic`] | a refusal or error as data: what, tenants, blast radius, next steps | pure |
+//! | [`interrupt`] | SIGINT and SIGTERM during an apply: stop at the next step boundary, a second at once | edge |
 //! | [`fault`] | named crash and pause points (fault-injection builds) | edge |
 //! | `testing` | fixtures shared by the unit and the integration tests (hidden, not an API) | tests |
 //!
@@ -64,6 +65,7 @@ pub mod edit;
 pub mod error;
 pub mod fault;
 pub mod include;
+pub mod interrupt;
 pub mod jwt;
 pub mod lifecycle;
 pub mod mint;

@@ -49,11 +49,57 @@ pub fn desired_for_reading(root: &Root) -> Result<(Desired, String, Option<Strin
 }
 
 /// Parse a `cotal.toml` text (the file's, or an edit of it); returns the desired state and the
-/// sha256 of the text.
+/// digest of what it says ([`desired_digest`]).
 pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
     let path = root.desired_file();
     let desired = desired::parse(text, &path.display().to_string()).map_err(Error::input)?;
-    Ok((desired, digest::sha256(text.as_bytes())))
+    Ok((desired, desired_digest(text)))
+}
+
+/// The digest a plan pins `cotal.toml` by: the sha256 of its values in a canonical form (keys
+/// sorted, comments, whitespace, quoting and table layout left out), so an edit of a comment or
+/// of the layout leaves a saved plan valid and any change of a value makes it stale.
+pub fn desired_digest(text: &str) -> String {
+    fn canonical(v: &toml::Value, out: &mut String) {
+        match v {
+            toml::Value::Table(t) => {
+                let mut keys: Vec<&String> = t.keys().collect();
+                keys.sort();
+                out.push('{');
+                for k in keys {
+                    out.push_str(&serde_json::to_string(k).expect("a key serializes"));
+                    out.push(':');
+                    canonical(&t[k.as_str()], out);
+                    out.push(',');
+                }
+                out.push('}');
+            }
+            toml::Value::Array(a) => {
+                out.push('[');
+                for item in a {
+                    canonical(item, out);
+                    out.push(',');
+                }
+                out.push(']');
+            }
+            toml::Value::String(s) => {
+                out.push_str(&serde_json::to_string(s).expect("a string serializes"))
+            }
+            toml::Value::Integer(i) => out.push_str(&format!("i{i}")),
+            toml::Value::Float(f) => out.push_str(&format!("f{f:?}")),
+            toml::Value::Boolean(b) => out.push_str(&format!("b{b}")),
+            toml::Value::Datetime(d) => out.push_str(&format!("d{d}")),
+        }
+    }
+    match toml::from_str::<toml::Value>(text) {
+        Ok(value) => {
+            let mut out = String::new();
+            canonical(&value, &mut out);
+            digest::sha256(out.as_bytes())
+        }
+        // Text that does not parse is never planned from; its bytes stand for it.
+        Err(_) => digest::sha256(text.as_bytes()),
+    }
 }
 
 /// Observe the root.
@@ -812,4 +858,22 @@ pub fn broker_process(
         Liveness::Stopped { .. } => BrokerProcess::Stopped,
         Liveness::Unknown { seen } => BrokerProcess::Unknown { seen },
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::desired_digest;
+
+    #[test]
+    fn the_desired_digest_ignores_comments_and_layout_but_not_values() {
+        let base = "version = 1\n\n[broker]\nport = 4222\n\n[spaces.design]\nprotect = true\n";
+        let commented = "# the broker\nversion = 1\n[broker]\nport = 4222 # the client port\n\n\n[spaces.design] # design\nprotect   =   true\n";
+        let inline = "version = 1\nbroker = { port = 4222 }\nspaces.design.protect = true\n";
+        assert_eq!(desired_digest(base), desired_digest(commented));
+        assert_eq!(desired_digest(base), desired_digest(inline));
+        let changed = base.replace("4222", "4223");
+        assert_ne!(desired_digest(base), desired_digest(&changed));
+        let typed = base.replace("port = 4222", "port = \"4222\"");
+        assert_ne!(desired_digest(base), desired_digest(&typed));
+    }
 }

@@ -193,10 +193,10 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
         // The root may be another cotal's now: not even the audit is written.
         Err(e @ Error::LockLost(_)) => Err(e),
         Err(e) => {
-            let event = if matches!(e, Error::RolledBack(_)) {
-                Event::ApplyRolledBack
-            } else {
-                Event::ApplyFailed
+            let event = match e {
+                Error::RolledBack(_) => Event::ApplyRolledBack,
+                Error::Stopped(_) => Event::ApplyInterrupted,
+                _ => Event::ApplyFailed,
             };
             // Best effort: the failure itself may be the audit log.
             let _ = audit.write(event, None, None, &first_line(&e.to_string()), None);
@@ -265,6 +265,21 @@ fn run(
     // Ends any deferral however this function returns.
     let _flush = FlushOnDrop;
     for (index, step) in plan.steps.iter().enumerate() {
+        // SIGINT or SIGTERM: stop here, between two steps, as a failure of this one would.
+        if crate::interrupt::requested() {
+            let e = Error::stopped(
+                Diagnostic::new(format!(
+                    "apply stopped by a signal after {index} of {} steps; `{}` and the steps after it were not run.",
+                    plan.steps.len(),
+                    step.title()
+                ))
+                .next("run `cotal apply` to finish: it plans what is left"),
+            );
+            let _ = crate::store::atomic::set_deferred(false);
+            return Err(step_failed(
+                ctx.root, e, outcome, &mut state, committed, step,
+            ));
+        }
         ctx.progress.step(index, plan.steps.len(), step);
         // Runs of steps that only write local records (a bulk add) defer their syncs; any other
         // step first makes them all durable at once. The promotion is never deferred, so every
@@ -540,6 +555,12 @@ fn run_step(
 fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
     if matches!(e, Error::LockLost(_)) {
         return e;
+    }
+    if committed && matches!(e, Error::Stopped(_)) {
+        return annotate(
+            e,
+            "the journal stays open: every removal it names is committed, and `cotal apply` finishes it",
+        );
     }
     if committed {
         Error::interrupted(

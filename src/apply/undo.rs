@@ -88,6 +88,7 @@ pub fn annotate(e: Error, note: &str) -> Error {
         Error::Refused(m) => Error::refused(with(*m)),
         Error::Other(m) => Error::other(with(*m)),
         Error::Interrupted(m) => Error::interrupted(with(*m)),
+        Error::Stopped(m) => Error::stopped(with(*m)),
         Error::Conflict(m) => Error::conflict(with(*m)),
         Error::Input(m) => Error::input(with(*m)),
         Error::Io { path, source } => {

@@ -15,6 +15,8 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plan saved by `cotal plan --out FILE`: apply exactly it, refusing when it is stale.
+    /// The saved plan is the approval: nothing is asked, and a removal it holds needs no
+    /// --allow-destroy.
     pub plan_file: Option<PathBuf>,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
@@ -59,6 +61,9 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
 pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Request) -> Result<i32> {
     // The time an apply reports is the whole of it: lock, observe, plan, confirm, execute.
     let progress = super::progress::Bar::new();
+    // A saved plan is the approval (as in Terraform): it was reviewed with its blast radius,
+    // and its pins refuse it when anything it was made from moved, so it is not asked again.
+    let approved = req.saved.is_some();
     let mut prepared = op::prepare(
         root,
         Request {
@@ -76,7 +81,15 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     prepared.announce()?;
     print!("{shown}");
     let running = prepared.connect()?;
-    confirm(&prepared.plan, confirm_args)?;
+    if approved {
+        if confirm_args.format == Format::Text {
+            println!("\nApplying the saved plan: it is the approval, so nothing is asked.");
+        }
+    } else {
+        confirm(&prepared.plan, confirm_args)?;
+    }
+    // From here a Ctrl-C stops at the next step boundary (a second one at once).
+    crate::interrupt::watch()?;
     let summary = prepared.plan.summary;
     let applied = prepared.execute(running, &progress)?;
 

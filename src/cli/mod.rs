@@ -17,6 +17,7 @@ mod rotate_cmd;
 mod space_cmd;
 mod state_cmd;
 mod status_cmd;
+mod validate_cmd;
 
 use crate::diagnostic::Diagnostic;
 use crate::error::Result;
@@ -83,6 +84,9 @@ pub enum Command {
     Show(plan_cmd::ShowArgs),
     /// Read the lifecycle audit.
     Audit(audit_cmd::Args),
+    /// Check cotal.toml (schema, names, limits, topology, channels, the files it names) with
+    /// no root, no seed and no broker; exit 0 or 1. A pre-commit hook.
+    Validate(validate_cmd::Args),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -93,7 +97,19 @@ pub enum Command {
 /// Run the CLI; returns the process exit code.
 pub fn main() -> i32 {
     output::quiet_on_broken_pipe();
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and the version print on stdout and exit 0; any other parse error is a usage
+        // error, with clap's message, and its own exit code.
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                crate::error::exit::USAGE
+            } else {
+                crate::error::exit::OK
+            };
+        }
+    };
     output::init_logging(cli.verbose);
     let colour = output::colour_enabled(cli.color);
     match run(cli, colour) {
@@ -124,6 +140,7 @@ fn run(cli: Cli, colour: bool) -> Result<i32> {
         Command::State(command) => state_cmd::run(&global, command),
         Command::Show(args) => plan_cmd::show(&global, args),
         Command::Audit(args) => audit_cmd::run(&global, args),
+        Command::Validate(args) => validate_cmd::run(&global, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "cotal", &mut std::io::stdout());

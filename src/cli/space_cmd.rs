@@ -4,6 +4,7 @@
 
 use super::Global;
 use super::apply_cmd::{self, ConfirmArgs};
+use crate::diagnostic::Diagnostic;
 use crate::edit;
 use crate::error::{Error, Result};
 use crate::model::{SpaceName, SpaceState};
@@ -137,8 +138,22 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
         }
         Command::Rm { name, confirm } => {
             let name = space(&name)?;
+            // A name in neither cotal.toml nor the root is a mistake (a typo), never "no
+            // changes"; one recorded in the root but already gone from the file is the removal
+            // this verb finishes.
+            let recorded = std::fs::symlink_metadata(root.account_record(&name)).is_ok();
             let edit_fn = |text: &str| -> Result<String> {
-                Ok(edit::remove_space(text, &name).map_err(Error::input)?.0)
+                let (edited, found) = edit::remove_space(text, &name).map_err(Error::input)?;
+                if !found && !recorded {
+                    return Err(Error::input(
+                        Diagnostic::new(format!(
+                            "there is no space {} in cotal.toml or in this root; nothing was changed.",
+                            name.quoted()
+                        ))
+                        .next("`cotal space list` lists the spaces"),
+                    ));
+                }
+                Ok(edited)
             };
             apply_cmd::flow(
                 global,
@@ -220,11 +235,10 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
             print!("{}", table(&listed.rows, listed.desired_error.is_some()))
         }
     }
-    Ok(if listed.problems.is_empty() {
-        crate::error::exit::OK
-    } else {
-        crate::error::exit::REFUSED
-    })
+    Ok(super::status_cmd::reader_exit(
+        !listed.problems.is_empty(),
+        listed.desired_error.is_some(),
+    ))
 }
 
 /// The text table: each column as wide as its widest cell.

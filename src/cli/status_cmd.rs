@@ -41,11 +41,23 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         StatusFormat::Text => print!("{}", text(&status, &observed)),
         StatusFormat::Prometheus => print!("{}", prometheus(&status)),
     }
-    Ok(if status.problems.is_empty() {
-        crate::error::exit::OK
-    } else {
+    Ok(reader_exit(
+        !status.problems.is_empty(),
+        status.desired_error.is_some(),
+    ))
+}
+
+/// The exit code of a reader (`status`, `space list`) that printed what it could: 3 when a
+/// record cannot be trusted, else 1 when `cotal.toml` cannot be read (plan and apply refuse
+/// until it is fixed, so CI must not read it as healthy), else 0.
+pub fn reader_exit(problems: bool, desired_broken: bool) -> i32 {
+    if problems {
         crate::error::exit::REFUSED
-    })
+    } else if desired_broken {
+        crate::error::exit::ERROR
+    } else {
+        crate::error::exit::OK
+    }
 }
 
 /// The status as OpenMetrics text: per space its state, servability, connections, streams,

@@ -13,3 +13,4 @@ pub mod routes;
 pub mod space_list;
 pub mod state;
 pub mod status;
+pub mod validate;

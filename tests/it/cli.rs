@@ -1845,3 +1845,189 @@ fn a_certificate_near_expiry_is_a_plan_warning_and_a_status_problem_and_creds_sa
     assert!(state.contains("\"fingerprint\": \"sha256:"), "{state}");
     assert!(!state.contains("PRIVATE KEY"));
 }
+
+/// A saved plan is the approval: `apply plan.json` asks nothing (no terminal is needed) and
+/// its removal needs no --allow-destroy; a comment or layout edit of `cotal.toml` after the
+/// plan leaves it valid, a changed value makes it stale (exit 5).
+#[test]
+fn a_saved_plan_is_the_approval_and_survives_a_comment_edit() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    root.desire(
+        "[spaces.design]\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n",
+    );
+    let saved = root.file("plan.json");
+    root.cotal(&["plan", "--out", saved.to_str().unwrap()])
+        .assert()
+        .success();
+    let text = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
+    std::fs::write(
+        root.file("cotal.toml"),
+        format!(
+            "# reviewed in PR 12\n\n{}\n\n",
+            text.replace("= 200", "=   200 # agreed")
+        ),
+    )
+    .unwrap();
+    let out = root
+        .cotal(&["apply", saved.to_str().unwrap()])
+        .assert()
+        .success();
+    assert!(
+        stdout(&out).contains("Applying the saved plan: it is the approval"),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!root.account_record("release").exists());
+
+    root.desire(TWO_SPACES);
+    root.cotal(&["plan", "--out", saved.to_str().unwrap(), "--force"])
+        .assert()
+        .success();
+    root.desire(&TWO_SPACES.replace("= 200", "= 201"));
+    let out = root
+        .cotal(&["apply", saved.to_str().unwrap()])
+        .assert()
+        .code(5);
+    assert!(stderr(&out).contains("stale"), "{}", stderr(&out));
+}
+
+/// Exit codes CI can trust: a usage error is 64 (never 2, which `--detailed-exitcode` means
+/// "changes"), `space rm` of a name nobody knows is an error naming it, and `status` and
+/// `space list` through a broken `cotal.toml` exit 1.
+#[test]
+fn usage_errors_unknown_spaces_and_a_broken_file_have_exit_codes_ci_can_trust() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let out = root
+        .cotal(&["plan", "--detailed-exitcode", "--sate", "x"])
+        .assert()
+        .code(64);
+    assert!(stderr(&out).contains("--sate"), "{}", stderr(&out));
+    root.cotal(&["space"]).assert().code(64);
+    root.cotal(&["plan", "--help"]).assert().code(0);
+    root.cotal(&["--version"]).assert().code(0);
+
+    let before = std::fs::read(root.file("cotal.toml")).unwrap();
+    let out = root
+        .cotal(&["space", "rm", "ghost", "--auto-approve"])
+        .assert()
+        .code(1);
+    assert!(
+        stderr(&out).contains("there is no space \"ghost\" in cotal.toml or in this root"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(root.file("cotal.toml")).unwrap(), before);
+    // A space gone from the file but still in the root: `space rm` finishes its removal.
+    root.desire(
+        "[spaces.design]\n[spaces.design.limits]\nmax_connections = 200\nmax_storage = \"10GiB\"\n",
+    );
+    root.cotal(&[
+        "space",
+        "rm",
+        "release",
+        "--auto-approve",
+        "--allow-destroy",
+    ])
+    .assert()
+    .success();
+    assert!(!root.account_record("release").exists());
+
+    std::fs::write(root.file("cotal.toml"), "version = 1\n[spaces.design\n").unwrap();
+    root.cotal(&["status"]).assert().code(1);
+    root.cotal(&["space", "list"]).assert().code(1);
+}
+
+/// Ctrl-C during an apply stops it at the next step boundary: exit 130, it says what was done
+/// and that `cotal apply` finishes it, the lock is released (no `lock.json` left), the audit
+/// records `apply.interrupted`, and the next apply converges. A second signal ends it at once
+/// (exit 130), and the next apply recovers from that too.
+#[test]
+fn an_interrupted_apply_stops_at_a_step_boundary_and_the_next_apply_finishes_it() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    root.desire(&format!("{TWO_SPACES}\n[spaces.ops]\n"));
+    let paused =
+        crate::support::Paused::at(&root, &["apply", "--auto-approve"], "after-record-written");
+    kill(Pid::from_raw(paused.pid() as i32), Signal::SIGINT).unwrap();
+    let (code, err) = paused.resume();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        err.contains("apply stopped by a signal after")
+            && err.contains("run `cotal apply` to finish"),
+        "{err}"
+    );
+    assert!(
+        !root.file(".cotal/maintenance/lock.json").exists(),
+        "the lock is released"
+    );
+    let audit = stdout(&root.cotal(&["audit"]).assert().success());
+    assert!(audit.contains("apply.interrupted"), "{audit}");
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(2);
+    root.apply().success();
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+
+    // A second signal (SIGTERM after SIGINT; Linux delivers the lower number first) ends it.
+    root.desire(&format!("{TWO_SPACES}\n[spaces.ops]\n\n[spaces.qa]\n"));
+    let paused =
+        crate::support::Paused::at(&root, &["apply", "--auto-approve"], "after-record-written");
+    let pid = Pid::from_raw(paused.pid() as i32);
+    kill(pid, Signal::SIGINT).unwrap();
+    kill(pid, Signal::SIGTERM).unwrap();
+    let (code, err) = paused.resume();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        !err.contains("apply stopped by a signal after"),
+        "at once: {err}"
+    );
+    root.apply().success();
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+/// `cotal validate` checks `cotal.toml` and the files it names with no root, no seed and no
+/// broker (a pre-commit hook): valid is exit 0 and one line, a syntax error or a missing TLS
+/// file is exit 1 at its line and column, and nothing is created.
+#[test]
+fn validate_checks_the_file_and_what_it_names_without_a_root() {
+    let ci = TestRoot::new();
+    ci.desire(TWO_SPACES);
+    let out = ci.cotal(&["validate"]).assert().success();
+    assert!(
+        stdout(&out).contains("cotal.toml is valid: 2 space(s), one server."),
+        "{}",
+        stdout(&out)
+    );
+    assert!(!ci.file(".cotal").exists(), "nothing was created");
+    // By path, from anywhere.
+    let elsewhere = TestRoot::new();
+    elsewhere
+        .cotal(&["validate", ci.file("cotal.toml").to_str().unwrap()])
+        .assert()
+        .success();
+
+    std::fs::write(ci.file("cotal.toml"), "version = 1\n[spaces.design\n").unwrap();
+    let e = stderr(&ci.cotal(&["validate"]).assert().code(1));
+    assert!(e.contains("cotal.toml:2:15"), "{e}");
+    ci.desire(&format!(
+        "{TWO_SPACES}\n[broker.tls]\ncert = \"missing.pem\"\nkey = \"missing.key\"\n"
+    ));
+    let e = stderr(&ci.cotal(&["validate"]).assert().code(1));
+    assert!(
+        e.contains("missing.pem") && e.contains("is not valid"),
+        "{e}"
+    );
+    let e = stderr(&ci.cotal(&["validate", "nope.toml"]).assert().code(1));
+    assert!(e.contains("no such file"), "{e}");
+}
