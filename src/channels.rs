@@ -234,6 +234,25 @@ pub fn rebase(w: &Write, fresh: Option<(&[u8], u64)>) -> Rebased {
             revision,
         )
     });
+    // The default cotal seeds (none declared): a client's readable default is theirs, so the
+    // seed holds; a default deleted meanwhile is seeded again.
+    if w.key == DEFAULTS_KEY && w.sets.is_empty() && w.value.is_some() {
+        return match parsed {
+            None => Rebased::Retry(Write {
+                expect: Expect::Absent,
+                ..w.clone()
+            }),
+            Some((Some(v), revision))
+                if v.get("deliveryClass")
+                    .and_then(|c| c.as_str())
+                    .and_then(DeliveryClass::parse)
+                    .is_some() =>
+            {
+                Rebased::Holds(Some(revision))
+            }
+            Some(_) => Rebased::Conflict,
+        };
+    }
     match (&w.value, parsed) {
         (None, None) => Rebased::Holds(None),
         (None, Some((_, revision))) => Rebased::Retry(Write {
@@ -686,9 +705,22 @@ mod tests {
             entry(r#"{"deliveryClass":"durable","description":"Everyone"}"#, 7),
         )]);
         let writes = diff(&declared, Some(&registry)).writes;
-        // The seeded default (none declared) is not rebased over a client's.
+        // The seeded default (none declared) is not rebased over a client's: a readable
+        // default a client wrote holds, a deleted one is seeded again.
         let seeded = writes.iter().find(|w| w.key == DEFAULTS_KEY).unwrap();
         assert!(seeded.sets.is_empty(), "{seeded:?}");
+        assert_eq!(
+            rebase(seeded, Some((br#"{"deliveryClass":"live"}"#, 4))),
+            Rebased::Holds(Some(4))
+        );
+        assert!(matches!(
+            rebase(seeded, None),
+            Rebased::Retry(Write {
+                expect: Expect::Absent,
+                ..
+            })
+        ));
+        assert_eq!(rebase(seeded, Some((b"{}", 5))), Rebased::Conflict);
         let planned = writes.iter().find(|w| w.key == "general").unwrap().clone();
         assert_eq!(planned.expect, Expect::Revision(7));
         // A tenant wrote the key again (its own field, and the managed one back): the write

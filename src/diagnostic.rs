@@ -1,7 +1,8 @@
 //! What cotal tells a person when it refuses or fails, as data: what happened, the tenants it
 //! concerns and the blast radius where there are some, and what to do next. Every refusal and
 //! error is one [`Diagnostic`], rendered by its one `Display` (the `what` line, then
-//! `blast radius: ...` and each `next: ...` on lines of their own); [`crate::error::Error`] says
+//! `blast radius: ...` (or, when it is none, what was not done: `Nothing was changed.`) and
+//! each `next: ...` on lines of their own); [`crate::error::Error`] says
 //! which kind it is, and so which exit code.
 //!
 //! Pure. Invariant: a diagnostic is built from names, paths, public keys and figures only; never
@@ -78,8 +79,16 @@ impl Diagnostic {
 impl std::fmt::Display for Diagnostic {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.what)?;
-        if let Some(blast) = &self.blast {
-            write!(f, "\nblast radius: {blast}")?;
+        match self.blast.as_deref().map(nothing_touched) {
+            // A refusal that could not have touched anything says so in plain words; a blast
+            // radius is named only where there is one.
+            Some(Some(plain)) => write!(f, "\n{plain}")?,
+            Some(None) => write!(
+                f,
+                "\nblast radius: {}",
+                self.blast.as_deref().unwrap_or_default()
+            )?,
+            None => {}
         }
         for next in &self.next {
             write!(f, "\nnext: {next}")?;
@@ -89,6 +98,17 @@ impl std::fmt::Display for Diagnostic {
         }
         Ok(())
     }
+}
+
+/// `none, nothing was changed.` as `Nothing was changed.`: a blast radius of none said as what
+/// it is. `None` for a blast radius that names something.
+fn nothing_touched(blast: &str) -> Option<String> {
+    let rest = blast
+        .strip_prefix("none, ")
+        .or_else(|| blast.strip_prefix("none: "))?;
+    let mut chars = rest.chars();
+    let first = chars.next()?;
+    Some(first.to_uppercase().chain(chars).collect())
 }
 
 /// A message with nothing more to say than what happened.
@@ -117,7 +137,12 @@ mod tests {
             .next("then remove it");
         assert_eq!(
             d.to_string(),
-            "cannot remove \"a\": it is protected.\nblast radius: none, nothing was changed.\nnext: set protect = false and apply\nnext: then remove it"
+            "cannot remove \"a\": it is protected.\nNothing was changed.\nnext: set protect = false and apply\nnext: then remove it"
+        );
+        let evicting = Diagnostic::new("x").blast("evicts 3 connections of \"a\"");
+        assert_eq!(
+            evicting.to_string(),
+            "x\nblast radius: evicts 3 connections of \"a\""
         );
         assert_eq!(Diagnostic::from("plain").to_string(), "plain");
         let json = serde_json::to_value(&d).unwrap();

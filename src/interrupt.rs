@@ -1,8 +1,9 @@
 //! SIGINT and SIGTERM during an apply: the first asks the executor to stop at the next step
 //! boundary ([`requested`]), so the lock is released, the journal and the audit say what was
 //! done, and the next `cotal apply` finishes it; a second ends the process at once (exit 130),
-//! as an impatient operator expects. Before [`watch`] (planning, the confirmation prompt) the
-//! signals keep their default: nothing has been changed yet.
+//! as an impatient operator expects. The confirmation prompt waits through [`wait_for_input`],
+//! so a Ctrl-C there cancels the apply (nothing changed, the lock released). Before [`watch`]
+//! (planning) the signals keep their default: nothing has been changed yet.
 //!
 //! Invariants: [`watch`] registers once per process; [`requested`] is only ever set by a signal.
 
@@ -34,4 +35,24 @@ pub fn watch() -> Result<()> {
 /// Whether a signal asked the apply to stop.
 pub fn requested() -> bool {
     REQUESTED.get().is_some_and(|f| f.load(Ordering::SeqCst))
+}
+
+/// Wait until standard input has something to read. `Ok(false)` when a signal asked to stop
+/// first: `poll` is interrupted by a signal whatever `SA_RESTART` says, where a read would be
+/// restarted and wait on.
+pub fn wait_for_input() -> Result<bool> {
+    use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
+    use std::os::fd::AsFd;
+    let stdin = std::io::stdin();
+    loop {
+        if requested() {
+            return Ok(false);
+        }
+        let mut fds = [PollFd::new(stdin.as_fd(), PollFlags::POLLIN)];
+        match poll(&mut fds, PollTimeout::NONE) {
+            Ok(_) => return Ok(!requested()),
+            Err(nix::errno::Errno::EINTR) => continue,
+            Err(e) => return Err(Error::other(format!("waiting for an answer: {e}"))),
+        }
+    }
 }

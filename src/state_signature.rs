@@ -70,8 +70,14 @@ pub fn verify(state: &State, trusted: &str) -> Result<(), Unverified> {
         return Err(Unverified::Unsigned);
     };
     if signature.key != trusted {
+        // The file's text is shown only when it is a public state key (no file value is
+        // echoed into output a workflow posts).
         return Err(Unverified::OtherKey {
-            signed_by: signature.key.clone(),
+            signed_by: if is_public_key(&signature.key) {
+                signature.key.clone()
+            } else {
+                "(not a public state key)".to_string()
+            },
             trusted: trusted.to_string(),
         });
     }
@@ -145,6 +151,14 @@ mod tests {
         assert_eq!(
             verify(&resigned, &key.public_key()),
             Err(Unverified::Tampered)
+        );
+        // A key field that is not a public state key is never echoed.
+        let mut forged = s.clone();
+        forged.signature.as_mut().unwrap().key = "<script>do-not-print</script>".into();
+        let e = verify(&forged, &key.public_key()).unwrap_err().to_string();
+        assert!(
+            !e.contains("do-not-print") && e.contains("not a public state key"),
+            "{e}"
         );
         s.signature = None;
         assert_eq!(verify(&s, &key.public_key()), Err(Unverified::Unsigned));

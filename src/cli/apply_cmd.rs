@@ -15,8 +15,8 @@ use std::time::Duration;
 #[derive(Debug, clap::Args)]
 pub struct Args {
     /// A plan saved by `cotal plan --out FILE`: apply exactly it, refusing when it is stale.
-    /// The saved plan is the approval: nothing is asked, and a removal it holds needs no
-    /// --allow-destroy.
+    /// The saved plan is the approval: nothing is asked (a plan that destroys data still needs
+    /// --allow-destroy).
     pub plan_file: Option<PathBuf>,
     #[command(flatten)]
     pub confirm: ConfirmArgs,
@@ -37,6 +37,9 @@ pub struct ConfirmArgs {
     /// Output format of the plan shown before applying.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Show the whole server.conf diff (the text plan shows its first 40 lines otherwise).
+    #[arg(long)]
+    pub diff: bool,
     /// On a cluster with nodes down: proceed when a majority of the nodes run and confirm; the
     /// others get their config file for their next start (the plan says which).
     #[arg(long)]
@@ -72,7 +75,15 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             ..req
         },
     )?;
-    let shown = super::format_plan(&prepared.plan, confirm_args.format, global.colour);
+    let shown = super::format_plan(
+        &prepared.plan,
+        confirm_args.format,
+        global.colour,
+        crate::report::TextOptions {
+            whole_diff: confirm_args.diff,
+            destroy_hint: !confirm_args.allow_destroy,
+        },
+    );
     if prepared.plan.is_empty() {
         prepared.finish_empty()?;
         print!("{shown}");
@@ -82,6 +93,24 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     print!("{shown}");
     let running = prepared.connect()?;
     if approved {
+        // Destroying data is never approved by a file alone: the flag says the operator on
+        // this host means it (the hidden removal a pull request could try stops here too).
+        if prepared.plan.destroys_data() && !confirm_args.allow_destroy {
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "this saved plan destroys data ({}); a saved plan approves everything else, but destroying data also needs --allow-destroy.",
+                    prepared
+                        .plan
+                        .removed_spaces()
+                        .iter()
+                        .map(|s| s.quoted())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+                .blast("none, nothing was changed.")
+                .next("review the removal above, then re-run with --allow-destroy"),
+            ));
+        }
         if confirm_args.format == Format::Text {
             println!("\nApplying the saved plan: it is the approval, so nothing is asked.");
         }
@@ -194,6 +223,8 @@ fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
                 .next("pass --auto-approve (and --allow-destroy for a plan that destroys data)"),
         ));
     }
+    // A Ctrl-C at the prompt cancels: nothing was changed, and the lock is released.
+    crate::interrupt::watch()?;
     print!(
         "\nDo you want to perform these actions{}? Only 'yes' will be accepted: ",
         if plan.destroys_data() {
@@ -203,6 +234,12 @@ fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
         }
     );
     std::io::stdout().flush()?;
+    if !crate::interrupt::wait_for_input()? {
+        println!();
+        return Err(Error::stopped(
+            "apply cancelled by a signal at the prompt; nothing was changed.",
+        ));
+    }
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     if answer.trim() == "yes" {

@@ -189,9 +189,16 @@ pub fn parse_duration(raw: &str) -> Result<std::time::Duration, String> {
 }
 
 /// Format choice for commands that print a plan.
-pub fn format_plan(plan: &crate::plan::Plan, format: Format, colour: bool) -> String {
+pub fn format_plan(
+    plan: &crate::plan::Plan,
+    format: Format,
+    colour: bool,
+    options: crate::report::TextOptions,
+) -> String {
     match format {
-        Format::Text => crate::report::text(plan, &crate::report::Palette::new(colour)),
+        Format::Text => {
+            crate::report::text_with(plan, &crate::report::Palette::new(colour), options)
+        }
         Format::Json => crate::report::json(plan),
         Format::Markdown => crate::report::markdown(plan),
     }

@@ -26,6 +26,9 @@ pub struct Args {
     /// Exit 2 when there are changes, 0 when there are none.
     #[arg(long)]
     pub detailed_exitcode: bool,
+    /// Show the whole server.conf diff (the text plan shows its first 40 lines otherwise).
+    #[arg(long)]
+    pub diff: bool,
     /// Plan cotal.toml against a secret-free state (`cotal state export`, or a root's
     /// `.cotal/state.json`) instead of the root: no seed, no broker, no `.cotal/` needed (a
     /// pull request's CI). Figures that need the broker are unavailable.
@@ -34,12 +37,14 @@ pub struct Args {
     /// The public key the --state file must be signed with (`cotal state key` prints it on the
     /// broker host). Give it from outside the pull request (a repository setting): a state
     /// that is unsigned, signed by another key or edited after it was signed is refused.
-    #[arg(long, value_name = "KEY", env = "COTAL_STATE_KEY", requires = "state")]
+    /// Ignored without --state, so a shell or job that exports the key still plans on a root.
+    #[arg(long, value_name = "KEY", env = "COTAL_STATE_KEY")]
     pub state_key: Option<String>,
     /// Plan against the --state file without checking its signature; every plan printed then
     /// says so on its first line. For a state you made yourself, never for one a pull request
     /// brings.
-    #[arg(long, requires = "state", conflicts_with = "state_key")]
+    /// A --state-key given too (the environment's) is then not used.
+    #[arg(long, requires = "state")]
     pub unverified_state: bool,
     /// Plan as `cotal apply --allow-degraded` would: on a cluster with nodes down, proceed when
     /// a majority runs.
@@ -53,12 +58,26 @@ pub struct ShowArgs {
     pub file: PathBuf,
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
+    /// Show the whole server.conf diff (the text plan shows its first 40 lines otherwise).
+    #[arg(long)]
+    pub diff: bool,
 }
 
 /// `cotal show FILE`: a saved plan, printed.
 pub fn show(global: &Global, args: ShowArgs) -> Result<i32> {
     let plan = crate::ops::apply::load_saved(&args.file)?;
-    print!("{}", super::format_plan(&plan, args.format, global.colour));
+    print!(
+        "{}",
+        super::format_plan(
+            &plan,
+            args.format,
+            global.colour,
+            crate::report::TextOptions {
+                whole_diff: args.diff,
+                ..Default::default()
+            }
+        )
+    );
     Ok(exit::OK)
 }
 
@@ -115,7 +134,15 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     if args.unverified_state {
         plan.notice = Some(UNVERIFIED_NOTICE.to_string());
     }
-    let shown = super::format_plan(&plan, args.format, global.colour);
+    let shown = super::format_plan(
+        &plan,
+        args.format,
+        global.colour,
+        crate::report::TextOptions {
+            whole_diff: args.diff,
+            ..Default::default()
+        },
+    );
     match &out {
         Some(Target::Stdout) => {
             eprint!("{shown}");

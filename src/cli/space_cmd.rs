@@ -141,7 +141,10 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             // A name in neither cotal.toml nor the root is a mistake (a typo), never "no
             // changes"; one recorded in the root but already gone from the file is the removal
             // this verb finishes.
-            let recorded = std::fs::symlink_metadata(root.account_record(&name)).is_ok();
+            // An open journal may name it (a removal whose record was already reaped): the
+            // apply finishes that whatever the name.
+            let recorded = std::fs::symlink_metadata(root.account_record(&name)).is_ok()
+                || std::fs::symlink_metadata(root.journal()).is_ok();
             let edit_fn = |text: &str| -> Result<String> {
                 let (edited, found) = edit::remove_space(text, &name).map_err(Error::input)?;
                 if !found && !recorded {

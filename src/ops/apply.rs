@@ -239,7 +239,13 @@ impl<'r> Prepared<'r> {
     /// (no removal past its commit point, no promotion, no lost lock), the file is put back.
     /// Returns the error to report.
     fn put_back_edit(&self, e: Error) -> Result<Error> {
+        // An apply stopped by a signal past a commit point leaves its journal open, like an
+        // interrupted one: the removal it committed is finished by the next apply, so the edit
+        // that asked for it stays.
+        let journal_open = matches!(e, Error::Stopped(_))
+            && std::fs::symlink_metadata(self.root.journal()).is_ok();
         let nothing_took_effect = self.new_text != self.text
+            && !journal_open
             && !matches!(e, Error::Interrupted(_) | Error::LockLost(_))
             && crate::store::generation::load(self.root)?.generation()
                 == self.observed.generation.generation();

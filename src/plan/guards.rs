@@ -51,12 +51,15 @@ pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Refusal> {
                 "restore .cotal/auth/broker.json from a backup (`cotal init` refuses here)",
             ));
         }
+        // A folder with `cotal.toml` and no root state is most often a checkout of the file
+        // (a pull request's CI): the way forward is the broker's root or its exported state.
         BrokerRecordState::Absent => {
             return Err(Diagnostic::refusal(
-                "this root has no broker record (.cotal/auth/broker.json): a space is signed by an existing broker, never by a fresh operator.",
+                "this folder has no broker record (.cotal/auth/broker.json): it holds cotal.toml but not the broker's root, and a plan needs what the broker runs.",
                 NOTHING_CHANGED,
-                "run `cotal init` to create the broker trust",
-            ));
+                "on the broker host, run it in the broker's root (--root DIR, or COTAL_ROOT)",
+            )
+            .next("elsewhere (a pull request's CI), plan against the broker's exported state: `cotal plan --state state.json --state-key KEY`"));
         }
         BrokerRecordState::Corrupt { file, reason } => {
             return Err(Diagnostic::refusal(

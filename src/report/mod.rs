@@ -7,7 +7,7 @@ mod markdown;
 mod text;
 
 pub use markdown::markdown;
-pub use text::{Palette, text};
+pub use text::{Palette, TextOptions, text, text_with};
 
 use crate::plan::Plan;
 

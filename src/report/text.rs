@@ -1,5 +1,7 @@
 //! The text plan: `+`/`-`/`~` per space, the ordered steps, warnings, the summary line, the
-//! blast radius and a unified diff of `server.conf`.
+//! blast radius and a unified diff of `server.conf`: whole with `--diff`, else its first
+//! [`DIFF_LINES_SHOWN`] lines and a count of the rest (the plan comes first; at 300 spaces the
+//! whole diff is hundreds of lines).
 
 use super::{config_diff, summary_line};
 use crate::plan::{Action, Plan, Step};
@@ -31,7 +33,36 @@ impl Palette {
     }
 }
 
+/// How many lines of the `server.conf` diff a text plan shows without `--diff`.
+pub const DIFF_LINES_SHOWN: usize = 40;
+
+/// What a text plan shows beyond the plan itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TextOptions {
+    /// Every line of the config diff (`--diff`), not the first [`DIFF_LINES_SHOWN`].
+    pub whole_diff: bool,
+    /// Say that a plan destroying data needs `yes` or `--allow-destroy` (not when the operator
+    /// already gave it, or applies a saved plan).
+    pub destroy_hint: bool,
+}
+
+impl Default for TextOptions {
+    fn default() -> Self {
+        TextOptions {
+            whole_diff: false,
+            destroy_hint: true,
+        }
+    }
+}
+
+/// The text plan, its config diff folded to [`DIFF_LINES_SHOWN`] lines.
 pub fn text(plan: &Plan, p: &Palette) -> String {
+    text_with(plan, p, TextOptions::default())
+}
+
+/// The text plan, as `options` say.
+pub fn text_with(plan: &Plan, p: &Palette, options: TextOptions) -> String {
+    let whole_diff = options.whole_diff;
     let mut out = String::new();
     if let Some(notice) = &plan.notice {
         let _ = writeln!(out, "{} {notice}\n", p.warn.apply_to("warning:"));
@@ -139,7 +170,7 @@ pub fn text(plan: &Plan, p: &Palette) -> String {
             }
         );
     }
-    if plan.destroys_data() {
+    if plan.destroys_data() && options.destroy_hint {
         let _ = writeln!(
             out,
             "{}",
@@ -151,7 +182,13 @@ pub fn text(plan: &Plan, p: &Palette) -> String {
     if let Some(diff) = config_diff(plan) {
         out.push('\n');
         let _ = writeln!(out, "{}", p.bold.apply_to("server.conf (JWTs shortened):"));
-        for line in diff.lines() {
+        let total = diff.lines().count();
+        let shown = if whole_diff {
+            total
+        } else {
+            DIFF_LINES_SHOWN.min(total)
+        };
+        for line in diff.lines().take(shown) {
             let styled = if line.starts_with("+++") || line.starts_with("---") {
                 p.bold.apply_to(line).to_string()
             } else if line.starts_with('+') {
@@ -164,6 +201,16 @@ pub fn text(plan: &Plan, p: &Palette) -> String {
                 line.to_string()
             };
             let _ = writeln!(out, "{styled}");
+        }
+        if shown < total {
+            let _ = writeln!(
+                out,
+                "{}",
+                p.dim.apply_to(format!(
+                    "... {} more lines of the server.conf diff (`--diff` shows it whole; the markdown plan holds it too)",
+                    total - shown
+                ))
+            );
         }
     }
     out

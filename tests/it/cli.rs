@@ -1846,8 +1846,8 @@ fn a_certificate_near_expiry_is_a_plan_warning_and_a_status_problem_and_creds_sa
     assert!(!state.contains("PRIVATE KEY"));
 }
 
-/// A saved plan is the approval: `apply plan.json` asks nothing (no terminal is needed) and
-/// its removal needs no --allow-destroy; a comment or layout edit of `cotal.toml` after the
+/// A saved plan is the approval: `apply plan.json` asks nothing (no terminal is needed), though
+/// its removal still needs --allow-destroy; a comment or layout edit of `cotal.toml` after the
 /// plan leaves it valid, a changed value makes it stale (exit 5).
 #[test]
 fn a_saved_plan_is_the_approval_and_survives_a_comment_edit() {
@@ -1870,8 +1870,19 @@ fn a_saved_plan_is_the_approval_and_survives_a_comment_edit() {
         ),
     )
     .unwrap();
+    // Destroying data needs --allow-destroy even so; then nothing is asked.
     let out = root
         .cotal(&["apply", saved.to_str().unwrap()])
+        .assert()
+        .code(3);
+    assert!(
+        stderr(&out).contains("also needs --allow-destroy"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(root.account_record("release").exists());
+    let out = root
+        .cotal(&["apply", saved.to_str().unwrap(), "--allow-destroy"])
         .assert()
         .success();
     assert!(
@@ -2030,4 +2041,69 @@ fn validate_checks_the_file_and_what_it_names_without_a_root() {
     );
     let e = stderr(&ci.cotal(&["validate", "nope.toml"]).assert().code(1));
     assert!(e.contains("no such file"), "{e}");
+}
+
+/// The text plan is concise by default: its summary and steps first, then the first 40 lines of
+/// the server.conf diff and a count of the rest; `--diff` shows it whole, and the markdown plan
+/// always holds it (folded in `<details>`).
+#[test]
+fn the_config_diff_is_folded_unless_asked_for() {
+    let root = TestRoot::init();
+    let names: Vec<String> = (0..30).map(|i| format!("s{i:02}")).collect();
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    std::fs::write(root.file("cotal.toml"), crate::support::declaring(&refs)).unwrap();
+    let short = stdout(&root.cotal(&["plan"]).assert().success());
+    let whole = stdout(&root.cotal(&["plan", "--diff"]).assert().success());
+    let markdown = stdout(
+        &root
+            .cotal(&["plan", "--format", "markdown"])
+            .assert()
+            .success(),
+    );
+    let folded = short
+        .lines()
+        .find(|l| l.contains("more lines of the server.conf diff"))
+        .unwrap_or_else(|| panic!("{short}"));
+    assert!(folded.contains("`--diff` shows it whole"), "{folded}");
+    assert!(!whole.contains("more lines of the server.conf diff"));
+    assert!(whole.lines().count() > short.lines().count());
+    assert!(short.find("Plan: 30 to add").unwrap() < short.find("server.conf (JWTs").unwrap());
+    // The last line of the whole diff is in the markdown plan too.
+    let last = whole.lines().rfind(|l| l.starts_with('+')).unwrap();
+    assert!(markdown.contains(last), "{last}");
+}
+
+/// Ctrl-C during `space rm` past the removal's commit point: the apply stops (exit 130) with the
+/// journal open, and `cotal.toml` keeps the removal it asked for (the next apply finishes it,
+/// it must not find the space declared again).
+#[test]
+fn an_interrupted_space_rm_past_its_commit_point_keeps_the_edit() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let paused = crate::support::Paused::at(
+        &root,
+        &[
+            "space",
+            "rm",
+            "release",
+            "--auto-approve",
+            "--allow-destroy",
+        ],
+        "after-removal-committed",
+    );
+    kill(Pid::from_raw(paused.pid() as i32), Signal::SIGINT).unwrap();
+    let (code, err) = paused.resume();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("`cotal apply` finishes it"), "{err}");
+    let text = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
+    assert!(!text.contains("[spaces.release]"), "the edit stays: {text}");
+    assert!(root.file(".cotal/maintenance/journal.json").exists());
+    root.apply().success();
+    assert!(!root.account_record("release").exists());
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
 }

@@ -311,9 +311,12 @@ fn after_eight_spaces_fail_in_a_row_the_next_failure_stops_the_apply() {
         cotal::error::exit::PARTLY_APPLIED,
         "not one space's: {err}"
     );
-    assert!(
-        fake.provisioned.len() >= 9,
-        "the ninth failure in a row is the one that stops: {:?}",
-        fake.provisioned
+    // Exactly eight were isolated (each audited as its space's); the ninth stopped the apply.
+    let audit = crate::support::stdout(&root.cotal(&["audit"]).assert().success());
+    assert_eq!(
+        audit.matches("space.step_failed").count(),
+        8,
+        "eight isolated, then the apply stopped: {audit}"
     );
+    assert!(audit.contains("apply.failed"), "{audit}");
 }

@@ -537,6 +537,17 @@ fn a_pull_request_cannot_hide_a_removal_by_editing_the_state() {
         .assert()
         .success();
 
+    // A shell that exports the key still plans on a root, and --unverified-state wins over it.
+    root.cotal(&["plan"])
+        .env("COTAL_STATE_KEY", &key)
+        .assert()
+        .success();
+    ci.cotal(&["plan", "--unverified-state", "--state"])
+        .arg(&genuine)
+        .env("COTAL_STATE_KEY", &key)
+        .assert()
+        .success();
+
     // The edited state: refused, naming why, planning nothing.
     let out = plan(&edited, &["--state-key", &key]).code(3);
     let e = stderr(&out);
@@ -637,6 +648,7 @@ fn the_workflow_plans_against_the_base_branchs_state_and_flags_a_changed_one() {
         std::process::Command::new("sh")
             .arg(&script)
             .arg("main")
+            .arg("HEAD")
             .current_dir(repo.path())
             .env("PATH", &path)
             .env("COTAL_STATE_KEY", &key)
@@ -645,6 +657,13 @@ fn the_workflow_plans_against_the_base_branchs_state_and_flags_a_changed_one() {
             .output()
             .unwrap()
     };
+    // Called wrong, the script never says "no changes" or "changes".
+    let wrong = std::process::Command::new("sh")
+        .arg(&script)
+        .current_dir(repo.path())
+        .output()
+        .unwrap();
+    assert_eq!(wrong.status.code(), Some(3), "{wrong:?}");
     let out = run();
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     let comment = std::fs::read_to_string(repo.path().join("plan.md")).unwrap();
