@@ -240,7 +240,7 @@ fn observe_with(
         BrokerRecordState::Absent => broker_record::tenant_material(root)?,
         _ => Vec::new(),
     };
-    Ok(Observed {
+    let mut observed = Observed {
         broker,
         tenant_material,
         system,
@@ -271,7 +271,55 @@ fn observe_with(
             .include
             .as_ref()
             .map(|p| crate::include::observe(root.dir(), &p.path, &p.at)),
-    })
+    };
+    // Which running nodes have loaded a config other than the rendering of the inventory.
+    if let (Some(server), BrokerRecordState::Valid(trust)) =
+        (observed.server.as_ref(), &observed.broker)
+        && !server.loaded.is_empty()
+    {
+        let behind: Vec<String> = expected_digests(root, desired, &observed, trust)
+            .into_iter()
+            .filter(|(name, digest)| server.loaded.get(name).is_some_and(|l| l != digest))
+            .map(|(name, _)| name)
+            .collect();
+        if let Some(server) = observed.server.as_mut() {
+            server.behind = behind;
+        }
+    }
+    Ok(observed)
+}
+
+/// The config digest each node reports (VARZ) once it has loaded the rendering of the observed
+/// inventory, by node name; a cluster node's covers its route credential (derived from the
+/// operator seed, which is why this is observation and not planning).
+pub fn expected_digests(
+    root: &Root,
+    desired: &Desired,
+    observed: &Observed,
+    trust: &crate::observed::BrokerTrust,
+) -> Vec<(String, String)> {
+    let preloads = crate::observed::preloads(&observed.inventory.spaces);
+    let credential = match crate::store::broker_record::load(root) {
+        Ok(crate::store::broker_record::Loaded::Valid((record, _))) => {
+            Some(crate::route_auth::RouteCredential::derive(
+                &record.operator.seed,
+                observed.route_rotation,
+            ))
+        }
+        _ => None,
+    };
+    crate::plan::nodes(desired, observed)
+        .iter()
+        .map(|node| match &credential {
+            Some(c) => node.with_route_credential(c),
+            None => node.clone(),
+        })
+        .filter_map(|node| {
+            crate::render::render(trust, &preloads, &node)
+                .ok()
+                .map(|r| (node.name.clone(), r.digest))
+        })
+        .collect()
 }
 
 /// What the running broker says, and why nothing when it could not be asked.
@@ -358,6 +406,19 @@ fn observe_live(
         server: Some(ServerInfo {
             version: figures.version,
             started: figures.start,
+            // A single server answers by whatever name it has: it is the one node.
+            loaded: if nodes.len() == 1 {
+                figures
+                    .loaded
+                    .into_values()
+                    .next()
+                    .map(|d| (nodes[0].name().to_string(), d))
+                    .into_iter()
+                    .collect()
+            } else {
+                figures.loaded
+            },
+            behind: Vec::new(),
         }),
         store: figures.store,
     })

@@ -482,6 +482,12 @@ impl std::fmt::Display for OpenFilesSource {
 pub struct ServerInfo {
     pub version: String,
     pub started: String,
+    /// Each running node's loaded config digest (VARZ), by node name: a node whose digest is
+    /// not its promoted config's missed a reload, and the plan promotes again to bring it in.
+    pub loaded: std::collections::BTreeMap<String, String>,
+    /// The running nodes whose loaded config is not the rendering of the inventory (the
+    /// observation computes it: a cluster node's digest covers its route credential).
+    pub behind: Vec<String>,
 }
 
 /// Everything the planner may look at.

@@ -177,7 +177,19 @@ impl Nats {
             }
             let statz: Vec<Reply<AccStatz>> =
                 request_all(&client, "$SYS.REQ.ACCOUNT.PING.STATZ", &statz_body, servers).await?;
-            let varz: Reply<Varz> = request(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}").await?;
+            // Every running node's VARZ: the first answers for the broker (version, store),
+            // each says which config it has loaded.
+            let varzs: Vec<Reply<Varz>> =
+                request_all(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}", servers).await?;
+            let loaded: BTreeMap<String, String> = varzs
+                .iter()
+                .filter(|r| !r.data.config_digest.is_empty())
+                .map(|r| (r.server.name.clone(), r.data.config_digest.clone()))
+                .collect();
+            let varz = varzs
+                .into_iter()
+                .next()
+                .expect("request_all returns at least one reply");
             let mut accounts: BTreeMap<String, AccountFigures> = BTreeMap::new();
             for a in jsz.into_iter().flat_map(|r| r.data.account_details) {
                 let entry = accounts.entry(a.id.clone()).or_default();
@@ -238,6 +250,7 @@ impl Nats {
                 now: varz.data.now,
                 accounts,
                 store,
+                loaded,
             })
         })
     }
@@ -886,6 +899,9 @@ pub struct Figures {
     pub accounts: BTreeMap<String, AccountFigures>,
     /// JetStream's file and memory stores as the broker runs them, and what it stores now.
     pub store: Option<StoreFigures>,
+    /// Each node that answered, by its server name: the digest of the config it has loaded
+    /// (VARZ `config_digest`).
+    pub loaded: BTreeMap<String, String>,
 }
 
 /// The broker's JetStream stores: their size and their use.
@@ -920,6 +936,15 @@ pub struct StreamFigures {
 #[derive(Deserialize)]
 struct Reply<T> {
     data: T,
+    #[serde(default)]
+    server: ReplyServer,
+}
+
+/// Who answered a `$SYS` request.
+#[derive(Deserialize, Default)]
+struct ReplyServer {
+    #[serde(default)]
+    name: String,
 }
 
 #[derive(Deserialize)]
@@ -988,6 +1013,9 @@ struct AccStat {
 struct Varz {
     #[serde(default)]
     version: String,
+    /// The digest of the config the server has loaded (empty from a server too old to say).
+    #[serde(default)]
+    config_digest: String,
     #[serde(default)]
     start: String,
     #[serde(default)]

@@ -374,29 +374,7 @@ fn node_status(
         .ok()
         .flatten()
         .map(|(leader, _)| leader);
-    let preloads = crate::observed::preloads(&observed.inventory.spaces);
-    // The digest a cluster node reports covers its route credential (its include file).
-    let credential = match crate::store::broker_record::load(root) {
-        Ok(crate::store::broker_record::Loaded::Valid((record, _))) => {
-            Some(crate::route_auth::RouteCredential::derive(
-                &record.operator.seed,
-                observed.route_rotation,
-            ))
-        }
-        _ => None,
-    };
-    let rendered: Vec<(String, String)> = crate::plan::nodes(desired, observed)
-        .iter()
-        .map(|node| match &credential {
-            Some(c) => node.with_route_credential(c),
-            None => node.clone(),
-        })
-        .filter_map(|node| {
-            crate::render::render(trust, &preloads, &node)
-                .ok()
-                .map(|r| (node.name.clone(), r.digest))
-        })
-        .collect();
+    let rendered = crate::observe::expected_digests(root, desired, observed, trust);
     let ids = running.server_ids();
     for n in out.iter_mut() {
         let Some(id) = ids.get(&n.name) else { continue };

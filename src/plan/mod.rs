@@ -133,6 +133,9 @@ pub enum Reason {
     RouteCredential { rotation: u64 },
     /// `server.conf` is not the rendering of the inventory (hand edit, interrupted apply).
     ConfigDrift,
+    /// These running nodes (a single server: its one node) report a loaded config other than
+    /// the promoted one (VARZ): a reload they missed, or one made by hand.
+    NodesBehind { nodes: Vec<String> },
     /// The generation record does not match the promoted inventory.
     GenerationBehind,
     /// There is no generation record yet.
@@ -188,6 +191,14 @@ impl std::fmt::Display for Reason {
             ),
             Reason::ConfigDrift => f.write_str(
                 "server.conf differs from the rendering of the inventory (edited by hand, or left by an interrupted apply)",
+            ),
+            Reason::NodesBehind { nodes } => write!(
+                f,
+                "{} the config on disk but another one (a reload missed, or one made by hand): promoted again, every node is reloaded and confirmed",
+                match nodes.as_slice() {
+                    [one] => format!("node {one} does not run"),
+                    many => format!("nodes {} do not run", many.join(", ")),
+                }
             ),
             Reason::GenerationBehind => f.write_str(
                 "the generation record does not match the promoted inventory (an apply was interrupted before it advanced the generation)",

@@ -118,6 +118,14 @@ pub fn reasons(
         reasons.push(Reason::NoConfig);
     } else if drifted && !explained {
         reasons.push(Reason::ConfigDrift);
+    } else if !drifted
+        && let Some(server) = &observed.server
+        && !server.behind.is_empty()
+    {
+        // The config on disk is the rendering, but a running node has loaded another.
+        reasons.push(Reason::NodesBehind {
+            nodes: server.behind.clone(),
+        });
     }
     match &observed.generation {
         GenerationState::Valid(g) if g.inventory_digest == render::preloads_digest(&base) => {}

@@ -454,6 +454,58 @@ fn a_node_that_stalled_during_a_rolled_back_apply_is_brought_to_the_promoted_con
         .code(0);
 }
 
+/// A node that runs a config other than the promoted one (here it was reloaded by hand onto an
+/// edited file, which was then put back) is seen by the next plan, which asks every node's
+/// VARZ: it promotes again, the apply reloads every node and confirms each, and the plan after
+/// is empty. Without this, `status` would report the node and `plan` say "No changes".
+#[test]
+fn a_node_running_another_config_is_brought_back_by_the_next_apply() {
+    let b = Broker::start_cluster("[spaces.design]\n");
+    let conf = b.root.file(".cotal/node.n3/server.conf");
+    let promoted = std::fs::read(&conf).unwrap();
+    let mut edited = promoted.clone();
+    edited.extend_from_slice(b"\nping_interval: \"3m\"\n");
+    std::fs::write(&conf, &edited).unwrap();
+    let pid = nix::unistd::Pid::from_raw(
+        std::fs::read_to_string(b.root.file(".cotal/node.n3/nats.pid"))
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap(),
+    );
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    eventually(
+        "node 3 runs the edited config",
+        Duration::from_secs(30),
+        || {
+            let status = b.status();
+            match status["nodes"][2]["config_current"].as_bool() {
+                Some(false) => Ok(()),
+                _ => Err(status["nodes"][2].to_string()),
+            }
+        },
+    );
+    std::fs::write(&conf, &promoted).unwrap();
+    let plan = stdout(
+        &b.root
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(2),
+    );
+    assert!(
+        plan.contains("node n3 does not run the config on disk"),
+        "{plan}"
+    );
+    b.root.apply().success();
+    for n in b.status()["nodes"].as_array().unwrap() {
+        assert_eq!(n["config_current"], true, "{n}");
+    }
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
 /// Stop node 3 by its pid (cotal's own records say which process it is), as a machine that
 /// died would: SIGKILL, then a bounded wait until the process is gone.
 fn kill_node_3(b: &Broker) {
