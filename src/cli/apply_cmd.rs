@@ -6,7 +6,7 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::ops::apply::{self as op, Request};
 use crate::plan::Plan;
-use crate::report::{Format, Palette};
+use crate::report::{Format, Palette, outcome};
 use crate::store::Root;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::PathBuf;
@@ -84,13 +84,37 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             destroy_hint: !confirm_args.allow_destroy,
         },
     );
+    // With --format json the one document of the outcome is printed at the end (the plan in
+    // it); the plan is not printed before.
+    let json = confirm_args.format == Format::Json;
     if prepared.plan.is_empty() {
+        let plan = prepared.plan.clone();
         prepared.finish_empty()?;
-        print!("{shown}");
+        if json {
+            print!(
+                "{}",
+                outcome::Outcome {
+                    format_version: outcome::FORMAT_VERSION,
+                    status: outcome::Status::NoChanges,
+                    plan: &plan,
+                    generation: None,
+                    reloads_ms: Vec::new(),
+                    nodes: 0,
+                    failed: Vec::new(),
+                    reap_failures: Vec::new(),
+                    duration_ms: progress.elapsed().as_millis() as u64,
+                }
+                .json()
+            );
+        } else {
+            print!("{shown}");
+        }
         return Ok(0);
     }
     prepared.announce()?;
-    print!("{shown}");
+    if !json {
+        print!("{shown}");
+    }
     let running = prepared.connect()?;
     if approved {
         // Destroying data is never approved by a file alone: the flag says the operator on
@@ -120,6 +144,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     // From here a Ctrl-C stops at the next step boundary (a second one at once).
     crate::interrupt::watch()?;
     let summary = prepared.plan.summary;
+    let prepared_plan = prepared.plan.clone();
     let applied = prepared.execute(running, &progress)?;
 
     // With a machine-readable plan on stdout, the progress report goes to stderr.
@@ -180,6 +205,48 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             "{} could not reap {f} (the removal is complete; delete it by hand)",
             p.warn.apply_to("warning:")
         ));
+    }
+    if json {
+        print!(
+            "{}",
+            outcome::Outcome {
+                format_version: outcome::FORMAT_VERSION,
+                status: if applied.outcome.failed.is_empty() {
+                    outcome::Status::Applied
+                } else {
+                    outcome::Status::PartlyApplied
+                },
+                plan: &prepared_plan,
+                generation: applied
+                    .outcome
+                    .generation
+                    .map(|(from, to)| outcome::Generation { from, to }),
+                reloads_ms: applied
+                    .reloads
+                    .iter()
+                    .map(|d| d.as_secs_f64() * 1000.0)
+                    .collect(),
+                nodes: applied.nodes,
+                failed: applied
+                    .outcome
+                    .failed
+                    .iter()
+                    .map(|f| outcome::Failed {
+                        space: f.space.to_string(),
+                        step: f.step.clone(),
+                        reason: f.reason.clone(),
+                    })
+                    .collect(),
+                reap_failures: applied
+                    .outcome
+                    .reap_failures
+                    .iter()
+                    .map(|f| f.to_string())
+                    .collect(),
+                duration_ms: progress.elapsed().as_millis() as u64,
+            }
+            .json()
+        );
     }
     if !applied.outcome.failed.is_empty() {
         // On standard error, like every failure: what failed and what to do next.

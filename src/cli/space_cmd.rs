@@ -230,9 +230,14 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
         eprintln!("problem: {p}");
     }
     match format {
+        // A versioned document (`schemas/space-list.schema.json`), like `status`'s.
         super::status_cmd::Format::Json => println!(
             "{}",
-            serde_json::to_string_pretty(&listed.rows).expect("rows serialize")
+            serde_json::to_string_pretty(&serde_json::json!({
+                "format_version": 1,
+                "spaces": listed.rows,
+            }))
+            .expect("rows serialize")
         ),
         super::status_cmd::Format::Text => {
             print!("{}", table(&listed.rows, listed.desired_error.is_some()))

@@ -4,6 +4,7 @@
 //! Pure: each takes a plan and returns a string.
 
 mod markdown;
+pub mod outcome;
 mod text;
 
 pub use markdown::markdown;

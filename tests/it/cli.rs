@@ -2107,3 +2107,33 @@ fn an_interrupted_space_rm_past_its_commit_point_keeps_the_edit() {
         .assert()
         .code(0);
 }
+
+/// `apply --format json` prints one versioned document of what it did (the plan, the status,
+/// the generation, timings) and `space list --format json` a versioned list; both are valid for
+/// their schemas in `schemas/`.
+#[test]
+fn apply_and_space_list_print_versioned_json_documents_their_schemas_describe() {
+    let validate = |schema: &str, doc: &serde_json::Value| {
+        let schema: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(schema).unwrap()).unwrap();
+        let validator = jsonschema::validator_for(&schema).unwrap();
+        let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
+        assert!(errors.is_empty(), "{errors:?}\n{doc}");
+    };
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    let json = |args: &[&str]| -> serde_json::Value {
+        serde_json::from_str(&stdout(&root.cotal(args).assert().success())).unwrap()
+    };
+    let applied = json(&["apply", "--auto-approve", "--format", "json"]);
+    validate("schemas/apply.schema.json", &applied);
+    assert_eq!(applied["status"], "applied");
+    assert_eq!(applied["generation"]["to"], 1);
+    assert_eq!(applied["plan"]["summary"]["add"], 2);
+    let again = json(&["apply", "--auto-approve", "--format", "json"]);
+    validate("schemas/apply.schema.json", &again);
+    assert_eq!(again["status"], "no-changes");
+    let listed = json(&["space", "list", "--format", "json"]);
+    validate("schemas/space-list.schema.json", &listed);
+    assert_eq!(listed["spaces"].as_array().unwrap().len(), 2);
+}
