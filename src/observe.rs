@@ -11,9 +11,9 @@ use crate::digest;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::{
-    BrokerProcess, BrokerRecordState, Capacity, CapacitySource, Inventory, Observed, ObservedNode,
-    PromotedConfig, ServerInfo, Store, StreamUsage, SysKeysState, SystemObserved, Usage,
-    UsageSource,
+    BrokerProcess, BrokerRecordState, Capacity, CapacitySource, Inventory, JournalState, Observed,
+    ObservedNode, PromotedConfig, ServerInfo, Store, StreamUsage, SysKeysState, SystemObserved,
+    Usage, UsageSource,
 };
 use crate::store::{
     Root, broker_record, desired_file, generation, inventory, jetstream_dir, journal, server_conf,
@@ -273,9 +273,13 @@ fn observe_with(
             .map(|p| crate::include::observe(root.dir(), &p.path, &p.at)),
     };
     // Which running nodes have loaded a config other than the rendering of the inventory.
-    if let (Some(server), BrokerRecordState::Valid(trust)) =
-        (observed.server.as_ref(), &observed.broker)
-        && !server.loaded.is_empty()
+    // Only with no journal open: an interrupted apply's records (a removal not yet reaped, an
+    // add not yet promoted) are not what the broker should run, and finishing it promotes.
+    if let (Some(server), BrokerRecordState::Valid(trust), JournalState::Absent) = (
+        observed.server.as_ref(),
+        &observed.broker,
+        &observed.journal,
+    ) && !server.loaded.is_empty()
     {
         let behind: Vec<String> = expected_digests(root, desired, &observed, trust)
             .into_iter()

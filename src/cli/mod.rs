@@ -25,11 +25,34 @@ use crate::report::Format;
 use clap::{Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+/// The exit codes, as `cotal --help` ends (docs/reference/exit-codes.md says more of each).
+const EXIT_CODES: &str = "\
+Exit codes:
+  0    done, or no changes
+  1    error: bad input, I/O (nothing changed unless the message says otherwise)
+  2    changes present (plan --detailed-exitcode)
+  3    refused by a guard (the message names the tenants, the blast radius, the next step)
+  4    the root's lock is held (the message names the holder)
+  5    a saved plan is stale
+  6    an apply was interrupted: its journal is open; `cotal apply` finishes it
+  7    a reload was not confirmed: everything the apply changed was put back
+  8    partly applied: some spaces' own steps failed, every other step is done
+  64   usage error (an unknown flag, a missing argument)
+  130  stopped by a signal at a step boundary; `cotal apply` finishes it
+
+Examples:
+  cotal init && cotal plan && cotal apply
+  cotal plan --out plan.json && cotal apply plan.json
+  cotal plan --state state.json --state-key \"$COTAL_STATE_KEY\" --format markdown
+  cotal space add ops --limit max_connections=50 --auto-approve";
+
 #[derive(Debug, Parser)]
 #[command(
     name = "cotal",
     version,
-    about = "Declarative tenants (spaces) on a shared NATS broker"
+    about = "Declarative tenants (spaces) on a shared NATS broker",
+    after_help = "`cotal --help` lists the exit codes and examples.",
+    after_long_help = EXIT_CODES
 )]
 pub struct Cli {
     /// The root directory (else COTAL_ROOT, else the nearest ancestor holding cotal.toml or .cotal/).
@@ -57,8 +80,14 @@ pub enum Command {
     /// Create the broker trust of a new root (operator, system account) and a starter cotal.toml.
     Init(init::Args),
     /// Show what apply would change, with its blast radius.
+    #[command(
+        after_help = "Examples:\n  cotal plan\n  cotal plan --detailed-exitcode            # CI: exit 2 when there are changes\n  cotal plan --out plan.json                 # review it, then `cotal apply plan.json`\n  cotal plan --state state.json --state-key \"$COTAL_STATE_KEY\" --format markdown"
+    )]
     Plan(plan_cmd::Args),
     /// Make the broker match cotal.toml (or execute a saved plan).
+    #[command(
+        after_help = "Examples:\n  cotal apply                                # shows the plan, asks for `yes`\n  cotal apply --auto-approve                 # CI (removals also need --allow-destroy)\n  cotal apply plan.json                      # exactly the reviewed plan; nothing asked\n  cotal apply --auto-approve --format json   # one document of what was done"
+    )]
     Apply(apply_cmd::Args),
     /// Render server.conf from the inventory and start nats-server; provision what is missing.
     Up(broker_cmd::UpArgs),
@@ -86,6 +115,7 @@ pub enum Command {
     Audit(audit_cmd::Args),
     /// Check cotal.toml (schema, names, limits, topology, channels, the files it names) with
     /// no root, no seed and no broker; exit 0 or 1. A pre-commit hook.
+    #[command(after_help = "Examples:\n  cotal validate\n  cotal validate path/to/cotal.toml")]
     Validate(validate_cmd::Args),
     /// Print a shell completion script.
     Completions {

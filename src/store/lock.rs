@@ -268,17 +268,89 @@ fn is_live_cotal(pid: u32) -> bool {
             .is_some_and(|n| n.starts_with("cotal"))
 }
 
-/// Who holds the lock, from `lock.json`, for messages.
+/// Who holds the lock, for messages: `lock.json` when the holder has written it, else the
+/// kernel's own record of the lock (`/proc/locks`: the pid holding a lock on the lock file's
+/// inode) with that process's command line, so the holder is named from the moment it took
+/// the lock.
 pub fn describe_holder(root: &Root) -> String {
-    match read_holder(root) {
-        Some(h) => format!("held by {h}"),
+    if let Some(h) = read_holder(root) {
+        return format!("held by {h}");
+    }
+    match kernel_holder(&root.lock_file()) {
+        Some((pid, command)) => format!(
+            "held by pid {pid} on this host ({command}), which has not recorded itself in lock.json yet"
+        ),
         None => "held by a process that has not recorded itself yet".into(),
     }
+}
+
+/// The pid holding a lock on `path`'s inode, per `/proc/locks`, and its command line.
+fn kernel_holder(path: &std::path::Path) -> Option<(u32, String)> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).ok()?;
+    let locks = std::fs::read_to_string("/proc/locks").ok()?;
+    let pid = holder_in(&locks, meta.dev(), meta.ino())?;
+    let command = std::fs::read(format!("/proc/{pid}/cmdline"))
+        .ok()
+        .map(|b| {
+            b.split(|c| *c == 0)
+                .filter(|a| !a.is_empty())
+                .map(|a| String::from_utf8_lossy(a).into_owned())
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "command unknown".into());
+    Some((pid, command))
+}
+
+/// The pid of the first lock `/proc/locks` lists on device `dev`, inode `ino` (lines such as
+/// `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF`; the device is `major:minor` in hex).
+fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
+    let major = ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff);
+    let minor = (dev & 0xff) | ((dev >> 12) & !0xff);
+    locks.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        // A blocked waiter's line is marked `->`; only a holder's is taken.
+        if fields.get(1) == Some(&"->") {
+            return None;
+        }
+        let pid: u32 = fields.get(4)?.parse().ok()?;
+        let mut id = fields.get(5)?.split(':');
+        let (ma, mi, inode) = (id.next()?, id.next()?, id.next()?);
+        (u64::from_str_radix(ma, 16).ok()? == major
+            && u64::from_str_radix(mi, 16).ok()? == minor
+            && inode.parse::<u64>().ok()? == ino)
+            .then_some(pid)
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_kernels_lock_table_names_the_holder_of_an_inode() {
+        let locks = "1: FLOCK  ADVISORY  WRITE 4242 fd:01:1234 0 EOF\n1: -> FLOCK  ADVISORY  WRITE 77 fd:01:1234 0 EOF\n2: POSIX  ADVISORY  READ 99 08:02:555 0 EOF\n";
+        let dev = (0xfd << 8) | 0x01;
+        assert_eq!(holder_in(locks, dev, 1234), Some(4242));
+        assert_eq!(holder_in(locks, (0x08 << 8) | 0x02, 555), Some(99));
+        assert_eq!(holder_in(locks, dev, 999), None);
+    }
+
+    #[test]
+    fn a_lock_taken_but_not_announced_is_named_by_the_kernel() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::at(dir.path()).unwrap();
+        std::fs::create_dir_all(root.maintenance_dir()).unwrap();
+        let _held = take(&root, &holder("test"), Duration::ZERO).unwrap();
+        let said = describe_holder(&root);
+        assert!(
+            said.contains(&format!("pid {}", std::process::id()))
+                && said.contains("has not recorded itself in lock.json yet"),
+            "{said}"
+        );
+    }
 
     fn holder(cmd: &str) -> Holder {
         Holder {

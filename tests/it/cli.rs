@@ -1082,9 +1082,9 @@ fn apply_with_json_prints_only_json_on_stdout() {
         .cotal(&["apply", "--auto-approve", "--format", "json"])
         .assert()
         .success();
-    let plan: serde_json::Value =
+    let doc: serde_json::Value =
         serde_json::from_str(&stdout(&out)).expect("stdout is one JSON document");
-    assert_eq!(plan["summary"]["add"], 2);
+    assert_eq!(doc["plan"]["summary"]["add"], 2);
     insta::assert_snapshot!(
         "apply_json_reports_on_stderr",
         crate::support::redact(&root, &stderr(&out))
@@ -1094,7 +1094,8 @@ fn apply_with_json_prints_only_json_on_stdout() {
         .assert()
         .success();
     let empty: serde_json::Value = serde_json::from_str(&stdout(&again)).unwrap();
-    assert_eq!(empty["steps"].as_array().unwrap().len(), 0);
+    assert_eq!(empty["status"], "no-changes");
+    assert_eq!(empty["plan"]["steps"].as_array().unwrap().len(), 0);
 }
 
 #[test]
@@ -2136,4 +2137,31 @@ fn apply_and_space_list_print_versioned_json_documents_their_schemas_describe() 
     let listed = json(&["space", "list", "--format", "json"]);
     validate("schemas/space-list.schema.json", &listed);
     assert_eq!(listed["spaces"].as_array().unwrap().len(), 2);
+}
+
+/// `cotal --help` ends with the exit codes and examples, and lists exactly the codes the
+/// reference documents (docs/reference/exit-codes.md).
+#[test]
+fn help_lists_the_documented_exit_codes() {
+    let root = TestRoot::new();
+    let help = stdout(&root.cotal(&["--help"]).assert().success());
+    let in_help: std::collections::BTreeSet<u32> = help
+        .split("Exit codes:")
+        .nth(1)
+        .expect("an exit-code section")
+        .lines()
+        .skip(1)
+        .take_while(|l| !l.trim().is_empty())
+        .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+        .collect();
+    let reference = std::fs::read_to_string("docs/reference/exit-codes.md").unwrap();
+    let documented: std::collections::BTreeSet<u32> = reference
+        .lines()
+        .filter_map(|l| l.strip_prefix("| "))
+        .filter_map(|l| l.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(in_help, documented);
+    assert!(help.contains("Examples:"), "{help}");
+    let plan_help = stdout(&root.cotal(&["plan", "--help"]).assert().success());
+    assert!(plan_help.contains("--detailed-exitcode") && plan_help.contains("Examples:"));
 }
