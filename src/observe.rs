@@ -504,8 +504,12 @@ fn observe_nodes(root: &Root, desired: &Desired) -> Result<Vec<ObservedNode>> {
             server_conf::read(&files)?.map(PromotedConfig::new)
         };
         let listener = promoted_listener(conf.as_ref(), &spec.host, spec.port);
+        let declared = Listener {
+            host: spec.host.clone(),
+            port: spec.port,
+        };
         let process = if spec.local {
-            broker_process(&files, &listener)?
+            broker_process_moving(&files, &listener, &declared)?
         } else {
             BrokerProcess::Stopped
         };
@@ -923,6 +927,30 @@ pub fn broker_process(
         Liveness::Stopped { .. } => BrokerProcess::Stopped,
         Liveness::Unknown { seen } => BrokerProcess::Unknown { seen },
     })
+}
+
+/// [`broker_process`] of a node whose promoted config listens on `promoted` while `cotal.toml`
+/// declares `declared`: when another program holds the promoted listener and no process of this
+/// root runs anywhere (no nats-server of this user started on the node's config, whatever the
+/// pidfile says), "the port" of stopped is the one the next start binds, the declared one.
+/// So an operator who moved the port away from a squatter is not refused for the old one.
+pub fn broker_process_moving(
+    node: &crate::topology::NodeFiles,
+    promoted: &Listener,
+    declared: &Listener,
+) -> Result<BrokerProcess> {
+    let seen = broker_process(node, promoted)?;
+    if matches!(seen, BrokerProcess::Unknown { .. })
+        && promoted != declared
+        && identity::root_brokers(node).is_empty()
+        && identity::recorded_pid(node)?
+            .ok()
+            .flatten()
+            .is_none_or(|pid| !identity::is_root_broker(node, pid))
+    {
+        return broker_process(node, declared);
+    }
+    Ok(seen)
 }
 
 #[cfg(test)]

@@ -90,14 +90,22 @@ pub fn probe(node: &NodeFiles, listener: &Listener) -> Result<Liveness> {
         },
         None => Liveness::Unknown {
             seen: format!(
-                "{}{}",
+                "{}{}{}",
                 match recorded {
                     Some(pid) => format!(
                         "the pidfile names pid {pid}, which is not this root's nats-server, and "
                     ),
                     None => "no pidfile, and ".into(),
                 },
-                describe_holders(&sockets, listener)
+                describe_holders(&sockets, listener),
+                if root_brokers(node).is_empty() {
+                    format!(
+                        "; it is not this root's broker (no nats-server of this user was started on {}), so cotal leaves it alone",
+                        node.conf.display()
+                    )
+                } else {
+                    String::new()
+                }
             ),
         },
     })

@@ -134,8 +134,8 @@ pub fn guard_liveness(observed: &Observed) -> Result<(), Refusal> {
         BrokerProcess::Unknown { seen } => Err(Diagnostic::refusal(
             format!("cannot tell whether this root's broker is running: {seen}."),
             "unknown; nothing was changed.",
-            "if that process is this root's broker whose pidfile was lost, stop it (`kill PID`) and run `cotal up`; \
-             if another program holds the port, stop it or change [broker] port in cotal.toml; then run `cotal plan`",
+            "if the line above names this root's nats-server (its pidfile was lost), `cotal down` stops it; \
+             if the port is another program's, leave it alone and move this root's port: change [broker] port in cotal.toml and run `cotal plan` (it judges the port the next start binds)",
         )),
         _ => Ok(()),
     }

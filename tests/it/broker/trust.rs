@@ -772,3 +772,38 @@ fn a_plan_that_commits_more_storage_than_the_broker_has_is_refused_and_changes_n
     assert_eq!(root.snapshot(), before, "nothing changed");
     root.cotal(&["down"]).assert().success();
 }
+
+/// Another program took the broker's port while it was stopped: the operator moves this root's
+/// port in cotal.toml, and plan and apply judge the port the next start binds (not the old one
+/// in the promoted config), so the move is planned, applied and served; the refusal before the
+/// move says the squatter is not this root's broker and never advises killing it.
+#[test]
+fn moving_the_port_away_from_a_squatter_is_planned_applied_and_served() {
+    let b = Broker::start(TWO);
+    b.root.cotal(&["down"]).assert().success();
+    let old = b.port;
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", old)).unwrap();
+    let e = stderr(&b.root.cotal(&["plan"]).assert().code(3));
+    assert!(
+        e.contains("it is not this root's broker") && !e.contains("kill"),
+        "{e}"
+    );
+    let new = free_port();
+    b.root.desire_on(new, TWO);
+    let plan = stdout(
+        &b.root
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(2),
+    );
+    assert!(plan.contains(&format!("port: {new}")), "{plan}");
+    b.root.apply().success();
+    let up = stdout(&b.root.cotal(&["up"]).assert().success());
+    assert!(up.contains(&format!("127.0.0.1:{new}")), "{up}");
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    drop(squatter);
+    b.root.cotal(&["down"]).assert().success();
+}
