@@ -227,8 +227,19 @@ pub struct Journal {
     pub removals: Vec<JournaledRemoval>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added: Vec<JournaledAdd>,
+    /// The spaces the apply adds (written once, when the journal opens): a re-plan of an
+    /// interrupted bulk add counts them as adds being completed, not as changes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adding: Vec<SpaceName>,
     #[serde(default)]
     pub steps: Vec<JournaledStep>,
+}
+
+impl Journal {
+    /// Whether the interrupted apply was adding `space`.
+    pub fn adds(&self, space: &SpaceName) -> bool {
+        self.adding.contains(space)
+    }
 }
 
 /// The journal: `Absent` when no apply is open, `Valid` when one is (an interrupted apply the

@@ -128,6 +128,7 @@ pub fn journal(space: &str, account: &str, committed: bool) -> JournalState {
             committed,
         }],
         added: Vec::new(),
+        adding: Vec::new(),
         steps: Vec::new(),
     })
 }

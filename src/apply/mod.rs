@@ -241,6 +241,27 @@ fn run(
             JournalState::Valid(j) => j.added.clone(),
             _ => Vec::new(),
         },
+        // The spaces this apply adds, and those an interrupted one was adding and this one
+        // completes.
+        adding: {
+            let mut adding: Vec<SpaceName> = match &ctx.observed.journal {
+                JournalState::Valid(j) => j
+                    .adding
+                    .iter()
+                    .filter(|s| plan.steps.iter().any(|st| st.space() == Some(*s)))
+                    .cloned()
+                    .collect(),
+                _ => Vec::new(),
+            };
+            for step in &plan.steps {
+                if let Step::AddAccount { space, .. } = step
+                    && !adding.contains(space)
+                {
+                    adding.push(space.clone());
+                }
+            }
+            adding
+        },
         steps: Vec::new(),
     };
     let mut state = State {

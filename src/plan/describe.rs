@@ -157,9 +157,19 @@ fn existing(
     if let Some(d) = diff.channels.get(name) {
         details.extend(d.lines.iter().cloned());
     }
+    // A space an interrupted apply was adding is an add being completed.
+    let completing =
+        matches!(&observed.journal, crate::observed::JournalState::Valid(j) if j.adds(name));
+    if completing {
+        details.insert(0, "completes the add an interrupted apply started".into());
+    }
     (
         SpaceChange {
-            action: Action::Change,
+            action: if completing {
+                Action::Add
+            } else {
+                Action::Change
+            },
             space: name.clone(),
             account: Some(space.account_pub.clone()),
             details,

@@ -168,9 +168,14 @@ pub fn promotion(
         });
     }
     // The spaces this plan adds or re-issues have their own blast radius.
+    let completing = |space: &SpaceName| matches!(&observed.journal, crate::observed::JournalState::Valid(j) if j.adds(space));
     let kept = projected
         .iter()
-        .filter(|p| !diff.adds.contains_key(p.space) && !diff.reissues.contains_key(p.space))
+        .filter(|p| {
+            !diff.adds.contains_key(p.space)
+                && !diff.reissues.contains_key(p.space)
+                && !completing(p.space)
+        })
         .count();
     let siblings = if observed.is_running() {
         let nodes = if observed.is_cluster() {

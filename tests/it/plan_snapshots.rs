@@ -308,6 +308,7 @@ fn an_interrupted_removal_is_finished_first() {
             committed: true,
         }],
         added: Vec::new(),
+        adding: Vec::new(),
         steps: Vec::new(),
     });
     let p = plan::compute(&desired("[spaces.design]\n"), &o, &Default::default()).unwrap();

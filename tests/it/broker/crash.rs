@@ -424,3 +424,39 @@ fn sigkill_at_seeded_random_moments_of_a_large_plan() {
         "no kill landed inside an apply ({killed} of {trials} killed before its steps or none): the trial tested nothing"
     );
 }
+
+/// An interrupted bulk add is re-planned as what it is: the spaces it was adding are adds being
+/// completed ("3 to add", each saying so), not changes, and only the spaces it did not touch
+/// are counted as untouched.
+#[test]
+fn an_interrupted_bulk_add_is_replanned_as_adds_being_completed() {
+    let b = Broker::start("[spaces.keep]\n");
+    b.desire("[spaces.keep]\n[spaces.d]\n[spaces.e]\n[spaces.f]\n");
+    let crashed = b
+        .root
+        .cotal(&["apply", "--auto-approve"])
+        .env("COTAL_CRASH_AT", "after-config-promoted")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&crashed.stderr)
+            .contains("crash injected at after-config-promoted"),
+        "{crashed:?}"
+    );
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("Plan: 3 to add, 0 to change, 0 to remove."),
+        "{plan}"
+    );
+    assert!(
+        plan.contains("+ \"d\" add")
+            && plan.contains("completes the add an interrupted apply started"),
+        "{plan}"
+    );
+    assert!(plan.contains("the 1 untouched space sees"), "{plan}");
+    b.root.apply().success();
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
