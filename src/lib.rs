@@ -41,6 +41,7 @@
 //! | [`error`] | the error kinds and their exit codes | pure |
 //! | [`diagnostic`] | a refusal or error as data: what, tenants, blast radius, next steps | pure |
 //! | [`interrupt`] | SIGINT and SIGTERM during an apply: stop at the next step boundary, a second at once | edge |
+//! | [`toml_fmt`] | `cotal fmt`: cotal.toml in one canonical layout, comments and meaning kept | pure |
 //! | [`fault`] | named crash and pause points (fault-injection builds) | edge |
 //! | `testing` | fixtures shared by the unit and the integration tests (hidden, not an API) | tests |
 //!
@@ -89,4 +90,5 @@ pub mod streams;
 pub mod testing;
 pub mod tls;
 pub mod tls_config;
+pub mod toml_fmt;
 pub mod topology;

@@ -7,6 +7,7 @@ mod backup_cmd;
 mod broker_cmd;
 mod creds_cmd;
 mod evict_cmd;
+mod fmt_cmd;
 mod init;
 mod out_file;
 mod output;
@@ -117,6 +118,12 @@ pub enum Command {
     /// no root, no seed and no broker; exit 0 or 1. A pre-commit hook.
     #[command(after_help = "Examples:\n  cotal validate\n  cotal validate path/to/cotal.toml")]
     Validate(validate_cmd::Args),
+    /// Rewrite cotal.toml in the canonical layout (spacing, blank lines), keeping every comment
+    /// and value; --check changes nothing and exits 2 when it would.
+    #[command(
+        after_help = "Examples:\n  cotal fmt\n  cotal fmt --check                          # CI, a pre-commit hook"
+    )]
+    Fmt(fmt_cmd::Args),
     /// Print a shell completion script.
     Completions {
         #[arg(value_enum)]
@@ -171,6 +178,7 @@ fn run(cli: Cli, colour: bool) -> Result<i32> {
         Command::Show(args) => plan_cmd::show(&global, args),
         Command::Audit(args) => audit_cmd::run(&global, args),
         Command::Validate(args) => validate_cmd::run(&global, args),
+        Command::Fmt(args) => fmt_cmd::run(&global, args),
         Command::Completions { shell } => {
             use clap::CommandFactory;
             clap_complete::generate(shell, &mut Cli::command(), "cotal", &mut std::io::stdout());

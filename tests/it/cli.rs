@@ -2165,3 +2165,37 @@ fn help_lists_the_documented_exit_codes() {
     let plan_help = stdout(&root.cotal(&["plan", "--help"]).assert().success());
     assert!(plan_help.contains("--detailed-exitcode") && plan_help.contains("Examples:"));
 }
+
+/// `cotal fmt` puts cotal.toml in the canonical layout keeping every comment and value;
+/// `--check` changes nothing and exits 2 with the diff; a plan saved before formatting is still
+/// the plan applied after it (the meaning did not move).
+#[test]
+fn fmt_lays_out_cotal_toml_keeping_comments_and_meaning() {
+    let root = TestRoot::init();
+    let messy = "# my broker\nversion=1\n[broker]\nport    =  4222   # clients\n\n\n\n[spaces.design]   # the design team\nprotect=true\n[spaces.release]\n";
+    std::fs::write(root.file("cotal.toml"), messy).unwrap();
+    let saved = root.file("plan.json");
+    root.cotal(&["plan", "--out", saved.to_str().unwrap()])
+        .assert()
+        .success();
+    let out = root.cotal(&["fmt", "--check"]).assert().code(2);
+    assert!(
+        stdout(&out).contains("+port = 4222 # clients"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.file("cotal.toml")).unwrap(),
+        messy
+    );
+    root.cotal(&["fmt"]).assert().success();
+    let formatted = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
+    assert_eq!(
+        formatted,
+        "# my broker\nversion = 1\n\n[broker]\nport = 4222 # clients\n\n[spaces.design] # the design team\nprotect = true\n\n[spaces.release]\n"
+    );
+    root.cotal(&["fmt", "--check"]).assert().code(0);
+    root.cotal(&["apply", saved.to_str().unwrap()])
+        .assert()
+        .success();
+}
