@@ -930,10 +930,12 @@ pub fn broker_process(
 }
 
 /// [`broker_process`] of a node whose promoted config listens on `promoted` while `cotal.toml`
-/// declares `declared`: when another program holds the promoted listener and no process of this
-/// root runs anywhere (no nats-server of this user started on the node's config, whatever the
-/// pidfile says), "the port" of stopped is the one the next start binds, the declared one.
-/// So an operator who moved the port away from a squatter is not refused for the old one.
+/// declares `declared`: when the promoted listener is held by what is known to be another
+/// program ([`identity::held_by_another_program`]: no nats-server among its holders, the
+/// pidfile's pid dead, no broker of this root found), "the port" of stopped is the one the next
+/// start binds, the declared one. So an operator who moved the port away from a squatter is not
+/// refused for the old one; a holder that might be this root's broker unrecognised keeps it
+/// unknown.
 pub fn broker_process_moving(
     node: &crate::topology::NodeFiles,
     promoted: &Listener,
@@ -942,11 +944,11 @@ pub fn broker_process_moving(
     let seen = broker_process(node, promoted)?;
     if matches!(seen, BrokerProcess::Unknown { .. })
         && promoted != declared
-        && identity::root_brokers(node).is_empty()
-        && identity::recorded_pid(node)?
-            .ok()
-            .flatten()
-            .is_none_or(|pid| !identity::is_root_broker(node, pid))
+        && identity::held_by_another_program(
+            node,
+            &identity::listening_sockets(promoted)?,
+            identity::recorded_pid(node)?.ok().flatten(),
+        )
     {
         return broker_process(node, declared);
     }

@@ -23,6 +23,10 @@ pub fn format(text: &str) -> Result<String, String> {
     if crate::observe::desired_digest(&out) != crate::observe::desired_digest(text) {
         return Err("formatting would change what cotal.toml says; it was left as it is".into());
     }
+    // Formatting moves no `#` into or out of a string: the same count means no comment lost.
+    if out.matches('#').count() != text.matches('#').count() {
+        return Err("formatting would lose a comment; it was left as it is".into());
+    }
     Ok(out)
 }
 
@@ -88,9 +92,12 @@ fn table(t: &mut Table) {
 
 fn value(v: &mut Value) {
     let suffix = raw(v.decor().suffix()).trim().to_string();
+    // toml_edit's own layout of an array or inline table drops the comments inside it: one
+    // that holds a comment is left as written.
+    let has_comment = v.to_string().contains('#');
     match v {
-        Value::InlineTable(t) => t.fmt(),
-        Value::Array(a) => a.fmt(),
+        Value::InlineTable(t) if !has_comment => t.fmt(),
+        Value::Array(a) if !has_comment => a.fmt(),
         _ => {}
     }
     v.decor_mut().set_prefix(" ");
@@ -154,13 +161,23 @@ mod tests {
     }
 
     #[test]
-    fn the_starter_and_the_examples_are_already_canonical() {
+    fn the_starter_keeps_its_meaning_and_every_comment() {
         let starter = crate::desired::STARTER;
         let out = format(starter).unwrap();
         assert_eq!(
             crate::observe::desired_digest(&out),
             crate::observe::desired_digest(starter)
         );
+        assert_eq!(out.matches('#').count(), starter.matches('#').count());
         assert!(out.contains("# One table per space"), "comments kept");
+        assert_eq!(format(&out).unwrap(), out, "stable");
+    }
+
+    #[test]
+    fn a_comment_inside_an_array_is_kept_and_the_array_left_as_written() {
+        let text = "[broker.tls]\nnames = [\n  \"a.example\", # public\n  \"b.example\",\n]\nplain = [1,2]\n";
+        let out = format(text).unwrap();
+        assert!(out.contains("\"a.example\", # public"), "{out}");
+        assert!(out.contains("plain = [1, 2]"), "{out}");
     }
 }

@@ -13,6 +13,9 @@
 //!   its pidfile lost or its file deleted) and nothing listens on the port.
 //! - Anything else is *unknown*, with what was seen in words; every verb that writes refuses on
 //!   it. Linux only (`/proc`), like the rest of cotal's process handling.
+//! - A holder of the port is called *another program's* ([`held_by_another_program`]) only when
+//!   that is known, not merely because it was not recognised: every holder could be inspected,
+//!   none is a nats-server, and the pidfile's pid is not alive.
 
 use crate::error::Result;
 use crate::store::atomic::{self, Found};
@@ -98,7 +101,7 @@ pub fn probe(node: &NodeFiles, listener: &Listener) -> Result<Liveness> {
                     None => "no pidfile, and ".into(),
                 },
                 describe_holders(&sockets, listener),
-                if root_brokers(node).is_empty() {
+                if held_by_another_program(node, &sockets, recorded) {
                     format!(
                         "; it is not this root's broker (no nats-server of this user was started on {}), so cotal leaves it alone",
                         node.conf.display()
@@ -109,6 +112,50 @@ pub fn probe(node: &NodeFiles, listener: &Listener) -> Result<Liveness> {
             ),
         },
     })
+}
+
+/// Whether the port's holders are known to be another program's, not this root's broker
+/// unrecognised (started with another binary, as another user, through another path): the
+/// recorded pid is not alive, no nats-server of this root is found, every holder of `sockets`
+/// could be inspected, and none is a nats-server by its executable's name or is the binary
+/// cotal starts.
+pub fn held_by_another_program(
+    node: &NodeFiles,
+    sockets: &BTreeSet<u64>,
+    recorded: Option<u32>,
+) -> bool {
+    if sockets.is_empty() || recorded.is_some_and(process_alive) || !root_brokers(node).is_empty() {
+        return false;
+    }
+    let configured = crate::broker::preflight::binary().and_then(|b| std::fs::canonicalize(b).ok());
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    let mut holders = 0;
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !owns_any(pid, sockets) {
+            continue;
+        }
+        holders += 1;
+        let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+            return false;
+        };
+        let nats = exe
+            .file_name()
+            .is_some_and(|n| n.to_string_lossy().contains("nats-server"))
+            || configured.as_ref() == Some(&exe);
+        if nats {
+            return false;
+        }
+    }
+    holders > 0
 }
 
 /// Alive, this user's, a nats-server executable, and started on this node's canonical

@@ -87,6 +87,15 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     // With --format json the one document of the outcome is printed at the end (the plan in
     // it); the plan is not printed before.
     let json = confirm_args.format == Format::Json;
+    // The plan is not shown before a JSON apply, so nobody can be asked to approve it.
+    if json && !approved && !confirm_args.auto_approve {
+        return Err(Error::input(
+            Diagnostic::new(
+                "--format json prints what was done once it is done; it shows no plan to approve, so it needs --auto-approve (or a saved plan); nothing was changed.",
+            )
+            .next("review `cotal plan`, then `cotal apply --auto-approve --format json` (or `cotal plan --out plan.json` and `cotal apply plan.json --format json`)"),
+        ));
+    }
     if prepared.plan.is_empty() {
         let plan = prepared.plan.clone();
         prepared.finish_empty()?;

@@ -26,6 +26,14 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
             (root.desired_file(), Some(root))
         }
     };
+    // The root's own file is read and written under its lock, as the space verbs edit it, so
+    // an edit in between is never overwritten.
+    let _lock = match &root {
+        Some(root) if std::fs::symlink_metadata(root.state_dir()).is_ok() => Some(
+            crate::store::lock::take(root, &crate::operator::holder(), std::time::Duration::ZERO)?,
+        ),
+        _ => None,
+    };
     let text = match atomic::read_optional(&file)? {
         Some(bytes) => String::from_utf8(bytes)
             .map_err(|_| Error::input(format!("{}: not UTF-8", file.display())))?,
@@ -56,13 +64,6 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         );
         return Ok(exit::CHANGES);
     }
-    // The root's own file is edited under its lock, as the space verbs edit it.
-    let _lock = match &root {
-        Some(root) if std::fs::symlink_metadata(root.state_dir()).is_ok() => Some(
-            crate::store::lock::take(root, &crate::operator::holder(), std::time::Duration::ZERO)?,
-        ),
-        _ => None,
-    };
     let mode = std::fs::metadata(&file)
         .map(|m| m.permissions().mode() & 0o777)
         .unwrap_or(atomic::PUBLIC);

@@ -31,7 +31,7 @@ const EXIT_CODES: &str = "\
 Exit codes:
   0    done, or no changes
   1    error: bad input, I/O (nothing changed unless the message says otherwise)
-  2    changes present (plan --detailed-exitcode)
+  2    changes present (plan --detailed-exitcode; fmt --check)
   3    refused by a guard (the message names the tenants, the blast radius, the next step)
   4    the root's lock is held (the message names the holder)
   5    a saved plan is stale

@@ -273,10 +273,17 @@ fn is_live_cotal(pid: u32) -> bool {
 /// inode) with that process's command line, so the holder is named from the moment it took
 /// the lock.
 pub fn describe_holder(root: &Root) -> String {
-    if let Some(h) = read_holder(root) {
+    let kernel = kernel_holder(&root.lock_file());
+    // lock.json of this host is believed only when the kernel agrees on the pid (a killed
+    // holder leaves it behind, and a later one may not have written its own yet); one written
+    // on another host (a shared root) cannot be checked here, and is shown as written.
+    if let Some(h) = read_holder(root)
+        && (h.host != crate::operator::host()
+            || kernel.as_ref().is_none_or(|(pid, _)| *pid == h.pid))
+    {
         return format!("held by {h}");
     }
-    match kernel_holder(&root.lock_file()) {
+    match kernel {
         Some((pid, command)) => format!(
             "held by pid {pid} on this host ({command}), which has not recorded itself in lock.json yet"
         ),
@@ -315,7 +322,8 @@ fn holder_in(locks: &str, dev: u64, ino: u64) -> Option<u32> {
         if fields.get(1) == Some(&"->") {
             return None;
         }
-        let pid: u32 = fields.get(4)?.parse().ok()?;
+        // 0: a holder in another pid namespace, which this one cannot name.
+        let pid: u32 = fields.get(4)?.parse().ok().filter(|p| *p != 0)?;
         let mut id = fields.get(5)?.split(':');
         let (ma, mi, inode) = (id.next()?, id.next()?, id.next()?);
         (u64::from_str_radix(ma, 16).ok()? == major
