@@ -128,22 +128,8 @@ pub fn held_by_another_program(
         return false;
     }
     let configured = crate::broker::preflight::binary().and_then(|b| std::fs::canonicalize(b).ok());
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return false;
-    };
-    let mut holders = 0;
-    for entry in entries.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !owns_any(pid, sockets) {
-            continue;
-        }
-        holders += 1;
+    let holders = socket_holders(sockets);
+    for &pid in &holders {
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
             return false;
         };
@@ -155,7 +141,19 @@ pub fn held_by_another_program(
             return false;
         }
     }
-    holders > 0
+    !holders.is_empty()
+}
+
+/// The pids (of those this user can inspect) that own any of `sockets`.
+fn socket_holders(sockets: &BTreeSet<u64>) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| owns_any(*pid, sockets))
+        .collect()
 }
 
 /// Alive, this user's, a nats-server executable, and started on this node's canonical
@@ -391,23 +389,14 @@ pub fn describe_holders(sockets: &BTreeSet<u64>, listener: &Listener) -> String 
     if sockets.is_empty() {
         return format!("nothing listens on {listener}");
     }
-    let mut holders = Vec::new();
-    if let Ok(entries) = std::fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|n| n.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if owns_any(pid, sockets) {
-                let cmd = cmdline(pid).map(|a| a.join(" ")).unwrap_or_default();
-                let cmd: String = cmd.chars().take(160).collect();
-                holders.push(format!("pid {pid} ({cmd})"));
-            }
-        }
-    }
+    let holders: Vec<String> = socket_holders(sockets)
+        .into_iter()
+        .map(|pid| {
+            let cmd = cmdline(pid).map(|a| a.join(" ")).unwrap_or_default();
+            let cmd: String = cmd.chars().take(160).collect();
+            format!("pid {pid} ({cmd})")
+        })
+        .collect();
     if holders.is_empty() {
         format!("a process this user cannot inspect listens on {listener}")
     } else {

@@ -34,16 +34,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         ),
         _ => None,
     };
-    let text = match atomic::read_optional(&file)? {
-        Some(bytes) => String::from_utf8(bytes)
-            .map_err(|_| Error::input(format!("{}: not UTF-8", file.display())))?,
-        None => {
-            return Err(Error::input(
-                Diagnostic::new(format!("{}: no such file", file.display()))
-                    .next("pass the path of cotal.toml, or run it in a root"),
-            ));
-        }
-    };
+    let text = crate::store::desired_file::read_at(&file)?;
     let formatted = crate::toml_fmt::format(&text).map_err(|e| {
         Error::input(
             Diagnostic::new(format!("{e}; nothing was written.")).next(format!(

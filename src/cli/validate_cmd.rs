@@ -2,8 +2,7 @@
 //! a pull request's CI); the operation is [`crate::ops::validate`].
 
 use super::Global;
-use crate::diagnostic::Diagnostic;
-use crate::error::{Error, Result, exit};
+use crate::error::{Result, exit};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -18,16 +17,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         Some(f) => f,
         None => crate::store::Root::discover(global.root.as_deref())?.desired_file(),
     };
-    let text = match crate::store::atomic::read_optional(&file)? {
-        Some(bytes) => String::from_utf8(bytes)
-            .map_err(|_| Error::input(format!("{}: not UTF-8", file.display())))?,
-        None => {
-            return Err(Error::input(
-                Diagnostic::new(format!("{}: no such file", file.display()))
-                    .next("pass the path of cotal.toml, or run it in a root"),
-            ));
-        }
-    };
+    let text = crate::store::desired_file::read_at(&file)?;
     let dir = file
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

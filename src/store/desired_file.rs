@@ -30,6 +30,20 @@ pub fn read_required(root: &Root) -> Result<String> {
     })
 }
 
+/// The text of a `cotal.toml` at `path` (any path: `validate` and `fmt` take one), read as
+/// [`read`] reads the root's; absent or not UTF-8 is bad input naming it.
+pub fn read_at(path: &std::path::Path) -> Result<String> {
+    match std::fs::read(path) {
+        Ok(bytes) => String::from_utf8(bytes)
+            .map_err(|_| Error::input(format!("{}: not UTF-8", path.display()))),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::input(
+            crate::diagnostic::Diagnostic::new(format!("{}: no such file", path.display()))
+                .next("pass the path of cotal.toml, or run it in a root"),
+        )),
+        Err(e) => Err(Error::io(path, e)),
+    }
+}
+
 /// Replace the file with `text`.
 pub fn write(root: &Root, text: &str) -> Result<()> {
     atomic::write(&root.desired_file(), text.as_bytes(), atomic::PUBLIC)
