@@ -72,10 +72,7 @@ pub fn show(global: &Global, args: ShowArgs) -> Result<i32> {
             &plan,
             args.format,
             global.colour,
-            crate::report::TextOptions {
-                whole_diff: args.diff,
-                ..Default::default()
-            }
+            crate::report::TextOptions::diff(args.diff)
         )
     );
     Ok(exit::OK)
@@ -138,10 +135,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         &plan,
         args.format,
         global.colour,
-        crate::report::TextOptions {
-            whole_diff: args.diff,
-            ..Default::default()
-        },
+        crate::report::TextOptions::diff(args.diff),
     );
     match &out {
         Some(Target::Stdout) => {

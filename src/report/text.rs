@@ -55,6 +55,16 @@ impl Default for TextOptions {
     }
 }
 
+impl TextOptions {
+    /// The defaults, with the whole config diff when `whole_diff` (`--diff`).
+    pub fn diff(whole_diff: bool) -> Self {
+        TextOptions {
+            whole_diff,
+            ..Default::default()
+        }
+    }
+}
+
 /// The text plan, its config diff folded to [`DIFF_LINES_SHOWN`] lines.
 pub fn text(plan: &Plan, p: &Palette) -> String {
     text_with(plan, p, TextOptions::default())

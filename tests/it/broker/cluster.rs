@@ -416,13 +416,7 @@ fn a_node_that_stalled_during_a_rolled_back_apply_is_brought_to_the_promoted_con
     let b = Broker::start_cluster("[spaces.design]\n");
     b.desire(TWO);
     let paused = crate::support::Paused::at(&b.root, &["apply", "--auto-approve"], "before-reload");
-    let pid = nix::unistd::Pid::from_raw(
-        std::fs::read_to_string(b.root.file(".cotal/node.n3/nats.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap(),
-    );
+    let pid = node_3_pid(b.root.file(".cotal/node.n3/nats.pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
     let (code, err) = paused.resume();
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
@@ -466,13 +460,7 @@ fn a_node_running_another_config_is_brought_back_by_the_next_apply() {
     let mut edited = promoted.clone();
     edited.extend_from_slice(b"\nping_interval: \"3m\"\n");
     std::fs::write(&conf, &edited).unwrap();
-    let pid = nix::unistd::Pid::from_raw(
-        std::fs::read_to_string(b.root.file(".cotal/node.n3/nats.pid"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap(),
-    );
+    let pid = node_3_pid(b.root.file(".cotal/node.n3/nats.pid"));
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
     eventually(
         "node 3 runs the edited config",
@@ -504,6 +492,17 @@ fn a_node_running_another_config_is_brought_back_by_the_next_apply() {
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);
+}
+
+/// Node 3's pid, from cotal's own pidfile of it (`path`).
+fn node_3_pid(path: std::path::PathBuf) -> nix::unistd::Pid {
+    nix::unistd::Pid::from_raw(
+        std::fs::read_to_string(path)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap(),
+    )
 }
 
 /// Stop node 3 by its pid (cotal's own records say which process it is), as a machine that
