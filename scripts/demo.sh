@@ -6,9 +6,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 COTAL_NATS_SERVER=$(scripts/nats-server.sh)
 export COTAL_NATS_SERVER
-cargo build --quiet --release --bin cotal --example pubsub
+# The binaries `cargo install --path .` built (nothing is compiled again after it).
+cargo build --quiet --release --bins
 cotal="$PWD/target/release/cotal"
-pubsub="$PWD/target/release/examples/pubsub"
+pubsub="$PWD/target/release/cotal-pubsub"
 root=$(mktemp -d)
 export COTAL_ROOT="$root"
 trap '"$cotal" down >/dev/null 2>&1 || true; rm -rf "$root"' EXIT

@@ -13,7 +13,7 @@
 //! | [`observe`] | reads everything a plan may depend on into an [`observed::Observed`] | edge (IO) |
 //! | [`observed`] | what observation found, as plain data | pure |
 //! | [`plan`] | `(desired, observed, intent) -> Plan` in named stages (`plan::Intent`: the rotations and `--allow-degraded` of one run); the closed `Step` set; refusals | pure |
-//! | [`report`] | a plan as text, JSON and markdown | pure |
+//! | [`report`] | a plan as text, JSON and markdown; the versioned JSON documents of what each verb did | pure |
 //! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view | pure |
 //! | [`route_auth`] | the cluster's route credential, derived from the operator seed, and its include file | pure |
 //! | [`apply`] | the executor: the journal, one `match` over `Step`, promotion stages, rollback, audit | edge |

@@ -13,6 +13,8 @@ pub struct Args {
     /// Only records at or after this time: RFC 3339 (2026-11-30T10:00:00Z) or an age (1h, 7d).
     #[arg(long)]
     pub since: Option<String>,
+    /// `json`: JSON Lines, one record a line, each with its `format_version`
+    /// (`schemas/audit-record.schema.json`).
     #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
     pub format: super::status_cmd::Format,
 }
@@ -49,11 +51,26 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         .collect();
     match args.format {
         super::status_cmd::Format::Json => {
-            for r in &records {
-                println!("{}", serde_json::to_string(r).expect("record serializes"));
+            // JSON Lines, one record a line (`cotal audit --format json | head -1` stops early),
+            // each with the output's version (`schemas/audit-record.schema.json`).
+            for record in &records {
+                let line = crate::report::documents::AuditLine {
+                    format_version: crate::report::documents::FORMAT_VERSION,
+                    record,
+                };
+                println!(
+                    "{}",
+                    serde_json::to_string(&line).expect("record serializes")
+                );
             }
         }
         super::status_cmd::Format::Text => {
+            if !records.is_empty() {
+                println!(
+                    "{:<20}  {:<22} {:<16} {:<12} {:<16} OUTCOME",
+                    "TIME", "EVENT", "SPACE", "GENERATION", "ACTOR"
+                );
+            }
             for r in &records {
                 let event = serde_json::to_value(r.event)
                     .expect("event")
@@ -87,9 +104,10 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                     Some(p) if !p.is_empty() => format!(" [{}]", p.join(", ")),
                     _ => String::new(),
                 };
+                let actor = format!("{}@{}", r.actor.user, r.actor.host);
                 println!(
-                    "{}  {:<22} {:<16} {:<12} {}@{}  {}{counts}",
-                    r.time, event, space, generation, r.actor.user, r.actor.host, r.outcome
+                    "{:<20}  {:<22} {:<16} {:<12} {:<16} {}{counts}",
+                    r.time, event, space, generation, actor, r.outcome
                 );
             }
             if records.is_empty() {

@@ -1,8 +1,11 @@
 //! `cotal up` and `cotal down`: run [`crate::ops::broker`] and say what it did.
 
 use super::Global;
+use super::status_cmd::Format;
 use crate::error::Result;
 use crate::ops::broker::{self as op, DownEvent, Served, Stopped, UpEvent};
+use crate::report::documents;
+use std::cell::RefCell;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -13,6 +16,9 @@ pub struct UpArgs {
     /// How long to wait for the root's lock.
     #[arg(long, value_parser = super::parse_duration, default_value = "0")]
     pub lock_timeout: Duration,
+    /// `json`: one versioned document of what was done, at the end (`schemas/up.schema.json`).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, clap::Args)]
@@ -27,6 +33,9 @@ pub struct DownArgs {
     /// `cotal up` clears it.
     #[arg(long)]
     pub preserve_state: bool,
+    /// `json`: one versioned document of what was done, at the end (`schemas/down.schema.json`).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// Render from the inventory, start nats-server (every node of a cluster that is not
@@ -34,6 +43,8 @@ pub struct DownArgs {
 pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
     let root = global.root()?;
     let progress = super::progress::Bar::new();
+    // With --format json the events are kept for the one document printed at the end.
+    let kept: RefCell<Vec<UpEvent>> = RefCell::new(Vec::new());
     let served = op::up(
         &root,
         &op::Up {
@@ -42,6 +53,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         },
         &progress,
         &|event| match event {
+            event if args.format == Format::Json => kept.borrow_mut().push(event),
             UpEvent::Started {
                 node: Some(node),
                 pid,
@@ -65,6 +77,20 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             UpEvent::Provisioned(title) => println!("  {title}"),
         },
     )?;
+    if args.format == Format::Json {
+        print!(
+            "{}",
+            documents::pretty(&documents::Up::new(
+                kept.into_inner(),
+                &served,
+                progress.elapsed()
+            ))
+        );
+        if matches!(served, Served::Started { .. }) {
+            refresh_state(&root);
+        }
+        return Ok(0);
+    }
     match served {
         Served::AlreadyRunning { pid: Some(pid) } => {
             println!("The broker is already running (pid {pid}).")
@@ -116,6 +142,8 @@ fn refresh_state(root: &crate::store::Root) {
 /// always stop the broker, and the next `cotal apply` finishes the journal with it stopped.
 pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
     let root = global.root()?;
+    let began = std::time::Instant::now();
+    let kept: RefCell<Vec<DownEvent>> = RefCell::new(Vec::new());
     let on = |node: &Option<String>, what: &str| match node {
         Some(node) => println!("node {node}: {what}"),
         None => println!("{what}"),
@@ -128,6 +156,7 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
             preserve_state: args.preserve_state,
         },
         &|event| match event {
+            event if args.format == Format::Json => kept.borrow_mut().push(event),
             DownEvent::Stopped { node, pid } => {
                 on(&node, &format!("nats-server stopped (pid {pid})."))
             }
@@ -144,17 +173,28 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
             }
         },
     )?;
+    if !matches!(stopped, Stopped::NeverInitialised) {
+        refresh_state(&root);
+    }
+    if args.format == Format::Json {
+        print!(
+            "{}",
+            documents::pretty(&documents::Down::new(
+                kept.into_inner(),
+                &stopped,
+                began.elapsed()
+            ))
+        );
+        return Ok(0);
+    }
     match stopped {
         Stopped::NeverInitialised => println!(
             "The broker is not running: this root has no .cotal/ (never initialised here)."
         ),
-        Stopped::Stopped => refresh_state(&root),
-        Stopped::Cut { at, generation } => {
-            println!(
-                "Cut recorded at {at} (generation {generation}): the store is preserved for `cotal space backup` and `cotal space restore`; `cotal up` clears it."
-            );
-            refresh_state(&root);
-        }
+        Stopped::Stopped => {}
+        Stopped::Cut { at, generation } => println!(
+            "Cut recorded at {at} (generation {generation}): the store is preserved for `cotal space backup` and `cotal space restore`; `cotal up` clears it."
+        ),
     }
     Ok(0)
 }

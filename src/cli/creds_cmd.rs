@@ -4,12 +4,14 @@
 //! writes the creds where asked and prints.
 
 use super::Global;
+use super::status_cmd::Format;
 use crate::credentials::{DEFAULT_EXPIRY, Request, Target};
 use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::model::stamp;
 use crate::permissions::Profile;
+use crate::report::documents;
 use crate::store::atomic;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -27,13 +29,22 @@ pub struct Args {
 pub enum Command {
     /// Mint a user (the same as `cotal creds SPACE --user NAME`; use it for a space named
     /// `mint`, `list` or `revoke`).
+    #[command(
+        after_help = "Examples:\n  cotal creds mint design --user alice --out alice.creds\n  cotal creds mint list --user bob --out bob.creds        # a space named `list`"
+    )]
     Mint(MintArgs),
     /// Revoke users of a space (or, with --system, monitoring users): recorded now, enforced by
     /// the next `cotal apply`, which closes
     /// their connections and refuses them from then on.
+    #[command(
+        after_help = "Examples:\n  cotal creds revoke design --user alice && cotal apply\n  cotal creds revoke design --all --format json\n  cotal creds revoke --system --all && cotal apply"
+    )]
     Revoke(RevokeArgs),
     /// The users minted for a space (or, with --system, the monitoring users handed out):
     /// profile, expiry, revocation.
+    #[command(
+        after_help = "Examples:\n  cotal creds list design\n  cotal creds list --system --format json"
+    )]
     List(ListArgs),
 }
 
@@ -88,6 +99,10 @@ pub struct MintArgs {
     /// How long to wait for the root's lock.
     #[arg(long, value_parser = super::parse_duration, default_value = "0")]
     pub lock_timeout: Duration,
+    /// `json`: one versioned document of the user minted, never its creds
+    /// (`schemas/creds-mint.schema.json`); needs --out FILE, where the creds go.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, clap::Args)]
@@ -114,6 +129,9 @@ pub struct RevokeArgs {
     /// How long to wait for the root's lock.
     #[arg(long, value_parser = super::parse_duration, default_value = "0")]
     pub lock_timeout: Duration,
+    /// `json`: one versioned document of the keys revoked (`schemas/creds-revoke.schema.json`).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 #[derive(Debug, clap::Args)]
@@ -124,8 +142,9 @@ pub struct ListArgs {
     /// List the system users `cotal creds --system` handed out instead.
     #[arg(long)]
     pub system: bool,
-    #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
-    pub format: super::status_cmd::Format,
+    /// `json`: one versioned document (`schemas/creds-list.schema.json`).
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
 }
 
 /// `--expires`: a duration or never.
@@ -176,9 +195,24 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         .map(|raw| super::out_file::Target::check(raw, args.force, Some(&root)))
         .transpose()?
         .unwrap_or(super::out_file::Target::Stdout);
+    if args.format == Format::Json && out.is_stdout() {
+        return Err(Error::input(
+            Diagnostic::new(
+                "--format json prints a document of the user minted on standard output, where the creds would go; nothing was minted.",
+            )
+            .next("give the creds a file: `--out FILE --format json`"),
+        ));
+    }
     if let Some(role) = args.system {
         let user = args.user.unwrap_or_else(|| "monitor".into());
-        return mint_system(&root, role, &user, args.expires, args.lock_timeout, &out);
+        return mint_system(
+            &root,
+            role,
+            &user,
+            (args.expires, args.lock_timeout),
+            &out,
+            args.format,
+        );
     }
     let (Some(raw_space), Some(user)) = (args.space, args.user) else {
         return Err(Error::input("give the space and --user NAME"));
@@ -220,6 +254,15 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
                 )),
             )
         })?;
+    if format_json(
+        args.format,
+        Some(space.as_str()),
+        m,
+        m.profile.to_string(),
+        &out,
+    ) {
+        return Ok(0);
+    }
     let written = if out.is_stdout() {
         String::new()
     } else {
@@ -249,9 +292,9 @@ fn mint_system(
     root: &crate::store::Root,
     role: SystemRole,
     user: &str,
-    expires: Expiry,
-    lock_timeout: Duration,
+    (expires, lock_timeout): (Expiry, Duration),
     out: &super::out_file::Target,
+    format: Format,
 ) -> Result<i32> {
     let issued = crate::ops::creds::mint_system(
         root,
@@ -278,6 +321,9 @@ fn mint_system(
                 )),
             )
         })?;
+    if format_json(format, None, m, m.profile.name().to_string(), out) {
+        return Ok(0);
+    }
     let written = if out.is_stdout() {
         String::new()
     } else {
@@ -302,6 +348,55 @@ fn mint_system(
     Ok(0)
 }
 
+/// With `--format json`, print the document of the user minted (its creds are in `out`) and
+/// say so.
+fn format_json<P>(
+    format: Format,
+    space: Option<&str>,
+    m: &crate::store::users::Minted<P>,
+    profile: String,
+    out: &super::out_file::Target,
+) -> bool {
+    if format != Format::Json {
+        return false;
+    }
+    print!(
+        "{}",
+        documents::pretty(&documents::CredsMinted {
+            format_version: documents::FORMAT_VERSION,
+            space: space.map(str::to_string),
+            user: m.name.clone(),
+            key: m.key.clone(),
+            profile,
+            expires: m.expires_at.map(stamp),
+            out: out.to_string(),
+        })
+    );
+    true
+}
+
+/// With `--format json`, print the document of the keys revoked and say so.
+fn revoked_json(
+    format: Format,
+    space: Option<&SpaceName>,
+    revoked: &crate::credentials::Revoked,
+) -> bool {
+    if format != Format::Json {
+        return false;
+    }
+    print!(
+        "{}",
+        documents::pretty(&documents::CredsRevoked {
+            format_version: documents::FORMAT_VERSION,
+            space: space.map(|s| s.as_str().to_string()),
+            keys: revoked.keys.clone(),
+            at: stamp(revoked.at),
+            enforced_by_next_apply: true,
+        })
+    );
+    true
+}
+
 fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
     let root = global.root()?;
     let target = match (args.user, args.key, args.all) {
@@ -311,6 +406,9 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
     };
     if args.system {
         let revoked = crate::ops::creds::revoke_system(&root, &target, args.lock_timeout, &warn)?;
+        if revoked_json(args.format, None, &revoked) {
+            return Ok(0);
+        }
         eprintln!(
             "Recorded the revocation of {} system user key{} at {}.\n\
              next: `cotal apply` re-issues the system account with it and reloads the broker: their connections close and they are refused from then on",
@@ -325,6 +423,9 @@ fn revoke(global: &Global, args: RevokeArgs) -> Result<i32> {
     };
     let space = SpaceName::parse(&raw_space).map_err(Error::input)?;
     let revoked = crate::ops::creds::revoke(&root, &space, &target, args.lock_timeout, &warn)?;
+    if revoked_json(args.format, Some(&space), &revoked) {
+        return Ok(0);
+    }
     eprintln!(
         "Recorded the revocation of {} key{} of space {} at {}.\n\
          next: `cotal apply` re-issues the account with it and reloads the broker: their connections close and they are refused from then on",
@@ -362,9 +463,10 @@ fn list(global: &Global, args: ListArgs) -> Result<i32> {
         })
         .collect();
     match args.format {
-        super::status_cmd::Format::Json => println!(
+        Format::Json => println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
+                "format_version": documents::FORMAT_VERSION,
                 "space": space.as_str(),
                 "account": account,
                 "users": rows,
@@ -372,7 +474,7 @@ fn list(global: &Global, args: ListArgs) -> Result<i32> {
             }))
             .expect("json")
         ),
-        super::status_cmd::Format::Text => {
+        Format::Text => {
             print_users(&rows, ("PROFILE", "profile", 8));
             if ledger.revoked.contains_key("*") {
                 println!(
@@ -386,7 +488,7 @@ fn list(global: &Global, args: ListArgs) -> Result<i32> {
 }
 
 /// `cotal creds list --system`.
-fn list_system(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<i32> {
+fn list_system(root: &crate::store::Root, format: Format) -> Result<i32> {
     let listing = crate::ops::creds::list_system(root, crate::clock::now(), &warn)?;
     let rows: Vec<serde_json::Value> = listing
         .users
@@ -403,15 +505,17 @@ fn list_system(root: &crate::store::Root, format: super::status_cmd::Format) -> 
         })
         .collect();
     match format {
-        super::status_cmd::Format::Json => println!(
+        Format::Json => println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
+                "format_version": documents::FORMAT_VERSION,
+                "space": null,
                 "account": listing.account,
                 "users": rows,
             }))
             .expect("json")
         ),
-        super::status_cmd::Format::Text => print_users(&rows, ("ROLE", "role", 14)),
+        Format::Text => print_users(&rows, ("ROLE", "role", 14)),
     }
     Ok(0)
 }

@@ -57,13 +57,24 @@ Examples:
 )]
 pub struct Cli {
     /// The root directory (else COTAL_ROOT, else the nearest ancestor holding cotal.toml or .cotal/).
-    #[arg(long, global = true, value_name = "DIR")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        help_heading = "Global options"
+    )]
     pub root: Option<PathBuf>,
     /// Colour output.
-    #[arg(long, global = true, value_enum, default_value_t = ColorChoice::Auto)]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        default_value_t = ColorChoice::Auto,
+        help_heading = "Global options"
+    )]
     pub color: ColorChoice,
     /// More logging on stderr (-v info, -vv debug, -vvv trace); RUST_LOG works too.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, help_heading = "Global options")]
     pub verbose: u8,
     #[command(subcommand)]
     pub command: Command,
@@ -79,6 +90,9 @@ pub enum ColorChoice {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Create the broker trust of a new root (operator, system account) and a starter cotal.toml.
+    #[command(
+        after_help = "Examples:\n  mkdir mybroker && cd mybroker && cotal init\n  cotal --root /srv/cotal init"
+    )]
     Init(init::Args),
     /// Show what apply would change, with its blast radius.
     #[command(
@@ -91,12 +105,22 @@ pub enum Command {
     )]
     Apply(apply_cmd::Args),
     /// Render server.conf from the inventory and start nats-server; provision what is missing.
+    #[command(after_help = "Examples:\n  cotal up\n  cotal up --timeout 60s --format json")]
     Up(broker_cmd::UpArgs),
     /// Stop the broker (SIGTERM, grace, SIGKILL).
+    #[command(
+        after_help = "Examples:\n  cotal down\n  cotal down --preserve-state              # then `cotal space backup NAME DIR`"
+    )]
     Down(broker_cmd::DownArgs),
     /// Show the broker, the generation and every space's state and figures.
+    #[command(
+        after_help = "Examples:\n  cotal status\n  cotal status --format json | jq '.spaces[] | select(.state != \"active\")'\n  cotal status --format prometheus > /var/lib/node_exporter/cotal.prom"
+    )]
     Status(status_cmd::Args),
     /// Mint a user creds file for a space.
+    #[command(
+        after_help = "Examples:\n  cotal creds design --user alice --out alice.creds\n  cotal creds design --user ci --profile admin --expires 7d --out ci.creds\n  cotal creds --system monitor --out monitor.creds\n  cotal creds list design\n  cotal creds revoke design --user alice && cotal apply"
+    )]
     Creds(creds_cmd::Args),
     /// Add, remove, suspend, resume or list spaces (edits cotal.toml, applies only that change).
     #[command(subcommand)]
@@ -111,8 +135,14 @@ pub enum Command {
     #[command(subcommand)]
     State(state_cmd::Command),
     /// Print a saved plan (`plan --out FILE`) in any format, without applying it.
+    #[command(
+        after_help = "Examples:\n  cotal show plan.json\n  cotal show plan.json --format markdown > plan.md"
+    )]
     Show(plan_cmd::ShowArgs),
     /// Read the lifecycle audit.
+    #[command(
+        after_help = "Examples:\n  cotal audit --since 7d\n  cotal audit --space design --format json | jq -r .event"
+    )]
     Audit(audit_cmd::Args),
     /// Check cotal.toml (schema, names, limits, topology, channels, the files it names) with
     /// no root, no seed and no broker; exit 0 or 1. A pre-commit hook.
@@ -125,7 +155,11 @@ pub enum Command {
     )]
     Fmt(fmt_cmd::Args),
     /// Print a shell completion script.
+    #[command(
+        after_help = "Examples:\n  cotal completions bash > ~/.local/share/bash-completion/completions/cotal\n  cotal completions zsh > \"${fpath[1]}/_cotal\""
+    )]
     Completions {
+        /// The shell to complete in.
         #[arg(value_enum)]
         shell: clap_complete::Shell,
     },

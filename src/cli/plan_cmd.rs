@@ -56,6 +56,7 @@ pub struct Args {
 pub struct ShowArgs {
     /// A plan saved with `cotal plan --out FILE`.
     pub file: PathBuf,
+    /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
     /// Show the whole server.conf diff (the text plan shows its first 40 lines otherwise).

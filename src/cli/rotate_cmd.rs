@@ -17,6 +17,9 @@ pub enum Command {
     /// every monitoring user `cotal creds --system` handed out) are refused; one
     /// reload, journaled like any apply. The plan also carries any other pending change of
     /// cotal.toml. Recovers a root whose system keys are lost (with the broker stopped).
+    #[command(
+        after_help = "Examples:\n  cotal rotate sys\n  cotal rotate sys --auto-approve --format json"
+    )]
     Sys {
         #[command(flatten)]
         confirm: ConfirmArgs,
@@ -24,6 +27,7 @@ pub enum Command {
     /// A new route credential for a cluster (the cluster stopped): recorded now, written into
     /// every node's include by the next `cotal apply` or `cotal up`. A node on another machine
     /// needs its new include file before it starts.
+    #[command(after_help = "Examples:\n  cotal down && cotal rotate routes && cotal up")]
     Routes {
         /// How long to wait for the root's lock.
         #[arg(long, value_parser = super::parse_duration, default_value = "0")]
@@ -31,7 +35,11 @@ pub enum Command {
     },
     /// A new signing key for one space's account: users signed by the old key (every creds
     /// `cotal creds` minted for it) are refused after the reload; mint new ones.
+    #[command(
+        after_help = "Examples:\n  cotal rotate account design\n  cotal rotate account design --auto-approve && cotal creds design --user alice --out alice.creds"
+    )]
     Account {
+        /// The space whose account gets a new signing key.
         name: String,
         #[command(flatten)]
         confirm: ConfirmArgs,

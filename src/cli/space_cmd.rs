@@ -14,7 +14,12 @@ use std::collections::BTreeSet;
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
     /// Add a space to cotal.toml and apply it.
+    #[command(
+        after_help = "Examples:\n  cotal space add ops\n  cotal space add ops --limit max_connections=50 --limit max_storage=5GiB --protect --auto-approve"
+    )]
     Add {
+        /// The space's name: lowercase letters, digits and '-' (it names the account and the
+        /// subjects `cotal.<name>.>`).
         name: String,
         /// An account limit, KEY=VALUE (max_connections, max_storage, max_memory, max_streams,
         /// max_consumers, max_payload); repeatable.
@@ -30,31 +35,51 @@ pub enum Command {
         confirm: ConfirmArgs,
     },
     /// Remove a space from cotal.toml and apply it (destroys its data); finishes a journaled removal.
+    #[command(
+        after_help = "Examples:\n  cotal space rm release\n  cotal space rm release --auto-approve --allow-destroy   # CI"
+    )]
     Rm {
+        /// The space.
         name: String,
         #[command(flatten)]
         confirm: ConfirmArgs,
     },
     /// Suspend a space: its connections are closed and refused, its data kept.
+    #[command(
+        after_help = "Examples:\n  cotal space suspend design\n  cotal space suspend design --auto-approve"
+    )]
     Suspend {
+        /// The space.
         name: String,
         #[command(flatten)]
         confirm: ConfirmArgs,
     },
     /// Resume a suspended space.
+    #[command(after_help = "Examples:\n  cotal space resume design")]
     Resume {
+        /// The space.
         name: String,
         #[command(flatten)]
         confirm: ConfirmArgs,
     },
     /// Back up a space's streams from the preserved store (after `cotal down --preserve-state`).
+    #[command(
+        after_help = "Examples:\n  cotal down --preserve-state && cotal space backup design /backups/design && cotal up"
+    )]
     Backup {
+        /// The space.
         name: String,
+        /// The folder to write the backup into (it must not exist yet).
         dir: std::path::PathBuf,
     },
     /// Restore a space's streams into its empty namespace (after `cotal down --preserve-state`).
+    #[command(
+        after_help = "Examples:\n  cotal down --preserve-state && cotal space restore design /backups/design && cotal up\n  cotal space restore design /backups/from-old-broker --relocate"
+    )]
     Restore {
+        /// The space.
         name: String,
+        /// A folder `cotal space backup` wrote.
         dir: std::path::PathBuf,
         /// The artifact comes from another account (another broker): move the space here.
         #[arg(long)]
@@ -62,14 +87,20 @@ pub enum Command {
     },
     /// Close every live connection of a space (its clients may reconnect); no other space's
     /// connection is touched.
+    #[command(after_help = "Examples:\n  cotal space evict design")]
     Evict {
+        /// The space.
         name: String,
         /// How long to wait for the root's lock.
         #[arg(long, value_parser = super::parse_duration, default_value = "0")]
         lock_timeout: std::time::Duration,
     },
     /// List the spaces of cotal.toml and the root, with their states.
+    #[command(
+        after_help = "Examples:\n  cotal space list\n  cotal space list --format json | jq -r '.spaces[].name'"
+    )]
     List {
+        /// `json`: one versioned document (`schemas/space-list.schema.json`).
         #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
         format: super::status_cmd::Format,
     },
@@ -282,8 +313,9 @@ fn table(rows: &[crate::ops::space_list::Row], file_broken: bool) -> String {
             ]
         })
         .collect();
+    // Headers in capitals, as every table of cotal (status, creds list, audit) and kubectl's.
     let header = [
-        "space", "desired", "protect", "state", "servable", "channels",
+        "SPACE", "DESIRED", "PROTECT", "STATE", "SERVABLE", "CHANNELS",
     ]
     .map(String::from);
     let mut widths = [0usize; 6];

@@ -13,6 +13,9 @@ use std::path::PathBuf;
 pub enum Command {
     /// Write the secret-free state (public keys, JWTs, the promoted config, each space's
     /// limits, state, protection and streams; never a seed) to standard output or --out.
+    #[command(
+        after_help = "Examples:\n  cotal state export --out state.json\n  cotal plan --state state.json --state-key \"$(cotal state key)\"   # where the root is not"
+    )]
     Export {
         /// Where to write it (`-`: standard output, the default).
         #[arg(long, value_name = "FILE")]
@@ -20,17 +23,34 @@ pub enum Command {
         /// Replace an existing --out file.
         #[arg(long, requires = "out")]
         force: bool,
+        /// The state is one versioned JSON document (`schemas/state.schema.json`) whatever
+        /// is asked: `json` is the only format, accepted as every verb accepts it.
+        #[arg(long, value_enum, default_value_t = StateFormat::Json)]
+        format: StateFormat,
     },
     /// Print the public key that signs this root's states (made now if the root has none):
     /// give it to `cotal plan --state` in CI (`--state-key`, or `COTAL_STATE_KEY` from the
     /// repository's settings), never through the pull request. Public: no secret in it.
+    #[command(
+        after_help = "Examples:\n  cotal state key\n  gh variable set COTAL_STATE_KEY --body \"$(cotal state key)\""
+    )]
     Key,
+}
+
+/// The one format of the state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StateFormat {
+    Json,
 }
 
 pub fn run(global: &Global, command: Command) -> Result<i32> {
     let root = global.root()?;
     match command {
-        Command::Export { out, force } => {
+        Command::Export {
+            out,
+            force,
+            format: StateFormat::Json,
+        } => {
             let target = match out {
                 Some(raw) => Target::check(&raw, force, Some(&root))?,
                 None => Target::Stdout,

@@ -343,8 +343,8 @@ fn generation_store_and_keys(out: &mut String, s: &Status, observed: &crate::obs
 fn space_table(out: &mut String, s: &Status) {
     let _ = writeln!(
         out,
-        "\n{:<20} {:<13} {:<9} {:>7} {:>10} {:>10} {:>6}  account",
-        "space", "state", "servable", "streams", "messages", "bytes", "conns"
+        "\n{:<20} {:<13} {:<9} {:>7} {:>10} {:>10} {:>6}  ACCOUNT",
+        "SPACE", "STATE", "SERVABLE", "STREAMS", "MESSAGES", "BYTES", "CONNS"
     );
     for sp in &s.spaces {
         let space = crate::model::SpaceName::parse(&sp.name).expect("inventory names are valid");

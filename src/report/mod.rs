@@ -3,6 +3,7 @@
 //!
 //! Pure: each takes a plan and returns a string.
 
+pub mod documents;
 mod markdown;
 pub mod outcome;
 mod text;

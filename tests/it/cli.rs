@@ -2114,13 +2114,7 @@ fn an_interrupted_space_rm_past_its_commit_point_keeps_the_edit() {
 /// their schemas in `schemas/`.
 #[test]
 fn apply_and_space_list_print_versioned_json_documents_their_schemas_describe() {
-    let validate = |schema: &str, doc: &serde_json::Value| {
-        let schema: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(schema).unwrap()).unwrap();
-        let validator = jsonschema::validator_for(&schema).unwrap();
-        let errors: Vec<String> = validator.iter_errors(doc).map(|e| e.to_string()).collect();
-        assert!(errors.is_empty(), "{errors:?}\n{doc}");
-    };
+    let validate = crate::support::assert_valid_for;
     let root = TestRoot::init();
     root.desire(TWO_SPACES);
     let json = |args: &[&str]| -> serde_json::Value {

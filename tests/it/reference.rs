@@ -114,3 +114,49 @@ fn the_module_map_of_contributing_is_the_crates_and_names_every_module() {
         );
     }
 }
+
+/// Every verb's `--help` has a one-line description, every argument is described, every verb
+/// that does something ends with examples, and the global flags are listed apart from the
+/// verb's own ("Global options").
+#[test]
+fn every_verb_is_described_with_its_arguments_and_examples() {
+    use clap::CommandFactory;
+    fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+        let name = format!("{path} {}", cmd.get_name()).trim().to_string();
+        if cmd.get_about().is_none() && name != "cotal" {
+            missing.push(format!("{name}: no description"));
+        }
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if id == "help" || id == "version" {
+                continue;
+            }
+            if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                missing.push(format!("{name} {id}: not described"));
+            }
+            if arg.is_global_set() && arg.get_help_heading() != Some("Global options") {
+                missing.push(format!(
+                    "{name} {id}: a global flag outside \"Global options\""
+                ));
+            }
+        }
+        let leaf = cmd.get_subcommands().next().is_none();
+        let after = cmd
+            .get_after_help()
+            .or(cmd.get_after_long_help())
+            .map(|s| s.to_string())
+            .unwrap_or_default();
+        if leaf && !after.contains("Examples:") {
+            missing.push(format!("{name}: no examples"));
+        }
+        // clap's own `help` verb (and its tree) describes the others.
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+            walk(sub, &name, missing);
+        }
+    }
+    let mut missing = Vec::new();
+    let mut cli = cotal::cli::Cli::command();
+    cli.build();
+    walk(&cli, "", &mut missing);
+    assert!(missing.is_empty(), "{}", missing.join("\n"));
+}

@@ -48,3 +48,109 @@ fn a_root_backup_brought_up_on_a_new_host_serves_the_creds_handed_out_before() {
         .code(3);
     assert!(crate::support::stderr(&out).contains("already exists"));
 }
+
+/// `down`, `up`, `creds` (mint, list, revoke), `audit`, `root backup` and `root restore` each
+/// print one versioned document with `--format json`, valid for its schema in `schemas/`; a
+/// creds document names the file holding the creds and never holds them.
+#[test]
+fn every_verb_prints_a_versioned_json_document_its_schema_describes() {
+    use crate::support::assert_valid_for;
+    let a = Broker::start(TWO);
+    let json = |args: &[&str]| -> serde_json::Value {
+        let out = stdout(&a.root.cotal(args).assert().success());
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{args:?}: {e}\n{out}"))
+    };
+    let down = json(&["down", "--format", "json"]);
+    assert_valid_for("schemas/down.schema.json", &down);
+    assert_eq!(down["status"], "stopped");
+    assert_eq!(down["nodes"][0]["outcome"], "stopped");
+    let again = json(&["down", "--format", "json"]);
+    assert_valid_for("schemas/down.schema.json", &again);
+    assert_eq!(again["nodes"][0]["outcome"], "not-running");
+    let up = json(&["up", "--format", "json"]);
+    assert_valid_for("schemas/up.schema.json", &up);
+    assert_eq!(up["status"], "started");
+    assert_eq!(up["spaces"], 2);
+    assert_eq!(up["started"].as_array().unwrap().len(), 1);
+    let running = json(&["up", "--format", "json"]);
+    assert_valid_for("schemas/up.schema.json", &running);
+    assert_eq!(running["status"], "already-running");
+
+    let creds = a.root.file("alice.creds");
+    let minted = json(&[
+        "creds",
+        "design",
+        "--user",
+        "alice",
+        "--out",
+        creds.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_valid_for("schemas/creds-mint.schema.json", &minted);
+    assert!(!minted.to_string().contains("SEED"), "{minted}");
+    assert!(
+        std::fs::read_to_string(&creds)
+            .unwrap()
+            .contains("USER NKEY SEED")
+    );
+    // Without --out the creds would share standard output with the document: refused.
+    let refused = a
+        .root
+        .cotal(&["creds", "design", "--user", "bob", "--format", "json"])
+        .assert()
+        .code(1);
+    assert!(crate::support::stderr(&refused).contains("--out FILE"));
+    let monitor = a.root.file("monitor.creds");
+    let system = json(&[
+        "creds",
+        "--system",
+        "monitor",
+        "--out",
+        monitor.to_str().unwrap(),
+        "--format",
+        "json",
+    ]);
+    assert_valid_for("schemas/creds-mint.schema.json", &system);
+    assert_eq!(system["space"], serde_json::Value::Null);
+    let listed = json(&["creds", "list", "design", "--format", "json"]);
+    assert_valid_for("schemas/creds-list.schema.json", &listed);
+    assert_eq!(listed["users"][0]["key"], minted["key"]);
+    let listed = json(&["creds", "list", "--system", "--format", "json"]);
+    assert_valid_for("schemas/creds-list.schema.json", &listed);
+    let revoked = json(&[
+        "creds", "revoke", "design", "--user", "alice", "--format", "json",
+    ]);
+    assert_valid_for("schemas/creds-revoke.schema.json", &revoked);
+    assert_eq!(revoked["keys"][0], minted["key"]);
+
+    let audit = stdout(
+        &a.root
+            .cotal(&["audit", "--format", "json"])
+            .assert()
+            .success(),
+    );
+    let lines: Vec<serde_json::Value> = audit
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() > 3, "{audit}");
+    for line in &lines {
+        assert_valid_for("schemas/audit-record.schema.json", line);
+    }
+
+    let vault = tempfile::tempdir().unwrap();
+    let dir = vault.path().join("root-backup");
+    let backup = json(&["root", "backup", dir.to_str().unwrap(), "--format", "json"]);
+    assert_valid_for("schemas/root-backup.schema.json", &backup);
+    let new_host = crate::support::TestRoot::new();
+    let restored = stdout(
+        &new_host
+            .cotal(&["root", "restore", dir.to_str().unwrap(), "--format", "json"])
+            .assert()
+            .success(),
+    );
+    let restored: serde_json::Value = serde_json::from_str(&restored).unwrap();
+    assert_valid_for("schemas/root-restore.schema.json", &restored);
+    assert_eq!(restored["operator"], backup["operator"]);
+}

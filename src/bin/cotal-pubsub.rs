@@ -1,14 +1,20 @@
-//! A minimal NATS client for the README and the demo: connects with a creds file, publishes a
-//! message to a space's chat stream and reads it back through JetStream (as a `member`, whose
-//! replies come on its own inbox prefix `_INBOX_<user>`).
+//! `cotal-pubsub`: a minimal NATS client for the quick start and the demo, to try creds `cotal
+//! creds` handed out: it connects with a creds file, publishes a message to a space's chat
+//! stream and reads it back through JetStream (as a `member`, whose replies come on its own
+//! inbox prefix `_INBOX_<user>`).
 //!
-//! `cargo run --example pubsub -- URL CREDS SPACE_TOKEN USER [MESSAGE]`
+//! `cotal-pubsub URL CREDS SPACE_TOKEN USER [MESSAGE]`
+//!
+//! A binary of the package and not an example: it is built by `cargo install --path .` with the
+//! same dependencies and features as `cotal`, so the demo runs it without compiling anything
+//! again (an example would pull in the dev-dependencies, whose features change async-nats and
+//! tokio, and rebuild cotal).
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [url, creds, token, user, rest @ ..] = args.as_slice() else {
-        eprintln!("usage: pubsub URL CREDS SPACE_TOKEN USER [MESSAGE]");
+        eprintln!("usage: cotal-pubsub URL CREDS SPACE_TOKEN USER [MESSAGE]");
         std::process::exit(2);
     };
     let message = rest
