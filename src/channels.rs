@@ -323,9 +323,7 @@ fn desired_value(declared: &Settings, observed: Option<&serde_json::Value>) -> O
 pub fn displayable(text: &str) -> String {
     text.chars()
         .map(|c| {
-            let hidden = c.is_control()
-                || matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{2028}' | '\u{2029}' | '\u{FEFF}');
-            if hidden {
+            if crate::model::hides_or_reorders(c) {
                 c.escape_unicode().to_string()
             } else {
                 c.to_string()

@@ -301,6 +301,16 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
     let mut channels = BTreeMap::new();
     for (key, space) in raw.spaces {
         let name = SpaceName::parse(key.get_ref()).map_err(|e| loc.at(key.span().start, e))?;
+        // Two keys that differ only in their Unicode form (composed, decomposed) name one space.
+        if spaces.contains_key(&name) {
+            return Err(loc.at(
+                key.span().start,
+                format!(
+                    "{} is declared twice: two tables name the same space once put in Unicode normal form C (NFC)",
+                    name.quoted()
+                ),
+            ));
+        }
         let declared = space_channels(
             space.channel_defaults,
             space.channels,

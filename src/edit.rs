@@ -32,13 +32,23 @@ fn spaces(doc: &mut DocumentMut) -> Result<&mut Table, String> {
         .ok_or_else(|| "cotal.toml: `spaces` is not a table".to_string())
 }
 
+/// The key of the space's table as the file writes it: the name in any Unicode form that
+/// normalises to it (a file may write `cafe\u{301}` for the space `café`).
+fn key_of(spaces: &dyn toml_edit::TableLike, space: &SpaceName) -> Option<String> {
+    spaces
+        .iter()
+        .map(|(key, _)| key)
+        .find(|key| SpaceName::parse(key).is_ok_and(|n| &n == space))
+        .map(str::to_string)
+}
+
 /// Whether the file has a table for the space.
 pub fn has_space(text: &str, space: &SpaceName) -> Result<bool, String> {
     let doc = parse(text)?;
     Ok(doc
         .get("spaces")
         .and_then(|s| s.as_table_like())
-        .is_some_and(|t| t.contains_key(space.as_str())))
+        .is_some_and(|t| key_of(t, space).is_some()))
 }
 
 /// Add `[spaces.NAME]` with the given settings. Refuses a space the file already has.
@@ -51,7 +61,7 @@ pub fn add_space(
 ) -> Result<String, String> {
     let mut doc = parse(text)?;
     let spaces = spaces(&mut doc)?;
-    if spaces.contains_key(space.as_str()) {
+    if key_of(spaces, space).is_some() {
         return Err(format!(
             "cotal.toml already has a table for {}",
             space.quoted()
@@ -89,7 +99,10 @@ pub fn add_space(
 pub fn remove_space(text: &str, space: &SpaceName) -> Result<(String, bool), String> {
     let mut doc = parse(text)?;
     let removed = match doc.get_mut("spaces").and_then(|s| s.as_table_like_mut()) {
-        Some(t) => t.remove(space.as_str()).is_some(),
+        Some(t) => match key_of(t, space) {
+            Some(key) => t.remove(&key).is_some(),
+            None => false,
+        },
         None => false,
     };
     Ok((doc.to_string(), removed))
@@ -101,7 +114,10 @@ pub fn set_state(text: &str, space: &SpaceName, state: SpaceState) -> Result<Str
     let table = doc
         .get_mut("spaces")
         .and_then(|s| s.as_table_like_mut())
-        .and_then(|t| t.get_mut(space.as_str()))
+        .and_then(|t| {
+            let key = key_of(t, space)?;
+            t.get_mut(&key)
+        })
         .and_then(|t| t.as_table_like_mut())
         .ok_or_else(|| format!("cotal.toml has no table for {}", space.quoted()))?;
     match state {

@@ -17,19 +17,49 @@ pub const MAX_NAME_BYTES: usize = 121;
 pub struct SpaceName(String);
 
 impl SpaceName {
-    /// Validate a raw name. The error says why, in words an operator understands.
+    /// Validate a name an operator wrote (in `cotal.toml` or on the command line). The error
+    /// says why, in words an operator understands.
     ///
-    /// The only length limit is the filesystem's: the name's hex is a file name
-    /// (`account.<hex>.json`), which must fit in 255 bytes.
+    /// The name is any UTF-8, put in Unicode normal form C (NFC), so a name typed composed
+    /// (`é`) and one typed decomposed (`e` + U+0301) are the same space. Refused: an empty
+    /// name or one only of whitespace, `.` and `..`, and a name holding a control character
+    /// (a tab, a newline) or a bidirectional control (U+202E and its kin), which would make
+    /// it display as another name. The only length limit is the filesystem's: the name's hex
+    /// is a file name (`account.<hex>.json`), which must fit in 255 bytes: at most
+    /// [`MAX_NAME_BYTES`] bytes of UTF-8, after normalisation.
     pub fn parse(raw: &str) -> Result<Self, String> {
-        match raw {
+        use unicode_normalization::UnicodeNormalization;
+        let name: String = raw.nfc().collect();
+        if let Some(c) = name.chars().find(|c| hides_or_reorders(*c)) {
+            return Err(format!(
+                "a space name cannot hold a control character or an invisible or bidirectional formatting character: {raw:?} holds U+{:04X}",
+                c as u32
+            ));
+        }
+        if !name.is_empty() && name.trim().is_empty() {
+            return Err(format!("a space name cannot be only whitespace ({raw:?})"));
+        }
+        SpaceName::checked(name)
+    }
+
+    /// A name as a record on disk (or a saved plan, a state) holds it: kept byte for byte, and
+    /// checked only as names were before [`SpaceName::parse`] normalised them (not empty, not
+    /// `.` or `..`, at most [`MAX_NAME_BYTES`]), so a root made by an older cotal stays
+    /// readable. Such a name that is not in NFC (or holds a control character) can no longer be
+    /// written in `cotal.toml`: the plan shows it as a space to remove, never as the same one.
+    pub fn from_record(raw: &str) -> Result<Self, String> {
+        SpaceName::checked(raw.to_string())
+    }
+
+    fn checked(name: String) -> Result<Self, String> {
+        match name.as_str() {
             "" => Err("a space name cannot be empty".into()),
-            "." | ".." => Err(format!("{raw:?} is not a valid space name")),
-            _ if raw.len() > MAX_NAME_BYTES => Err(format!(
+            "." | ".." => Err(format!("{name:?} is not a valid space name")),
+            _ if name.len() > MAX_NAME_BYTES => Err(format!(
                 "a space name is at most {MAX_NAME_BYTES} bytes of UTF-8 (its on-disk key is the name in hex); this one is {}",
-                raw.len()
+                name.len()
             )),
-            _ => Ok(SpaceName(raw.to_string())),
+            _ => Ok(SpaceName(name)),
         }
     }
 
@@ -62,9 +92,27 @@ impl SpaceName {
         }
         let bytes = hex::decode(key).ok()?;
         let name = String::from_utf8(bytes).ok()?;
-        let parsed = SpaceName::parse(&name).ok()?;
+        let parsed = SpaceName::from_record(&name).ok()?;
         (parsed.hex() == key).then_some(parsed)
     }
+}
+
+/// A character that could hide or reorder what a terminal shows: a control character (a tab,
+/// a newline), a line or paragraph separator, a zero-width or bidirectional formatting
+/// character (U+202E and its kin), a byte-order mark. A space name may hold none of them, and a
+/// tenant's text shows them escaped ([`crate::channels::displayable`]).
+pub fn hides_or_reorders(c: char) -> bool {
+    c.is_control()
+        || matches!(
+            c,
+            '\u{061C}'
+                | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}'
+                | '\u{2060}'..='\u{206F}'
+                | '\u{2028}'
+                | '\u{2029}'
+                | '\u{FEFF}'
+        )
 }
 
 impl fmt::Display for SpaceName {
@@ -76,7 +124,7 @@ impl fmt::Display for SpaceName {
 impl<'de> Deserialize<'de> for SpaceName {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let raw = String::deserialize(d)?;
-        SpaceName::parse(&raw).map_err(serde::de::Error::custom)
+        SpaceName::from_record(&raw).map_err(serde::de::Error::custom)
     }
 }
 
@@ -253,21 +301,43 @@ mod tests {
     use super::*;
 
     #[test]
-    fn names_refuse_only_empty_dot_and_dotdot() {
-        for bad in ["", ".", ".."] {
+    fn names_are_any_utf8_in_nfc_without_controls() {
+        for bad in [
+            "",
+            ".",
+            "..",
+            " ",
+            "\t",
+            "  \n ",
+            "line\nbreak",
+            "tab\there",
+            "evil\u{202E}txt",
+            "\u{2066}iso",
+            "mark\u{200F}",
+        ] {
             assert!(SpaceName::parse(bad).is_err(), "{bad:?}");
         }
         for good in [
             "design",
             "a.b",
             "...",
-            " ",
             "ünï/cødé",
-            "line\nbreak",
             "UPPER",
+            "two words",
+            " padded ",
         ] {
             assert_eq!(SpaceName::parse(good).unwrap().as_str(), good);
         }
+        // Typed decomposed, stored composed: one space.
+        let decomposed = SpaceName::parse("cafe\u{0301}").unwrap();
+        assert_eq!(decomposed.as_str(), "caf\u{00E9}");
+        assert_eq!(decomposed, SpaceName::parse("caf\u{00E9}").unwrap());
+        // A record an older cotal wrote is read as it is.
+        assert_eq!(SpaceName::from_record(" ").unwrap().as_str(), " ");
+        assert_eq!(
+            SpaceName::from_record("cafe\u{0301}").unwrap().as_str(),
+            "cafe\u{0301}"
+        );
         let longest = "x".repeat(MAX_NAME_BYTES);
         let key = format!("account.{}.json", SpaceName::parse(&longest).unwrap().hex());
         assert_eq!(key.len(), 255);

@@ -18,8 +18,8 @@ pub enum Command {
         after_help = "Examples:\n  cotal space add ops\n  cotal space add ops --limit max_connections=50 --limit max_storage=5GiB --protect --auto-approve"
     )]
     Add {
-        /// The space's name: lowercase letters, digits and '-' (it names the account and the
-        /// subjects `cotal.<name>.>`).
+        /// The space's name: any UTF-8 of at most 121 bytes, put in Unicode normal form C; no
+        /// control character, no bidirectional control, not only whitespace.
         name: String,
         /// An account limit, KEY=VALUE (max_connections, max_storage, max_memory, max_streams,
         /// max_consumers, max_payload); repeatable.

@@ -274,10 +274,7 @@ fn odd_names_work_end_to_end_and_never_forge_output() {
     std::fs::write(root.file("cotal.toml"), crate::support::declaring(&names)).unwrap();
     let plan = root.cotal(&["plan"]).assert().success();
     let out = stdout(&plan);
-    assert!(
-        !out.lines().any(|l| l == "b add"),
-        "a newline in a name cannot start a line"
-    );
+    assert!(out.contains("\"caf\u{e9}\""), "stored composed: {out}");
     insta::assert_snapshot!(
         "odd_names_plan",
         crate::support::shown(&root, "plan", &plan)
@@ -293,6 +290,46 @@ fn odd_names_work_end_to_end_and_never_forge_output() {
     );
     // nats-server's own check of this config is in the real-broker tier
     // (`broker::rendered_configs_pass_nats_servers_own_check`).
+}
+
+/// A name holding a control character or a bidirectional control, or only whitespace, is
+/// refused at its line and column; two keys naming one space once in NFC are declared twice;
+/// `space add` refuses such a name too. Nothing is written.
+#[test]
+fn names_that_could_forge_or_hide_output_are_refused_where_they_are_written() {
+    let root = TestRoot::init();
+    for (name, why) in [
+        ("a\nb", "control character"),
+        ("tab\there", "control character"),
+        ("evil\u{202E}txt", "U+202E"),
+        (" ", "only whitespace"),
+    ] {
+        std::fs::write(root.file("cotal.toml"), crate::support::declaring(&[name])).unwrap();
+        let before = root.snapshot();
+        let out = root.cotal(&["plan"]).assert().code(1);
+        let err = crate::support::stderr(&out);
+        assert!(err.contains(why) && err.contains(":2:"), "{name:?}: {err}");
+        assert_eq!(root.snapshot(), before);
+    }
+    std::fs::write(
+        root.file("cotal.toml"),
+        crate::support::declaring(&["caf\u{e9}", "cafe\u{301}"]),
+    )
+    .unwrap();
+    let err = crate::support::stderr(&root.cotal(&["validate"]).assert().code(1));
+    assert!(err.contains("declared twice"), "{err}");
+    std::fs::write(root.file("cotal.toml"), "version = 1\n").unwrap();
+    let err = crate::support::stderr(
+        &root
+            .cotal(&["space", "add", "a\u{202E}b", "--auto-approve"])
+            .assert()
+            .code(1),
+    );
+    assert!(err.contains("U+202E"), "{err}");
+    assert_eq!(
+        std::fs::read_to_string(root.file("cotal.toml")).unwrap(),
+        "version = 1\n"
+    );
 }
 
 #[test]

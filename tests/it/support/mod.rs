@@ -104,7 +104,8 @@ impl TestRoot {
 /// `--`, TOML syntax and a comment sign.
 pub fn odd_names() -> Vec<&'static str> {
     vec![
-        "a\nb",
+        // Decomposed: the space is "café" (Unicode normal form C).
+        "cafe\u{301}",
         "quote\"d",
         "ü ñ",
         "x".repeat(121).leak() as &str,
