@@ -97,6 +97,9 @@ pub struct Desired {
     /// The channels each space declares (`[spaces.X.channel_defaults]`,
     /// `[spaces.X.channels.NAME]`, `prune_channels`); a space that declares none is absent.
     pub channels: BTreeMap<SpaceName, crate::channels::SpaceChannels>,
+    /// Why each suspended space is suspended (`suspend_reason`); only suspended spaces, and
+    /// only those that give a reason.
+    pub suspend_reasons: BTreeMap<SpaceName, String>,
 }
 
 impl Default for Desired {
@@ -108,6 +111,7 @@ impl Default for Desired {
             defaults: Limits::default(),
             spaces: BTreeMap::new(),
             channels: BTreeMap::new(),
+            suspend_reasons: BTreeMap::new(),
         }
     }
 }
@@ -168,12 +172,43 @@ struct RawMonitoring {
 #[serde(deny_unknown_fields)]
 struct RawSpace {
     state: Option<SpaceState>,
+    suspend_reason: Option<Spanned<String>>,
     protect: Option<bool>,
     limits: Option<RawLimits>,
     channel_defaults: Option<RawChannelDefaults>,
     #[serde(default)]
     channels: BTreeMap<Spanned<String>, RawChannel>,
     prune_channels: Option<bool>,
+}
+
+/// The longest `suspend_reason`, in bytes.
+pub const MAX_SUSPEND_REASON_BYTES: usize = 256;
+
+/// Check a `suspend_reason`: given only with `state = "suspended"`, not empty, at most
+/// [`MAX_SUSPEND_REASON_BYTES`], and without a character that could hide or reorder what a
+/// terminal shows (it is printed by `status` and the audit).
+pub fn suspend_reason(text: &str, state: Option<SpaceState>) -> Result<String, String> {
+    if state != Some(SpaceState::Suspended) {
+        return Err(
+            "suspend_reason is only for a suspended space: set state = \"suspended\" too, or remove it".into(),
+        );
+    }
+    if text.trim().is_empty() {
+        return Err("suspend_reason cannot be empty".into());
+    }
+    if text.len() > MAX_SUSPEND_REASON_BYTES {
+        return Err(format!(
+            "suspend_reason is at most {MAX_SUSPEND_REASON_BYTES} bytes; this one is {}",
+            text.len()
+        ));
+    }
+    if let Some(c) = text.chars().find(|c| crate::model::hides_or_reorders(*c)) {
+        return Err(format!(
+            "suspend_reason cannot hold a control character or an invisible or bidirectional formatting character (U+{:04X})",
+            c as u32
+        ));
+    }
+    Ok(text.to_string())
 }
 
 /// The defaults carry only what a client falls back to: the delivery class and replay window
@@ -299,6 +334,7 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
     };
     let mut spaces = BTreeMap::new();
     let mut channels = BTreeMap::new();
+    let mut suspend_reasons = BTreeMap::new();
     for (key, space) in raw.spaces {
         let name = SpaceName::parse(key.get_ref()).map_err(|e| loc.at(key.span().start, e))?;
         // Two keys that differ only in their Unicode form (composed, decomposed) name one space.
@@ -325,6 +361,14 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
             Some(l) => limits(l, &loc)?,
         }
         .or(&defaults);
+        if let Some(reason) = space.suspend_reason {
+            let at = reason.span().start;
+            let text = reason.into_inner();
+            suspend_reasons.insert(
+                name.clone(),
+                suspend_reason(&text, space.state).map_err(|e| loc.at(at, e))?,
+            );
+        }
         spaces.insert(
             name,
             SpaceSpec {
@@ -340,6 +384,7 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         defaults,
         spaces,
         channels,
+        suspend_reasons,
     })
 }
 

@@ -108,8 +108,14 @@ pub fn remove_space(text: &str, space: &SpaceName) -> Result<(String, bool), Str
     Ok((doc.to_string(), removed))
 }
 
-/// Set `state` of an existing space's table.
-pub fn set_state(text: &str, space: &SpaceName, state: SpaceState) -> Result<String, String> {
+/// Set `state` of an existing space's table; `reason` is its `suspend_reason` when suspended
+/// (`None` leaves the one written as it is). Resuming removes `suspend_reason`.
+pub fn set_state(
+    text: &str,
+    space: &SpaceName,
+    state: SpaceState,
+    reason: Option<&str>,
+) -> Result<String, String> {
     let mut doc = parse(text)?;
     let table = doc
         .get_mut("spaces")
@@ -123,9 +129,13 @@ pub fn set_state(text: &str, space: &SpaceName, state: SpaceState) -> Result<Str
     match state {
         SpaceState::Active => {
             table.remove("state");
+            table.remove("suspend_reason");
         }
         SpaceState::Suspended => {
             table.insert("state", value("suspended"));
+            if let Some(reason) = reason {
+                table.insert("suspend_reason", value(reason));
+            }
         }
     }
     Ok(doc.to_string())
@@ -187,13 +197,24 @@ mod tests {
         assert!(!out.contains("protect"));
         assert!(!remove_space(FILE, &name("nope")).unwrap().1);
 
-        let out = set_state(FILE, &name("release"), SpaceState::Suspended).unwrap();
+        let out = set_state(FILE, &name("release"), SpaceState::Suspended, None).unwrap();
         assert!(
             out.contains("[spaces.release] # shipping\nstate = \"suspended\""),
             "{out}"
         );
-        let back = set_state(&out, &name("release"), SpaceState::Active).unwrap();
+        let back = set_state(&out, &name("release"), SpaceState::Active, None).unwrap();
         assert_eq!(back, FILE);
-        assert!(set_state(FILE, &name("nope"), SpaceState::Active).is_err());
+        assert!(set_state(FILE, &name("nope"), SpaceState::Active, None).is_err());
+        // A reason is written with the suspension and goes with the resumption.
+        let out = set_state(
+            FILE,
+            &name("release"),
+            SpaceState::Suspended,
+            Some("unpaid"),
+        )
+        .unwrap();
+        assert!(out.contains("suspend_reason = \"unpaid\""), "{out}");
+        let back = set_state(&out, &name("release"), SpaceState::Active, None).unwrap();
+        assert_eq!(back, FILE);
     }
 }

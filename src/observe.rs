@@ -444,12 +444,14 @@ fn local_facts(
         space.sys_users = space_dir::sys_users(root, name);
     }
     space.sys_issued = space_dir::sys_issued(root, name, &space.account_pub, now);
-    // Fail closed: an unreadable protection record counts as protected.
-    space.protect_recorded = match space_dir::load_lifecycle(root, name) {
-        Ok(Some(l)) => l.account == space.account_pub && l.protect,
-        Ok(None) => false,
-        Err(_) => true,
-    };
+    // Fail closed: an unreadable protection record counts as protected (and its suspension
+    // as unrecorded: the next apply writes the record whole again).
+    (space.protect_recorded, space.suspension_recorded) =
+        match space_dir::load_lifecycle(root, name) {
+            Ok(Some(l)) if l.account == space.account_pub => (l.protect, l.suspension),
+            Ok(_) => (false, None),
+            Err(_) => (true, None),
+        };
     space.live_processes = space_dir::live_pids(root, name)?;
     space.revoked = users::load(root, name, &space.account_pub)?.revoked;
     if stopped {

@@ -50,6 +50,9 @@ pub struct ObservedSpace {
     pub revoked: crate::jwt::Revocations,
     /// Protection recorded on disk by the last apply (survives deletion from `cotal.toml`).
     pub protect_recorded: bool,
+    /// The suspension the lifecycle record holds (why, when, by whom); `None` for an active
+    /// space, or a suspended one whose suspension was never recorded.
+    pub suspension_recorded: Option<crate::store::space_dir::Suspension>,
     pub usage: Usage,
     /// Pids of live local processes recorded for this space.
     pub live_processes: Vec<u32>,

@@ -116,6 +116,10 @@ pub struct AppliedSpace {
     pub state: SpaceState,
     pub limits: Limits,
     pub protect: bool,
+    /// Why, when and by whom the space was suspended (a suspended space whose apply recorded
+    /// it).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub suspension: Option<crate::store::space_dir::Suspension>,
     /// The revocations recorded for the next apply (`cotal creds revoke`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub revoked: Revocations,
@@ -213,6 +217,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
                         state: spec.state,
                         limits: spec.limits,
                         protect: s.protect_recorded,
+                        suspension: s.suspension_recorded.clone(),
                         revoked: s.revoked.clone(),
                         sys_creds: s.sys_creds_present,
                         sys_users: s.sys_users.clone(),
@@ -275,6 +280,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                 revocations: claims.nats.revocations,
                 revoked: s.revoked.clone(),
                 protect_recorded: s.protect,
+                suspension_recorded: s.suspension.clone(),
                 usage: Usage {
                     source: UsageSource::Unknown,
                     streams: s

@@ -20,6 +20,7 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         revocations: Default::default(),
         revoked: Default::default(),
         protect_recorded: spec.protect,
+        suspension_recorded: None,
         usage: Usage::default(),
         live_processes: Vec::new(),
         sys_creds_present: true,

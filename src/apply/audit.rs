@@ -134,10 +134,17 @@ impl Auditor<'_> {
                             Transition::Limits => Event::SpaceLimitsChanged,
                             Transition::Revoke => Event::UsersRevoked,
                         };
-                        let what: Vec<String> = changes
+                        let mut what: Vec<String> = changes
                             .iter()
                             .map(|c| format!("{}: {} -> {}", c.field, c.from, c.to))
                             .collect();
+                        // A suspension's reason, as the plan records it (the record's own
+                        // time and actor are this audit record's).
+                        if *transition == Transition::Suspend
+                            && let Some(reason) = suspend_reason(plan, space)
+                        {
+                            what.push(format!("reason: {reason}"));
+                        }
                         let counts = Counts {
                             connections: blast.connections_dropped,
                             ..Counts::default()
@@ -212,4 +219,16 @@ fn added(plan: &Plan) -> Vec<&SpaceName> {
             _ => None,
         })
         .collect()
+}
+
+/// The reason `plan` records for `space`'s suspension, if it gives one.
+fn suspend_reason<'p>(plan: &'p Plan, space: &SpaceName) -> Option<&'p str> {
+    plan.steps.iter().find_map(|s| match s {
+        Step::RecordSuspension {
+            space: s,
+            suspended: true,
+            reason: Some(reason),
+        } if s == space => Some(reason.as_str()),
+        _ => None,
+    })
 }

@@ -539,6 +539,11 @@ fn run_step(
         Step::RecordProtection { space, protect } => {
             steps::record_protection(ctx, state, space, *protect)
         }
+        Step::RecordSuspension {
+            space,
+            suspended,
+            reason,
+        } => steps::record_suspension(ctx, state, space, *suspended, reason.as_deref()),
         Step::PromoteConfig {
             from_generation, ..
         } => {

@@ -79,6 +79,8 @@ pub fn add_account(
         &space_dir::Lifecycle {
             account: account.account.public.clone(),
             protect: spec.protect,
+            // A space added suspended gets its suspension recorded by the next step.
+            suspension: None,
         },
     )?;
     // A space added suspended gets its $SYS creds when it is resumed.
@@ -160,20 +162,68 @@ pub fn record_protection(
     space: &SpaceName,
     protect: bool,
 ) -> Result<()> {
+    let mut lifecycle = lifecycle_of(ctx, state, space)?;
+    lifecycle.protect = protect;
+    space_dir::save_lifecycle(ctx.root, space, &lifecycle)
+}
+
+/// The space's lifecycle record as it stands for its current account (a fresh one when there
+/// is none, or it names another account), remembered for the undo of the step about to
+/// change it.
+fn lifecycle_of(
+    ctx: &Context,
+    state: &mut State,
+    space: &SpaceName,
+) -> Result<space_dir::Lifecycle> {
     let root = ctx.root;
     let current = account_record::load(root, space)?;
     remember(
         &mut state.undo,
         &root.space_file(space, SpaceFile::Lifecycle),
     )?;
-    space_dir::save_lifecycle(
-        root,
-        space,
-        &space_dir::Lifecycle {
+    // An unreadable record is written whole again, as the plan planned from it (protected,
+    // its suspension unrecorded).
+    Ok(match space_dir::load_lifecycle(root, space) {
+        Ok(Some(l)) if l.account == current.account.public => l,
+        Ok(_) => space_dir::Lifecycle {
             account: current.account.public,
-            protect,
+            protect: false,
+            suspension: None,
         },
-    )
+        Err(_) => space_dir::Lifecycle {
+            account: current.account.public,
+            protect: true,
+            suspension: None,
+        },
+    })
+}
+
+/// Record a suspension (why, now, by whom) in the space's lifecycle record, or clear it. A
+/// suspension already recorded keeps its time and operator when only its reason changes.
+pub fn record_suspension(
+    ctx: &Context,
+    state: &mut State,
+    space: &SpaceName,
+    suspended: bool,
+    reason: Option<&str>,
+) -> Result<()> {
+    let mut lifecycle = lifecycle_of(ctx, state, space)?;
+    lifecycle.suspension = match (suspended, lifecycle.suspension.take()) {
+        (false, _) => None,
+        (true, Some(was)) => Some(space_dir::Suspension {
+            reason: reason.map(str::to_string),
+            ..was
+        }),
+        (true, None) => {
+            let actor = crate::operator::actor();
+            Some(space_dir::Suspension {
+                reason: reason.map(str::to_string),
+                at: crate::model::stamp(crate::clock::now()),
+                by: format!("{}@{}", actor.user, actor.host),
+            })
+        }
+    };
+    space_dir::save_lifecycle(ctx.root, space, &lifecycle)
 }
 
 /// Create the space's missing streams and buckets under an ephemeral provisioner.

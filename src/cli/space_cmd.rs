@@ -46,11 +46,15 @@ pub enum Command {
     },
     /// Suspend a space: its connections are closed and refused, its data kept.
     #[command(
-        after_help = "Examples:\n  cotal space suspend design\n  cotal space suspend design --auto-approve"
+        after_help = "Examples:\n  cotal space suspend design --reason \"invoice overdue\"\n  cotal space suspend design --auto-approve"
     )]
     Suspend {
         /// The space.
         name: String,
+        /// Why (written as `suspend_reason` in cotal.toml; recorded with the time and the
+        /// operator, shown by `cotal status` and the audit).
+        #[arg(long)]
+        reason: Option<String>,
         #[command(flatten)]
         confirm: ConfirmArgs,
     },
@@ -201,11 +205,15 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                 },
             )
         }
-        Command::Suspend { name, confirm } => set_state(
+        Command::Suspend {
+            name,
+            reason,
+            confirm,
+        } => set_state(
             global,
             &root,
             &name,
-            SpaceState::Suspended,
+            (SpaceState::Suspended, reason.as_deref()),
             &confirm,
             SpaceVerb::Suspend,
         ),
@@ -213,7 +221,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             global,
             &root,
             &name,
-            SpaceState::Active,
+            (SpaceState::Active, None),
             &confirm,
             SpaceVerb::Resume,
         ),
@@ -231,13 +239,17 @@ fn set_state(
     global: &Global,
     root: &crate::store::Root,
     name: &str,
-    state: SpaceState,
+    (state, reason): (SpaceState, Option<&str>),
     confirm: &ConfirmArgs,
     verb: SpaceVerb,
 ) -> Result<i32> {
     let name = space(name)?;
+    if let Some(reason) = reason {
+        crate::desired::suspend_reason(reason, Some(state))
+            .map_err(|e| Error::input(format!("--reason: {e}")))?;
+    }
     let edit_fn = |text: &str| -> Result<String> {
-        edit::set_state(text, &name, state).map_err(Error::input)
+        edit::set_state(text, &name, state, reason).map_err(Error::input)
     };
     apply_cmd::flow(
         global,
@@ -286,7 +298,7 @@ fn table(rows: &[crate::ops::space_list::Row], file_broken: bool) -> String {
         .iter()
         .map(|r| {
             [
-                SpaceName::parse(&r.name).expect("valid").quoted(),
+                SpaceName::from_record(&r.name).expect("valid").quoted(),
                 match (r.desired_state, file_broken) {
                     (Some(s), _) => s.to_string(),
                     (None, true) => "?".into(),

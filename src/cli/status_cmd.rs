@@ -347,7 +347,8 @@ fn space_table(out: &mut String, s: &Status) {
         "SPACE", "STATE", "SERVABLE", "STREAMS", "MESSAGES", "BYTES", "CONNS"
     );
     for sp in &s.spaces {
-        let space = crate::model::SpaceName::parse(&sp.name).expect("inventory names are valid");
+        let space =
+            crate::model::SpaceName::from_record(&sp.name).expect("inventory names are valid");
         let _ = writeln!(
             out,
             "{:<20} {:<13} {:<9} {:>7} {:>10} {:>10} {:>6}  {}",
@@ -364,6 +365,19 @@ fn space_table(out: &mut String, s: &Status) {
         );
         if !sp.view.why_not.is_empty() && !sp.view.servable {
             let _ = writeln!(out, "{:<20} ({})", "", sp.view.why_not.join(", "));
+        }
+        if let Some(s) = &sp.suspension {
+            let _ = writeln!(
+                out,
+                "{:<20} suspended at {} by {}{}",
+                "",
+                s.at,
+                s.by,
+                match &s.reason {
+                    Some(r) => format!(": {}", serde_json::to_string(r).expect("a string")),
+                    None => String::new(),
+                }
+            );
         }
     }
     if s.spaces.is_empty() {

@@ -18,6 +18,15 @@ pub type Unreadable<'a> = &'a dyn Fn(&str);
 /// The space and what is observed of it (its validated account), from an observation that
 /// fails closed on any untrusted record.
 fn observed_space(root: &Root, space: &SpaceName, unreadable: Unreadable) -> Result<ObservedSpace> {
+    observed_space_in(root, space, unreadable).map(|(s, _)| s)
+}
+
+/// [`observed_space`], with the whole observation it was read from.
+fn observed_space_in(
+    root: &Root,
+    space: &SpaceName,
+    unreadable: Unreadable,
+) -> Result<(ObservedSpace, crate::observed::Observed)> {
     let (desired, digest, broken) = observe::desired_for_reading(root)?;
     if let Some(why) = &broken {
         unreadable(why);
@@ -25,7 +34,7 @@ fn observed_space(root: &Root, space: &SpaceName, unreadable: Unreadable) -> Res
     let observed = observe::observe(root, &desired, digest)?;
     plan::guard_trust(&observed)?;
     match observed.inventory.spaces.get(space) {
-        Some(s) => Ok(s.clone()),
+        Some(s) => Ok((s.clone(), observed)),
         None => Err(Error::input(format!(
             "no space {} on this root (spaces: {})",
             space.quoted(),
@@ -48,9 +57,53 @@ pub fn mint(
     unreadable: Unreadable,
 ) -> Result<Issued> {
     crate::permissions::valid_user_name(&request.user).map_err(Error::input)?;
-    let observed = observed_space(root, &request.space, unreadable)?;
+    let (space, observed) = observed_space_in(root, &request.space, unreadable)?;
+    refuse_unless_in_service(&request.space, &space, &observed)?;
     let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
-    credentials::mint(root, &lock, &observed.account_pub, request)
+    credentials::mint(root, &lock, &space.account_pub, request)
+}
+
+/// A user is handed out only for a space in service (the seed admits no traffic to a tenant
+/// that is still provisioning): refused, naming its state and what to run, for a space an
+/// interrupted apply is removing, one whose account the broker's config does not load yet (an
+/// apply not finished), and one whose streams are not all created while its broker runs. A
+/// space whose streams wait only for `cotal up` (the broker stopped) and a suspended one (the
+/// creds work once it is resumed) are served.
+fn refuse_unless_in_service(
+    name: &SpaceName,
+    space: &ObservedSpace,
+    observed: &crate::observed::Observed,
+) -> Result<()> {
+    use crate::lifecycle::State;
+    let view = crate::lifecycle::view(name, space, observed);
+    let (why, next) = match view.state {
+        State::Removing => (
+            "an interrupted apply is removing it",
+            "run `cotal apply` to finish the removal; a space of that name added again gets a new account",
+        ),
+        _ if !view.loaded => (
+            "the broker's config does not load its account yet (an apply is not finished)",
+            "run `cotal apply`, then mint",
+        ),
+        State::Provisioning if observed.is_running() => (
+            "its streams are not all created",
+            "run `cotal up` (or `cotal apply`) to provision them, then mint; `cotal status` says what is missing",
+        ),
+        _ => return Ok(()),
+    };
+    let state = if view.state == State::Removing {
+        "removing"
+    } else {
+        "provisioning"
+    };
+    Err(Error::refused(
+        crate::diagnostic::Diagnostic::new(format!(
+            "space {} is {state}: {why}; no user of it is handed out until it is active, and nothing was minted.",
+            name.quoted()
+        ))
+        .tenants([name.clone()])
+        .next(next),
+    ))
 }
 
 /// How a client reaches a broker that requires TLS (`[broker.tls]`): the `tls://` URL of each

@@ -160,6 +160,9 @@ pub struct SpaceStatus {
     pub connections: Option<u64>,
     /// The applied protection.
     pub protect: bool,
+    /// Why, when and by whom it was suspended (a suspended space whose apply recorded it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suspension: Option<crate::store::space_dir::Suspension>,
     /// The applied limits (from the account JWT; absent: unlimited).
     pub limits: crate::model::Limits,
     /// On a running cluster: the fewest replicas of the space's streams, and whether every
@@ -306,6 +309,7 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
                 bytes: s.usage.total_bytes(),
                 connections: s.usage.connections,
                 protect: s.protect_recorded,
+                suspension: s.suspension_recorded.clone(),
                 limits: crate::plan::applied_spec(s).limits,
                 replicas: s.replication.map(|(n, _)| n),
                 replicas_current: s.replication.map(|(_, c)| c),

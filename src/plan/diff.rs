@@ -26,6 +26,9 @@ pub struct Diff {
     pub adds: BTreeMap<SpaceName, SpaceSpec>,
     pub reissues: BTreeMap<SpaceName, Reissue>,
     pub protections: BTreeMap<SpaceName, bool>,
+    /// Existing spaces whose lifecycle record's suspension is written (suspended, with the
+    /// declared reason) or cleared (resumed).
+    pub suspensions: BTreeMap<SpaceName, (bool, Option<String>)>,
     /// Existing spaces whose $SYS creds are (re)minted, and why.
     pub sys_creds: BTreeMap<SpaceName, String>,
     /// Existing spaces' provisioning work (missing or drifted streams), broker running.
@@ -41,6 +44,7 @@ impl Diff {
         self.reissues
             .keys()
             .chain(self.protections.keys())
+            .chain(self.suspensions.keys())
             .chain(self.sys_creds.keys())
             .chain(self.provisions.keys())
             .chain(
@@ -50,6 +54,26 @@ impl Diff {
                     .map(|(n, _)| n),
             )
             .collect()
+    }
+}
+
+/// What the lifecycle record of an existing space must say of its suspension, when it does
+/// not say it yet: suspended with the declared reason, or nothing (resumed).
+fn suspension_change(
+    desired: &Desired,
+    name: &SpaceName,
+    spec: &crate::model::SpaceSpec,
+    space: &crate::observed::ObservedSpace,
+) -> Option<(bool, Option<String>)> {
+    let reason = desired.suspend_reasons.get(name);
+    match (
+        &space.suspension_recorded,
+        spec.state == SpaceState::Suspended,
+    ) {
+        (None, true) => Some((true, reason.cloned())),
+        (Some(r), true) if r.reason.as_ref() != reason => Some((true, reason.cloned())),
+        (Some(_), false) => Some((false, None)),
+        _ => None,
     }
 }
 
@@ -117,6 +141,9 @@ pub fn diff(
         }
         if spec.protect != space.protect_recorded {
             out.protections.insert(name.clone(), spec.protect);
+        }
+        if let Some(change) = suspension_change(desired, name, spec, space) {
+            out.suspensions.insert(name.clone(), change);
         }
         // Healing: $SYS creds to (re)mint, and (broker running) missing or drifted streams.
         // Provisioning runs after the reload, so a space resumed by this plan is loaded.

@@ -296,6 +296,15 @@ pub enum Step {
     WriteSysCreds { space: SpaceName },
     /// Record the space's protection on disk beside its material.
     RecordProtection { space: SpaceName, protect: bool },
+    /// Record, in the space's lifecycle record, that it is suspended and why (`suspended`:
+    /// the apply fills in when and by whom, and keeps them when only the reason changes), or
+    /// clear the record of a resumed space.
+    RecordSuspension {
+        space: SpaceName,
+        suspended: bool,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// Render `server.conf` from the inventory, promote it by compare-and-set, reload a running
     /// broker and confirm, then advance the generation.
     PromoteConfig {
@@ -342,6 +351,7 @@ impl Step {
             | Step::AddAccount { .. }
             | Step::WriteSysCreds { .. }
             | Step::RecordProtection { .. }
+            | Step::RecordSuspension { .. }
             | Step::Reap { .. } => {}
         }
         s
@@ -358,6 +368,7 @@ impl Step {
             | Step::ReissueAccount { space, .. }
             | Step::WriteSysCreds { space }
             | Step::RecordProtection { space, .. }
+            | Step::RecordSuspension { space, .. }
             | Step::Provision { space, .. }
             | Step::Reap { space, .. }
             | Step::WriteChannels { space, .. } => Some(space),
@@ -384,6 +395,7 @@ impl Step {
                 | Step::ReissueAccount { .. }
                 | Step::WriteSysCreds { .. }
                 | Step::RecordProtection { .. }
+                | Step::RecordSuspension { .. }
         )
     }
 
@@ -432,6 +444,21 @@ impl Step {
             }
             Step::RecordProtection { space, protect } => {
                 format!("record protect = {protect} for {}", space.quoted())
+            }
+            Step::RecordSuspension {
+                space,
+                suspended: true,
+                reason,
+            } => match reason {
+                Some(reason) => format!(
+                    "record the suspension of {} (reason: {})",
+                    space.quoted(),
+                    serde_json::to_string(reason).expect("a string serializes")
+                ),
+                None => format!("record the suspension of {}", space.quoted()),
+            },
+            Step::RecordSuspension { space, .. } => {
+                format!("clear the suspension record of {}", space.quoted())
             }
             Step::WriteSysCreds { space } => {
                 format!("write the $SYS credentials of {}", space.quoted())

@@ -59,6 +59,13 @@ pub fn steps(
             space: name.clone(),
             spec: *spec,
         });
+        if spec.state == SpaceState::Suspended {
+            steps.push(Step::RecordSuspension {
+                space: name.clone(),
+                suspended: true,
+                reason: desired.suspend_reasons.get(name).cloned(),
+            });
+        }
     }
     // Provisioning runs after the reload: added spaces first, then existing ones.
     let mut late = Vec::new();
@@ -94,6 +101,13 @@ pub fn steps(
             steps.push(Step::RecordProtection {
                 space: name.clone(),
                 protect: *protect,
+            });
+        }
+        if let Some((suspended, reason)) = diff.suspensions.get(name) {
+            steps.push(Step::RecordSuspension {
+                space: name.clone(),
+                suspended: *suspended,
+                reason: reason.clone(),
             });
         }
         if diff.sys_creds.contains_key(name) {
@@ -188,6 +202,7 @@ mod tests {
             Step::AddAccount { .. } => "add",
             Step::ReissueAccount { .. } => "reissue",
             Step::RecordProtection { .. } => "protect",
+            Step::RecordSuspension { .. } => "suspension",
             Step::WriteSysCreds { .. } => "creds",
             Step::PromoteConfig { .. } => "promote",
             Step::Provision { .. } => "provision",

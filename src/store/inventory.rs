@@ -166,6 +166,7 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                         revocations: v.revocations,
                         revoked: Default::default(),
                         protect_recorded: false,
+                        suspension_recorded: None,
                         usage: Usage::default(),
                         live_processes: Vec::new(),
                         sys_creds_present: false,

@@ -2193,3 +2193,160 @@ fn fmt_lays_out_cotal_toml_keeping_comments_and_meaning() {
         .assert()
         .success();
 }
+
+/// `creds` hands out a user only of a space in service: one whose account an unfinished apply
+/// has not yet loaded (provisioning) and one an interrupted apply is removing are refused
+/// (exit 3), naming the state and the next step, and nothing is minted.
+#[test]
+fn creds_refuse_a_space_that_is_provisioning_or_removing() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    // The broker stopped, streams waiting for `cotal up`: served.
+    root.cotal(&["creds", "design", "--user", "alice"])
+        .assert()
+        .success();
+    // An apply that crashed after writing a new space's record, before its promotion.
+    root.desire(&format!("{TWO_SPACES}[spaces.ops]\n"));
+    let crashed = root
+        .cotal(&["apply", "--auto-approve"])
+        .env("COTAL_CRASH_AT", "after-record-written")
+        .assert()
+        .failure();
+    assert!(
+        crate::support::stderr(&crashed).contains("crash injected at after-record-written"),
+        "the crash point fired"
+    );
+    let ledger = |space: &str| {
+        root.file(&format!(".cotal/space.{}/users.json", hex::encode(space)))
+            .exists()
+    };
+    let out = root
+        .cotal(&["creds", "ops", "--user", "alice"])
+        .assert()
+        .code(3);
+    let err = crate::support::stderr(&out);
+    assert!(
+        err.contains("\"ops\" is provisioning") && err.contains("`cotal apply`"),
+        "{err}"
+    );
+    assert!(!ledger("ops"), "nothing minted");
+    root.apply().success();
+    root.cotal(&["creds", "ops", "--user", "alice"])
+        .assert()
+        .success();
+    assert!(ledger("ops"), "minted once it is in service");
+    // An interrupted removal.
+    root.crashed_removal("release");
+    let out = root
+        .cotal(&["creds", "release", "--user", "alice"])
+        .assert()
+        .code(3);
+    let err = crate::support::stderr(&out);
+    assert!(err.contains("\"release\" is removing"), "{err}");
+}
+
+/// A suspension carries its reason (`suspend_reason`, `space suspend --reason`), its time and
+/// the operator: all three in `status --format json`, the state file and the audit. A change of
+/// the reason alone is one record step and no reload; resuming clears the record and the key.
+#[test]
+fn a_suspension_records_its_reason_time_and_operator() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    root.cotal(&[
+        "space",
+        "suspend",
+        "release",
+        "--reason",
+        "invoice overdue",
+        "--auto-approve",
+    ])
+    .assert()
+    .success();
+    let toml = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
+    assert!(
+        toml.contains("suspend_reason = \"invoice overdue\""),
+        "{toml}"
+    );
+    let status = |root: &TestRoot| -> serde_json::Value {
+        let out = stdout(&root.cotal(&["status", "--format", "json"]).assert());
+        let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+        doc["spaces"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["name"] == "release")
+            .unwrap()
+            .clone()
+    };
+    let release = status(&root);
+    let suspension = &release["suspension"];
+    assert_eq!(suspension["reason"], "invoice overdue", "{release}");
+    let at = suspension["at"].as_str().unwrap().to_string();
+    assert!(at.starts_with("20"), "{at}");
+    assert!(suspension["by"].as_str().unwrap().contains('@'));
+    let state = std::fs::read_to_string(root.file(".cotal/state.json")).unwrap();
+    assert!(
+        state.contains("invoice overdue"),
+        "the state file carries it"
+    );
+    let audit = stdout(
+        &root
+            .cotal(&["audit", "--space", "release"])
+            .assert()
+            .success(),
+    );
+    assert!(
+        audit
+            .lines()
+            .any(|l| l.contains("space.suspended") && l.contains("reason: invoice overdue")),
+        "{audit}"
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    // The reason alone changes: one record step, no promotion; the time stays.
+    let generation = root.generation();
+    std::fs::write(
+        root.file("cotal.toml"),
+        toml.replace("invoice overdue", "invoice overdue since November"),
+    )
+    .unwrap();
+    let plan = stdout(&root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains(
+            "record the suspension of \"release\" (reason: \"invoice overdue since November\")"
+        ) && !plan.contains("promote"),
+        "{plan}"
+    );
+    root.apply().success();
+    assert_eq!(root.generation(), generation, "no reload for a reason");
+    let release = status(&root);
+    assert_eq!(
+        release["suspension"]["reason"],
+        "invoice overdue since November"
+    );
+    assert_eq!(
+        release["suspension"]["at"],
+        at.as_str(),
+        "the suspension's time stays"
+    );
+    // Resumed: no record, no key.
+    root.cotal(&["space", "resume", "release", "--auto-approve"])
+        .assert()
+        .success();
+    assert!(status(&root).get("suspension").is_none());
+    let toml = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
+    assert!(!toml.contains("suspend_reason"), "{toml}");
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    // A reason on an active space is bad input, at its line.
+    root.desire("[spaces.design]\nsuspend_reason = \"why\"\n");
+    let err = crate::support::stderr(&root.cotal(&["validate"]).assert().code(1));
+    let at_line =
+        regex::Regex::new(r"cotal\.toml:\d+:\d+: suspend_reason is only for a suspended space")
+            .unwrap();
+    assert!(at_line.is_match(&err), "{err}");
+}
