@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 COTAL_NATS_SERVER=$(scripts/nats-server.sh)
 export COTAL_NATS_SERVER
-# The binaries `cargo install --path .` built (nothing is compiled again after it).
+# The binaries `cargo install --locked --path .` built (nothing is compiled again after it).
 cargo build --quiet --release --bins
 cotal="$PWD/target/release/cotal"
 pubsub="$PWD/target/release/cotal-pubsub"

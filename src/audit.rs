@@ -60,6 +60,24 @@ pub enum Event {
     /// `cotal rotate routes` recorded a new route credential (written by the next apply or up).
     #[serde(rename = "routes.rotated")]
     RoutesRotated,
+    /// `cotal init` made the broker's trust.
+    #[serde(rename = "root.initialised")]
+    RootInitialised,
+    /// `cotal root backup` exported every seed (recorded before the copy, fail-closed).
+    #[serde(rename = "root.backed_up")]
+    RootBackedUp,
+    /// `cotal root restore` brought a backup up in this root.
+    #[serde(rename = "root.restored")]
+    RootRestored,
+    /// `cotal space backup` exported a space's streams (recorded before, fail-closed).
+    #[serde(rename = "space.backed_up")]
+    SpaceBackedUp,
+    /// `cotal space restore` wrote a space's streams (recorded before, fail-closed).
+    #[serde(rename = "space.restored")]
+    SpaceRestored,
+    /// `cotal down --preserve-state` recorded a cut (recorded before, fail-closed).
+    #[serde(rename = "broker.cut")]
+    BrokerCut,
 }
 
 /// Who did it.

@@ -102,6 +102,46 @@ pub struct Desired {
     pub suspend_reasons: BTreeMap<SpaceName, String>,
 }
 
+impl Desired {
+    /// The desired spaces keyed as the root records them, when they differ: a space declared
+    /// as `café` (names are put in NFC) whose record an older cotal wrote under another
+    /// Unicode form of it (`cafe` + U+0301) is that recorded space, never a removal and an add
+    /// of a new account. `None` when no name differs (the common case, checked without
+    /// normalising a name already in NFC). Pure.
+    pub fn with_recorded_names<'a>(
+        &self,
+        recorded: impl IntoIterator<Item = &'a SpaceName>,
+    ) -> Option<Desired> {
+        use unicode_normalization::{IsNormalized, is_nfc_quick};
+        let mut out: Option<Desired> = None;
+        for name in recorded {
+            if is_nfc_quick(name.as_str().chars()) == IsNormalized::Yes {
+                continue;
+            }
+            let Ok(normal) = SpaceName::parse(name.as_str()) else {
+                continue;
+            };
+            if &normal == name
+                || self.spaces.contains_key(name)
+                || !self.spaces.contains_key(&normal)
+            {
+                continue;
+            }
+            let d = out.get_or_insert_with(|| self.clone());
+            if let Some(spec) = d.spaces.remove(&normal) {
+                d.spaces.insert(name.clone(), spec);
+            }
+            if let Some(c) = d.channels.remove(&normal) {
+                d.channels.insert(name.clone(), c);
+            }
+            if let Some(r) = d.suspend_reasons.remove(&normal) {
+                d.suspend_reasons.insert(name.clone(), r);
+            }
+        }
+        out
+    }
+}
+
 impl Default for Desired {
     /// A root with no space: one server at the default listener and store.
     fn default() -> Self {
@@ -836,13 +876,31 @@ max_storage = "10GiB"
     }
 
     #[test]
+    fn a_space_recorded_under_another_unicode_form_is_planned_as_that_space() {
+        let d = parse(
+            "version = 1\n[spaces.\"caf\u{e9}\"]\nstate = \"suspended\"\nsuspend_reason = \"r\"\n",
+            "t",
+        )
+        .unwrap();
+        let legacy = SpaceName::from_record("cafe\u{301}").unwrap();
+        let other = SpaceName::parse("design").unwrap();
+        assert!(
+            d.with_recorded_names([&other]).is_none(),
+            "nothing to rekey"
+        );
+        let rekeyed = d.with_recorded_names([&legacy, &other]).unwrap();
+        assert_eq!(rekeyed.spaces.keys().collect::<Vec<_>>(), [&legacy]);
+        assert_eq!(rekeyed.suspend_reasons[&legacy], "r");
+    }
+
+    #[test]
     fn errors_name_file_line_and_column() {
         assert_eq!(
             err("version = 1\n[spaces.a]\nstat = \"active\"\n")
                 .lines()
                 .next()
                 .unwrap(),
-            "cotal.toml:3:1: unknown field `stat`, expected one of `state`, `protect`, `limits`, `channel_defaults`, `channels`, `prune_channels`"
+            "cotal.toml:3:1: unknown field `stat`, expected one of `state`, `suspend_reason`, `protect`, `limits`, `channel_defaults`, `channels`, `prune_channels`"
         );
         assert!(
             err("version = 1\n[spaces.\"\"]\n")

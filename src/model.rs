@@ -296,6 +296,18 @@ pub struct SpaceSpec {
     pub limits: Limits,
 }
 
+/// A suspension as the apply that made it recorded it: why (`suspend_reason` in cotal.toml),
+/// when, and by whom (the operator's `user@host`, as the audit names it).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Suspension {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// RFC 3339.
+    pub at: String,
+    pub by: String,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -52,7 +52,7 @@ pub struct ObservedSpace {
     pub protect_recorded: bool,
     /// The suspension the lifecycle record holds (why, when, by whom); `None` for an active
     /// space, or a suspended one whose suspension was never recorded.
-    pub suspension_recorded: Option<crate::store::space_dir::Suspension>,
+    pub suspension_recorded: Option<crate::model::Suspension>,
     pub usage: Usage,
     /// Pids of live local processes recorded for this space.
     pub live_processes: Vec<u32>,

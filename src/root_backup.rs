@@ -329,5 +329,18 @@ pub fn restore(root: &Root, dir: &Path) -> Result<Manifest> {
             atomic::PUBLIC,
         )?;
     }
+    // The restored audit goes on with its restoration (a failure to write it fails the
+    // command: the root is in place, its audit says nothing of how it came).
+    crate::credentials::audit_root(
+        root,
+        crate::audit::Event::RootRestored,
+        format!(
+            "restored from {} (operator {}, generation {}, taken {})",
+            dir.display(),
+            manifest.operator,
+            manifest.generation,
+            manifest.created_at
+        ),
+    )?;
     Ok(manifest)
 }

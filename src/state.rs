@@ -119,7 +119,7 @@ pub struct AppliedSpace {
     /// Why, when and by whom the space was suspended (a suspended space whose apply recorded
     /// it).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub suspension: Option<crate::store::space_dir::Suspension>,
+    pub suspension: Option<crate::model::Suspension>,
     /// The revocations recorded for the next apply (`cotal creds revoke`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub revoked: Revocations,

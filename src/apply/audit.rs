@@ -117,6 +117,32 @@ impl Auditor<'_> {
                 &format!("protect = {protect}"),
                 None,
             ),
+            // A suspension recorded without a re-issue in this plan (a reason changed, a space
+            // added suspended, one an older cotal suspended): its own record, with the reason.
+            // One made by a re-issue is audited with the promotion.
+            Step::RecordSuspension {
+                space,
+                suspended: true,
+                reason,
+                backfill,
+            } if !suspended_by_reissue(plan, space) => self.write(
+                Event::SpaceSuspended,
+                Some(space),
+                after,
+                &format!(
+                    "suspension recorded{}{}",
+                    match reason {
+                        Some(r) => format!("; reason: {r}"),
+                        None => "; no reason given".into(),
+                    },
+                    if *backfill {
+                        " (suspended earlier: time and operator unknown)"
+                    } else {
+                        ""
+                    }
+                ),
+                None,
+            ),
             // A re-issued account takes effect when the broker loads the promoted config.
             Step::PromoteConfig { .. } => {
                 for s in &plan.steps {
@@ -198,12 +224,20 @@ impl Auditor<'_> {
                     } if sp == space && a == account => Some(Counts::of(blast)),
                     _ => None,
                 });
-                let text = if outcome.reap_failures.iter().any(|f| &f.space == space) {
-                    "removed; some local material could not be reaped"
-                } else {
-                    "removed"
-                };
-                self.write(Event::SpaceRemoved, Some(space), after, text, counts)
+                let reaped = outcome
+                    .reaped
+                    .iter()
+                    .find(|(s, _)| s == space)
+                    .map(|(_, removed)| removed.join(", "))
+                    .filter(|r| !r.is_empty());
+                let mut text = "removed".to_string();
+                if let Some(reaped) = reaped {
+                    text.push_str(&format!("; reaped: {reaped}"));
+                }
+                if outcome.reap_failures.iter().any(|f| &f.space == space) {
+                    text.push_str("; some local material could not be reaped");
+                }
+                self.write(Event::SpaceRemoved, Some(space), after, &text, counts)
             }
             _ => Ok(()),
         }
@@ -228,7 +262,15 @@ fn suspend_reason<'p>(plan: &'p Plan, space: &SpaceName) -> Option<&'p str> {
             space: s,
             suspended: true,
             reason: Some(reason),
+            ..
         } if s == space => Some(reason.as_str()),
         _ => None,
+    })
+}
+
+/// Whether `plan` suspends `space` by re-issuing its account (audited with the promotion).
+fn suspended_by_reissue(plan: &Plan, space: &SpaceName) -> bool {
+    plan.steps.iter().any(|s| {
+        matches!(s, Step::ReissueAccount { space: s, transition: Transition::Suspend, .. } if s == space)
     })
 }

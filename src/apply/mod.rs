@@ -43,6 +43,9 @@ use undo::{UndoLog, annotate, put_back};
 #[derive(Debug, Default)]
 pub struct Outcome {
     pub generation: Option<(u64, u64)>,
+    /// What the reap of each removed space removed (`store folder <path>`, `account record`,
+    /// `space folder`), in the plan's order.
+    pub reaped: Vec<(SpaceName, Vec<String>)>,
     pub reap_failures: Vec<ReapFailure>,
     /// The registry keys written per space, with the value written (`None`: deleted) and the
     /// revision the broker gave it: what the state after the apply knows without reading again.
@@ -543,7 +546,14 @@ fn run_step(
             space,
             suspended,
             reason,
-        } => steps::record_suspension(ctx, state, space, *suspended, reason.as_deref()),
+            backfill,
+        } => steps::record_suspension(
+            ctx,
+            state,
+            space,
+            (*suspended, *backfill),
+            reason.as_deref(),
+        ),
         Step::PromoteConfig {
             from_generation, ..
         } => {

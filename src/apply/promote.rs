@@ -304,6 +304,46 @@ fn put_back_records(state: &mut State) -> String {
     }
 }
 
+/// Who moved the generation to `current` behind the lock: the audit's record of the apply that
+/// promoted it (its operator, time and plan), or, when no cotal recorded it, the record file's
+/// change time (a hand edit, a copy of another root's record, or a writer that bypassed both
+/// the lock and the audit).
+fn who_moved(root: &Root, expected: u64, current: u64) -> String {
+    let file = root.generation_record();
+    if current < expected {
+        return format!(
+            "it went back: {} was replaced by an older record (a restore or a copy of it), which no apply does",
+            file.display()
+        );
+    }
+    let promoted = crate::store::audit::read(root).ok().and_then(|records| {
+        records.into_iter().rev().find(|r| {
+            r.generation.after == Some(current) && r.event == crate::audit::Event::ApplyCompleted
+        })
+    });
+    if let Some(r) = promoted {
+        return format!(
+            "generation {current} was promoted by {}@{} at {} (plan {}), a cotal that did not hold this root's lock",
+            r.actor.user,
+            r.actor.host,
+            r.time,
+            if r.plan_digest.is_empty() {
+                "unknown"
+            } else {
+                &r.plan_digest
+            }
+        );
+    }
+    let changed = std::fs::metadata(&file)
+        .and_then(|m| m.modified())
+        .map(|t| humantime::format_rfc3339_seconds(t).to_string())
+        .unwrap_or_else(|_| "an unknown time".into());
+    format!(
+        "no cotal recorded completing generation {current}: {} was changed at {changed} (a cotal applying without the lock and not finished yet, a hand edit, or a copy of another root's record)",
+        file.display()
+    )
+}
+
 /// The generation must still be the one this plan was made against. Returns it.
 fn compare_and_set(root: &Root, files: &[NodeFiles], expected: u64) -> Result<u64> {
     let current = match generation::load(root)? {
@@ -323,8 +363,8 @@ fn compare_and_set(root: &Root, files: &[NodeFiles], expected: u64) -> Result<u6
         discard_every_next(files)?;
         return Err(Error::refused(
             Diagnostic::new(format!(
-                "the generation moved from {expected} to {current} while this apply held the lock: another writer promoted a config (a cotal that bypassed the lock, or a hand edit of {}).",
-                root.generation_record().display()
+                "the generation moved from {expected} to {current} while this apply held the lock: {}.",
+                who_moved(root, expected, current)
             ))
             .blast("none from this apply; its config was not promoted.")
             .next("run `cotal plan` to see the state now, then apply again"),

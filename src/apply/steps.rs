@@ -199,12 +199,13 @@ fn lifecycle_of(
 }
 
 /// Record a suspension (why, now, by whom) in the space's lifecycle record, or clear it. A
-/// suspension already recorded keeps its time and operator when only its reason changes.
+/// suspension already recorded keeps its time and operator when only its reason changes; one
+/// made before cotal recorded suspensions (`backfill`) is recorded with both `unknown`.
 pub fn record_suspension(
     ctx: &Context,
     state: &mut State,
     space: &SpaceName,
-    suspended: bool,
+    (suspended, backfill): (bool, bool),
     reason: Option<&str>,
 ) -> Result<()> {
     let mut lifecycle = lifecycle_of(ctx, state, space)?;
@@ -213,6 +214,11 @@ pub fn record_suspension(
         (true, Some(was)) => Some(space_dir::Suspension {
             reason: reason.map(str::to_string),
             ..was
+        }),
+        (true, None) if backfill => Some(space_dir::Suspension {
+            reason: reason.map(str::to_string),
+            at: "unknown".into(),
+            by: "unknown".into(),
         }),
         (true, None) => {
             let actor = crate::operator::actor();
@@ -277,8 +283,10 @@ pub fn provision_many(
 /// after the removal's commit point).
 pub fn reap(ctx: &Context, running: bool, outcome: &mut Outcome, space: &SpaceName, account: &str) {
     let root = ctx.root;
+    let mut removed = Vec::new();
+    let mut failures = Vec::new();
     let mut failed = |part: &'static str, e: Error| {
-        outcome.reap_failures.push(ReapFailure {
+        failures.push(ReapFailure {
             space: space.clone(),
             part,
             error: e.to_string(),
@@ -288,18 +296,29 @@ pub fn reap(ctx: &Context, running: bool, outcome: &mut Outcome, space: &SpaceNa
     // broker (running) or with the folder itself (stopped).
     if running {
         for dir in ctx.observed.store_dirs() {
-            if let Err(e) = jetstream_dir::remove(&dir, account) {
-                failed("store folder", e);
+            match jetstream_dir::remove(&dir, account) {
+                Ok(true) => removed.push(format!(
+                    "store folder {}",
+                    dir.join("jetstream").join(account).display()
+                )),
+                Ok(false) => {}
+                Err(e) => failed("store folder", e),
             }
         }
     }
-    if let Err(e) = account_record::remove_if_account(root, space, account) {
-        failed("account record", e);
+    match account_record::remove_if_account(root, space, account) {
+        Ok(true) => removed.push("account record".to_string()),
+        Ok(false) => {}
+        Err(e) => failed("account record", e),
     }
     fault::point(Point::MidReap);
-    if let Err(e) = space_dir::reap(root, space, account) {
-        failed("space folder", e);
+    match space_dir::reap(root, space, account) {
+        Ok(true) => removed.push("space folder".to_string()),
+        Ok(false) => {}
+        Err(e) => failed("space folder", e),
     }
+    outcome.reap_failures.extend(failures);
+    outcome.reaped.push((space.clone(), removed));
     fault::point(Point::AfterReap);
 }
 

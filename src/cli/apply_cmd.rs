@@ -110,6 +110,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                     reloads_ms: Vec::new(),
                     nodes: 0,
                     failed: Vec::new(),
+                    reaped: Vec::new(),
                     reap_failures: Vec::new(),
                     duration_ms: progress.elapsed().as_millis() as u64,
                 }
@@ -209,6 +210,15 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             root.state_file().display()
         );
     }
+    for (space, removed) in &applied.outcome.reaped {
+        if !removed.is_empty() {
+            report(format!(
+                "Reaped {}: {}.",
+                space.quoted(),
+                removed.join(", ")
+            ));
+        }
+    }
     for f in &applied.outcome.reap_failures {
         report(format!(
             "{} could not reap {f} (the removal is complete; delete it by hand)",
@@ -244,6 +254,15 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                         space: f.space.to_string(),
                         step: f.step.clone(),
                         reason: f.reason.clone(),
+                    })
+                    .collect(),
+                reaped: applied
+                    .outcome
+                    .reaped
+                    .iter()
+                    .map(|(space, removed)| outcome::Reaped {
+                        space: space.to_string(),
+                        removed: removed.clone(),
                     })
                     .collect(),
                 reap_failures: applied

@@ -14,7 +14,7 @@ pub enum Command {
     /// Write the secret-free state (public keys, JWTs, the promoted config, each space's
     /// limits, state, protection and streams; never a seed) to standard output or --out.
     #[command(
-        after_help = "Examples:\n  cotal state export --out state.json\n  cotal plan --state state.json --state-key \"$(cotal state key)\"   # where the root is not"
+        after_help = "Examples:\n  cotal state export --out state.json\n  cotal plan --state state.json --state-key \"$COTAL_STATE_KEY\"   # in CI, the key from its settings"
     )]
     Export {
         /// Where to write it (`-`: standard output, the default).

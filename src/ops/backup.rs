@@ -17,6 +17,13 @@ use std::time::Duration;
 /// Back up space `name` of a preserved store into `dir`.
 pub fn space_backup(root: &Root, name: &str, dir: &Path) -> Result<Manifest> {
     with_target(root, name, "cotal space backup", |root, target, tenants| {
+        // Audited before the export, fail-closed: no artifact leaves unrecorded.
+        crate::credentials::audit(
+            root,
+            crate::audit::Event::SpaceBackedUp,
+            target.space,
+            format!("export of its streams to {} begun", dir.display()),
+        )?;
         backup::backup(root, target, tenants, dir)
     })
 }
@@ -24,6 +31,20 @@ pub fn space_backup(root: &Root, name: &str, dir: &Path) -> Result<Manifest> {
 /// Restore space `name` from `dir` into a preserved store, verified against its manifest.
 pub fn space_restore(root: &Root, name: &str, dir: &Path, relocate: bool) -> Result<Vec<Verified>> {
     with_target(root, name, "cotal space restore", |root, target, _| {
+        crate::credentials::audit(
+            root,
+            crate::audit::Event::SpaceRestored,
+            target.space,
+            format!(
+                "restore of its streams from {} begun{}",
+                dir.display(),
+                if relocate {
+                    " (relocated from another account)"
+                } else {
+                    ""
+                }
+            ),
+        )?;
         backup::restore(root, target, dir, relocate)
     })
 }
@@ -48,12 +69,31 @@ pub fn root_backup(
     let BrokerRecordState::Valid(trust) = &observed.broker else {
         unreachable!("guard_trust passed");
     };
+    // Audited before the copy, fail-closed: every seed of the broker leaves in it.
+    crate::credentials::audit_root(
+        root,
+        crate::audit::Event::RootBackedUp,
+        format!("export of every seed and record to {} begun", dir.display()),
+    )?;
     root_backup::backup(
         root,
         dir,
         &trust.operator_pub,
         observed.generation.generation(),
     )
+}
+
+/// The space `raw` names: the name as the root records it when it holds a record of exactly
+/// that name (a space an older cotal recorded under a name `cotal.toml` can no longer declare,
+/// another Unicode form or a control character, can be backed up before it is removed), else
+/// the name as an operator writes it (in NFC, checked).
+fn recorded_name(root: &Root, raw: &str) -> Result<SpaceName> {
+    if let Ok(name) = SpaceName::from_record(raw)
+        && std::fs::symlink_metadata(root.account_record(&name)).is_ok()
+    {
+        return Ok(name);
+    }
+    SpaceName::parse(raw).map_err(Error::input)
 }
 
 /// Shared preconditions; runs `work` with the target.
@@ -63,7 +103,7 @@ fn with_target<T>(
     verb: &str,
     work: impl FnOnce(&Root, &Target, &BTreeMap<String, SpaceName>) -> Result<T>,
 ) -> Result<T> {
-    let space = SpaceName::parse(name).map_err(Error::input)?;
+    let space = recorded_name(root, name)?;
     let (desired, digest) = observe::desired(root)?;
     let _lock = lock::acquire(root, &crate::operator::holder(), std::time::Duration::ZERO)?;
     if let Some(cluster) = &desired.topology.cluster {

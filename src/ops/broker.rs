@@ -411,6 +411,14 @@ pub fn down(root: &Root, args: &Down, on: &dyn Fn(DownEvent)) -> Result<Stopped>
                 listener: format!("{host}:{port}"),
             },
         };
+        crate::credentials::audit_root(
+            root,
+            crate::audit::Event::BrokerCut,
+            format!(
+                "cut recorded at generation {}: the store is preserved for `cotal space backup` and `cotal space restore`",
+                cut.generation
+            ),
+        )?;
         crate::store::cut::save(root, &cut)?;
         return Ok(Stopped::Cut {
             at: cut.at,

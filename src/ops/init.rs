@@ -44,11 +44,20 @@ pub fn init(root: &Root) -> Result<Initialised> {
     }
     let evictor = existing.as_ref().is_some_and(|d| d.broker.evictor_creds);
     let record = crate::mint::broker(true, evictor).map_err(Error::other)?;
+    let trust = record.validate().map_err(Error::other)?;
+    // Audited before the trust is written, fail-closed.
+    crate::credentials::audit_root(
+        root,
+        crate::audit::Event::RootInitialised,
+        format!(
+            "operator {} and system account {} minted",
+            trust.operator_pub, trust.sys_pub
+        ),
+    )?;
     broker_record::save(root, &record)?;
     if existing.is_none() {
         desired_file::write(root, desired::STARTER)?;
     }
-    let trust = record.validate().map_err(Error::other)?;
     let gitignored = std::fs::read_to_string(root.dir().join(".gitignore")).is_ok_and(|t| {
         t.lines()
             .any(|l| l.trim().trim_end_matches('/') == ".cotal")

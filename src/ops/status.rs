@@ -162,7 +162,7 @@ pub struct SpaceStatus {
     pub protect: bool,
     /// Why, when and by whom it was suspended (a suspended space whose apply recorded it).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub suspension: Option<crate::store::space_dir::Suspension>,
+    pub suspension: Option<crate::model::Suspension>,
     /// The applied limits (from the account JWT; absent: unlimited).
     pub limits: crate::model::Limits,
     /// On a running cluster: the fewest replicas of the space's streams, and whether every

@@ -99,6 +99,10 @@ fn listener_tls(
 /// Compute the plan, or refuse: a pure function of what `cotal.toml` says, what was observed,
 /// and what this run asks on top ([`Intent`]).
 pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Result<Plan, Refusal> {
+    // A space an older cotal recorded under another Unicode form of its declared name is that
+    // space (see `Desired::with_recorded_names`).
+    let rekeyed = desired.with_recorded_names(observed.inventory.spaces.keys());
+    let desired = rekeyed.as_ref().unwrap_or(desired);
     let trust = guards::guard_trust(observed)?;
     guards::guard_liveness(observed)?;
     guards::guard_journal(observed)?;

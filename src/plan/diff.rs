@@ -28,7 +28,7 @@ pub struct Diff {
     pub protections: BTreeMap<SpaceName, bool>,
     /// Existing spaces whose lifecycle record's suspension is written (suspended, with the
     /// declared reason) or cleared (resumed).
-    pub suspensions: BTreeMap<SpaceName, (bool, Option<String>)>,
+    pub suspensions: BTreeMap<SpaceName, SuspensionChange>,
     /// Existing spaces whose $SYS creds are (re)minted, and why.
     pub sys_creds: BTreeMap<SpaceName, String>,
     /// Existing spaces' provisioning work (missing or drifted streams), broker running.
@@ -57,6 +57,16 @@ impl Diff {
     }
 }
 
+/// A change of the suspension a space's lifecycle record holds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SuspensionChange {
+    /// Record it suspended (with `reason`), or clear the record (resumed).
+    pub suspended: bool,
+    pub reason: Option<String>,
+    /// Suspended before cotal recorded suspensions: the time and operator are unknown.
+    pub backfill: bool,
+}
+
 /// What the lifecycle record of an existing space must say of its suspension, when it does
 /// not say it yet: suspended with the declared reason, or nothing (resumed).
 fn suspension_change(
@@ -64,15 +74,27 @@ fn suspension_change(
     name: &SpaceName,
     spec: &crate::model::SpaceSpec,
     space: &crate::observed::ObservedSpace,
-) -> Option<(bool, Option<String>)> {
-    let reason = desired.suspend_reasons.get(name);
+) -> Option<SuspensionChange> {
+    let reason = desired.suspend_reasons.get(name).cloned();
+    let suspended = |backfill| {
+        Some(SuspensionChange {
+            suspended: true,
+            reason: reason.clone(),
+            backfill,
+        })
+    };
     match (
         &space.suspension_recorded,
         spec.state == SpaceState::Suspended,
     ) {
-        (None, true) => Some((true, reason.cloned())),
-        (Some(r), true) if r.reason.as_ref() != reason => Some((true, reason.cloned())),
-        (Some(_), false) => Some((false, None)),
+        // Already suspended by its JWT, never recorded: an apply of an older cotal did it.
+        (None, true) => suspended(space.limits.is_suspended()),
+        (Some(r), true) if r.reason != reason => suspended(false),
+        (Some(_), false) => Some(SuspensionChange {
+            suspended: false,
+            reason: None,
+            backfill: false,
+        }),
         _ => None,
     }
 }

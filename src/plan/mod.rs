@@ -304,6 +304,10 @@ pub enum Step {
         suspended: bool,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         reason: Option<String>,
+        /// The space was suspended before cotal recorded suspensions: its time and operator
+        /// are recorded as `unknown`, never as this apply's.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        backfill: bool,
     },
     /// Render `server.conf` from the inventory, promote it by compare-and-set, reload a running
     /// broker and confirm, then advance the generation.
@@ -448,7 +452,17 @@ impl Step {
             Step::RecordSuspension {
                 space,
                 suspended: true,
+                backfill: true,
+                ..
+            } => format!(
+                "record the suspension of {} (made before cotal recorded suspensions: its time and operator are unknown)",
+                space.quoted()
+            ),
+            Step::RecordSuspension {
+                space,
+                suspended: true,
                 reason,
+                ..
             } => match reason {
                 Some(reason) => format!(
                     "record the suspension of {} (reason: {})",

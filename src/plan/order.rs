@@ -64,6 +64,7 @@ pub fn steps(
                 space: name.clone(),
                 suspended: true,
                 reason: desired.suspend_reasons.get(name).cloned(),
+                backfill: false,
             });
         }
     }
@@ -103,11 +104,12 @@ pub fn steps(
                 protect: *protect,
             });
         }
-        if let Some((suspended, reason)) = diff.suspensions.get(name) {
+        if let Some(change) = diff.suspensions.get(name) {
             steps.push(Step::RecordSuspension {
                 space: name.clone(),
-                suspended: *suspended,
-                reason: reason.clone(),
+                suspended: change.suspended,
+                reason: change.reason.clone(),
+                backfill: change.backfill,
             });
         }
         if diff.sys_creds.contains_key(name) {
@@ -213,7 +215,16 @@ mod tests {
         assert_eq!(
             kinds,
             [
-                "finish", "delete", "delete", "system", "add", "reissue", "reap", "reap"
+                "finish",
+                "delete",
+                "delete",
+                "system",
+                "add",
+                "reissue",
+                // The suspension the re-issue makes, recorded with its reason.
+                "suspension",
+                "reap",
+                "reap"
             ]
         );
     }

@@ -32,6 +32,14 @@ pub struct Failed {
     pub reason: String,
 }
 
+/// What the reap of one removed space removed (`store folder <path>`, `account record`,
+/// `space folder`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reaped {
+    pub space: String,
+    pub removed: Vec<String>,
+}
+
 /// The generation an apply moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Generation {
@@ -51,6 +59,8 @@ pub struct Outcome<'p> {
     /// How many running nodes confirmed each reload (0: the broker was stopped).
     pub nodes: usize,
     pub failed: Vec<Failed>,
+    /// What the reap of each removed space removed.
+    pub reaped: Vec<Reaped>,
     /// Local material of removed spaces that could not be reaped (the removals are done).
     pub reap_failures: Vec<String>,
     /// The whole apply: lock, observe, plan, execute.

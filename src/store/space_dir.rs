@@ -21,20 +21,10 @@ pub struct Lifecycle {
     /// Set while the space is suspended (absent in records written before it was recorded,
     /// and for a space suspended before: the next apply records it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub suspension: Option<Suspension>,
+    pub suspension: Option<crate::model::Suspension>,
 }
 
-/// A suspension as the apply that made it recorded it: why (`suspend_reason` in cotal.toml),
-/// when, and by whom (the operator's `user@host`, as the audit names it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Suspension {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// RFC 3339.
-    pub at: String,
-    pub by: String,
-}
+pub use crate::model::Suspension;
 
 /// `membership.json`: the account the $SYS creds observe, and the inbox prefix their clients
 /// must use (they may subscribe to no other inbox).

@@ -2350,3 +2350,56 @@ fn a_suspension_records_its_reason_time_and_operator() {
             .unwrap();
     assert!(at_line.is_match(&err), "{err}");
 }
+
+/// The reap after a removal says what it removed, in the text, the JSON outcome and the audit.
+#[test]
+fn the_reap_after_a_removal_reports_what_it_removed() {
+    let root = TestRoot::init();
+    root.desire(&format!("{TWO_SPACES}[spaces.ops]\n"));
+    root.apply().success();
+    root.desire("[spaces.design]\n[spaces.ops]\n");
+    let out = stdout(
+        &root
+            .cotal(&[
+                "apply",
+                "--auto-approve",
+                "--allow-destroy",
+                "--format",
+                "json",
+            ])
+            .assert()
+            .success(),
+    );
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    crate::support::assert_valid_for("schemas/apply.schema.json", &doc);
+    assert_eq!(doc["reaped"][0]["space"], "release", "{doc}");
+    let removed: Vec<&str> = doc["reaped"][0]["removed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(removed, ["account record", "space folder"], "{doc}");
+    let audit = stdout(
+        &root
+            .cotal(&["audit", "--space", "release"])
+            .assert()
+            .success(),
+    );
+    assert!(
+        audit.contains("removed; reaped: account record, space folder"),
+        "{audit}"
+    );
+    // The text says it too.
+    root.desire("[spaces.design]\n");
+    let text = stdout(
+        &root
+            .cotal(&["apply", "--auto-approve", "--allow-destroy"])
+            .assert()
+            .success(),
+    );
+    assert!(
+        text.contains("Reaped \"ops\": account record, space folder."),
+        "{text}"
+    );
+}

@@ -235,6 +235,39 @@ fn an_unverified_reload_before_any_commit_point_is_exit_7() {
     assert!(!root.account_record("new").exists(), "{err}");
 }
 
+/// A generation another cotal promoted behind the lock is refused naming that apply: its
+/// operator, time and plan, from the audit.
+#[test]
+fn a_generation_another_cotal_promoted_is_refused_naming_it() {
+    let root = TestRoot::init();
+    root.desire("[spaces.keep]\n");
+    root.apply().success();
+    root.desire("[spaces.keep]\n\n[spaces.new]\n");
+    let record = root.file(".cotal/auth/broker-config.json");
+    let mut fake = Fake::default();
+    let err = apply_with(&root, &mut fake, || {
+        let text = std::fs::read_to_string(&record)
+            .unwrap()
+            .replace("\"gen\":1", "\"gen\":2");
+        std::fs::write(&record, text).unwrap();
+        let line = r#"{"time":"2026-12-02T10:00:00Z","event":"apply.completed","actor":{"user":"mallory","host":"laptop"},"generation":{"before":1,"after":2},"plan_digest":"sha256:feed","outcome":"completed"}"#;
+        let mut audit = std::fs::OpenOptions::new()
+            .append(true)
+            .open(root.file(".cotal/audit.jsonl"))
+            .unwrap();
+        std::io::Write::write_all(&mut audit, format!("{line}\n").as_bytes()).unwrap();
+    })
+    .unwrap_err();
+    assert_eq!(err.exit_code(), cotal::error::exit::REFUSED);
+    assert!(
+        err.to_string().contains(
+            "generation 2 was promoted by mallory@laptop at 2026-12-02T10:00:00Z (plan sha256:feed)"
+        ),
+        "{err}"
+    );
+    assert_eq!(fake.reloads, 0, "nothing was reloaded");
+}
+
 #[test]
 fn a_generation_moved_by_another_writer_refuses_the_promotion() {
     let root = TestRoot::init();
@@ -254,7 +287,13 @@ fn a_generation_moved_by_another_writer_refuses_the_promotion() {
     .unwrap_err();
     assert_eq!(err.exit_code(), cotal::error::exit::REFUSED);
     assert!(
-        err.to_string().contains("the generation moved from 1 to 7"),
+        err.to_string().contains("the generation moved from 1 to 7")
+            && err
+                .to_string()
+                .contains("no cotal recorded completing generation 7")
+            && err
+                .to_string()
+                .contains("broker-config.json was changed at"),
         "{err}"
     );
     assert_eq!(fake.reloads, 0, "nothing was reloaded");
