@@ -38,6 +38,12 @@ pub enum Event {
     SpaceRemovalStarted,
     #[serde(rename = "space.removed")]
     SpaceRemoved,
+    /// `cotal space purge` is about to empty a space (before its commit point, fail-closed).
+    #[serde(rename = "space.purge_started")]
+    SpacePurgeStarted,
+    /// A space's streams and buckets were emptied (what they held, counted).
+    #[serde(rename = "space.purged")]
+    SpacePurged,
     /// `cotal creds` minted a user (its name, key, profile and expiry; never a secret).
     #[serde(rename = "creds.minted")]
     CredsMinted,

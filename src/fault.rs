@@ -47,6 +47,8 @@ points! {
     AfterRemovalCommitted => "after-removal-committed",
     /// A removal's streams are deleted.
     AfterStreamsDeleted => "after-streams-deleted",
+    /// A purge is journaled as committed; no stream of the space is emptied yet.
+    AfterPurgeCommitted => "after-purge-committed",
     /// A new or re-issued account record is on disk.
     AfterRecordWritten => "after-record-written",
     /// The new `server.conf` replaced the old one; no reload yet.

@@ -197,6 +197,23 @@ pub struct JournaledRemoval {
     pub committed: bool,
 }
 
+/// A purge in the journal: the space whose streams and buckets are emptied, pinned to its
+/// account.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JournaledPurge {
+    pub space: SpaceName,
+    pub account: String,
+    /// True once its first stream may have been emptied (the commit point): the purge is then
+    /// finished by the next apply.
+    pub committed: bool,
+    /// Each stream's last sequence when the purge committed: what is emptied is exactly what
+    /// the streams held then (messages up to it), so a re-run finishing the purge never
+    /// removes what clients wrote after it.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub upto: std::collections::BTreeMap<String, u64>,
+}
+
 /// An account minted by a journaled apply for a space whose old account that apply was also
 /// removing (a removed name listed again): the one account other than the pinned one that the
 /// space's record may hold while the removal is finished.
@@ -228,6 +245,9 @@ pub struct Journal {
     pub host: String,
     #[serde(default)]
     pub removals: Vec<JournaledRemoval>,
+    /// The spaces the apply empties (`cotal space purge`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub purges: Vec<JournaledPurge>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub added: Vec<JournaledAdd>,
     /// The spaces the apply adds (written once, when the journal opens): a re-plan of an

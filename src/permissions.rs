@@ -46,6 +46,20 @@ pub fn provisioner() -> Permissions {
     )
 }
 
+/// Empties a space's streams and buckets (`cotal space purge`): lists them, reads them and
+/// purges them; it can create, change or delete none.
+pub fn purger() -> Permissions {
+    allow(
+        &[
+            "$JS.API.INFO",
+            "$JS.API.STREAM.NAMES",
+            "$JS.API.STREAM.INFO.*",
+            "$JS.API.STREAM.PURGE.*",
+        ],
+        &["_INBOX.>"],
+    )
+}
+
 /// Reads and writes one space's channel registry (`cotal_channels_<t>`), nothing else: the
 /// stream info that lists its keys, direct gets of their latest values, and puts (with the
 /// expected revision) and delete markers.

@@ -128,6 +128,7 @@ pub fn journal(space: &str, account: &str, committed: bool) -> JournalState {
             account: account.into(),
             committed,
         }],
+        purges: Vec::new(),
         added: Vec::new(),
         adding: Vec::new(),
         steps: Vec::new(),

@@ -89,6 +89,18 @@ impl Auditor<'_> {
                 "deleting its streams and buckets",
                 Some(Counts::of(blast)),
             ),
+            Step::PurgeStreams {
+                space,
+                committed: false,
+                blast,
+                ..
+            } => self.write(
+                Event::SpacePurgeStarted,
+                Some(space),
+                None,
+                "emptying its streams and buckets",
+                Some(Counts::of(blast)),
+            ),
             Step::AddAccount { space, .. } => self.write(
                 Event::SpaceProvisioning,
                 Some(space),
@@ -207,6 +219,34 @@ impl Auditor<'_> {
                 "provisioning finished by a re-run",
                 None,
             ),
+            Step::PurgeStreams { space, .. } => {
+                let purged = outcome.purged.iter().find(|p| &p.space == space);
+                let counts = purged.map(|p| Counts {
+                    streams: p.streams as u64,
+                    messages: Some(p.messages),
+                    bytes: p.bytes.unwrap_or(0),
+                    connections: None,
+                });
+                self.write(
+                    Event::SpacePurged,
+                    Some(space),
+                    after,
+                    &match purged {
+                        Some(p) => format!(
+                            "emptied {} stream(s) and bucket(s): {} message(s) purged{}; their configs kept",
+                            p.streams,
+                            p.messages,
+                            if p.bytes.is_none() {
+                                " (bytes not counted: the purge committed in an earlier run)"
+                            } else {
+                                ""
+                            }
+                        ),
+                        None => "emptied".into(),
+                    },
+                    counts,
+                )
+            }
             Step::WriteChannels { space, changes, .. } => self.write(
                 Event::ChannelsWritten,
                 Some(space),

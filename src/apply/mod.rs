@@ -30,7 +30,9 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::fault::{self, Point};
 use crate::model::SpaceName;
-use crate::observed::{Journal, JournalState, JournaledRemoval, JournaledStep, Observed};
+use crate::observed::{
+    Journal, JournalState, JournaledPurge, JournaledRemoval, JournaledStep, Observed,
+};
 use crate::plan::{Plan, Step};
 use crate::store::broker_record::{self, BrokerRecord};
 use crate::store::lock::Lock;
@@ -47,6 +49,8 @@ pub struct Outcome {
     /// `space folder`), in the plan's order.
     pub reaped: Vec<(SpaceName, Vec<String>)>,
     pub reap_failures: Vec<ReapFailure>,
+    /// What each purged space's streams held when they were emptied, in the plan's order.
+    pub purged: Vec<Purged>,
     /// The registry keys written per space, with the value written (`None`: deleted) and the
     /// revision the broker gave it: what the state after the apply knows without reading again.
     pub channels_written: BTreeMap<SpaceName, Vec<WrittenKey>>,
@@ -54,6 +58,19 @@ pub struct Outcome {
     /// the plan's order: each space's failure is its own, every other step ran. Non-empty
     /// means "partly applied"; the next apply plans what is left.
     pub failed: Vec<SpaceFailure>,
+}
+
+/// A space whose streams and buckets were emptied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Purged {
+    pub space: SpaceName,
+    /// Streams emptied (its buckets' streams included; none when the broker was stopped and
+    /// its store folder was deleted instead).
+    pub streams: usize,
+    /// Messages they held.
+    pub messages: u64,
+    /// The bytes they held when the purge committed (`None`: it committed in an earlier run).
+    pub bytes: Option<u64>,
 }
 
 /// One space's step that failed while the others went on.
@@ -239,6 +256,33 @@ fn run(
                 _ => None,
             })
             .collect(),
+        purges: plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::PurgeStreams {
+                    space,
+                    account,
+                    committed,
+                    ..
+                } => Some(JournaledPurge {
+                    space: space.clone(),
+                    account: account.clone(),
+                    committed: *committed,
+                    // A committed purge keeps the bounds its commit recorded.
+                    upto: match &ctx.observed.journal {
+                        JournalState::Valid(j) => j
+                            .purges
+                            .iter()
+                            .find(|p| &p.space == space && &p.account == account)
+                            .map(|p| p.upto.clone())
+                            .unwrap_or_default(),
+                        _ => Default::default(),
+                    },
+                }),
+                _ => None,
+            })
+            .collect(),
         // Accounts an interrupted apply minted for names it was also removing stay known.
         added: match &ctx.observed.journal {
             JournalState::Valid(j) => j.added.clone(),
@@ -283,7 +327,8 @@ fn run(
     tracing::info!(steps = plan.steps.len(), digest = %state.journal.plan_digest, "journal opened");
     fault::point(Point::AfterJournalOpen);
 
-    let mut committed = state.journal.removals.iter().any(|r| r.committed);
+    let mut committed = state.journal.removals.iter().any(|r| r.committed)
+        || state.journal.purges.iter().any(|p| p.committed);
     // Isolated failures since the last step that succeeded.
     let mut in_a_row = 0usize;
     // Ends any deferral however this function returns.
@@ -364,7 +409,8 @@ fn run(
                 ran
             })
             .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
-        committed |= state.journal.removals.iter().any(|r| r.committed);
+        committed |= state.journal.removals.iter().any(|r| r.committed)
+            || state.journal.purges.iter().any(|p| p.committed);
         if let Err(e) = &result
             && own
             && in_a_row < ISOLATED_IN_A_ROW
@@ -518,6 +564,9 @@ fn run_step(
         Step::DeleteStreams { space, account, .. } => {
             steps::delete_streams(ctx, broker, state, space, account)
         }
+        Step::PurgeStreams { space, account, .. } => {
+            steps::purge_streams(ctx, broker, state, outcome, space, account)
+        }
         Step::AddAccount { space, spec } => steps::add_account(ctx, record, state, space, spec),
         Step::ReissueAccount {
             space,
@@ -595,17 +644,17 @@ fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
     if committed && matches!(e, Error::Stopped(_)) {
         return annotate(
             e,
-            "the journal stays open: every removal it names is committed, and `cotal apply` finishes it",
+            "the journal stays open: every removal and purge it names is committed, and `cotal apply` finishes it",
         );
     }
     if committed {
         Error::interrupted(
             Diagnostic::new(format!(
                 "apply stopped at `{}` after a commit point: {e}\n\
-             the journal stays open: every removal it names is committed and will be finished.",
+             the journal stays open: every removal and purge it names is committed and will be finished.",
                 step.title()
             ))
-            .next("fix the cause and re-run `cotal apply`; if a node stopped, `cotal up` starts it (it works while the journal is open) and `cotal apply` finishes; if a running single server is what blocks it, `cotal down` (which works while the journal is open) and `cotal apply` finish it with the broker stopped (a cluster's removal needs its nodes running)"),
+            .next("fix the cause and re-run `cotal apply`; if a node stopped, `cotal up` starts it (it works while the journal is open) and `cotal apply` finishes; if a running single server is what blocks a removal, `cotal down` (which works while the journal is open) and `cotal apply` finish it with the broker stopped (a cluster's removal needs its nodes running, and a purge is finished only through the running broker)"),
         )
     } else {
         let _ = journal::close(root);
@@ -642,7 +691,7 @@ pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Re
                 j.host
             ))
             .next(format!(
-                "run `cotal apply` to finish it{}",
+                "run `cotal apply` to finish it{}{}",
                 if j.removals.is_empty() {
                 String::new()
             } else {
@@ -654,7 +703,20 @@ pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Re
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
-            }
+            },
+                {
+                    let purges: Vec<String> = j
+                        .purges
+                        .iter()
+                        .filter(|p| p.committed)
+                        .map(|p| p.space.quoted())
+                        .collect();
+                    if purges.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (it completes the purge of {})", purges.join(", "))
+                    }
+                }
             )),
         )),
         JournalState::Corrupt { file, reason } => Err(Error::interrupted(

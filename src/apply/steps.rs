@@ -44,6 +44,92 @@ pub fn delete_streams(
     Ok(())
 }
 
+/// Empty every stream and bucket of `space` (its account `account`) through the running broker,
+/// keeping their configs. Before the commit point it surveys the streams as a user of the
+/// account and refuses, emptying nothing, when one is locked against purges (or the user cannot
+/// connect); then the journal records the purge committed with each stream's last sequence, and
+/// the streams are emptied up to those. A re-run finishing it empties the same bounds: what
+/// clients wrote after the commit point is never purged.
+pub fn purge_streams(
+    ctx: &Context,
+    broker: &mut dyn Broker,
+    state: &mut State,
+    outcome: &mut Outcome,
+    space: &SpaceName,
+    account: &str,
+) -> Result<()> {
+    let purger = space_user(
+        ctx.root,
+        space,
+        account,
+        "cotal-purger",
+        permissions::purger(),
+    )?
+    .ok_or_else(|| {
+        Error::other(format!(
+            "the record of {} no longer holds account {account}",
+            space.quoted()
+        ))
+    })?;
+    let Some(entry) = state
+        .journal
+        .purges
+        .iter_mut()
+        .find(|p| &p.space == space && p.account == account)
+    else {
+        return Err(Error::other(format!(
+            "the journal does not name the purge of {}",
+            space.quoted()
+        )));
+    };
+    let mut bytes = None;
+    if !entry.committed {
+        let survey = broker.survey_streams(space, &purger)?;
+        let locked: Vec<String> = survey
+            .iter()
+            .filter_map(|s| s.locked.map(|why| format!("{} ({why})", s.name)))
+            .collect();
+        if !locked.is_empty() {
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "{} of {} {} locked against purges by a user of the space: nats-server lets no one empty {}.",
+                    locked.join(", "),
+                    space.quoted(),
+                    if locked.len() == 1 { "is" } else { "are" },
+                    if locked.len() == 1 { "it" } else { "them" },
+                ))
+                .tenants([space.clone()])
+                .blast("none, nothing was emptied.")
+                .next("delete it with an admin of the space (its messages go with it), then purge again"),
+            ));
+        }
+        entry.upto = survey
+            .iter()
+            .map(|s| (s.name.clone(), s.last_seq))
+            .collect();
+        entry.committed = true;
+        bytes = Some(survey.iter().map(|s| s.bytes).sum());
+        journal::save(ctx.root, &state.journal)?;
+    }
+    fault::point(Point::AfterPurgeCommitted);
+    let upto = state
+        .journal
+        .purges
+        .iter()
+        .find(|p| &p.space == space && p.account == account)
+        .map(|p| p.upto.clone())
+        .unwrap_or_default();
+    let emptied = broker.purge_streams(space, &purger, &upto)?;
+    tracing::info!(space = %space, streams = emptied.len(), "purged");
+    outcome.purged.push(super::Purged {
+        space: space.clone(),
+        streams: emptied.len(),
+        messages: emptied.iter().map(|(_, m)| m).sum(),
+        bytes,
+    });
+    Ok(())
+}
+
 /// Mint a new account for the space and write its record, protection and $SYS creds.
 pub fn add_account(
     ctx: &Context,

@@ -128,6 +128,86 @@ impl Nats {
         })
     }
 
+    /// Every stream of the account `creds` is a user of (its buckets are streams too), in name
+    /// order: what a purge would empty, and whether nats-server lets it.
+    pub fn survey_streams(&self, creds: &str) -> Result<Vec<StreamSurvey>> {
+        use futures::TryStreamExt;
+        self.rt.block_on(async {
+            let client = connect(&self.url, creds)
+                .await
+                .map_err(refused_connection("purger connect"))?;
+            let js = jetstream::new(client);
+            let mut names: Vec<String> = js
+                .stream_names()
+                .try_collect()
+                .await
+                .map_err(|e| Failed::of(&e).at("listing the streams"))?;
+            names.sort();
+            let mut out = Vec::with_capacity(names.len());
+            for name in names {
+                let info = match js.get_stream(&name).await {
+                    Ok(mut stream) => stream
+                        .info()
+                        .await
+                        .map_err(|e| Failed::of(&e).at(format!("reading stream {name}")))?
+                        .clone(),
+                    // Deleted by a user of the space since it was listed.
+                    Err(e) if not_found(&e) => continue,
+                    Err(e) => return Err(Failed::of(&e).at(format!("reading stream {name}"))),
+                };
+                out.push(StreamSurvey {
+                    name,
+                    messages: info.state.messages,
+                    bytes: info.state.bytes,
+                    last_seq: info.state.last_sequence,
+                    locked: if info.config.sealed {
+                        Some("sealed")
+                    } else if info.config.deny_purge {
+                        Some("deny_purge")
+                    } else {
+                        None
+                    },
+                });
+            }
+            Ok(out)
+        })
+    }
+
+    /// Empty each stream of `upto` up to its sequence (messages after it, written since, are
+    /// kept), as a user of the account (`creds`): each stream's name and the messages purged.
+    /// Idempotent: a stream already emptied up to its bound purges nothing, one deleted since
+    /// is skipped.
+    pub fn purge_streams(
+        &self,
+        creds: &str,
+        upto: &std::collections::BTreeMap<String, u64>,
+    ) -> Result<Vec<(String, u64)>> {
+        self.rt.block_on(async {
+            let client = connect(&self.url, creds)
+                .await
+                .map_err(refused_connection("purger connect"))?;
+            let js = jetstream::new(client);
+            let mut out = Vec::with_capacity(upto.len());
+            for (name, last) in upto {
+                let purged = match js.get_stream(name).await {
+                    Ok(_) if *last == 0 => 0,
+                    Ok(stream) => {
+                        stream
+                            .purge()
+                            .sequence(last + 1)
+                            .await
+                            .map_err(|e| Failed::of(&e).at(format!("purging stream {name}")))?
+                            .purged
+                    }
+                    Err(e) if not_found(&e) => 0,
+                    Err(e) => return Err(Failed::of(&e).at(format!("reading stream {name}"))),
+                };
+                out.push((name.clone(), purged));
+            }
+            Ok(out)
+        })
+    }
+
     /// Live figures for every account, through an ephemeral system-account user. Streams are
     /// gathered from `jsz_servers` servers (every running node of a cluster, unless each holds a
     /// replica of every stream), connections summed over `servers` (every running node).
@@ -879,6 +959,18 @@ pub fn kv_config(want: &Expected, replicas: usize) -> kv::Config {
         },
         Expected::Stream { name, .. } => unreachable!("{name} is a stream, not a bucket"),
     }
+}
+
+/// A stream as a purge sees it before its commit point.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamSurvey {
+    pub name: String,
+    pub messages: u64,
+    pub bytes: u64,
+    /// The purge empties up to here.
+    pub last_seq: u64,
+    /// Why nats-server lets no one purge it (`sealed`, `deny_purge`), if so.
+    pub locked: Option<&'static str>,
 }
 
 /// A stream's state and config as the broker reports them.

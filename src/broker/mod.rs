@@ -71,6 +71,20 @@ pub trait Broker {
         account: &str,
         store_dirs: &[PathBuf],
     ) -> Result<()>;
+    /// Every stream and bucket of the space, as `purger` (a user of its account) sees it.
+    fn survey_streams(
+        &mut self,
+        space: &SpaceName,
+        purger: &str,
+    ) -> Result<Vec<live::StreamSurvey>>;
+    /// Empty each stream of `upto` up to its sequence as `purger`, keeping its config: each
+    /// stream with the messages purged. Idempotent.
+    fn purge_streams(
+        &mut self,
+        space: &SpaceName,
+        purger: &str,
+        upto: &std::collections::BTreeMap<String, u64>,
+    ) -> Result<Vec<(String, u64)>>;
     /// Reload every running node with its promoted config (a cluster's all at once) and confirm
     /// through the broker that each loaded a config with its digest (`(node name, digest)`).
     /// `Err` means at least one node did not confirm; the caller puts every node's previous
@@ -120,6 +134,28 @@ impl Broker for Stopped {
             crate::store::jetstream_dir::remove(dir, account)?;
         }
         Ok(())
+    }
+    /// A stopped broker empties nothing (a purge is planned only while it runs).
+    fn survey_streams(
+        &mut self,
+        space: &SpaceName,
+        _purger: &str,
+    ) -> Result<Vec<live::StreamSurvey>> {
+        Err(Error::process(format!(
+            "cannot empty the streams of {}: the broker is not running (`cotal up`, then purge)",
+            space.quoted()
+        )))
+    }
+    fn purge_streams(
+        &mut self,
+        space: &SpaceName,
+        _purger: &str,
+        _upto: &std::collections::BTreeMap<String, u64>,
+    ) -> Result<Vec<(String, u64)>> {
+        Err(Error::process(format!(
+            "cannot empty the streams of {}: the broker is not running (`cotal up`, then `cotal apply`)",
+            space.quoted()
+        )))
     }
     fn reload(&mut self, _digests: &[(String, String)]) -> Result<Duration> {
         Ok(Duration::ZERO)
@@ -402,6 +438,21 @@ impl Broker for Running {
             crate::store::jetstream_dir::remove(dir, account)?;
         }
         Ok(())
+    }
+    fn survey_streams(
+        &mut self,
+        _space: &SpaceName,
+        purger: &str,
+    ) -> Result<Vec<live::StreamSurvey>> {
+        self.nats.survey_streams(purger)
+    }
+    fn purge_streams(
+        &mut self,
+        _space: &SpaceName,
+        purger: &str,
+        upto: &std::collections::BTreeMap<String, u64>,
+    ) -> Result<Vec<(String, u64)>> {
+        self.nats.purge_streams(purger, upto)
     }
     fn reload(&mut self, digests: &[(String, String)]) -> Result<Duration> {
         let mut work = Vec::new();

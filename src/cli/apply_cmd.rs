@@ -111,6 +111,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                     nodes: 0,
                     failed: Vec::new(),
                     reaped: Vec::new(),
+                    purged: Vec::new(),
                     reap_failures: Vec::new(),
                     duration_ms: progress.elapsed().as_millis() as u64,
                 }
@@ -135,14 +136,14 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                     "this saved plan destroys data ({}); a saved plan approves everything else, but destroying data also needs --allow-destroy.",
                     prepared
                         .plan
-                        .removed_spaces()
+                        .destroyed_spaces()
                         .iter()
                         .map(|s| s.quoted())
                         .collect::<Vec<_>>()
                         .join(", ")
                 ))
                 .blast("none, nothing was changed.")
-                .next("review the removal above, then re-run with --allow-destroy"),
+                .next("review the plan above, then re-run with --allow-destroy"),
             ));
         }
         if confirm_args.format == Format::Text {
@@ -219,6 +220,14 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             ));
         }
     }
+    for p in &applied.outcome.purged {
+        report(format!(
+            "Purged {}: {} stream(s) and bucket(s) emptied, {} message(s).",
+            p.space.quoted(),
+            p.streams,
+            crate::model::human_count(p.messages)
+        ));
+    }
     for f in &applied.outcome.reap_failures {
         report(format!(
             "{} could not reap {f} (the removal is complete; delete it by hand)",
@@ -265,6 +274,16 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                         removed: removed.clone(),
                     })
                     .collect(),
+                purged: applied
+                    .outcome
+                    .purged
+                    .iter()
+                    .map(|p| outcome::Purged {
+                        space: p.space.to_string(),
+                        streams: p.streams,
+                        messages: p.messages,
+                    })
+                    .collect(),
                 reap_failures: applied
                     .outcome
                     .reap_failures
@@ -300,7 +319,7 @@ fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
             return Err(Error::refused(
                 Diagnostic::new(format!(
                     "this plan destroys data ({}); --auto-approve alone does not allow that.",
-                    plan.removed_spaces()
+                    plan.destroyed_spaces()
                     .iter()
                     .map(|s| s.quoted())
                     .collect::<Vec<_>>()

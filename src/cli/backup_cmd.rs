@@ -1,13 +1,38 @@
 //! `cotal space backup` and `cotal space restore`: run [`crate::ops::backup`] and show what
-//! was copied or verified.
+//! was copied or verified (`--format json`: [`documents::SpaceBackup`],
+//! [`documents::SpaceRestore`]).
 
 use super::Global;
+use super::status_cmd::Format;
 use crate::error::Result;
+use crate::report::documents;
 use std::path::Path;
 
-pub fn backup(global: &Global, name: &str, dir: &Path) -> Result<i32> {
+pub fn backup(global: &Global, name: &str, dir: &Path, format: Format) -> Result<i32> {
     let root = global.root()?;
     let manifest = crate::ops::backup::space_backup(&root, name, dir)?;
+    if format == Format::Json {
+        print!(
+            "{}",
+            documents::pretty(&documents::SpaceBackup {
+                format_version: documents::FORMAT_VERSION,
+                space: manifest.space.to_string(),
+                account: manifest.account.clone(),
+                dir: dir.display().to_string(),
+                streams: manifest
+                    .streams
+                    .iter()
+                    .map(|s| documents::StreamFigures {
+                        name: s.name.clone(),
+                        messages: s.messages,
+                        first_seq: s.first_seq,
+                        last_seq: s.last_seq,
+                    })
+                    .collect(),
+            })
+        );
+        return Ok(0);
+    }
     println!(
         "Backed up {} (account {}) to {}:",
         manifest.space.quoted(),
@@ -23,9 +48,38 @@ pub fn backup(global: &Global, name: &str, dir: &Path) -> Result<i32> {
     Ok(0)
 }
 
-pub fn restore(global: &Global, name: &str, dir: &Path, relocate: bool) -> Result<i32> {
+pub fn restore(
+    global: &Global,
+    name: &str,
+    dir: &Path,
+    relocate: bool,
+    format: Format,
+) -> Result<i32> {
     let root = global.root()?;
     let report = crate::ops::backup::space_restore(&root, name, dir, relocate)?;
+    if format == Format::Json {
+        print!(
+            "{}",
+            documents::pretty(&documents::SpaceRestore {
+                format_version: documents::FORMAT_VERSION,
+                space: crate::model::SpaceName::parse(name)
+                    .map(|n| n.to_string())
+                    .unwrap_or_else(|_| name.to_string()),
+                dir: dir.display().to_string(),
+                relocated: relocate,
+                verified: report
+                    .iter()
+                    .map(|v| documents::StreamFigures {
+                        name: v.stream.clone(),
+                        messages: v.messages,
+                        first_seq: v.first_seq,
+                        last_seq: v.last_seq,
+                    })
+                    .collect(),
+            })
+        );
+        return Ok(0);
+    }
     println!(
         "Restored {name:?} from {} and verified against its manifest:",
         dir.display()

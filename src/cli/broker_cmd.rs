@@ -100,7 +100,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         }
         Served::StartedForJournal { started, removals } => {
             println!(
-                "Started {started} node{} on the config on disk, the generation the others run. An interrupted apply's journal is open, so nothing was promoted or provisioned.",
+                "Started {started} node{} on the config on disk. An interrupted apply's journal is open, so nothing was promoted or provisioned.",
                 if started == 1 { "" } else { "s" }
             );
             println!(

@@ -32,6 +32,10 @@ pub enum Command {
         /// How long to wait for the root's lock.
         #[arg(long, value_parser = super::parse_duration, default_value = "0")]
         lock_timeout: std::time::Duration,
+        /// `json`: one versioned document of the rotation recorded
+        /// (`schemas/rotate-routes.schema.json`).
+        #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
+        format: super::status_cmd::Format,
     },
     /// A new signing key for one space's account: users signed by the old key (every creds
     /// `cotal creds` minted for it) are refused after the reload; mint new ones.
@@ -61,8 +65,21 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                 ..Request::default()
             },
         ),
-        Command::Routes { lock_timeout } => {
+        Command::Routes {
+            lock_timeout,
+            format,
+        } => {
             let rotation = crate::ops::routes::rotate(&root, lock_timeout)?;
+            if format == super::status_cmd::Format::Json {
+                print!(
+                    "{}",
+                    crate::report::documents::pretty(&crate::report::documents::RotateRoutes {
+                        format_version: crate::report::documents::FORMAT_VERSION,
+                        rotation,
+                    })
+                );
+                return Ok(0);
+            }
             eprintln!(
                 "Recorded route credential rotation {rotation}.\n\
                  next: `cotal apply` (or `cotal up`) writes it into every node's include file (`<config>.routes.conf`, 0600); copy the include of each node on another machine to it before it starts"

@@ -1,6 +1,7 @@
-//! `cotal space add|rm|suspend|resume|list`: imperative verbs that keep `cotal.toml` true. Each
-//! edits the file (keeping its comments), then plans and applies only that space's change, with
-//! the same lock, journal, guards, audit and output as `apply`.
+//! `cotal space add|rm|suspend|resume|purge|list`: imperative verbs that keep `cotal.toml` true.
+//! Each edits the file (keeping its comments; `purge` edits nothing: it asks the plan to empty
+//! the space), then plans and applies only that space's change, with the same lock, journal,
+//! guards, audit and output as `apply`.
 
 use super::Global;
 use super::apply_cmd::{self, ConfirmArgs};
@@ -66,6 +67,18 @@ pub enum Command {
         #[command(flatten)]
         confirm: ConfirmArgs,
     },
+    /// Empty every stream and bucket of a space (destroys its messages): its account, creds,
+    /// connections and stream configs stay, and its default delivery class and declared
+    /// channels are written again. Journaled: an interrupted purge is finished by `cotal apply`.
+    #[command(
+        after_help = "Examples:\n  cotal space purge design\n  cotal space purge design --auto-approve --allow-destroy   # CI"
+    )]
+    Purge {
+        /// The space (applied, active, not protected; the broker running).
+        name: String,
+        #[command(flatten)]
+        confirm: ConfirmArgs,
+    },
     /// Back up a space's streams from the preserved store (after `cotal down --preserve-state`).
     #[command(
         after_help = "Examples:\n  cotal down --preserve-state && cotal space backup design /backups/design && cotal up"
@@ -75,6 +88,9 @@ pub enum Command {
         name: String,
         /// The folder to write the backup into (it must not exist yet).
         dir: std::path::PathBuf,
+        /// `json`: one versioned document of what was written (`schemas/space-backup.schema.json`).
+        #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
+        format: super::status_cmd::Format,
     },
     /// Restore a space's streams into its empty namespace (after `cotal down --preserve-state`).
     #[command(
@@ -88,6 +104,10 @@ pub enum Command {
         /// The artifact comes from another account (another broker): move the space here.
         #[arg(long)]
         relocate: bool,
+        /// `json`: one versioned document of what was restored and verified
+        /// (`schemas/space-restore.schema.json`).
+        #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
+        format: super::status_cmd::Format,
     },
     /// Close every live connection of a space (its clients may reconnect); no other space's
     /// connection is touched.
@@ -98,6 +118,9 @@ pub enum Command {
         /// How long to wait for the root's lock.
         #[arg(long, value_parser = super::parse_duration, default_value = "0")]
         lock_timeout: std::time::Duration,
+        /// `json`: one versioned document of what was closed (`schemas/space-evict.schema.json`).
+        #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
+        format: super::status_cmd::Format,
     },
     /// List the spaces of cotal.toml and the root, with their states.
     #[command(
@@ -121,7 +144,11 @@ fn only(name: &SpaceName) -> Option<BTreeSet<SpaceName>> {
 pub fn run(global: &Global, command: Command) -> Result<i32> {
     let root = global.root()?;
     match command {
-        Command::Evict { name, lock_timeout } => super::evict_cmd::run(global, &name, lock_timeout),
+        Command::Evict {
+            name,
+            lock_timeout,
+            format,
+        } => super::evict_cmd::run(global, &name, lock_timeout, format),
         Command::Add {
             name,
             limits,
@@ -225,13 +252,30 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             &confirm,
             SpaceVerb::Resume,
         ),
+        Command::Purge { name, confirm } => {
+            let name = space(&name)?;
+            apply_cmd::flow(
+                global,
+                &root,
+                &confirm,
+                Request {
+                    only: only(&name),
+                    verb: Some(SpaceVerb::Purge),
+                    purge: BTreeSet::from([name.clone()]),
+                    ..Request::default()
+                },
+            )
+        }
         Command::List { format } => list(&root, format),
-        Command::Backup { name, dir } => super::backup_cmd::backup(global, &name, &dir),
+        Command::Backup { name, dir, format } => {
+            super::backup_cmd::backup(global, &name, &dir, format)
+        }
         Command::Restore {
             name,
             dir,
             relocate,
-        } => super::backup_cmd::restore(global, &name, &dir, relocate),
+            format,
+        } => super::backup_cmd::restore(global, &name, &dir, relocate, format),
     }
 }
 

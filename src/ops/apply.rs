@@ -27,6 +27,7 @@ pub enum SpaceVerb {
     Rm,
     Suspend,
     Resume,
+    Purge,
 }
 
 impl std::fmt::Display for SpaceVerb {
@@ -36,6 +37,7 @@ impl std::fmt::Display for SpaceVerb {
             SpaceVerb::Rm => "space rm",
             SpaceVerb::Suspend => "space suspend",
             SpaceVerb::Resume => "space resume",
+            SpaceVerb::Purge => "space purge",
         })
     }
 }
@@ -56,6 +58,8 @@ pub struct Request<'a> {
     pub verb: Option<SpaceVerb>,
     /// Keys this run replaces (`cotal rotate`).
     pub rotate: Rotate,
+    /// Spaces this run empties (`cotal space purge`).
+    pub purge: BTreeSet<SpaceName>,
     /// How long to wait for the root's lock.
     pub lock_timeout: Duration,
     /// Proceed with a quorum of a cluster's nodes (`--allow-degraded`).
@@ -90,15 +94,19 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
     let (desired, digest) = observe::desired_from_text(root, &new_text)?;
     let intent = Intent {
         rotate: req.rotate,
+        purge: req.purge,
         allow_degraded: req.allow_degraded,
     };
     let observed = observe::observe(root, &desired, digest)?;
     // What was observed is only this cotal's to act on while its lock is still the root's.
     lock.verify()?;
     if let (Some(verb), Some(only)) = (req.verb, &req.only) {
-        // `space rm` of a space the open journal removes finishes that journal.
+        // `space rm` of a space the open journal removes finishes that journal, and so does
+        // `space purge` of a space whose purge it committed.
         let finishing = matches!(&observed.journal, JournalState::Valid(j)
-            if verb == SpaceVerb::Rm && j.removals.iter().any(|r| only.contains(&r.space)));
+            if (verb == SpaceVerb::Rm && j.removals.iter().any(|r| only.contains(&r.space)))
+                || (verb == SpaceVerb::Purge
+                    && j.purges.iter().any(|p| p.committed && only.contains(&p.space))));
         if !finishing {
             apply::refuse_if_journal_open(&observed.journal, &verb.to_string())?;
         }
@@ -106,6 +114,28 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
     // An imperative verb is judged on its own spaces' change alone: every other space is
     // planned as it is applied, so no other space's pending edit can refuse it.
     let plan = match &req.only {
+        // A purge changes nothing of any space but the data: every space is planned as it is
+        // applied, the purged one's protection as strict as cotal.toml or its record says.
+        Some(only) if req.verb == Some(SpaceVerb::Purge) => {
+            let none = BTreeSet::new();
+            let mut narrowed = plan::narrow(&desired, &observed, &none);
+            for name in only {
+                if let (Some(declared), Some(spec)) =
+                    (desired.spaces.get(name), narrowed.spaces.get_mut(name))
+                {
+                    spec.protect |= declared.protect;
+                }
+            }
+            let mut plan = plan::compute(&narrowed, &observed, &intent)?.only(only);
+            let others = plan::pending_elsewhere(&desired, &narrowed, &none);
+            if !others.is_empty() {
+                plan.warnings.push(format!(
+                    "cotal.toml has pending changes ({}); they are left for `cotal apply`",
+                    plan::list(&others)
+                ));
+            }
+            plan
+        }
         Some(only) => {
             let narrowed = plan::narrow(&desired, &observed, only);
             let mut plan = plan::compute(&narrowed, &observed, &intent)?.only(only);

@@ -113,9 +113,16 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     // and confirms it on each, so the nodes agree again within it, and until then the newer
     // config serves no more than what the journal already committed. A single server (whose
     // journal `apply` finishes with the broker stopped, without serving a removed tenant
-    // again) or a corrupt journal refuses.
+    // again) or a corrupt journal refuses, but for a single server whose journal removes nothing
+    // and holds a committed purge: a purge is finished only through the running broker, and
+    // serving the config on disk serves no tenant the journal drops.
     let journal = match &observed.journal {
-        crate::observed::JournalState::Valid(j) if desired.topology.is_cluster() => Some(j.clone()),
+        crate::observed::JournalState::Valid(j)
+            if desired.topology.is_cluster()
+                || (j.removals.is_empty() && j.purges.iter().any(|p| p.committed)) =>
+        {
+            Some(j.clone())
+        }
         other => {
             apply::refuse_if_journal_open(other, "up")?;
             None

@@ -110,6 +110,11 @@ pub fn write_after_apply(
     let mut known = std::collections::BTreeMap::new();
     for (name, space) in &before.inventory.spaces {
         let mut state = space.registry.clone();
+        // A purge emptied the registry, and provisioning seeded it again: what it holds now
+        // is not known without reading it (like an added space's).
+        if outcome.purged.iter().any(|p| &p.space == name) {
+            state = RegistryState::Unknown;
+        }
         // A space whose write failed may have written some keys: what its registry holds now
         // is not known without reading it again.
         if outcome.failed.iter().any(|f| &f.space == name) {

@@ -30,6 +30,10 @@ pub struct Blast {
     /// Data is explicitly kept (suspension).
     #[serde(skip_serializing_if = "is_false", default)]
     pub data_kept: bool,
+    /// The streams of `streams_destroyed` are emptied, not deleted: their configs, the
+    /// account and its credentials stay (a purge).
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub emptied: bool,
     /// What happens to the other tenants.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub siblings: Option<String>,
@@ -46,14 +50,17 @@ impl Blast {
     /// `destroys 3 streams, 12,408 messages, 4.2 MiB; evicts 7 connections; ...`
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        if self.data_uncounted {
+        if self.data_uncounted && self.emptied {
+            parts.push("empties every stream and bucket of the space (not counted: figures unavailable); their configs, the account and its credentials are kept".into());
+        } else if self.data_uncounted {
             parts.push(
                 "destroys every stream, message and byte the space stores (not counted: figures unavailable)"
                     .into(),
             );
         } else if !self.streams_destroyed.is_empty() || self.bytes_destroyed > 0 {
             let n = self.streams_destroyed.len();
-            let mut d = format!("destroys {n} stream{}", if n == 1 { "" } else { "s" });
+            let verb = if self.emptied { "empties" } else { "destroys" };
+            let mut d = format!("{verb} {n} stream{}", if n == 1 { "" } else { "s" });
             match self.messages_destroyed {
                 Some(m) => d.push_str(&format!(
                     ", {} message{}",
@@ -63,7 +70,12 @@ impl Blast {
                 None => d.push_str(", messages uncounted (figures unavailable)"),
             }
             d.push_str(&format!(", {}", human_bytes(self.bytes_destroyed)));
+            if self.emptied {
+                d.push_str(" (their configs, the account and its credentials are kept)");
+            }
             parts.push(d);
+        } else if self.emptied {
+            parts.push("empties the space's streams and buckets (they hold nothing now); their configs, the account and its credentials are kept".into());
         }
         match self.connections_dropped {
             Some(0) => parts.push("no live connections".into()),
@@ -99,6 +111,20 @@ impl Blast {
     }
 }
 
+/// Blast of emptying a space's streams (a purge): every message goes, every connection,
+/// credential and stream config stays.
+pub fn purge(space: &SpaceName, streams: &[StreamUsage]) -> Blast {
+    Blast {
+        touched: vec![space.clone()],
+        streams_destroyed: streams.to_vec(),
+        messages_destroyed: streams.iter().map(|s| s.messages).sum(),
+        bytes_destroyed: streams.iter().map(|s| s.bytes).sum(),
+        emptied: true,
+        siblings: Some("no other space's streams are touched".into()),
+        ..Blast::default()
+    }
+}
+
 /// Blast of deleting a space's streams.
 pub fn removal(space: &SpaceName, streams: &[StreamUsage], connections: Option<u64>) -> Blast {
     Blast {
@@ -110,6 +136,7 @@ pub fn removal(space: &SpaceName, streams: &[StreamUsage], connections: Option<u
         credentials_invalidated: vec![space.clone()],
         data_uncounted: false,
         data_kept: false,
+        emptied: false,
         siblings: Some("no other space's streams are touched".into()),
     }
 }

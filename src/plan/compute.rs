@@ -3,7 +3,7 @@
 
 use super::guards::{self, Refusal};
 use super::{
-    Action, Intent, Pins, Plan, Summary, describe, diff, order, promotion, removals, system,
+    Action, Intent, Pins, Plan, Summary, describe, diff, order, promotion, purges, removals, system,
 };
 use crate::desired::Desired;
 use crate::observed::Observed;
@@ -118,8 +118,17 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     }
     super::tls::guard_tls(desired, observed, &nodes)?;
     guards::guard_include(observed)?;
+    let purges = purges::collect(desired, observed, &intent.purge, &removals)?;
+    let not_started = purges::not_started(observed, &purges);
     let system = system::reissue(desired, observed, intent, &removals);
-    let diff = diff::diff(desired, observed, intent, &removals, system.as_ref());
+    let diff = diff::diff(
+        desired,
+        observed,
+        intent,
+        &removals,
+        system.as_ref(),
+        purges,
+    );
     guards::guard_sys_keys(observed, system.as_ref(), diff.adds.keys())?;
     guards::guard_degraded_adds(desired, observed, diff.adds.keys())?;
     super::capacity::guard_capacity(desired, observed)?;
@@ -160,6 +169,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
             .into_iter()
             .chain(describe::channel_warnings(desired, observed, &diff))
             .chain(super::tls::warnings(desired, observed))
+            .chain(not_started)
             .collect(),
         changes: described.changes,
         steps,

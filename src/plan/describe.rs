@@ -18,6 +18,7 @@ pub struct Described {
     pub changes: Vec<SpaceChange>,
     pub removal_blasts: BTreeMap<SpaceName, Blast>,
     pub reissue_blasts: BTreeMap<SpaceName, Blast>,
+    pub purge_blasts: BTreeMap<SpaceName, Blast>,
 }
 
 /// Describe every change of the plan.
@@ -50,9 +51,12 @@ pub fn describe(
         });
     }
     for name in diff.changed() {
-        let (change, reissue_blast) = existing(desired, observed, diff, name);
+        let (change, reissue_blast, purge_blast) = existing(desired, observed, diff, name);
         if let Some(b) = reissue_blast {
             out.reissue_blasts.insert(name.clone(), b);
+        }
+        if let Some(b) = purge_blast {
+            out.purge_blasts.insert(name.clone(), b);
         }
         out.changes.push(change);
     }
@@ -90,13 +94,13 @@ fn removal(observed: &Observed, name: &SpaceName, r: &Removal) -> (SpaceChange, 
     )
 }
 
-/// A change of an existing space, and the blast radius of its re-issue, if any.
+/// A change of an existing space, and the blast radii of its re-issue and of its purge, if any.
 fn existing(
     desired: &Desired,
     observed: &Observed,
     diff: &Diff,
     name: &SpaceName,
-) -> (SpaceChange, Option<Blast>) {
+) -> (SpaceChange, Option<Blast>, Option<Blast>) {
     let space = &observed.inventory.spaces[name];
     let spec = &desired.spaces[name];
     let mut details = Vec::new();
@@ -154,7 +158,29 @@ fn existing(
     if let Some(work) = diff.provisions.get(name) {
         details.push(format!("streams: {}", work.join(", ")));
     }
-    if let Some(d) = diff.channels.get(name) {
+    let mut purge_blast = None;
+    if let Some(p) = diff.purges.get(name) {
+        let mut b = super::blast::purge(name, &space.usage.streams);
+        b.data_uncounted = space.usage.source == UsageSource::Unknown;
+        details.insert(0, if p.committed {
+            "finishing a purge interrupted after its commit point".into()
+        } else {
+            "purge: every stream and bucket emptied; their configs, the account, its credentials and its connections are kept".into()
+        });
+        blast.streams_destroyed = b.streams_destroyed.clone();
+        blast.messages_destroyed = b.messages_destroyed;
+        blast.bytes_destroyed = b.bytes_destroyed;
+        blast.emptied = true;
+        blast.data_uncounted = b.data_uncounted;
+        blast.siblings = b.siblings.clone();
+        purge_blast = Some(b);
+        if let Some(d) = diff.channels.get(name) {
+            details.push(format!(
+                "channels: the {} declared channel key(s) written again after the purge",
+                d.writes.len()
+            ));
+        }
+    } else if let Some(d) = diff.channels.get(name) {
         details.extend(d.lines.iter().cloned());
     }
     // A space an interrupted apply was adding is an add being completed.
@@ -176,6 +202,7 @@ fn existing(
             blast,
         },
         reissue_blast,
+        purge_blast,
     )
 }
 

@@ -36,6 +36,9 @@ pub struct Diff {
     /// Channel registry writes per space (existing spaces whose registry was read, and spaces
     /// this plan adds while the broker runs); empty diffs are left out.
     pub channels: BTreeMap<SpaceName, crate::channels::Diff>,
+    /// Existing spaces emptied by this plan (requested, or an interrupted purge finished): their
+    /// default delivery class and declared channels are written again after it.
+    pub purges: super::purges::Purges,
 }
 
 impl Diff {
@@ -47,6 +50,7 @@ impl Diff {
             .chain(self.suspensions.keys())
             .chain(self.sys_creds.keys())
             .chain(self.provisions.keys())
+            .chain(self.purges.keys())
             .chain(
                 self.channels
                     .iter()
@@ -106,10 +110,14 @@ pub fn diff(
     intent: &super::Intent,
     removals: &Removals,
     system: Option<&SystemReissue>,
+    purges: super::purges::Purges,
 ) -> Diff {
     let inv = &observed.inventory;
     let running = observed.is_running();
-    let mut out = Diff::default();
+    let mut out = Diff {
+        purges,
+        ..Diff::default()
+    };
     for (name, spec) in &desired.spaces {
         let space = match inv.spaces.get(name) {
             Some(space) if !removals.leaving(inv, name) => space,
@@ -172,8 +180,12 @@ pub fn diff(
         if let Some(why) = super::system::creds_reason(desired, observed, name, space, system) {
             out.sys_creds.insert(name.clone(), why);
         }
+        let purged = out.purges.contains_key(name);
         if running && spec.state == SpaceState::Active {
-            let work = provisioning_work(name, space);
+            let mut work = provisioning_work(name, space);
+            if purged && work.is_empty() {
+                work.push("seed the default delivery class again".into());
+            }
             if !work.is_empty() {
                 out.provisions.insert(name.clone(), work);
             }
@@ -182,6 +194,8 @@ pub fn diff(
         if spec.state == SpaceState::Active && !space.limits.is_suspended() {
             let declared = desired.channels.get(name).cloned().unwrap_or_default();
             let d = match &space.registry {
+                // The purge empties the registry: every declared channel is written again.
+                _ if purged && running => Some(crate::channels::diff(&declared, None)),
                 RegistryState::Read(registry) => {
                     Some(crate::channels::diff(&declared, Some(registry)))
                 }
@@ -379,6 +393,7 @@ mod tests {
             &Default::default(),
             &Removals::default(),
             None,
+            Default::default(),
         );
         assert_eq!(d.reissues[&name("a")].transition, Transition::Suspend);
         assert_eq!(d.reissues[&name("s")].transition, Transition::Resume);
@@ -430,6 +445,7 @@ mod tests {
             &Default::default(),
             &Removals::default(),
             None,
+            Default::default(),
         );
         assert!(
             !d.reissues.contains_key(&name("l")),

@@ -1,4 +1,5 @@
-//! What one run asks beyond `cotal.toml`: keys to rotate (`cotal rotate`) and whether to proceed
+//! What one run asks beyond `cotal.toml`: keys to rotate (`cotal rotate`), spaces to empty
+//! (`cotal space purge`), and whether to proceed
 //! with nodes down (`--allow-degraded`). The plan's third input, next to the desired state and
 //! the observation; never read from the file, so a file always means the same plan.
 
@@ -10,6 +11,9 @@ use std::collections::BTreeSet;
 pub struct Intent {
     /// Keys to replace: the plan then re-issues with new keys what it names.
     pub rotate: Rotate,
+    /// Spaces to empty (`cotal space purge`): every stream and bucket loses its messages and
+    /// keeps its config.
+    pub purge: BTreeSet<SpaceName>,
     /// Proceed when a quorum of the nodes runs and the others do not (`--allow-degraded`).
     pub allow_degraded: bool,
 }

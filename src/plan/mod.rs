@@ -2,7 +2,7 @@
 //! and blast radius, computed by a pure function of (desired, observed).
 //!
 //! [`compute`] is a pipeline of named pure stages: [`guards`] (refusals as values), [`removals`]
-//! (journaled and requested), [`system`] (the system account's re-issue: rotation, the legacy
+//! (journaled and requested), [`purges`] (the spaces emptied: journaled and requested), [`system`] (the system account's re-issue: rotation, the legacy
 //! seed's replacement, the evictor opt-in, revocations of $SYS users; and why a space's $SYS
 //! creds are re-minted), [`diff`] (what changes per space, as types), [`describe`] (the
 //! words and blast radius people read), [`promotion`] (why the one config promotion happens,
@@ -23,6 +23,7 @@ mod intent;
 mod narrow;
 mod order;
 mod promotion;
+mod purges;
 mod removals;
 mod system;
 pub mod tls;
@@ -247,9 +248,22 @@ pub enum Step {
         started_at: String,
         plan_digest: String,
         removals: Vec<SpaceName>,
+        /// The spaces whose purge passed its commit point.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        purges: Vec<SpaceName>,
     },
     /// Delete a removed space's streams and buckets: the commit point of its removal.
     DeleteStreams {
+        space: SpaceName,
+        account: String,
+        /// The commit point already passed in an interrupted apply.
+        committed: bool,
+        blast: Blast,
+    },
+    /// Empty every stream and bucket of a space through the running broker, keeping their
+    /// configs, the account and its credentials (`cotal space purge`): the commit point of the
+    /// purge. The provisioning and channel writes after the promotion seed them again.
+    PurgeStreams {
         space: SpaceName,
         account: String,
         /// The commit point already passed in an interrupted apply.
@@ -338,7 +352,9 @@ impl Step {
     pub fn decision(&self) -> Step {
         let mut s = self.clone();
         match &mut s {
-            Step::DeleteStreams { blast, .. } => *blast = Blast::default(),
+            Step::DeleteStreams { blast, .. } | Step::PurgeStreams { blast, .. } => {
+                *blast = Blast::default()
+            }
             Step::ReissueAccount { changes, blast, .. } => {
                 changes.clear();
                 *blast = Blast::default();
@@ -368,6 +384,7 @@ impl Step {
             | Step::PromoteConfig { .. }
             | Step::ReissueSystemAccount { .. } => None,
             Step::DeleteStreams { space, .. }
+            | Step::PurgeStreams { space, .. }
             | Step::AddAccount { space, .. }
             | Step::ReissueAccount { space, .. }
             | Step::WriteSysCreds { space }
@@ -420,6 +437,21 @@ impl Step {
                 } else {
                     format!(
                         "delete the streams and buckets of {} (commit point)",
+                        space.quoted()
+                    )
+                }
+            }
+            Step::PurgeStreams {
+                space, committed, ..
+            } => {
+                if *committed {
+                    format!(
+                        "finish emptying the streams and buckets of {} (already past its commit point)",
+                        space.quoted()
+                    )
+                } else {
+                    format!(
+                        "empty the streams and buckets of {}, keeping their configs (commit point)",
                         space.quoted()
                     )
                 }
@@ -556,6 +588,9 @@ impl Plan {
                 Step::DeleteStreams {
                     committed: false,
                     ..
+                } | Step::PurgeStreams {
+                    committed: false,
+                    ..
                 }
             )
         })
@@ -577,8 +612,12 @@ impl Plan {
     pub fn only(&self, keep: &std::collections::BTreeSet<SpaceName>) -> Plan {
         let mut keep = keep.clone();
         for step in &self.steps {
-            if let Step::FinishJournal { removals, .. } = step {
+            if let Step::FinishJournal {
+                removals, purges, ..
+            } = step
+            {
                 keep.extend(removals.iter().cloned());
+                keep.extend(purges.iter().cloned());
             }
         }
         // The system account's re-issue is the root's, not another space's pending edit: it is
@@ -696,12 +735,22 @@ impl Plan {
         }
     }
 
-    /// Spaces whose removal the plan performs.
-    pub fn removed_spaces(&self) -> Vec<&SpaceName> {
+    /// Spaces whose data executing the plan destroys: removed or emptied, and not yet past
+    /// their commit point (what [`Plan::destroys_data`] counts).
+    pub fn destroyed_spaces(&self) -> Vec<&SpaceName> {
         self.steps
             .iter()
             .filter_map(|s| match s {
-                Step::DeleteStreams { space, .. } => Some(space),
+                Step::DeleteStreams {
+                    space,
+                    committed: false,
+                    ..
+                }
+                | Step::PurgeStreams {
+                    space,
+                    committed: false,
+                    ..
+                } => Some(space),
                 _ => None,
             })
             .collect()

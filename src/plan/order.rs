@@ -1,6 +1,6 @@
 //! The steps of a plan in order of docs/design/architecture.md, "The plan": finish an open journal; delete the
-//! streams of removed spaces (each its commit point); write the records of added and changed
-//! spaces; one promotion; provision; reap.
+//! streams of removed spaces (each its commit point); empty the purged ones (each its commit
+//! point); write the records of added and changed spaces; one promotion; provision; reap.
 
 use super::describe::Described;
 use super::diff::Diff;
@@ -30,6 +30,12 @@ pub fn steps(
             started_at: j.started_at.clone(),
             plan_digest: j.plan_digest.clone(),
             removals: j.removals.iter().map(|r| r.space.clone()).collect(),
+            purges: j
+                .purges
+                .iter()
+                .filter(|p| p.committed)
+                .map(|p| p.space.clone())
+                .collect(),
         });
     }
     for (name, r) in removals.iter() {
@@ -39,6 +45,21 @@ pub fn steps(
             committed: r.committed,
             blast: described
                 .removal_blasts
+                .get(name)
+                .cloned()
+                .unwrap_or_default(),
+        });
+    }
+    // Purges before any record changes: the space is served as it was planned (a suspension
+    // in the same plan would refuse the purge's own user), and the provisioning after the
+    // promotion seeds their buckets again.
+    for (name, p) in &diff.purges {
+        steps.push(Step::PurgeStreams {
+            space: name.clone(),
+            account: p.account.clone(),
+            committed: p.committed,
+            blast: described
+                .purge_blasts
                 .get(name)
                 .cloned()
                 .unwrap_or_default(),
@@ -178,7 +199,14 @@ mod tests {
         )
         .unwrap();
         let removals = removals::collect(&desired, &o);
-        let diff = diff::diff(&desired, &o, &Default::default(), &removals, None);
+        let diff = diff::diff(
+            &desired,
+            &o,
+            &Default::default(),
+            &removals,
+            None,
+            Default::default(),
+        );
         let described = describe::describe(&desired, &o, &removals, &diff);
         let system = SystemReissue {
             rotate: false,
@@ -201,6 +229,7 @@ mod tests {
             Step::FinishJournal { .. } => "finish",
             Step::ReissueSystemAccount { .. } => "system",
             Step::DeleteStreams { .. } => "delete",
+            Step::PurgeStreams { .. } => "purge",
             Step::AddAccount { .. } => "add",
             Step::ReissueAccount { .. } => "reissue",
             Step::RecordProtection { .. } => "protect",

@@ -1,7 +1,9 @@
 //! The versioned JSON documents of the verbs that neither plan nor apply: what `up`, `down`,
-//! `root backup`, `root restore` and `creds` (mint, revoke, list) did, each printed once at the
-//! end with `--format json` and described by its schema in `schemas/` (`up`, `down`,
-//! `root-backup`, `root-restore`, `creds-mint`, `creds-revoke`, `creds-list`), as `apply`'s is by
+//! `root backup`, `root restore`, `space backup`, `space restore`, `space evict`, `rotate
+//! routes` and `creds` (mint, revoke, list) did, each printed once at the end with `--format
+//! json` and described by its schema in `schemas/` (`up`, `down`, `root-backup`,
+//! `root-restore`, `space-backup`, `space-restore`, `space-evict`, `rotate-routes`,
+//! `creds-mint`, `creds-revoke`, `creds-list`), as `apply`'s is by
 //! `schemas/apply.schema.json` ([`super::outcome`]). An `audit --format json` line is the record
 //! with the version added ([`AuditLine`]).
 //!
@@ -252,6 +254,55 @@ pub struct RootRestore {
     /// When the backup was taken.
     pub taken_at: String,
     pub root: String,
+}
+
+/// A stream's figures: its messages and its first and last sequence.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StreamFigures {
+    pub name: String,
+    pub messages: u64,
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+/// What `space backup` wrote: the space, the account its data came from, and each stream's
+/// figures as the artifact's manifest records them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpaceBackup {
+    pub format_version: u32,
+    pub space: String,
+    pub account: String,
+    pub dir: String,
+    pub streams: Vec<StreamFigures>,
+}
+
+/// What `space restore` wrote, each stream verified against the artifact's manifest on an
+/// isolated broker.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpaceRestore {
+    pub format_version: u32,
+    pub space: String,
+    pub dir: String,
+    /// The artifact came from another account (`--relocate`).
+    pub relocated: bool,
+    pub verified: Vec<StreamFigures>,
+}
+
+/// What `space evict` closed (`broker_running: false`: nothing to close).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpaceEvict {
+    pub format_version: u32,
+    pub space: String,
+    pub broker_running: bool,
+    pub closed: usize,
+}
+
+/// The route credential rotation `rotate routes` recorded (written into every node's include by
+/// the next `apply` or `up`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RotateRoutes {
+    pub format_version: u32,
+    pub rotation: u64,
 }
 
 /// A user `creds` minted (`space`: null for a system user). Its creds are in `out`, never

@@ -81,7 +81,9 @@ pub fn markdown(plan: &Plan) -> String {
                     cell(&blast.describe_or_contained())
                 );
             }
-            Step::DeleteStreams { blast, .. } | Step::ReissueAccount { blast, .. } => {
+            Step::DeleteStreams { blast, .. }
+            | Step::PurgeStreams { blast, .. }
+            | Step::ReissueAccount { blast, .. } => {
                 let _ = writeln!(
                     out,
                     "   - blast radius: {}",

@@ -40,6 +40,14 @@ pub struct Reaped {
     pub removed: Vec<String>,
 }
 
+/// A space an apply emptied: how many streams, holding how many messages.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Purged {
+    pub space: String,
+    pub streams: usize,
+    pub messages: u64,
+}
+
 /// The generation an apply moved.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct Generation {
@@ -61,6 +69,8 @@ pub struct Outcome<'p> {
     pub failed: Vec<Failed>,
     /// What the reap of each removed space removed.
     pub reaped: Vec<Reaped>,
+    /// The spaces emptied, with what their streams held.
+    pub purged: Vec<Purged>,
     /// Local material of removed spaces that could not be reaped (the removals are done).
     pub reap_failures: Vec<String>,
     /// The whole apply: lock, observe, plan, execute.

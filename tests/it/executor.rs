@@ -35,6 +35,23 @@ impl Broker for Fake {
         assert!(account.starts_with('A'), "an account key");
         Ok(())
     }
+    fn survey_streams(
+        &mut self,
+        _: &SpaceName,
+        purger: &str,
+    ) -> Result<Vec<cotal::broker::live::StreamSurvey>> {
+        assert!(purger.contains("BEGIN NATS USER JWT"));
+        Ok(Vec::new())
+    }
+    fn purge_streams(
+        &mut self,
+        _: &SpaceName,
+        purger: &str,
+        _: &std::collections::BTreeMap<String, u64>,
+    ) -> Result<Vec<(String, u64)>> {
+        assert!(purger.contains("BEGIN NATS USER JWT"));
+        Ok(Vec::new())
+    }
     fn reload(&mut self, digests: &[(String, String)]) -> Result<Duration> {
         assert!(digests.iter().all(|(_, d)| d.starts_with("sha256:")));
         self.reloads += 1;

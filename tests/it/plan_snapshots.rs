@@ -307,6 +307,7 @@ fn an_interrupted_removal_is_finished_first() {
             account: release,
             committed: true,
         }],
+        purges: Vec::new(),
         added: Vec::new(),
         adding: Vec::new(),
         steps: Vec::new(),

@@ -989,7 +989,15 @@ fn a_stranger_on_the_route_ports_joins_nothing_without_the_credential_and_the_ce
         "{e}"
     );
     b.root.cotal(&["down"]).assert().success();
-    b.root.cotal(&["rotate", "routes"]).assert().success();
+    let rotated: serde_json::Value = serde_json::from_str(&stdout(
+        &b.root
+            .cotal(&["rotate", "routes", "--format", "json"])
+            .assert()
+            .success(),
+    ))
+    .unwrap();
+    crate::support::assert_valid_for("schemas/rotate-routes.schema.json", &rotated);
+    assert_eq!(rotated["rotation"], 1);
     let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
     assert!(
         plan.contains("the route credential was rotated (rotation 1)"),

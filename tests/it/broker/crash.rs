@@ -60,6 +60,26 @@ const CHANGE: &[Point] = &[
     Point::BeforeJournalClose,
 ];
 
+/// Every point but the purge's: a plan of `cotal.toml` never purges.
+const MIXED: &[Point] = &[
+    Point::AfterLock,
+    Point::AfterJournalOpen,
+    Point::AfterRemovalCommitted,
+    Point::AfterStreamsDeleted,
+    Point::AfterRecordWritten,
+    Point::AfterConfigPromoted,
+    Point::BeforeReload,
+    Point::AfterReload,
+    Point::MidProvision,
+    Point::MidReap,
+    Point::AfterReap,
+    Point::BeforeJournalClose,
+];
+
+/// The points `cotal space purge` passes beyond [`MIXED`], crashed at by
+/// `broker::purge::an_interrupted_purge_is_finished_by_apply`.
+const PURGE_ONLY: &[Point] = &[Point::AfterPurgeCommitted];
+
 const SIB: &str = "[spaces.sib]\n\n";
 
 fn kinds() -> Vec<Kind> {
@@ -80,7 +100,7 @@ fn kinds() -> Vec<Kind> {
             name: "mixed",
             before: "[spaces.keep]\n\n[spaces.gone]\n",
             after: "[spaces.keep]\n\n[spaces.new]\n",
-            points: Point::ALL,
+            points: MIXED,
         },
         Kind {
             name: "suspend",
@@ -273,6 +293,7 @@ fn the_kinds_together_cover_every_crash_point() {
     let covered: BTreeSet<Point> = kinds()
         .iter()
         .flat_map(|k| k.points.iter().copied())
+        .chain(PURGE_ONLY.iter().copied())
         .collect();
     assert_eq!(covered, Point::ALL.iter().copied().collect::<BTreeSet<_>>());
     for kind in kinds() {

@@ -7,6 +7,7 @@ mod channels;
 mod cluster;
 #[cfg(feature = "fault-injection")]
 mod crash;
+mod purge;
 mod root_backup;
 mod system_creds;
 mod tenancy;

@@ -124,6 +124,13 @@ fn every_verb_prints_a_versioned_json_document_its_schema_describes() {
     assert_valid_for("schemas/creds-revoke.schema.json", &revoked);
     assert_eq!(revoked["keys"][0], minted["key"]);
 
+    // A client of design, closed by the eviction.
+    let _held = a.client("design").unwrap();
+    let evicted = json(&["space", "evict", "design", "--format", "json"]);
+    assert_valid_for("schemas/space-evict.schema.json", &evicted);
+    assert_eq!(evicted["broker_running"], true);
+    assert_eq!(evicted["closed"], 1, "{evicted}");
+
     let audit = stdout(
         &a.root
             .cotal(&["audit", "--format", "json"])
@@ -153,4 +160,43 @@ fn every_verb_prints_a_versioned_json_document_its_schema_describes() {
     let restored: serde_json::Value = serde_json::from_str(&restored).unwrap();
     assert_valid_for("schemas/root-restore.schema.json", &restored);
     assert_eq!(restored["operator"], backup["operator"]);
+
+    // A space's streams, backed up from the cut and restored on another root as a move.
+    a.root
+        .cotal(&["down", "--preserve-state"])
+        .assert()
+        .success();
+    let artifact = vault.path().join("design.backup");
+    let artifact = artifact.to_str().unwrap();
+    let backed = json(&["space", "backup", "design", artifact, "--format", "json"]);
+    assert_valid_for("schemas/space-backup.schema.json", &backed);
+    assert_eq!(backed["space"], "design");
+    assert_eq!(backed["account"], a.root.account_pub("design"));
+    let streams = backed["streams"].as_array().unwrap().len();
+    assert!(streams >= 5, "{backed}");
+    let b_root = crate::support::TestRoot::init();
+    b_root.desire_on(super::free_port(), "[spaces.design]\n");
+    b_root.apply().success();
+    b_root
+        .cotal(&["down", "--preserve-state"])
+        .assert()
+        .success();
+    let moved = stdout(
+        &b_root
+            .cotal(&[
+                "space",
+                "restore",
+                "design",
+                artifact,
+                "--relocate",
+                "--format",
+                "json",
+            ])
+            .assert()
+            .success(),
+    );
+    let moved: serde_json::Value = serde_json::from_str(&moved).unwrap();
+    assert_valid_for("schemas/space-restore.schema.json", &moved);
+    assert_eq!(moved["relocated"], true);
+    assert_eq!(moved["verified"].as_array().unwrap().len(), streams);
 }
