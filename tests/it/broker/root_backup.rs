@@ -49,6 +49,53 @@ fn a_root_backup_brought_up_on_a_new_host_serves_the_creds_handed_out_before() {
     assert!(crate::support::stderr(&out).contains("already exists"));
 }
 
+/// A root restored on a host where its old port is held by another program: the plan says the
+/// holder is not this root's broker (never to kill it), and moving `[broker] port` is planned
+/// against the listener the next start binds, applied and served; creds minted before connect.
+#[test]
+fn a_root_restored_where_its_old_port_is_taken_moves_to_a_free_port() {
+    let a = Broker::start(TWO);
+    let alice = a.mint("design", &["--user", "alice"]);
+    let vault = tempfile::tempdir().unwrap();
+    let dir = vault.path().join("root-backup");
+    a.root
+        .cotal(&["root", "backup", dir.to_str().unwrap()])
+        .assert()
+        .success();
+    a.root.cotal(&["down"]).assert().success();
+    let old = a.port;
+    // On the new host something else already listens on the old port.
+    let squatter = std::net::TcpListener::bind(("127.0.0.1", old)).unwrap();
+    let new_host = crate::support::TestRoot::new();
+    new_host
+        .cotal(&["root", "restore", dir.to_str().unwrap()])
+        .assert()
+        .success();
+    let refused = crate::support::stderr(&new_host.cotal(&["plan"]).assert().code(3));
+    assert!(
+        refused.contains("it is not this root's broker") && !refused.contains("kill"),
+        "{refused}"
+    );
+    let new = super::free_port();
+    new_host.desire_on(new, TWO);
+    let plan = stdout(
+        &new_host
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(2),
+    );
+    assert!(plan.contains(&format!("port: {new}")), "{plan}");
+    new_host.apply().success();
+    let b = Broker::up(new_host, new);
+    b.connect(&alice)
+        .expect("creds minted on the lost host work on the new port");
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    drop(squatter);
+}
+
 /// `down`, `up`, `creds` (mint, list, revoke), `audit`, `root backup` and `root restore` each
 /// print one versioned document with `--format json`, valid for its schema in `schemas/`; a
 /// creds document names the file holding the creds and never holds them.
