@@ -36,6 +36,10 @@ pub enum Event {
     SpaceProtected,
     #[serde(rename = "space.removal_started")]
     SpaceRemovalStarted,
+    /// A removed space's account was fenced (no connection, every user revoked) and the
+    /// broker confirmed it, before its data is deleted.
+    #[serde(rename = "space.fenced")]
+    SpaceFenced,
     #[serde(rename = "space.removed")]
     SpaceRemoved,
     /// `cotal space purge` is about to empty a space (before its commit point, fail-closed).

@@ -45,6 +45,12 @@ points! {
     AfterJournalOpen => "after-journal-open",
     /// A removal is journaled as committed; its streams are not deleted yet.
     AfterRemovalCommitted => "after-removal-committed",
+    /// The fenced records of the removed spaces are on disk; the fence is not promoted yet.
+    AfterFenceWritten => "after-fence-written",
+    /// The fence's config replaced the old one; no reload yet.
+    AfterFencePromoted => "after-fence-promoted",
+    /// The broker confirmed the fence's reload; the generation is not advanced yet.
+    AfterFenceReload => "after-fence-reload",
     /// A removal's streams are deleted.
     AfterStreamsDeleted => "after-streams-deleted",
     /// A purge is journaled as committed; no stream of the space is emptied yet.

@@ -156,6 +156,23 @@ pub fn reissue(
     Ok(out)
 }
 
+/// The record of a space being removed, its account fenced: the same claims (signing keys,
+/// limits, revocations) but no client and no leaf connection, and every user issued up to now
+/// revoked (`*`), re-signed by the operator. JetStream stays enabled, so the broker can still
+/// delete the account's streams through the system account.
+pub fn fence(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRecord, String> {
+    let operator = broker.operator.account_signer().key_pair()?;
+    let mut claims: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&record.account.jwt)?;
+    let t = now();
+    claims.iat = t;
+    claims.nats.limits.conn = 0;
+    claims.nats.limits.leaf = 0;
+    claims.nats.revocations.insert("*".into(), t);
+    let mut out = record.clone();
+    out.account.jwt = jwt::encode(&mut claims, &operator)?;
+    Ok(out)
+}
+
 /// An ephemeral user of the system account (in memory, short expiry): signed by the control
 /// key (scoped: `permissions` are the template's), or on a root made before the scoped keys by
 /// its unscoped `sys.seed` with `permissions`. Reads the broker record and the seed; the creds

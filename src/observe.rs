@@ -10,6 +10,7 @@ use crate::diagnostic::Diagnostic;
 use crate::digest;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
+use crate::observed::ObservedSpace;
 use crate::observed::{
     BrokerProcess, BrokerRecordState, Capacity, CapacitySource, Inventory, JournalState, Observed,
     ObservedNode, PromotedConfig, ServerInfo, Store, StreamUsage, SysKeysState, SystemObserved,
@@ -273,21 +274,47 @@ fn observe_with(
             .map(|p| crate::include::observe(root.dir(), &p.path, &p.at)),
     };
     // Which running nodes have loaded a config other than the rendering of the inventory.
-    // Only with no journal open: an interrupted apply's records (a removal not yet reaped, an
-    // add not yet promoted) are not what the broker should run, and finishing it promotes.
-    if let (Some(server), BrokerRecordState::Valid(trust), JournalState::Absent) = (
-        observed.server.as_ref(),
-        &observed.broker,
-        &observed.journal,
-    ) && !server.loaded.is_empty()
+    // `behind` only with no journal open: an interrupted apply's records (a removal not yet
+    // reaped, an add not yet promoted) are not what the broker should run, and finishing it
+    // promotes. `behind_records` whatever the journal, of the records the promoted config
+    // preloads: whether an interrupted apply's fence is in force.
+    if let (Some(server), BrokerRecordState::Valid(trust)) =
+        (observed.server.as_ref(), &observed.broker)
+        && !server.loaded.is_empty()
     {
-        let behind: Vec<String> = expected_digests(root, desired, &observed, trust)
-            .into_iter()
-            .filter(|(name, digest)| server.loaded.get(name).is_some_and(|l| l != digest))
-            .map(|(name, _)| name)
-            .collect();
+        let behind_of = |spaces: &BTreeMap<SpaceName, ObservedSpace>| -> Vec<String> {
+            digests_of(root, desired, &observed, trust, spaces)
+                .into_iter()
+                .filter(|(name, digest)| server.loaded.get(name).is_some_and(|l| l != digest))
+                .map(|(name, _)| name)
+                .collect()
+        };
+        let journal_open = !matches!(observed.journal, JournalState::Absent);
+        let behind = (!journal_open).then(|| behind_of(&observed.inventory.spaces));
+        // With a journal open: the records the promoted config preloads (an interrupted
+        // apply may have written others for its next promotion).
+        let every_loaded = observed
+            .inventory
+            .spaces
+            .values()
+            .all(|s| observed.loads(&s.account_pub));
+        let behind_records = match &behind {
+            Some(b) if every_loaded => b.clone(),
+            _ => behind_of(
+                &observed
+                    .inventory
+                    .spaces
+                    .iter()
+                    .filter(|(_, s)| observed.loads(&s.account_pub))
+                    .map(|(n, s)| (n.clone(), s.clone()))
+                    .collect(),
+            ),
+        };
         if let Some(server) = observed.server.as_mut() {
-            server.behind = behind;
+            if let Some(behind) = behind {
+                server.behind = behind;
+            }
+            server.behind_records = Some(behind_records);
         }
     }
     Ok(observed)
@@ -302,7 +329,18 @@ pub fn expected_digests(
     observed: &Observed,
     trust: &crate::observed::BrokerTrust,
 ) -> Vec<(String, String)> {
-    let preloads = crate::observed::preloads(&observed.inventory.spaces);
+    digests_of(root, desired, observed, trust, &observed.inventory.spaces)
+}
+
+/// [`expected_digests`] of the rendering of `spaces`' records.
+fn digests_of(
+    root: &Root,
+    desired: &Desired,
+    observed: &Observed,
+    trust: &crate::observed::BrokerTrust,
+    spaces: &BTreeMap<SpaceName, ObservedSpace>,
+) -> Vec<(String, String)> {
+    let preloads = crate::observed::preloads(spaces);
     let credential = match crate::store::broker_record::load(root) {
         Ok(crate::store::broker_record::Loaded::Valid((record, _))) => {
             Some(crate::route_auth::RouteCredential::derive(
@@ -423,6 +461,7 @@ fn observe_live(
                 figures.loaded
             },
             behind: Vec::new(),
+            behind_records: None,
         }),
         store: figures.store,
     })

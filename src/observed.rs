@@ -522,6 +522,11 @@ pub struct ServerInfo {
     /// The running nodes whose loaded config is not the rendering of the inventory (the
     /// observation computes it: a cluster node's digest covers its route credential).
     pub behind: Vec<String>,
+    /// The nodes whose loaded config is not the rendering of the records the promoted config
+    /// preloads, whatever the journal says (`None`: not known): with none, the broker runs
+    /// the promoted config, so an interrupted apply's fence it holds is in force.
+    #[serde(skip)]
+    pub behind_records: Option<Vec<String>>,
 }
 
 /// Everything the planner may look at.

@@ -75,11 +75,36 @@ impl Auditor<'_> {
     }
 
     /// Mandatory events written before the step's work (a removal's before its commit point).
-    pub fn before_step(&self, step: &Step) -> Result<()> {
+    pub fn before_step(&self, step: &Step, plan: &Plan) -> Result<()> {
         match step {
+            // The fence passes the commit point of each removal it fences.
+            Step::FenceRemovals { spaces, .. } => {
+                for f in spaces {
+                    let uncommitted = plan.steps.iter().find_map(|s| match s {
+                        Step::DeleteStreams {
+                            space,
+                            committed: false,
+                            blast,
+                            ..
+                        } if *space == f.space => Some(blast),
+                        _ => None,
+                    });
+                    if let Some(blast) = uncommitted {
+                        self.write(
+                            Event::SpaceRemovalStarted,
+                            Some(&f.space),
+                            None,
+                            "fencing it (no connection, every user revoked), then deleting its streams and buckets",
+                            Some(Counts::of(blast)),
+                        )?;
+                    }
+                }
+                Ok(())
+            }
             Step::DeleteStreams {
                 space,
                 committed: false,
+                fenced: false,
                 blast,
                 ..
             } => self.write(
@@ -122,6 +147,30 @@ impl Auditor<'_> {
     ) -> Result<()> {
         let after = outcome.generation.map(|(_, to)| to);
         match step {
+            Step::FenceRemovals { spaces, .. } => {
+                let (from, to) = outcome.fenced.unwrap_or_default();
+                for f in spaces {
+                    let connections = plan.steps.iter().find_map(|s| match s {
+                        Step::DeleteStreams { space, blast, .. } if *space == f.space => {
+                            blast.connections_dropped
+                        }
+                        _ => None,
+                    });
+                    self.write(
+                        Event::SpaceFenced,
+                        Some(&f.space),
+                        Some(to),
+                        &format!(
+                            "fenced: its account is loaded with no connection and every user revoked, confirmed by the broker (generation {from} -> {to}); its data is deleted next"
+                        ),
+                        Some(Counts {
+                            connections,
+                            ..Counts::default()
+                        }),
+                    )?;
+                }
+                Ok(())
+            }
             Step::RecordProtection { space, protect } => self.write(
                 Event::SpaceProtected,
                 Some(space),

@@ -44,7 +44,10 @@ use undo::{UndoLog, annotate, put_back};
 /// What an apply did.
 #[derive(Debug, Default)]
 pub struct Outcome {
+    /// The final promotion's generations (from, to).
     pub generation: Option<(u64, u64)>,
+    /// The fence promotion's generations, when the plan fenced removed spaces.
+    pub fenced: Option<(u64, u64)>,
     /// What the reap of each removed space removed (`store folder <path>`, `account record`,
     /// `space folder`), in the plan's order.
     pub reaped: Vec<(SpaceName, Vec<String>)>,
@@ -402,7 +405,7 @@ fn run(
         // root's).
         let mut own = false;
         let result = audit
-            .before_step(step)
+            .before_step(step, plan)
             .and_then(|_| {
                 let ran = run_step(ctx, record, step, broker, &mut state, outcome, plan);
                 own = ran.is_err();
@@ -603,10 +606,38 @@ fn run_step(
             (*suspended, *backfill),
             reason.as_deref(),
         ),
+        Step::FenceRemovals {
+            spaces,
+            from_generation,
+            ..
+        } => {
+            steps::fence_records(ctx, record, state, spaces)?;
+            let generations = promote::promote(
+                ctx,
+                record,
+                *from_generation,
+                state,
+                plan,
+                broker,
+                promote::Stage::Fence,
+            )?;
+            // The fence is in force: a later failure puts back only what came after it.
+            state.undo.clear();
+            outcome.fenced = Some(generations);
+            Ok(())
+        }
         Step::PromoteConfig {
             from_generation, ..
         } => {
-            let generations = promote::promote(ctx, record, *from_generation, state, plan, broker)?;
+            let generations = promote::promote(
+                ctx,
+                record,
+                *from_generation,
+                state,
+                plan,
+                broker,
+                promote::Stage::Final,
+            )?;
             outcome.generation = Some(generations);
             system::forget_previous_control(ctx.root, record)
         }

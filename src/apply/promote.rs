@@ -23,7 +23,19 @@ use crate::render;
 use crate::store::broker_record::BrokerRecord;
 use crate::store::{NodeFiles, Root, account_record, generation, inventory, server_conf};
 
-/// Render from the inventory as it is on disk now (minus the journaled removals), promote by
+/// Which promotion of the apply this is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// [`Step::FenceRemovals`]: the journaled removals stay loaded with their fenced records,
+    /// and the reload is confirmed by each loading its fenced JWT and refusing a fresh user.
+    Fence,
+    /// [`Step::PromoteConfig`]: the journaled removals are dropped, the plan's other changes
+    /// take effect.
+    Final,
+}
+
+/// Render from the inventory as it is on disk now (minus the journaled removals, unless this
+/// is the fence), promote by
 /// compare-and-set, reload and confirm a running broker (rolling back the config and every
 /// record this apply wrote when it does not confirm), then advance the generation. Returns
 /// (from, to).
@@ -34,6 +46,7 @@ pub fn promote(
     state: &mut State,
     plan: &Plan,
     broker: &mut dyn Broker,
+    stage: Stage,
 ) -> Result<(u64, u64)> {
     let root = ctx.root;
     // The promotion is the commit: every record it refers to must be on disk before it.
@@ -45,7 +58,11 @@ pub fn promote(
     }
     let files: Vec<NodeFiles> = ctx.observed.nodes.iter().map(|n| n.files.clone()).collect();
     let trust = record.validate().map_err(Error::other)?;
-    let inv = checked_inventory(root, &trust, &state.expected, &state.journal.removals)?;
+    let dropped: &[JournaledRemoval] = match stage {
+        Stage::Fence => &[],
+        Stage::Final => &state.journal.removals,
+    };
+    let inv = checked_inventory(root, &trust, &state.expected, dropped)?;
     let credential = crate::route_auth::RouteCredential::derive(
         &record.operator.seed,
         ctx.observed.route_rotation,
@@ -54,7 +71,10 @@ pub fn promote(
     let current = compare_and_set(root, &files, expected)?;
     // Everything the reload check needs is ready before the config changes.
     let expectations = if broker.running() {
-        let mut e = expectations(root, record, plan, &state.journal.removals)?;
+        let mut e = match stage {
+            Stage::Fence => fence_expectations(root, plan)?,
+            Stage::Final => expectations(root, record, plan, &state.journal.removals)?,
+        };
         // A TLS listener serves the certificate this config was rendered for.
         if let Some((fingerprint, _)) = ctx
             .nodes
@@ -95,10 +115,18 @@ pub fn promote(
         nodes = files.len(),
         "config promoted"
     );
-    fault::point(Point::AfterConfigPromoted);
-    fault::break_config(&files.last().expect("a node").conf);
+    let last = files.last().expect("a node");
+    match stage {
+        Stage::Fence => fault::point(Point::AfterFencePromoted),
+        Stage::Final => {
+            fault::point(Point::AfterConfigPromoted);
+            fault::break_config(&last.conf);
+        }
+    }
     if broker.running() {
-        fault::point(Point::BeforeReload);
+        if stage == Stage::Final {
+            fault::point(Point::BeforeReload);
+        }
         reload_or_roll_back(
             &files,
             clustered,
@@ -106,9 +134,13 @@ pub fn promote(
             &candidate.digests,
             &expectations,
             state,
+            stage,
         )?;
     }
-    fault::point(Point::AfterReload);
+    fault::point(match stage {
+        Stage::Fence => Point::AfterFenceReload,
+        Stage::Final => Point::AfterReload,
+    });
     generation::save(
         root,
         &GenerationRecord {
@@ -383,11 +415,15 @@ fn reload_or_roll_back(
     digests: &[(String, String)],
     expectations: &[Expectation],
     state: &mut State,
+    stage: Stage,
 ) -> Result<()> {
     let confirmed = broker
         .reload(digests)
         .and_then(|_| broker.verify(expectations))
-        .and_then(|_| fault::refuse_verify().map_err(Error::other));
+        .and_then(|_| match stage {
+            Stage::Final => fault::refuse_verify().map_err(Error::other),
+            Stage::Fence => Ok(()),
+        });
     let Err(e) = confirmed else {
         return Ok(());
     };
@@ -416,6 +452,38 @@ fn reload_or_roll_back(
         Diagnostic::new(format!("{e}\n{reloaded}; {records}."))
             .next("`cotal plan` shows the refused change again; fix its cause and apply again"),
     ))
+}
+
+/// What the broker must show after the fence's reload: each fenced space loaded with exactly
+/// its fenced JWT, and refusing a fresh user.
+fn fence_expectations(root: &Root, plan: &Plan) -> Result<Vec<Expectation>> {
+    let mut out = Vec::new();
+    for step in &plan.steps {
+        let Step::FenceRemovals { spaces, .. } = step else {
+            continue;
+        };
+        for f in spaces {
+            let record = account_record::load(root, &f.space)?;
+            out.push(Expectation::Loaded {
+                space: f.space.clone(),
+                account: f.account.clone(),
+                jwt: record.account.jwt.clone(),
+            });
+            if let Some(creds) = space_user(
+                root,
+                &f.space,
+                &f.account,
+                "cotal-verifier",
+                permissions::verifier(),
+            )? {
+                out.push(Expectation::Refuses {
+                    space: f.space.clone(),
+                    creds,
+                });
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// What the broker must show after the reload: added and re-issued spaces loaded with exactly

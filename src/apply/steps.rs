@@ -18,6 +18,57 @@ use crate::store::broker_record::BrokerRecord;
 use crate::store::paths::SpaceFile;
 use crate::store::{account_record, jetstream_dir, journal, space_dir};
 
+/// The fence's records: each removal journaled committed (the commit point passes here when
+/// the broker runs), then each space's record re-issued fenced ([`mint::fence`]), remembered
+/// for the rollback. The promotion that follows loads them.
+pub fn fence_records(
+    ctx: &Context,
+    record: &BrokerRecord,
+    state: &mut State,
+    spaces: &[crate::plan::Fenced],
+) -> Result<()> {
+    let mut journal = state.journal.clone();
+    let mut changed = false;
+    for r in journal.removals.iter_mut() {
+        if !r.committed
+            && spaces
+                .iter()
+                .any(|f| f.space == r.space && f.account == r.account)
+        {
+            r.committed = true;
+            changed = true;
+        }
+    }
+    if changed {
+        journal::save(ctx.root, &journal)?;
+        state.journal = journal;
+    }
+    fault::point(Point::AfterRemovalCommitted);
+    for f in spaces {
+        let current = account_record::load(ctx.root, &f.space)?;
+        if current.account.public != f.account {
+            return Err(Error::refused(
+                Diagnostic::new(format!(
+                    "the record of {} changed under the lock (now account {}, the plan saw {}).",
+                    f.space.quoted(),
+                    current.account.public,
+                    f.account
+                ))
+                .next("find who changed .cotal/auth/ during the apply, then run `cotal plan`"),
+            ));
+        }
+        let fenced = mint::fence(record, &current).map_err(Error::other)?;
+        remember(&mut state.undo, &ctx.root.account_record(&f.space))?;
+        account_record::save(ctx.root, &fenced)?;
+        state.expected.insert(
+            f.space.clone(),
+            (fenced.account.public.clone(), fenced.account.jwt.clone()),
+        );
+    }
+    fault::point(Point::AfterFenceWritten);
+    Ok(())
+}
+
 /// A removal's commit point, then its teardown: the journal says the removal is committed (on
 /// disk) before anything is deleted, so a failure from here on leaves it to be finished.
 pub fn delete_streams(

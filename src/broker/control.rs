@@ -378,6 +378,43 @@ impl Control {
         Ok(Some((leader, current)))
     }
 
+    /// The streams of `account` that any of `servers` servers still holds (JSZ of the account,
+    /// gathered from every server that answers within the deadline), by name.
+    pub fn account_streams(
+        &self,
+        account: &str,
+        servers: usize,
+    ) -> Result<std::collections::BTreeSet<String>> {
+        let subject = "$SYS.REQ.SERVER.PING.JSZ";
+        let body = serde_json::json!({ "account": account, "streams": true }).to_string();
+        let replies: Vec<Envelope<Jsz>> = self.rt.block_on(gather(
+            &self.client,
+            subject,
+            &body,
+            REQUEST_DEADLINE,
+            |got: &[Envelope<Jsz>]| got.len() >= servers.max(1),
+        ))?;
+        if replies.len() < servers.max(1) {
+            return Err(BrokerError::reply(
+                subject,
+                format!(
+                    "{} of {} servers answered within {REQUEST_DEADLINE:?}",
+                    replies.len(),
+                    servers.max(1)
+                ),
+            )
+            .into());
+        }
+        Ok(replies
+            .into_iter()
+            .filter_map(|e| e.data)
+            .flat_map(|j| j.account_details)
+            .filter(|a| a.id == account)
+            .flat_map(|a| a.stream_detail)
+            .map(|s| s.name)
+            .collect())
+    }
+
     /// The client ids of every connection of `account` on this server (CONNZ of the account,
     /// paged).
     pub fn account_connections(&self, account: &str) -> Result<Vec<u64>> {
@@ -518,6 +555,22 @@ struct Varz {
 struct Jsz {
     #[serde(default)]
     meta_cluster: Option<MetaCluster>,
+    #[serde(default)]
+    account_details: Vec<JszAccount>,
+}
+
+#[derive(Deserialize)]
+struct JszAccount {
+    #[serde(default)]
+    id: String,
+    #[serde(default)]
+    stream_detail: Vec<JszStream>,
+}
+
+#[derive(Deserialize)]
+struct JszStream {
+    #[serde(default)]
+    name: String,
 }
 
 #[derive(Deserialize)]

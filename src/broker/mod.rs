@@ -22,6 +22,10 @@ use crate::store::Root;
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// How long a removal waits, after the broker accepted the purge of an account, for every node
+/// to stop reporting a stream of it.
+const PURGE_SETTLES: Duration = Duration::from_secs(15);
+
 /// One data-plane expectation after a reload.
 pub enum Expectation {
     /// The broker holds no other JWT for the account than this one (asked through the system
@@ -432,6 +436,32 @@ impl Broker for Running {
             return Ok(());
         }
         self.control.purge_account(account)?;
+        // A cluster's purge is proposed to the meta group and carried out by each node a
+        // moment later: the removal waits until no node reports a stream of the account (the
+        // account is fenced, so no client can recreate one), within a deadline.
+        let until = std::time::Instant::now() + PURGE_SETTLES;
+        loop {
+            let left = self.control.account_streams(account, self.targets.len())?;
+            if left.is_empty() {
+                break;
+            }
+            if std::time::Instant::now() >= until {
+                return Err(BrokerError::reply(
+                    format!("deleting the streams of {}", space.quoted()),
+                    format!(
+                        "{} still held by the broker {PURGE_SETTLES:?} after its purge: {}",
+                        if left.len() == 1 {
+                            "a stream is"
+                        } else {
+                            "streams are"
+                        },
+                        left.into_iter().collect::<Vec<_>>().join(", ")
+                    ),
+                )
+                .into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
         // The purge removes the account's folders too; a leftover is removed with the broker's
         // streams already gone.
         for dir in store_dirs {

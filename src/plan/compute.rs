@@ -3,7 +3,8 @@
 
 use super::guards::{self, Refusal};
 use super::{
-    Action, Intent, Pins, Plan, Summary, describe, diff, order, promotion, purges, removals, system,
+    Action, Intent, Pins, Plan, Step, Summary, describe, diff, order, promotion, purges, removals,
+    system,
 };
 use crate::desired::Desired;
 use crate::observed::Observed;
@@ -135,8 +136,20 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     super::capacity::guard_open_files(desired, observed, diff.adds.keys())?;
 
     let described = describe::describe(desired, observed, &removals, &diff);
-    let promotion =
+    let mut promotion =
         promotion::promotion(&trust, observed, &removals, &diff, system.as_ref(), &nodes)?;
+    let fence = super::fence::fence(observed, &removals, &described);
+    // The fence is a promotion of its own: the final one starts from the generation it made.
+    if fence.is_some()
+        && let Some(Step::PromoteConfig {
+            from_generation,
+            to_generation,
+            ..
+        }) = promotion.as_mut().map(|p| &mut p.step)
+    {
+        *from_generation += 1;
+        *to_generation += 1;
+    }
     let steps = order::steps(
         desired,
         observed,
@@ -144,7 +157,10 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
         &diff,
         &described,
         system.as_ref(),
-        order::promotion_step(&promotion),
+        order::Promotions {
+            fence,
+            config: order::promotion_step(&promotion),
+        },
     );
 
     let count = |a: Action| described.changes.iter().filter(|c| c.action == a).count();

@@ -18,6 +18,7 @@ pub mod capacity;
 mod compute;
 mod describe;
 mod diff;
+mod fence;
 pub mod guards;
 mod intent;
 mod narrow;
@@ -239,6 +240,13 @@ pub fn list_some<'a>(names: impl IntoIterator<Item = &'a SpaceName>, shown: usiz
 /// How a promotion step's title begins (the journal records steps by title).
 pub const PROMOTION_TITLE: &str = "render server.conf from the inventory and promote it";
 
+/// A removed space the fence promotion keeps loaded, refusing everyone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fenced {
+    pub space: SpaceName,
+    pub account: String,
+}
+
 /// The steps apply executes, in order. Closed: the executor matches every variant.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "kebab-case")]
@@ -252,12 +260,29 @@ pub enum Step {
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         purges: Vec<SpaceName>,
     },
-    /// Delete a removed space's streams and buckets: the commit point of its removal.
+    /// Fence the removed spaces a running broker still serves, before their data is dropped
+    /// (the seed's deprovisioning order: deny traffic, revoke credentials, drop storage):
+    /// journal each removal committed (its commit point), write its record re-issued with no
+    /// client or leaf connection and every user revoked (`*`), promote a config that still
+    /// preloads it so fenced, reload every node and confirm each loads the fenced JWT and
+    /// refuses a fresh user. Advances the generation like a promotion; the final
+    /// [`Step::PromoteConfig`] drops the accounts after their data is deleted.
+    FenceRemovals {
+        spaces: Vec<Fenced>,
+        from_generation: u64,
+        to_generation: u64,
+        blast: Blast,
+    },
+    /// Delete a removed space's streams and buckets: the commit point of its removal (when no
+    /// [`Step::FenceRemovals`] passed it first).
     DeleteStreams {
         space: SpaceName,
         account: String,
         /// The commit point already passed in an interrupted apply.
         committed: bool,
+        /// A [`Step::FenceRemovals`] before it fences the space (and passes its commit point).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        fenced: bool,
         blast: Blast,
     },
     /// Empty every stream and bucket of a space through the running broker, keeping their
@@ -352,9 +377,9 @@ impl Step {
     pub fn decision(&self) -> Step {
         let mut s = self.clone();
         match &mut s {
-            Step::DeleteStreams { blast, .. } | Step::PurgeStreams { blast, .. } => {
-                *blast = Blast::default()
-            }
+            Step::DeleteStreams { blast, .. }
+            | Step::PurgeStreams { blast, .. }
+            | Step::FenceRemovals { blast, .. } => *blast = Blast::default(),
             Step::ReissueAccount { changes, blast, .. } => {
                 changes.clear();
                 *blast = Blast::default();
@@ -382,6 +407,7 @@ impl Step {
         match self {
             Step::FinishJournal { .. }
             | Step::PromoteConfig { .. }
+            | Step::FenceRemovals { .. }
             | Step::ReissueSystemAccount { .. } => None,
             Step::DeleteStreams { space, .. }
             | Step::PurgeStreams { space, .. }
@@ -426,6 +452,28 @@ impl Step {
             Step::FinishJournal { started_at, .. } => {
                 format!("finish the apply interrupted at {started_at}")
             }
+            Step::FenceRemovals {
+                spaces,
+                from_generation,
+                to_generation,
+                ..
+            } => format!(
+                "fence {}: re-issue {} with no connection and every user revoked, promote and reload (generation {from_generation} -> {to_generation}; commit point)",
+                list(spaces.iter().map(|f| &f.space)),
+                if spaces.len() == 1 {
+                    "its account"
+                } else {
+                    "their accounts"
+                }
+            ),
+            Step::DeleteStreams {
+                space,
+                fenced: true,
+                ..
+            } => format!(
+                "delete the streams and buckets of {} (fenced: no client can recreate them)",
+                space.quoted()
+            ),
             Step::DeleteStreams {
                 space, committed, ..
             } => {
@@ -658,15 +706,44 @@ impl Plan {
         let dropped_config_change = self.steps.iter().any(|s| s.changes_config() && !kept(s));
         let kept_config_change = self.steps.iter().any(|s| s.changes_config() && kept(s));
         let mut steps = Vec::new();
+        // A fence of no kept space is dropped, and the promotion after it starts one
+        // generation earlier.
+        let mut behind = 0;
         for step in &self.steps {
             match step {
                 Step::FinishJournal { .. } => steps.push(step.clone()),
+                Step::FenceRemovals {
+                    spaces,
+                    from_generation,
+                    to_generation,
+                    blast,
+                } => {
+                    let spaces: Vec<Fenced> = spaces
+                        .iter()
+                        .filter(|f| keep.contains(&f.space))
+                        .cloned()
+                        .collect();
+                    if spaces.is_empty() {
+                        behind += 1;
+                    } else {
+                        let mut blast = blast.clone();
+                        blast.touched.retain(|s| keep.contains(s));
+                        steps.push(Step::FenceRemovals {
+                            spaces,
+                            from_generation: *from_generation,
+                            to_generation: *to_generation,
+                            blast,
+                        });
+                    }
+                }
                 Step::PromoteConfig {
                     from_generation,
                     to_generation,
                     reasons,
                     blast,
                 } => {
+                    let (from_generation, to_generation) =
+                        (&(from_generation - behind), &(to_generation - behind));
                     let mut reasons: Vec<Reason> = reasons
                         .iter()
                         .filter(|r| !r.is_space_change())

@@ -1,5 +1,6 @@
-//! The steps of a plan in order of docs/design/architecture.md, "The plan": finish an open journal; delete the
-//! streams of removed spaces (each its commit point); empty the purged ones (each its commit
+//! The steps of a plan in order of docs/design/architecture.md, "The plan": finish an open journal; fence the
+//! removed spaces a running broker serves (their commit point, a promotion of its own); delete
+//! the streams of removed spaces (each its commit point when not fenced); empty the purged ones (each its commit
 //! point); write the records of added and changed spaces; one promotion; provision; reap.
 
 use super::describe::Described;
@@ -20,8 +21,12 @@ pub fn steps(
     diff: &Diff,
     described: &Described,
     system: Option<&SystemReissue>,
-    promotion: Option<Step>,
+    promotions: Promotions,
 ) -> Vec<Step> {
+    let Promotions {
+        fence,
+        config: promotion,
+    } = promotions;
     let inv = &observed.inventory;
     let running = observed.is_running();
     let mut steps = Vec::new();
@@ -38,11 +43,19 @@ pub fn steps(
                 .collect(),
         });
     }
+    let fenced: Vec<_> = match &fence {
+        Some(Step::FenceRemovals { spaces, .. }) => {
+            spaces.iter().map(|f| f.space.clone()).collect()
+        }
+        _ => Vec::new(),
+    };
+    steps.extend(fence);
     for (name, r) in removals.iter() {
         steps.push(Step::DeleteStreams {
             space: name.clone(),
             account: r.account.clone(),
             committed: r.committed,
+            fenced: fenced.contains(name),
             blast: described
                 .removal_blasts
                 .get(name)
@@ -173,6 +186,14 @@ pub fn steps(
     steps
 }
 
+/// The plan's promotions: the fence of its removals ([`Step::FenceRemovals`]) and the one
+/// config promotion ([`Step::PromoteConfig`]), each when there is one.
+#[derive(Debug, Default)]
+pub struct Promotions {
+    pub fence: Option<Step>,
+    pub config: Option<Step>,
+}
+
 /// The promotion step, if any, without the config it shows.
 pub fn promotion_step(p: &Option<Promotion>) -> Option<Step> {
     p.as_ref().map(|p| p.step.clone())
@@ -222,12 +243,13 @@ mod tests {
             &diff,
             &described,
             Some(&system),
-            None,
+            Promotions::default(),
         )
         .iter()
         .map(|s| match s {
             Step::FinishJournal { .. } => "finish",
             Step::ReissueSystemAccount { .. } => "system",
+            Step::FenceRemovals { .. } => "fence",
             Step::DeleteStreams { .. } => "delete",
             Step::PurgeStreams { .. } => "purge",
             Step::AddAccount { .. } => "add",

@@ -82,6 +82,7 @@ pub fn markdown(plan: &Plan) -> String {
                 );
             }
             Step::DeleteStreams { blast, .. }
+            | Step::FenceRemovals { blast, .. }
             | Step::PurgeStreams { blast, .. }
             | Step::ReissueAccount { blast, .. } => {
                 let _ = writeln!(

@@ -136,6 +136,14 @@ pub fn text_with(plan: &Plan, p: &Palette, options: TextOptions) -> String {
                 let _ = writeln!(out, "     {} {c}", p.change.apply_to("~"));
             }
         }
+        if let Step::FenceRemovals { blast, .. } = step {
+            let _ = writeln!(
+                out,
+                "     {}",
+                p.dim
+                    .apply_to(format!("blast radius: {}", blast.describe()))
+            );
+        }
         if let Step::PromoteConfig { reasons, blast, .. } = step {
             let _ = writeln!(
                 out,

@@ -1039,3 +1039,102 @@ fn servers_answering(b: &Broker) -> Vec<String> {
     let wanted = ["n1", "n2", "n3", "stranger"].map(String::from);
     control.servers(&wanted).unwrap().into_keys().collect()
 }
+
+/// Issue 25, "removal denies traffic first": a client of the departing space reconnects (to
+/// any node) and creates a new stream every few milliseconds throughout the apply that removes
+/// the space. The apply fences the space (its account loaded with no connection and every
+/// user revoked, confirmed by every node) before it deletes its data, so afterwards no stream
+/// of that account exists in any node's JSZ or on any node's disk, and the sibling never saw a
+/// disconnect.
+#[test]
+fn a_departing_tenant_recreating_streams_throughout_its_removal_leaves_no_stream_on_any_node() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let b = Broker::start_cluster(TWO);
+    let account = b.root.account_pub("release");
+    let design = client_on(&b, 0, "design");
+    let creds = b.creds("release");
+    let urls: Vec<String> = (0..3).map(|i| b.url_of(i)).collect();
+    let stop = Arc::new(AtomicBool::new(false));
+    let created = Arc::new(AtomicUsize::new(0));
+    let tries = Arc::new(AtomicUsize::new(0));
+    let hostile = {
+        let (stop, created, tries) = (stop.clone(), created.clone(), tries.clone());
+        std::thread::spawn(move || {
+            let rt = super::runtime();
+            rt.block_on(async {
+                let client = async_nats::ConnectOptions::with_credentials(&creds)
+                    .unwrap()
+                    .connection_timeout(Duration::from_secs(2))
+                    .connect(urls)
+                    .await
+                    .unwrap();
+                let js = async_nats::jetstream::new(client);
+                let mut i = 0usize;
+                while !stop.load(Ordering::SeqCst) {
+                    i += 1;
+                    tries.fetch_add(1, Ordering::SeqCst);
+                    let made = tokio::time::timeout(
+                        Duration::from_millis(500),
+                        js.create_stream(async_nats::jetstream::stream::Config {
+                            name: format!("EVIL_{i}"),
+                            subjects: vec![format!("cotal.release.evil.{i}")],
+                            ..Default::default()
+                        }),
+                    )
+                    .await;
+                    if matches!(made, Ok(Ok(_))) {
+                        created.fetch_add(1, Ordering::SeqCst);
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            });
+        })
+    };
+    // The tenant is really at it before the removal starts.
+    eventually(
+        "the departing tenant creates streams",
+        Duration::from_secs(20),
+        || match created.load(Ordering::SeqCst) {
+            0 => Err("none yet".to_string()),
+            _ => Ok(()),
+        },
+    );
+    b.desire("[spaces.design]\n");
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("fence \"release\"")
+            && plan.contains("(fenced: no client can recreate them)"),
+        "the plan fences the space before deleting its data: {plan}"
+    );
+    let tries_before = tries.load(Ordering::SeqCst);
+    let out = b.root.apply().success();
+    let tried_during = tries.load(Ordering::SeqCst) - tries_before;
+    stop.store(true, Ordering::SeqCst);
+    hostile.join().unwrap();
+    assert!(tried_during > 0, "the tenant kept trying during the apply");
+    let root = cotal::store::Root::at(b.root.path()).unwrap();
+    let sys =
+        cotal::mint::system_users(&root, "test-monitor", cotal::permissions::monitor()).unwrap();
+    let control = cotal::broker::control::Control::connect(&b.url(), &sys[0]).unwrap();
+    let left = control.account_streams(&account, 3).unwrap();
+    assert!(
+        left.is_empty(),
+        "no node's JSZ lists a stream of the removed account: {left:?}\n{}",
+        stdout(&out)
+    );
+    for store in b.stores() {
+        let dir = store.join(format!("jetstream/{account}"));
+        assert!(!dir.exists(), "{} is gone", dir.display());
+    }
+    assert_eq!(
+        design.disconnects(),
+        0,
+        "the sibling never saw a disconnect"
+    );
+    let audit = std::fs::read_to_string(b.root.file(".cotal/audit.jsonl")).unwrap_or_default();
+    assert!(
+        audit.contains("\"space.fenced\""),
+        "the fence is audited: {audit}"
+    );
+}

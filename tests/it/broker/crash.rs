@@ -42,6 +42,9 @@ const REMOVE: &[Point] = &[
     Point::AfterLock,
     Point::AfterJournalOpen,
     Point::AfterRemovalCommitted,
+    Point::AfterFenceWritten,
+    Point::AfterFencePromoted,
+    Point::AfterFenceReload,
     Point::AfterStreamsDeleted,
     Point::AfterConfigPromoted,
     Point::BeforeReload,
@@ -65,6 +68,9 @@ const MIXED: &[Point] = &[
     Point::AfterLock,
     Point::AfterJournalOpen,
     Point::AfterRemovalCommitted,
+    Point::AfterFenceWritten,
+    Point::AfterFencePromoted,
+    Point::AfterFenceReload,
     Point::AfterStreamsDeleted,
     Point::AfterRecordWritten,
     Point::AfterConfigPromoted,
@@ -130,6 +136,8 @@ struct Expected<'a> {
     /// Removed space -> its old account.
     removed: &'a BTreeMap<String, String>,
     generation: u64,
+    /// Promotions the plan makes: 2 when it fences a removal first.
+    promotions: u64,
     sib_messages: u64,
     keep_messages: u64,
 }
@@ -140,6 +148,7 @@ fn assert_converged(b: &Broker, sib: &Client, e: &Expected, what: &str) {
         desired,
         removed,
         generation,
+        promotions,
         sib_messages,
         keep_messages,
     } = *e;
@@ -153,8 +162,8 @@ fn assert_converged(b: &Broker, sib: &Client, e: &Expected, what: &str) {
     );
     assert_eq!(
         b.root.generation(),
-        generation + 1,
-        "{what}: exactly one promotion"
+        generation + promotions,
+        "{what}: exactly {promotions} promotion(s), however the crash fell"
     );
     let status = b.status();
     let names: Vec<&str> = status["spaces"]
@@ -215,6 +224,25 @@ fn assert_converged(b: &Broker, sib: &Client, e: &Expected, what: &str) {
                 n => Err(format!("{n} messages, not {expected}")),
             },
         );
+    }
+}
+
+/// The promotions a crash at `point` and the re-run make in all: one, or two when the plan
+/// fences a removal first.
+fn promotions(kind: &Kind, point: Point) -> u64 {
+    if !kind.points.contains(&Point::AfterFenceWritten) {
+        return 1;
+    }
+    match point {
+        // A fence the broker confirmed is in force (it runs the promoted config holding the
+        // fenced record): the re-run does not fence again, and the fence's generation, not
+        // recorded before the crash, is not counted.
+        Point::AfterFenceReload => 1,
+        // A mixed plan re-issued the system account after its fence: the broker's config is
+        // then not the rendering of the records, so the re-run cannot prove the fence in
+        // force and fences again (a reload more, never a fence less).
+        Point::AfterRecordWritten => 3,
+        _ => 2,
     }
 }
 
@@ -281,6 +309,7 @@ fn run_kind_on(kind: &Kind, start: fn(&str) -> Broker) {
             desired: &after_desired,
             removed: &removed,
             generation,
+            promotions: promotions(kind, point),
             sib_messages,
             keep_messages,
         };
@@ -397,10 +426,12 @@ fn sigkill_at_seeded_random_moments_of_a_large_plan() {
         if b.root.file(".cotal/maintenance/journal.json").exists() {
             mid_apply += 1;
         }
-        b.root
+        let resumed = b
+            .root
             .cotal(&["apply", "--auto-approve", "--allow-destroy"])
             .assert()
             .success();
+        let resumed = String::from_utf8_lossy(&resumed.get_output().stdout).to_string();
         b.root
             .cotal(&["plan", "--detailed-exitcode"])
             .assert()
@@ -409,10 +440,14 @@ fn sigkill_at_seeded_random_moments_of_a_large_plan() {
             !b.root.file(".cotal/maintenance/journal.json").exists(),
             "trial {trial}"
         );
+        // Every trial removes six spaces, so it fences them first: two promotions; one when
+        // the kill fell after the fence's reload was confirmed and before its generation was
+        // recorded (the fence is in force, not made again, its generation never counted);
+        // three when the kill left a fence the next apply could not prove and it fenced again.
         let g = b.root.generation();
         assert!(
-            g == generation + 1,
-            "trial {trial}: generation {generation} -> {g}"
+            (generation + 1..=generation + 3).contains(&g),
+            "trial {trial}: generation {generation} -> {g}; the apply that finished it: {resumed}"
         );
         let status = b.status();
         let names: Vec<String> = status["spaces"]
