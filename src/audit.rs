@@ -42,6 +42,12 @@ pub enum Event {
     SpaceFenced,
     #[serde(rename = "space.removed")]
     SpaceRemoved,
+    /// A space's account left the config (archived): not served, data kept on disk.
+    #[serde(rename = "space.archived")]
+    SpaceArchived,
+    /// An archived space's account was loaded again.
+    #[serde(rename = "space.unarchived")]
+    SpaceUnarchived,
     /// `cotal space purge` is about to empty a space (before its commit point, fail-closed).
     #[serde(rename = "space.purge_started")]
     SpacePurgeStarted,

@@ -734,7 +734,7 @@ max_payload = "1MiB"
 # One table per space, keyed by its name:
 #
 # [spaces.design]
-# state = "active"        # active | suspended (connections refused, data kept)
+# state = "active"        # active | suspended (connections refused, data kept) | archived (not served, data kept on disk)
 # protect = true          # removal refused while set
 # [spaces.design.limits]  # overrides [defaults.limits], key by key
 # max_connections = 200

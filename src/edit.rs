@@ -137,6 +137,10 @@ pub fn set_state(
                 table.insert("suspend_reason", value(reason));
             }
         }
+        SpaceState::Archived => {
+            table.insert("state", value("archived"));
+            table.remove("suspend_reason");
+        }
     }
     Ok(doc.to_string())
 }

@@ -1,5 +1,5 @@
 //! A space's lifecycle state, derived from what is observed and never stored as a guess
-//! (docs/design/lifecycle-model.md, "States and servability"): `provisioning`, `active`, `suspended`, `removing`, and the single
+//! (docs/design/lifecycle-model.md, "States and servability"): `provisioning`, `active`, `suspended`, `archived`, `removing`, and the single
 //! predicate "servable". Pure.
 
 use crate::model::SpaceName;
@@ -15,6 +15,8 @@ pub enum State {
     Active,
     /// Connections refused (`conn: 0`), data kept.
     Suspended,
+    /// Its record says archived: the account is left out of the config, its data kept on disk.
+    Archived,
     /// An open journal is removing it.
     Removing,
 }
@@ -25,6 +27,7 @@ impl std::fmt::Display for State {
             State::Provisioning => "provisioning",
             State::Active => "active",
             State::Suspended => "suspended",
+            State::Archived => "archived",
             State::Removing => "removing",
         })
     }
@@ -69,6 +72,8 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
     let running = observed.is_running();
     let state = if removing {
         State::Removing
+    } else if space.archived.is_some() {
+        State::Archived
     } else if suspended {
         State::Suspended
     } else if !loaded || streams_complete == Some(false) {
@@ -80,6 +85,26 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
     match state {
         State::Removing => why_not.push("an interrupted apply is removing it".to_string()),
         State::Suspended => why_not.push("suspended".to_string()),
+        State::Archived => {
+            // Not loaded, so nothing of it is observed: its streams are on disk, unserved.
+            why_not.push(match &space.archived {
+                Some(a) => format!("archived at {} by {}", a.at, a.by),
+                None => "archived".to_string(),
+            });
+            if loaded {
+                why_not.push(
+                    "still loaded by the promoted config (an apply that archived it was interrupted)"
+                        .into(),
+                );
+            }
+            return View {
+                state,
+                servable: false,
+                loaded,
+                streams_complete: None,
+                why_not,
+            };
+        }
         _ => {}
     }
     if !loaded {

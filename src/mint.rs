@@ -123,6 +123,7 @@ pub fn account(
             signing_seed: Seed::from(&signing),
             signing_pub: signing.public_key(),
         },
+        archived: None,
     })
 }
 
@@ -159,7 +160,8 @@ pub fn reissue(
 /// The record of a space being removed, its account fenced: the same claims (signing keys,
 /// limits, revocations) but no client and no leaf connection, and every user issued up to now
 /// revoked (`*`), re-signed by the operator. JetStream stays enabled, so the broker can still
-/// delete the account's streams through the system account.
+/// delete the account's streams through the system account. An archived space's mark is
+/// cleared: the fence loads it (its streams come back from disk) so that they can be deleted.
 pub fn fence(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRecord, String> {
     let operator = broker.operator.account_signer().key_pair()?;
     let mut claims: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&record.account.jwt)?;
@@ -170,6 +172,25 @@ pub fn fence(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRec
     claims.nats.revocations.insert("*".into(), t);
     let mut out = record.clone();
     out.account.jwt = jwt::encode(&mut claims, &operator)?;
+    out.archived = None;
+    Ok(out)
+}
+
+/// The record of a space about to be archived, its account quiesced: the same claims and
+/// revocations (its users stay valid for its return) but no client and no leaf connection and
+/// JetStream off, so the broker stops its streams (their data stays on disk) before the
+/// account leaves the config; re-signed by the operator. Its return re-issues the declared
+/// limits.
+pub fn quiesce(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRecord, String> {
+    let operator = broker.operator.account_signer().key_pair()?;
+    let mut claims: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&record.account.jwt)?;
+    claims.iat = now();
+    let l = &mut claims.nats.limits;
+    (l.conn, l.leaf, l.mem_storage, l.disk_storage) = (0, 0, 0, 0);
+    let mut out = record.clone();
+    out.account.jwt = jwt::encode(&mut claims, &operator)?;
+    // Loaded by the fence, whatever its record said (the archive step marks it again).
+    out.archived = None;
     Ok(out)
 }
 

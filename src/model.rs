@@ -148,6 +148,10 @@ pub enum SpaceState {
     #[default]
     Active,
     Suspended,
+    /// Retained, not served: the account left out of the broker's config (no connection,
+    /// subscription or stream of it is served), its record, keys, protection and JetStream
+    /// data kept on disk.
+    Archived,
 }
 
 impl fmt::Display for SpaceState {
@@ -155,6 +159,7 @@ impl fmt::Display for SpaceState {
         f.write_str(match self {
             SpaceState::Active => "active",
             SpaceState::Suspended => "suspended",
+            SpaceState::Archived => "archived",
         })
     }
 }
@@ -294,6 +299,16 @@ pub struct SpaceSpec {
     pub state: SpaceState,
     pub protect: bool,
     pub limits: Limits,
+}
+
+/// An archive as the apply that made it recorded it in the account record: when, and by whom
+/// (`user@host`). While a record holds one, no config cotal renders preloads the account.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Archival {
+    /// RFC 3339.
+    pub at: String,
+    pub by: String,
 }
 
 /// A suspension as the apply that made it recorded it: why (`suspend_reason` in cotal.toml),

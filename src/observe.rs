@@ -493,7 +493,9 @@ fn local_facts(
         };
     space.live_processes = space_dir::live_pids(root, name)?;
     space.revoked = users::load(root, name, &space.account_pub)?.revoked;
-    if stopped {
+    // An archived space is not loaded, so the broker does not report it (unless a return
+    // rolled back left its streams running): its data is what its store folders hold.
+    if stopped || (space.archived.is_some() && space.usage.source != UsageSource::Live) {
         space.usage.source = UsageSource::Store;
         // Every node's store: a stream of one replica lives on one node only.
         for dir in stores {
@@ -799,6 +801,10 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
     let clustered = replicas.is_some();
     for (name, space) in inventory.spaces.iter_mut() {
         let account = figures.accounts.get(&space.account_pub);
+        if account.is_none() && space.archived.is_some() {
+            // Not loaded: its usage is what its store folders hold (read with the local facts).
+            continue;
+        }
         space.usage = Usage {
             source: UsageSource::Live,
             streams: account

@@ -15,6 +15,7 @@ pub use crate::jwt::BrokerTrust;
 pub fn preloads(spaces: &BTreeMap<SpaceName, ObservedSpace>) -> Vec<crate::render::Preload<'_>> {
     spaces
         .iter()
+        .filter(|(_, s)| s.archived.is_none())
         .map(|(n, s)| crate::render::Preload {
             space: n,
             account: &s.account_pub,
@@ -48,6 +49,8 @@ pub struct ObservedSpace {
     pub revocations: crate::jwt::Revocations,
     /// Revocations recorded by `cotal creds revoke` for this account (what the JWT should say).
     pub revoked: crate::jwt::Revocations,
+    /// The archive its record holds: no config cotal renders preloads it.
+    pub archived: Option<crate::model::Archival>,
     /// Protection recorded on disk by the last apply (survives deletion from `cotal.toml`).
     pub protect_recorded: bool,
     /// The suspension the lifecycle record holds (why, when, by whom); `None` for an active

@@ -120,6 +120,10 @@ pub struct AppliedSpace {
     /// it).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub suspension: Option<crate::model::Suspension>,
+    /// When and by whom the space was archived (its record says so: `state` is then
+    /// `archived`).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub archived: Option<crate::model::Archival>,
     /// The revocations recorded for the next apply (`cotal creds revoke`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub revoked: Revocations,
@@ -218,6 +222,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
                         limits: spec.limits,
                         protect: s.protect_recorded,
                         suspension: s.suspension_recorded.clone(),
+                        archived: s.archived.clone(),
                         revoked: s.revoked.clone(),
                         sys_creds: s.sys_creds_present,
                         sys_users: s.sys_users.clone(),
@@ -278,6 +283,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                 jwt: s.jwt.clone(),
                 limits: claims.nats.limits,
                 revocations: claims.nats.revocations,
+                archived: s.archived.clone(),
                 revoked: s.revoked.clone(),
                 protect_recorded: s.protect,
                 suspension_recorded: s.suspension.clone(),

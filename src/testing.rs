@@ -19,6 +19,12 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         limits: AccountLimits::for_space(spec),
         revocations: Default::default(),
         revoked: Default::default(),
+        archived: (spec.state == crate::model::SpaceState::Archived).then(|| {
+            crate::model::Archival {
+                at: "2026-12-01T00:00:00Z".into(),
+                by: "ops@broker".into(),
+            }
+        }),
         protect_recorded: spec.protect,
         suspension_recorded: None,
         usage: Usage::default(),

@@ -4,7 +4,7 @@
 use super::Outcome;
 use crate::audit::{Actor, Counts, Event, Generations, Record as AuditRecord};
 use crate::error::Result;
-use crate::model::SpaceName;
+use crate::model::{SpaceName, SpaceState};
 use crate::plan::{Plan, Step, Transition};
 use crate::store::Root;
 use crate::store::audit as store_audit;
@@ -78,7 +78,7 @@ impl Auditor<'_> {
     pub fn before_step(&self, step: &Step, plan: &Plan) -> Result<()> {
         match step {
             // The fence passes the commit point of each removal it fences.
-            Step::FenceRemovals { spaces, .. } => {
+            Step::Fence { spaces, .. } => {
                 for f in spaces {
                     let uncommitted = plan.steps.iter().find_map(|s| match s {
                         Step::DeleteStreams {
@@ -147,9 +147,10 @@ impl Auditor<'_> {
     ) -> Result<()> {
         let after = outcome.generation.map(|(_, to)| to);
         match step {
-            Step::FenceRemovals { spaces, .. } => {
+            Step::Fence { spaces, .. } => {
                 let (from, to) = outcome.fenced.unwrap_or_default();
-                for f in spaces {
+                // An archive's fence is audited with the archive, at the final promotion.
+                for f in spaces.iter().filter(|f| !f.archive) {
                     let connections = plan.steps.iter().find_map(|s| match s {
                         Step::DeleteStreams { space, blast, .. } if *space == f.space => {
                             blast.connections_dropped
@@ -214,6 +215,10 @@ impl Auditor<'_> {
                         blast,
                         ..
                     } = s
+                        // A return from an archive is audited as such, below.
+                        && !plan.steps.iter().any(|a| {
+                            matches!(a, Step::RecordArchive { space: a, .. } if a == space)
+                        })
                     {
                         let event = match transition {
                             Transition::Suspend => Event::SpaceSuspended,
@@ -239,6 +244,39 @@ impl Auditor<'_> {
                         self.write(event, Some(space), after, &what.join("; "), Some(counts))?;
                     }
                 }
+                for s in &plan.steps {
+                    if let Step::RecordArchive {
+                        space,
+                        archived,
+                        blast,
+                        ..
+                    } = s
+                    {
+                        let (event, what) = if *archived {
+                            (
+                                Event::SpaceArchived,
+                                format!(
+                                    "archived: its account left the config; {}",
+                                    blast.describe()
+                                ),
+                            )
+                        } else {
+                            (
+                                Event::SpaceUnarchived,
+                                "brought back: its account is loaded again with the data kept on disk"
+                                    .to_string(),
+                            )
+                        };
+                        let kept = blast.kept_on_disk;
+                        let counts = Counts {
+                            streams: 0,
+                            messages: kept.and_then(|k| k.messages),
+                            bytes: kept.and_then(|k| k.bytes).unwrap_or(0),
+                            connections: blast.connections_dropped,
+                        };
+                        self.write(event, Some(space), after, &what, Some(counts))?;
+                    }
+                }
                 if !running {
                     for space in added(plan) {
                         self.write(
@@ -252,6 +290,14 @@ impl Auditor<'_> {
                 }
                 Ok(())
             }
+            // Added archived: its record is all it gets, no promotion loads it.
+            Step::AddAccount { space, spec } if spec.state == SpaceState::Archived => self.write(
+                Event::SpaceAdded,
+                Some(space),
+                after,
+                "added archived: its account is minted and recorded, never loaded until it is brought back",
+                None,
+            ),
             Step::Provision { space, .. } if added(plan).contains(&space) => self.write(
                 Event::SpaceAdded,
                 Some(space),
@@ -338,7 +384,7 @@ fn added(plan: &Plan) -> Vec<&SpaceName> {
     plan.steps
         .iter()
         .filter_map(|s| match s {
-            Step::AddAccount { space, .. } => Some(space),
+            Step::AddAccount { space, spec } if spec.state != SpaceState::Archived => Some(space),
             _ => None,
         })
         .collect()

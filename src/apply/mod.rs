@@ -179,7 +179,25 @@ impl Progress for Silent {
 }
 
 /// The inventory the promotion must find on disk: account key and JWT per space.
-type ExpectedInventory = BTreeMap<SpaceName, (String, String)>;
+type ExpectedInventory = BTreeMap<SpaceName, Expected>;
+
+/// What a record of the inventory must hold at the promotion.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Expected {
+    account: String,
+    jwt: String,
+    archived: bool,
+}
+
+impl Expected {
+    fn of(record: &crate::store::account_record::AccountRecord) -> Expected {
+        Expected {
+            account: record.account.public.clone(),
+            jwt: record.account.jwt.clone(),
+            archived: record.archived.is_some(),
+        }
+    }
+}
 
 /// What an apply carries from step to step.
 struct State {
@@ -321,7 +339,16 @@ fn run(
             .inventory
             .spaces
             .iter()
-            .map(|(n, s)| (n.clone(), (s.account_pub.clone(), s.jwt.clone())))
+            .map(|(n, s)| {
+                (
+                    n.clone(),
+                    Expected {
+                        account: s.account_pub.clone(),
+                        jwt: s.jwt.clone(),
+                        archived: s.archived.is_some(),
+                    },
+                )
+            })
             .collect(),
         undo: UndoLog::default(),
         provisioned: BTreeMap::new(),
@@ -594,6 +621,12 @@ fn run_step(
         Step::RecordProtection { space, protect } => {
             steps::record_protection(ctx, state, space, *protect)
         }
+        Step::RecordArchive {
+            space,
+            account,
+            archived,
+            ..
+        } => steps::record_archive(ctx, state, space, account, *archived),
         Step::RecordSuspension {
             space,
             suspended,
@@ -606,7 +639,7 @@ fn run_step(
             (*suspended, *backfill),
             reason.as_deref(),
         ),
-        Step::FenceRemovals {
+        Step::Fence {
             spaces,
             from_generation,
             ..

@@ -14,6 +14,7 @@ use crate::broker::{Broker, Expectation, preflight};
 use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::fault::{self, Point};
+use crate::model::SpaceName;
 use crate::observed::{
     BrokerTrust, GenerationRecord, GenerationState, Inventory, JournaledRemoval,
 };
@@ -26,7 +27,7 @@ use crate::store::{NodeFiles, Root, account_record, generation, inventory, serve
 /// Which promotion of the apply this is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Stage {
-    /// [`Step::FenceRemovals`]: the journaled removals stay loaded with their fenced records,
+    /// [`Step::Fence`]: the journaled removals stay loaded with their fenced records,
     /// and the reload is confirmed by each loading its fenced JWT and refusing a fresh user.
     Fence,
     /// [`Step::PromoteConfig`]: the journaled removals are dropped, the plan's other changes
@@ -73,7 +74,7 @@ pub fn promote(
     let expectations = if broker.running() {
         let mut e = match stage {
             Stage::Fence => fence_expectations(root, plan)?,
-            Stage::Final => expectations(root, record, plan, &state.journal.removals)?,
+            Stage::Final => expectations(ctx, record, plan, &state.journal.removals)?,
         };
         // A TLS listener serves the certificate this config was rendered for.
         if let Some((fingerprint, _)) = ctx
@@ -455,11 +456,11 @@ fn reload_or_roll_back(
 }
 
 /// What the broker must show after the fence's reload: each fenced space loaded with exactly
-/// its fenced JWT, and refusing a fresh user.
+/// its fenced JWT, and refusing a fresh user; one fenced for its archive running no stream.
 fn fence_expectations(root: &Root, plan: &Plan) -> Result<Vec<Expectation>> {
     let mut out = Vec::new();
     for step in &plan.steps {
-        let Step::FenceRemovals { spaces, .. } = step else {
+        let Step::Fence { spaces, .. } = step else {
             continue;
         };
         for f in spaces {
@@ -481,6 +482,12 @@ fn fence_expectations(root: &Root, plan: &Plan) -> Result<Vec<Expectation>> {
                     creds,
                 });
             }
+            if f.archive {
+                out.push(Expectation::NoStreams {
+                    space: f.space.clone(),
+                    account: f.account.clone(),
+                });
+            }
         }
     }
     Ok(out)
@@ -491,11 +498,12 @@ fn fence_expectations(root: &Root, plan: &Plan) -> Result<Vec<Expectation>> {
 /// checked without a free slot); added active spaces accept a fresh user (all their slots are
 /// free); suspended ones refuse it; removed ones are unloaded and refuse it.
 fn expectations(
-    root: &Root,
+    ctx: &Context,
     record: &BrokerRecord,
     plan: &Plan,
     removals: &[JournaledRemoval],
 ) -> Result<Vec<Expectation>> {
+    let root = ctx.root;
     let mut out = Vec::new();
     if plan
         .steps
@@ -511,8 +519,26 @@ fn expectations(
         let (space, spec, added) = match step {
             Step::AddAccount { space, spec } => (space, spec, true),
             Step::ReissueAccount { space, spec, .. } => (space, spec, false),
+            Step::RecordArchive {
+                space,
+                account,
+                archived,
+                ..
+            } => {
+                out.extend(archive_expectations(root, space, account, *archived)?);
+                continue;
+            }
             _ => continue,
         };
+        // An archived space is not loaded; its own step says what the broker must show.
+        if spec.state == crate::model::SpaceState::Archived
+            || plan
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::RecordArchive { space: s, .. } if s == space))
+        {
+            continue;
+        }
         let record = account_record::load(root, space)?;
         let account = record.account.public.clone();
         out.push(Expectation::Loaded {
@@ -565,6 +591,45 @@ fn expectations(
     Ok(out)
 }
 
+/// What the broker must show of a space archived (unloaded, refusing a fresh user) or brought
+/// back (loaded with its record's JWT, asked through the system account). A return is not
+/// checked with a client of the space: nats-server recovers an account's streams when the
+/// account is first used, and streams recovered and then rolled back would stay half-alive
+/// in the server until it restarts; the provisioning after the promotion uses it first and
+/// waits for them.
+fn archive_expectations(
+    root: &Root,
+    space: &SpaceName,
+    account: &str,
+    archived: bool,
+) -> Result<Vec<Expectation>> {
+    let record = account_record::load(root, space)?;
+    if !archived {
+        return Ok(vec![Expectation::Loaded {
+            space: space.clone(),
+            account: account.to_string(),
+            jwt: record.account.jwt.clone(),
+        }]);
+    }
+    let mut out = vec![Expectation::Unloaded {
+        space: space.clone(),
+        account: account.to_string(),
+    }];
+    if let Some(creds) = space_user(
+        root,
+        space,
+        account,
+        "cotal-verifier",
+        permissions::verifier(),
+    )? {
+        out.push(Expectation::Refuses {
+            space: space.clone(),
+            creds,
+        });
+    }
+    Ok(out)
+}
+
 /// Refuse when the inventory on disk is not what this apply expects (what the plan saw plus
 /// its own writes): a record that vanished, changed or appeared under the lock would otherwise
 /// be rendered (or silently dropped, evicting its tenant).
@@ -574,17 +639,27 @@ fn check_inventory(
     expected: &ExpectedInventory,
 ) -> Result<()> {
     let mut moved = Vec::new();
-    for (name, (account, jwt)) in expected {
+    for (name, e) in expected {
         match inv.spaces.get(name) {
             None => moved.push(format!("{} vanished", name.quoted())),
-            Some(s) if &s.account_pub != account => moved.push(format!(
-                "{} now holds account {} (the plan saw {account})",
+            Some(s) if s.account_pub != e.account => moved.push(format!(
+                "{} now holds account {} (the plan saw {})",
                 name.quoted(),
-                s.account_pub
+                s.account_pub,
+                e.account
             )),
-            Some(s) if &s.jwt != jwt => {
+            Some(s) if s.jwt != e.jwt => {
                 moved.push(format!("{} holds another account JWT", name.quoted()))
             }
+            Some(s) if s.archived.is_some() != e.archived => moved.push(format!(
+                "{} was {} outside this apply",
+                name.quoted(),
+                if e.archived {
+                    "brought back"
+                } else {
+                    "archived"
+                }
+            )),
             Some(_) => {}
         }
     }

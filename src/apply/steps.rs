@@ -12,15 +12,16 @@ use crate::error::{Error, Result};
 use crate::fault::{self, Point};
 use crate::mint;
 use crate::model::{SpaceName, SpaceSpec};
-use crate::observed::JournaledAdd;
+use crate::observed::{JournaledAdd, UsageSource};
 use crate::permissions;
 use crate::store::broker_record::BrokerRecord;
 use crate::store::paths::SpaceFile;
 use crate::store::{account_record, jetstream_dir, journal, space_dir};
 
 /// The fence's records: each removal journaled committed (the commit point passes here when
-/// the broker runs), then each space's record re-issued fenced ([`mint::fence`]), remembered
-/// for the rollback. The promotion that follows loads them.
+/// the broker runs), then each space's record re-issued fenced ([`mint::fence`], or
+/// [`mint::quiesce`] for an archive), remembered for the rollback. The promotion that follows
+/// loads them.
 pub fn fence_records(
     ctx: &Context,
     record: &BrokerRecord,
@@ -45,25 +46,14 @@ pub fn fence_records(
     }
     fault::point(Point::AfterRemovalCommitted);
     for f in spaces {
-        let current = account_record::load(ctx.root, &f.space)?;
-        if current.account.public != f.account {
-            return Err(Error::refused(
-                Diagnostic::new(format!(
-                    "the record of {} changed under the lock (now account {}, the plan saw {}).",
-                    f.space.quoted(),
-                    current.account.public,
-                    f.account
-                ))
-                .next("find who changed .cotal/auth/ during the apply, then run `cotal plan`"),
-            ));
+        let current = planned_record(ctx, &f.space, &f.account)?;
+        let fenced = if f.archive {
+            mint::quiesce(record, &current)
+        } else {
+            mint::fence(record, &current)
         }
-        let fenced = mint::fence(record, &current).map_err(Error::other)?;
-        remember(&mut state.undo, &ctx.root.account_record(&f.space))?;
-        account_record::save(ctx.root, &fenced)?;
-        state.expected.insert(
-            f.space.clone(),
-            (fenced.account.public.clone(), fenced.account.jwt.clone()),
-        );
+        .map_err(Error::other)?;
+        write_record(ctx, state, &f.space, &fenced)?;
     }
     fault::point(Point::AfterFenceWritten);
     Ok(())
@@ -200,15 +190,18 @@ pub fn add_account(
         });
         journal::save(root, &state.journal)?;
     }
+    let mut account = account;
+    if spec.state == crate::model::SpaceState::Archived {
+        account.archived = Some(archival_now());
+    }
     remember(&mut state.undo, &root.account_record(space))?;
     if std::fs::symlink_metadata(root.space_dir(space)).is_err() {
         state.undo.push(Undo::Remove(root.space_dir(space)));
     }
     account_record::save(root, &account)?;
-    state.expected.insert(
-        space.clone(),
-        (account.account.public.clone(), account.account.jwt.clone()),
-    );
+    state
+        .expected
+        .insert(space.clone(), super::Expected::of(&account));
     fault::point(Point::AfterRecordWritten);
     space_dir::save_lifecycle(
         root,
@@ -254,8 +247,50 @@ pub fn reissue_account(
         revocations,
         rotate_signing,
     } = reissue;
-    let root = ctx.root;
-    let current = account_record::load(root, space)?;
+    let current = planned_record(ctx, space, account)?;
+    let updated = mint::reissue(record, &current, space, spec, revocations, rotate_signing)
+        .map_err(Error::other)?;
+    write_record(ctx, state, space, &updated)?;
+    fault::point(Point::AfterRecordWritten);
+    Ok(())
+}
+
+/// Mark the space's record archived (when and by whom), or clear the mark: the promotion
+/// that follows renders the inventory, which leaves an archived account out.
+pub fn record_archive(
+    ctx: &Context,
+    state: &mut State,
+    space: &SpaceName,
+    account: &str,
+    archived: bool,
+) -> Result<()> {
+    let mut updated = planned_record(ctx, space, account)?;
+    updated.archived = match (archived, updated.archived.take()) {
+        (false, _) => None,
+        (true, Some(was)) => Some(was),
+        (true, None) => Some(archival_now()),
+    };
+    write_record(ctx, state, space, &updated)?;
+    fault::point(Point::AfterRecordWritten);
+    Ok(())
+}
+
+/// An archive made now by this operator.
+fn archival_now() -> crate::model::Archival {
+    let actor = crate::operator::actor();
+    crate::model::Archival {
+        at: crate::model::stamp(crate::clock::now()),
+        by: format!("{}@{}", actor.user, actor.host),
+    }
+}
+
+/// The space's record as the plan saw it: refused when it holds another account now.
+fn planned_record(
+    ctx: &Context,
+    space: &SpaceName,
+    account: &str,
+) -> Result<account_record::AccountRecord> {
+    let current = account_record::load(ctx.root, space)?;
     if current.account.public != account {
         return Err(Error::refused(
             Diagnostic::new(format!(
@@ -266,15 +301,22 @@ pub fn reissue_account(
             .next("find who changed .cotal/auth/ during the apply, then run `cotal plan`"),
         ));
     }
-    let updated = mint::reissue(record, &current, space, spec, revocations, rotate_signing)
-        .map_err(Error::other)?;
-    remember(&mut state.undo, &root.account_record(space))?;
-    account_record::save(root, &updated)?;
-    state.expected.insert(
-        space.clone(),
-        (updated.account.public.clone(), updated.account.jwt.clone()),
-    );
-    fault::point(Point::AfterRecordWritten);
+    Ok(current)
+}
+
+/// Write a record this apply changed, remembered for the rollback and expected by the
+/// promotion's inventory check.
+fn write_record(
+    ctx: &Context,
+    state: &mut State,
+    space: &SpaceName,
+    updated: &account_record::AccountRecord,
+) -> Result<()> {
+    remember(&mut state.undo, &ctx.root.account_record(space))?;
+    account_record::save(ctx.root, updated)?;
+    state
+        .expected
+        .insert(space.clone(), super::Expected::of(updated));
     Ok(())
 }
 
@@ -388,14 +430,19 @@ pub fn provision_many(
         .iter()
         .map(|space| {
             let current = account_record::load(ctx.root, space)?;
-            space_user(
+            let creds = space_user(
                 ctx.root,
                 space,
                 &current.account.public,
                 "cotal-provisioner",
                 permissions::provisioner(),
             )?
-            .ok_or_else(|| Error::other(format!("the record of {} disappeared", space.quoted())))
+            .ok_or_else(|| Error::other(format!("the record of {} disappeared", space.quoted())))?;
+            let unserved = unserved_streams(ctx, space, &current.account.public)?;
+            if !unserved.is_empty() {
+                broker.await_streams(space, &creds, &current.account.public, &unserved)?;
+            }
+            Ok(creds)
         })
         .collect();
     let work: Vec<(SpaceName, String)> = spaces
@@ -414,6 +461,27 @@ pub fn provision_many(
             Ok(())
         })
         .collect()
+}
+
+/// The streams the store folders hold for `account` when the observation saw none of them
+/// served: an account loaded by a reload (brought back from its archive) has them recovered
+/// only once nats-server first uses it, and nothing is provisioned before they are served
+/// again (a stream created first would be an empty one in the place of the data). Empty for a
+/// space whose folders hold nothing (a new one) or whose streams were seen served.
+fn unserved_streams(ctx: &Context, space: &SpaceName, account: &str) -> Result<Vec<String>> {
+    let seen_served = ctx.observed.inventory.spaces.get(space).is_some_and(|s| {
+        s.account_pub == account
+            && s.usage.source == UsageSource::Live
+            && !s.usage.streams.is_empty()
+    });
+    if seen_served {
+        return Ok(Vec::new());
+    }
+    let mut unserved = std::collections::BTreeSet::new();
+    for dir in ctx.observed.store_dirs() {
+        unserved.extend(jetstream_dir::streams(&dir, account)?.into_iter().map(|s| s.name));
+    }
+    Ok(unserved.into_iter().collect())
 }
 
 /// Delete a removed space's local material; failures are reported, never thrown (they come

@@ -26,6 +26,10 @@ use std::time::Duration;
 /// to stop reporting a stream of it.
 const PURGE_SETTLES: Duration = Duration::from_secs(15);
 
+/// How long the provisioning of a space brought back from its archive waits for the broker to
+/// serve every stream its store folders hold.
+const RECOVERY_SETTLES: Duration = Duration::from_secs(30);
+
 /// One data-plane expectation after a reload.
 pub enum Expectation {
     /// The broker holds no other JWT for the account than this one (asked through the system
@@ -39,6 +43,9 @@ pub enum Expectation {
     },
     /// The broker no longer knows the account.
     Unloaded { space: SpaceName, account: String },
+    /// The broker runs no stream of the account (its JetStream turned off before an archive;
+    /// the data stays on disk). Waited on, within a deadline.
+    NoStreams { space: SpaceName, account: String },
     /// The system account is in force with exactly this JWT (its keys and revocations).
     SystemLoaded { account: String, jwt: String },
     /// A fresh user of the space connects (only for added spaces, whose slots are all free).
@@ -102,6 +109,17 @@ pub trait Broker {
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()>;
     /// Create the space's missing streams and buckets, update drifted ones.
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>>;
+    /// Use the space's account as `creds` (a user of it: nats-server enables an account's
+    /// JetStream, and recovers its streams from disk, when it first uses it), then wait until
+    /// the broker serves every one of `streams` (a space brought back from its archive, before
+    /// anything of it is provisioned). Bounded by a deadline.
+    fn await_streams(
+        &mut self,
+        space: &SpaceName,
+        creds: &str,
+        account: &str,
+        streams: &[String],
+    ) -> Result<()>;
     /// [`Broker::provision`] for many spaces (space, provisioner creds), as concurrently as the
     /// broker allows; each result in the order given.
     fn provision_many(&mut self, work: &[(SpaceName, String)]) -> Vec<Result<Vec<String>>> {
@@ -170,6 +188,18 @@ impl Broker for Stopped {
     fn verify(&mut self, _expectations: &[Expectation]) -> Result<()> {
         Ok(())
     }
+    fn await_streams(
+        &mut self,
+        space: &SpaceName,
+        _creds: &str,
+        _account: &str,
+        _streams: &[String],
+    ) -> Result<()> {
+        Err(Error::process(format!(
+            "cannot bring {} back: the broker is not running (`cotal up` serves it)",
+            space.quoted()
+        )))
+    }
     fn provision(&mut self, space: &SpaceName, _provisioner: &str) -> Result<Vec<String>> {
         Err(Error::process(format!(
             "cannot provision {}: the broker is not running (`cotal up` provisions it)",
@@ -223,6 +253,48 @@ pub struct Running {
 }
 
 impl Running {
+    /// Ask every node which streams of `account` it holds until `settled` says they are as
+    /// wanted, at most for `deadline`: `Ok(Err(held))` when they never were.
+    fn streams_settle(
+        &self,
+        account: &str,
+        deadline: Duration,
+        settled: impl Fn(&std::collections::BTreeSet<String>) -> bool,
+    ) -> Result<std::result::Result<(), std::collections::BTreeSet<String>>> {
+        let until = std::time::Instant::now() + deadline;
+        loop {
+            let held = self.control.account_streams(account, self.targets.len())?;
+            if settled(&held) {
+                return Ok(Ok(()));
+            }
+            if std::time::Instant::now() >= until {
+                return Ok(Err(held));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Whether the broker serves every one of `streams` of `account` within
+    /// [`RECOVERY_SETTLES`]; `Err` names the missing ones.
+    fn recovered(&self, account: &str, streams: &[String]) -> Result<(), String> {
+        let settled = self
+            .streams_settle(account, RECOVERY_SETTLES, |held| {
+                streams.iter().all(|s| held.contains(s))
+            })
+            .map_err(|e| e.to_string())?;
+        settled.map_err(|held| {
+            format!(
+                "after {RECOVERY_SETTLES:?} the broker still does not serve {}",
+                streams
+                    .iter()
+                    .filter(|s| !held.contains(*s))
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+    }
+
     /// Connect to the root's running broker through an ephemeral system user minted from the
     /// retained system signing seed; for a cluster, find every running node's server id by
     /// its `server_name` (a running node that does not answer is an error naming it).
@@ -439,28 +511,20 @@ impl Broker for Running {
         // A cluster's purge is proposed to the meta group and carried out by each node a
         // moment later: the removal waits until no node reports a stream of the account (the
         // account is fenced, so no client can recreate one), within a deadline.
-        let until = std::time::Instant::now() + PURGE_SETTLES;
-        loop {
-            let left = self.control.account_streams(account, self.targets.len())?;
-            if left.is_empty() {
-                break;
-            }
-            if std::time::Instant::now() >= until {
-                return Err(BrokerError::reply(
-                    format!("deleting the streams of {}", space.quoted()),
-                    format!(
-                        "{} still held by the broker {PURGE_SETTLES:?} after its purge: {}",
-                        if left.len() == 1 {
-                            "a stream is"
-                        } else {
-                            "streams are"
-                        },
-                        left.into_iter().collect::<Vec<_>>().join(", ")
-                    ),
-                )
-                .into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
+        if let Err(left) = self.streams_settle(account, PURGE_SETTLES, |held| held.is_empty())? {
+            return Err(BrokerError::reply(
+                format!("deleting the streams of {}", space.quoted()),
+                format!(
+                    "{} still held by the broker {PURGE_SETTLES:?} after its purge: {}",
+                    if left.len() == 1 {
+                        "a stream is"
+                    } else {
+                        "streams are"
+                    },
+                    left.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+            )
+            .into());
         }
         // The purge removes the account's folders too; a leftover is removed with the broker's
         // streams already gone.
@@ -585,6 +649,8 @@ impl Broker for Running {
                             failures.push(format!("{} is still loaded{on}", space.quoted()));
                         }
                     }
+                    // Checked once for every node, above.
+                    Expectation::NoStreams { .. } => {}
                     Expectation::Serves { fingerprint } => {
                         match client_tls::served_fingerprint(
                             t.nats.url(),
@@ -641,6 +707,18 @@ impl Broker for Running {
                 }
             }
         }
+        for e in expectations {
+            if let Expectation::NoStreams { space, account } = e
+                && let Err(held) =
+                    self.streams_settle(account, PURGE_SETTLES, |held| held.is_empty())?
+            {
+                failures.push(format!(
+                    "{} still runs {} after its JetStream was turned off",
+                    space.quoted(),
+                    held.into_iter().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
         if failures.is_empty() {
             Ok(())
         } else {
@@ -650,6 +728,19 @@ impl Broker for Running {
             ))
             .into())
         }
+    }
+    fn await_streams(
+        &mut self,
+        space: &SpaceName,
+        creds: &str,
+        account: &str,
+        streams: &[String],
+    ) -> Result<()> {
+        // A refused user is fine too: the lookup of its account is what enables it.
+        let _ = self.nats.try_connect(creds);
+        self.recovered(account, streams).map_err(|why| {
+            BrokerError::reply(format!("bringing {} back", space.quoted()), why).into()
+        })
     }
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
         self.nats

@@ -59,9 +59,21 @@ pub enum Command {
         #[command(flatten)]
         confirm: ConfirmArgs,
     },
-    /// Resume a suspended space.
+    /// Resume a suspended space, or bring back an archived one (active).
     #[command(after_help = "Examples:\n  cotal space resume design")]
     Resume {
+        /// The space.
+        name: String,
+        #[command(flatten)]
+        confirm: ConfirmArgs,
+    },
+    /// Archive a space: its account leaves the broker's config (no connection, subscription
+    /// or stream of it is served), its record, keys, protection and data stay on disk;
+    /// `cotal space resume` brings the same account back with its streams.
+    #[command(
+        after_help = "Examples:\n  cotal space archive design\n  cotal space archive design --auto-approve   # CI"
+    )]
+    Archive {
         /// The space.
         name: String,
         #[command(flatten)]
@@ -251,6 +263,14 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             (SpaceState::Active, None),
             &confirm,
             SpaceVerb::Resume,
+        ),
+        Command::Archive { name, confirm } => set_state(
+            global,
+            &root,
+            &name,
+            (SpaceState::Archived, None),
+            &confirm,
+            SpaceVerb::Archive,
         ),
         Command::Purge { name, confirm } => {
             let name = space(&name)?;

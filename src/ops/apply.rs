@@ -27,6 +27,7 @@ pub enum SpaceVerb {
     Rm,
     Suspend,
     Resume,
+    Archive,
     Purge,
 }
 
@@ -37,6 +38,7 @@ impl std::fmt::Display for SpaceVerb {
             SpaceVerb::Rm => "space rm",
             SpaceVerb::Suspend => "space suspend",
             SpaceVerb::Resume => "space resume",
+            SpaceVerb::Archive => "space archive",
             SpaceVerb::Purge => "space purge",
         })
     }

@@ -160,7 +160,8 @@ fn with_target<T>(
     };
     let record = account_record::load(root, &space)?;
     // The isolated broker reads the streams as a user of the space: a suspended space (fenced
-    // before a move) is loaded there with an active JWT, minted in memory and never written.
+    // before a move), or an archived one (its JetStream off too), is loaded there with an
+    // active JWT, minted in memory and never written.
     let isolated_jwt = if observed_space.limits.is_suspended() {
         let broker = match crate::store::broker_record::load(root)? {
             crate::store::broker_record::Loaded::Valid((b, _)) => b,
@@ -173,6 +174,13 @@ fn with_target<T>(
         };
         let mut active = plan::applied_spec(observed_space);
         active.state = crate::model::SpaceState::Active;
+        // JetStream off (an archive's fence) is no storage limit to read it under.
+        let limits = &mut active.limits;
+        for size in [&mut limits.max_storage, &mut limits.max_memory] {
+            if *size == Some(crate::model::ByteSize(0)) {
+                *size = None;
+            }
+        }
         crate::mint::reissue(
             &broker,
             &record,

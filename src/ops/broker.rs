@@ -141,9 +141,14 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     for n in &observed.nodes {
         process::check_log(&n.files)?;
     }
-    if observed.inventory.spaces.is_empty() {
+    if observed
+        .inventory
+        .spaces
+        .values()
+        .all(|s| s.archived.is_some())
+    {
         return Err(Error::refused(
-            Diagnostic::new("this root holds no space yet, and a broker needs at least one.").next(
+            Diagnostic::new("this root holds no space to serve yet (none, or only archived ones), and a broker needs at least one.").next(
                 "add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`",
             ),
         ));
@@ -253,9 +258,9 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     let mut provisioning = plan::compute(&desired, &observed, &plan::Intent::default())?;
     provisioning.steps.retain(|s| {
         // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml
-        // (and not suspended there: a suspended account accepts no provisioner).
+        // (and not suspended or archived there: neither accepts a provisioner).
         matches!(s, Step::Provision { space, .. }
-            if observed.inventory.spaces.get(space).is_some_and(|o| !o.limits.is_suspended()))
+            if observed.inventory.spaces.get(space).is_some_and(|o| !o.limits.is_suspended() && o.archived.is_none()))
     });
     if !provisioning.is_empty() {
         // The executor runs them, with its journal and audit, as apply would.

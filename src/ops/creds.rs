@@ -65,7 +65,8 @@ pub fn mint(
 
 /// A user is handed out only for a space in service (the seed admits no traffic to a tenant
 /// that is still provisioning): refused, naming its state and what to run, for a space an
-/// interrupted apply is removing, one whose account the broker's config does not load yet (an
+/// interrupted apply is removing, an archived one (not served; creds handed out before work
+/// again once it is brought back), one whose account the broker's config does not load yet (an
 /// apply not finished), and one whose streams are not all created while its broker runs. A
 /// space whose streams wait only for `cotal up` (the broker stopped) and a suspended one (the
 /// creds work once it is resumed) are served.
@@ -81,6 +82,10 @@ fn refuse_unless_in_service(
             "an interrupted apply is removing it",
             "run `cotal apply` to finish the removal; a space of that name added again gets a new account",
         ),
+        State::Archived => (
+            "its account is left out of the broker's config (its data is kept on disk, unserved)",
+            "set state = \"active\" (or \"suspended\") in cotal.toml and run `cotal apply` to bring it back, then mint; creds handed out before connect again once it is back",
+        ),
         _ if !view.loaded => (
             "the broker's config does not load its account yet (an apply is not finished)",
             "run `cotal apply`, then mint",
@@ -91,10 +96,9 @@ fn refuse_unless_in_service(
         ),
         _ => return Ok(()),
     };
-    let state = if view.state == State::Removing {
-        "removing"
-    } else {
-        "provisioning"
+    let state = match view.state {
+        State::Removing | State::Archived => view.state.to_string(),
+        _ => "provisioning".to_string(),
     };
     Err(Error::refused(
         crate::diagnostic::Diagnostic::new(format!(

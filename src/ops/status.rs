@@ -163,6 +163,9 @@ pub struct SpaceStatus {
     /// Why, when and by whom it was suspended (a suspended space whose apply recorded it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub suspension: Option<crate::model::Suspension>,
+    /// When and by whom it was archived (its record says so).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub archived: Option<crate::model::Archival>,
     /// The applied limits (from the account JWT; absent: unlimited).
     pub limits: crate::model::Limits,
     /// On a running cluster: the fewest replicas of the space's streams, and whether every
@@ -310,6 +313,7 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
                 connections: s.usage.connections,
                 protect: s.protect_recorded,
                 suspension: s.suspension_recorded.clone(),
+                archived: s.archived.clone(),
                 limits: crate::plan::applied_spec(s).limits,
                 replicas: s.replication.map(|(n, _)| n),
                 replicas_current: s.replication.map(|(_, c)| c),

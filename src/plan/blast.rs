@@ -34,9 +34,20 @@ pub struct Blast {
     /// account and its credentials stay (a purge).
     #[serde(skip_serializing_if = "is_false", default)]
     pub emptied: bool,
+    /// What an archive keeps on disk, no longer served.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub kept_on_disk: Option<KeptOnDisk>,
     /// What happens to the other tenants.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub siblings: Option<String>,
+}
+
+/// The data an archived space keeps on disk: its messages and bytes when the live figures
+/// counted them (`None`: not counted).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeptOnDisk {
+    pub messages: Option<u64>,
+    pub bytes: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -91,6 +102,18 @@ impl Blast {
         if self.data_kept {
             parts.push("data kept".into());
         }
+        if let Some(k) = self.kept_on_disk {
+            parts.push(match (k.messages, k.bytes) {
+                (Some(m), Some(b)) => format!(
+                    "data kept on disk ({} message{}, {})",
+                    human_count(m),
+                    if m == 1 { "" } else { "s" },
+                    human_bytes(b)
+                ),
+                (None, Some(b)) => format!("data kept on disk ({})", human_bytes(b)),
+                _ => "data kept on disk (not counted: figures unavailable)".into(),
+            });
+        }
         if let Some(s) = &self.siblings {
             parts.push(s.clone());
         }
@@ -137,6 +160,7 @@ pub fn removal(space: &SpaceName, streams: &[StreamUsage], connections: Option<u
         data_uncounted: false,
         data_kept: false,
         emptied: false,
+        kept_on_disk: None,
         siblings: Some("no other space's streams are touched".into()),
     }
 }

@@ -112,6 +112,8 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
 
     let removals = removals::collect(desired, observed);
     guards::guard_removals(desired, &observed.inventory, &removals)?;
+    guards::guard_served(desired, &observed.inventory)?;
+    guards::guard_returns(desired, observed)?;
     guards::guard_cluster_removals(desired, observed, &removals)?;
     for node in &nodes {
         guards::guard_listener(observed, node)?;
@@ -138,7 +140,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     let described = describe::describe(desired, observed, &removals, &diff);
     let mut promotion =
         promotion::promotion(&trust, observed, &removals, &diff, system.as_ref(), &nodes)?;
-    let fence = super::fence::fence(observed, &removals, &described);
+    let fence = super::fence::fence(observed, &removals, &diff, &described);
     // The fence is a promotion of its own: the final one starts from the generation it made.
     if fence.is_some()
         && let Some(Step::PromoteConfig {

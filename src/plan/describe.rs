@@ -19,6 +19,7 @@ pub struct Described {
     pub removal_blasts: BTreeMap<SpaceName, Blast>,
     pub reissue_blasts: BTreeMap<SpaceName, Blast>,
     pub purge_blasts: BTreeMap<SpaceName, Blast>,
+    pub archive_blasts: BTreeMap<SpaceName, Blast>,
 }
 
 /// Describe every change of the plan.
@@ -51,9 +52,15 @@ pub fn describe(
         });
     }
     for name in diff.changed() {
-        let (change, reissue_blast, purge_blast) = existing(desired, observed, diff, name);
+        let (mut change, reissue_blast, purge_blast) = existing(desired, observed, diff, name);
         if let Some(b) = reissue_blast {
             out.reissue_blasts.insert(name.clone(), b);
+        }
+        if let Some(&archive) = diff.archivals.get(name) {
+            let b = archival(observed, desired, name, archive, &mut change);
+            change.blast.connections_dropped = b.connections_dropped;
+            change.blast.kept_on_disk = b.kept_on_disk;
+            out.archive_blasts.insert(name.clone(), b);
         }
         if let Some(b) = purge_blast {
             out.purge_blasts.insert(name.clone(), b);
@@ -63,6 +70,63 @@ pub fn describe(
     out.changes
         .sort_by(|a, b| (a.space.cmp(&b.space)).then((a.action as u8).cmp(&(b.action as u8))));
     out
+}
+
+/// An archive (`archive`) or a return from one, described into `change` (its state line
+/// first): the blast radius of its record step.
+fn archival(
+    observed: &Observed,
+    desired: &Desired,
+    name: &SpaceName,
+    archive: bool,
+    change: &mut SpaceChange,
+) -> Blast {
+    let space = &observed.inventory.spaces[name];
+    // The state the space is served in now, or will be in once back.
+    let served = |suspended: bool| {
+        if suspended {
+            SpaceState::Suspended
+        } else {
+            SpaceState::Active
+        }
+    };
+    let mut blast = Blast {
+        touched: vec![name.clone()],
+        ..Blast::default()
+    };
+    let lines = if archive {
+        let live = space.usage.source == UsageSource::Live;
+        blast.connections_dropped = space.usage.connections;
+        blast.kept_on_disk = Some(super::blast::KeptOnDisk {
+            messages: live
+                .then(|| {
+                    space
+                        .usage
+                        .streams
+                        .iter()
+                        .map(|s| s.messages)
+                        .sum::<Option<u64>>()
+                })
+                .flatten(),
+            bytes: live.then(|| space.usage.total_bytes()),
+        });
+        blast.siblings = Some("hot reload: every other space sees no dropped connection".into());
+        vec![
+            format!(
+                "state: {} -> archived",
+                served(space.limits.is_suspended())
+            ),
+            "its account leaves the config: no connection, subscription or stream of it is served; its record, keys, protection and data stay on disk".into(),
+        ]
+    } else {
+        let to = desired.spaces[name].state;
+        vec![
+            format!("state: archived -> {to}"),
+            "its account is loaded again: its streams come back from disk, and creds handed out before connect again".into(),
+        ]
+    };
+    change.details.splice(0..0, lines);
+    blast
 }
 
 /// A removal: what it destroys (or that it destroys everything, uncounted, without figures).
@@ -110,12 +174,16 @@ fn existing(
     };
     let mut reissue_blast = None;
     if let Some(reissue) = diff.reissues.get(name) {
-        details.extend(
-            reissue
-                .fields
-                .iter()
-                .map(|f| format!("{}: {} -> {}", f.field, f.from, f.to)),
-        );
+        // A space brought back from its archive gets its declared limits again: its archived
+        // record's (no connection, no JetStream) are not worth a line each.
+        if diff.archivals.get(name) != Some(&false) {
+            details.extend(
+                reissue
+                    .fields
+                    .iter()
+                    .map(|f| format!("{}: {} -> {}", f.field, f.from, f.to)),
+            );
+        }
         let live = space.usage.connections;
         if spec.state == SpaceState::Suspended && !space.limits.is_suspended() {
             blast.connections_dropped = live;
@@ -236,6 +304,14 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
         out.push(format!(
             "the broker runs but its live figures could not be read ({e}); blast radii show no message or connection counts"
         ));
+    }
+    for (name, space) in &observed.inventory.spaces {
+        if super::diff::still_running(observed, space) {
+            out.push(format!(
+                "the broker still runs the streams of archived space {} (a return that was rolled back after a client of it connected): nats-server keeps them until it restarts, and brings it back with them half-served; restart the broker (`cotal down`, `cotal up`) before bringing it back",
+                name.quoted()
+            ));
+        }
     }
     let mut by_token: BTreeMap<String, Vec<&SpaceName>> = BTreeMap::new();
     for name in desired.spaces.keys() {

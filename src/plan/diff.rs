@@ -29,6 +29,9 @@ pub struct Diff {
     /// Existing spaces whose lifecycle record's suspension is written (suspended, with the
     /// declared reason) or cleared (resumed).
     pub suspensions: BTreeMap<SpaceName, SuspensionChange>,
+    /// Existing spaces archived (`true`: their accounts leave the config) or brought back
+    /// (`false`: loaded again) by this plan.
+    pub archivals: BTreeMap<SpaceName, bool>,
     /// Existing spaces whose $SYS creds are (re)minted, and why.
     pub sys_creds: BTreeMap<SpaceName, String>,
     /// Existing spaces' provisioning work (missing or drifted streams), broker running.
@@ -48,6 +51,7 @@ impl Diff {
             .keys()
             .chain(self.protections.keys())
             .chain(self.suspensions.keys())
+            .chain(self.archivals.keys())
             .chain(self.sys_creds.keys())
             .chain(self.provisions.keys())
             .chain(self.purges.keys())
@@ -136,6 +140,19 @@ pub fn diff(
                 continue;
             }
         };
+        let archive = spec.state == SpaceState::Archived;
+        let archived = space.archived.is_some();
+        if archive != archived {
+            out.archivals.insert(name.clone(), archive);
+        }
+        if archive {
+            // Archived: its JWT, suspension record, $SYS creds, streams and channels stay as
+            // they are until it is brought back; only its protection is recorded.
+            if spec.protect != space.protect_recorded {
+                out.protections.insert(name.clone(), spec.protect);
+            }
+            continue;
+        }
         let expected = AccountLimits::for_space(spec);
         let revoking = space.revoked != space.revocations;
         let rotating = intent.rotate.accounts.contains(name);
@@ -181,7 +198,14 @@ pub fn diff(
             out.sys_creds.insert(name.clone(), why);
         }
         let purged = out.purges.contains_key(name);
-        if running && spec.state == SpaceState::Active {
+        if running && spec.state == SpaceState::Active && archived {
+            // Not loaded, so not observed: its streams come back with the reload that loads
+            // it, and the provisioning after it creates whatever is missing.
+            out.provisions.insert(
+                name.clone(),
+                vec!["its streams and buckets come back from disk with the reload; any missing is created".into()],
+            );
+        } else if running && spec.state == SpaceState::Active {
             let mut work = provisioning_work(name, space);
             if purged && work.is_empty() {
                 work.push("seed the default delivery class again".into());
@@ -210,6 +234,20 @@ pub fn diff(
         }
     }
     out
+}
+
+/// Whether an archived space's streams still run in the broker although its account is out
+/// of the config: a return from the archive that a client of the space reached (nats-server
+/// recovers an account's streams when it first uses it) and that was then rolled back.
+/// nats-server keeps such streams half-alive until it restarts: loaded again, the account's
+/// streams answer their API but not a direct get (a KV read). Measured on 2.15.1: a reload
+/// that loads it again with JetStream off does not stop them (the account is not in use
+/// then); a restart does.
+pub fn still_running(observed: &Observed, space: &ObservedSpace) -> bool {
+    space.archived.is_some()
+        && !observed.loads(&space.account_pub)
+        && space.usage.source == UsageSource::Live
+        && !space.usage.streams.is_empty()
 }
 
 /// What provisioning must do for an existing space, from live figures: missing streams and

@@ -291,6 +291,68 @@ pub fn guard_journal(observed: &Observed) -> Result<(), Refusal> {
     ))
 }
 
+/// A space is brought back from its archive only when the broker does not still run its
+/// streams half-alive ([`super::diff::still_running`]): it would serve them half.
+pub fn guard_returns(
+    desired: &Desired,
+    observed: &crate::observed::Observed,
+) -> Result<(), Refusal> {
+    let stale: Vec<&SpaceName> = observed
+        .inventory
+        .spaces
+        .iter()
+        .filter(|(name, space)| {
+            desired
+                .spaces
+                .get(*name)
+                .is_some_and(|s| s.state != crate::model::SpaceState::Archived)
+                && super::diff::still_running(observed, space)
+        })
+        .map(|(name, _)| name)
+        .collect();
+    if stale.is_empty() {
+        return Ok(());
+    }
+    Err(Diagnostic::new(format!(
+        "the broker still runs the streams of {} although {} archived (a return rolled back after a client of it connected): nats-server keeps them until it restarts, and loaded again they would answer their API but not a KV read.",
+        list(stale.iter().copied()),
+        if stale.len() == 1 { "it is" } else { "they are" }
+    ))
+    .blast(NOTHING_CHANGED)
+    .tenants(stale.into_iter().cloned())
+    .next("restart the broker (`cotal down`, then `cotal up`; every tenant reconnects), then apply again"))
+}
+
+/// A broker serves at least one space: a file whose every space is archived would leave the
+/// config with no account (nats-server is then no cotal broker).
+pub fn guard_served(desired: &Desired, inv: &Inventory) -> Result<(), Refusal> {
+    let archived = || {
+        desired
+            .spaces
+            .values()
+            .all(|s| s.state == crate::model::SpaceState::Archived)
+    };
+    if desired.spaces.is_empty() || !archived() {
+        return Ok(());
+    }
+    let newly: Vec<&SpaceName> = desired
+        .spaces
+        .keys()
+        .filter(|n| inv.spaces.get(*n).is_none_or(|s| s.archived.is_none()))
+        .collect();
+    Err(Diagnostic::new(format!(
+        "every space in cotal.toml is archived: the broker would serve no account, and it needs at least one{}.",
+        if newly.is_empty() {
+            String::new()
+        } else {
+            format!(" (archiving {})", list(newly.iter().copied()))
+        }
+    ))
+    .blast(NOTHING_CHANGED)
+    .tenants(newly.into_iter().cloned())
+    .next("keep at least one space active or suspended; to stop serving every tenant, stop the broker (`cotal down`)"))
+}
+
 /// Removal guards for removals the operator asks for now (journaled ones are finished): not
 /// the last space, not a protected one, not one with live local processes.
 pub fn guard_removals(

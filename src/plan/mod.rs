@@ -114,6 +114,10 @@ pub enum Reason {
     Removes { spaces: Vec<SpaceName> },
     /// The plan re-issues these spaces' JWTs.
     Reissues { spaces: Vec<SpaceName> },
+    /// The plan archives these spaces: their accounts leave the config.
+    Archives { spaces: Vec<SpaceName> },
+    /// The plan brings these archived spaces back: their accounts are loaded again.
+    Unarchives { spaces: Vec<SpaceName> },
     /// An imperative verb's own change of these spaces.
     Changes { spaces: Vec<SpaceName> },
     /// The plan re-issues the system account's JWT.
@@ -157,6 +161,8 @@ impl Reason {
             Reason::Adds { .. }
                 | Reason::Removes { .. }
                 | Reason::Reissues { .. }
+                | Reason::Archives { .. }
+                | Reason::Unarchives { .. }
                 | Reason::SystemAccount
         )
     }
@@ -168,6 +174,16 @@ impl std::fmt::Display for Reason {
             Reason::Adds { spaces } => write!(f, "adds {}", list(spaces)),
             Reason::Removes { spaces } => write!(f, "removes {}", list(spaces)),
             Reason::Reissues { spaces } => write!(f, "re-issues {}", list(spaces)),
+            Reason::Archives { spaces } => write!(
+                f,
+                "archives {} (left out of the config; data kept on disk)",
+                list(spaces)
+            ),
+            Reason::Unarchives { spaces } => write!(
+                f,
+                "brings back {} (loaded again, with the data kept on disk)",
+                list(spaces)
+            ),
             Reason::Changes { spaces } => write!(
                 f,
                 "changes {}",
@@ -240,11 +256,53 @@ pub fn list_some<'a>(names: impl IntoIterator<Item = &'a SpaceName>, shown: usiz
 /// How a promotion step's title begins (the journal records steps by title).
 pub const PROMOTION_TITLE: &str = "render server.conf from the inventory and promote it";
 
-/// A removed space the fence promotion keeps loaded, refusing everyone.
+/// A space the fence promotion keeps loaded, refusing everyone: a removed one (every user
+/// revoked, its streams deleted next), or one being archived (`archive`: JetStream off for
+/// the account, so the broker stops its streams and keeps their data on disk, before the final
+/// promotion leaves it out; its users stay valid for its return).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Fenced {
     pub space: SpaceName,
     pub account: String,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub archive: bool,
+}
+
+/// The title of a [`Step::Fence`]: what it does to the removed spaces, then to the archived
+/// ones.
+fn fence_title(spaces: &[Fenced], from: u64, to: u64) -> String {
+    let its = |n: usize| {
+        if n == 1 {
+            "its account"
+        } else {
+            "their accounts"
+        }
+    };
+    let (archived, removed): (Vec<&Fenced>, Vec<&Fenced>) = spaces.iter().partition(|f| f.archive);
+    let mut parts = Vec::new();
+    if !removed.is_empty() {
+        parts.push(format!(
+            "fence {}: re-issue {} with no connection and every user revoked",
+            list(removed.iter().map(|f| &f.space)),
+            its(removed.len())
+        ));
+    }
+    if !archived.is_empty() {
+        parts.push(format!(
+            "fence {} before the archive: re-issue {} with no connection and JetStream off (its streams stopped, their data kept on disk)",
+            list(archived.iter().map(|f| &f.space)),
+            its(archived.len())
+        ));
+    }
+    format!(
+        "{}, promote and reload (generation {from} -> {to}{})",
+        parts.join("; "),
+        if removed.is_empty() {
+            ""
+        } else {
+            "; commit point"
+        }
+    )
 }
 
 /// The steps apply executes, in order. Closed: the executor matches every variant.
@@ -265,22 +323,25 @@ pub enum Step {
     /// journal each removal committed (its commit point), write its record re-issued with no
     /// client or leaf connection and every user revoked (`*`), promote a config that still
     /// preloads it so fenced, reload every node and confirm each loads the fenced JWT and
-    /// refuses a fresh user. Advances the generation like a promotion; the final
-    /// [`Step::PromoteConfig`] drops the accounts after their data is deleted.
-    FenceRemovals {
+    /// refuses a fresh user. The spaces being archived are fenced by the same promotion, with
+    /// JetStream off instead of the revocation (nats-server stops their streams, keeping the
+    /// data; an account dropped with its streams running keeps them half-alive in the server,
+    /// and they are not served right when it is loaded again). Advances the generation like a
+    /// promotion; the final [`Step::PromoteConfig`] drops the accounts.
+    Fence {
         spaces: Vec<Fenced>,
         from_generation: u64,
         to_generation: u64,
         blast: Blast,
     },
     /// Delete a removed space's streams and buckets: the commit point of its removal (when no
-    /// [`Step::FenceRemovals`] passed it first).
+    /// [`Step::Fence`] passed it first).
     DeleteStreams {
         space: SpaceName,
         account: String,
         /// The commit point already passed in an interrupted apply.
         committed: bool,
-        /// A [`Step::FenceRemovals`] before it fences the space (and passes its commit point).
+        /// A [`Step::Fence`] before it fences the space (and passes its commit point).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         fenced: bool,
         blast: Blast,
@@ -335,6 +396,16 @@ pub enum Step {
     WriteSysCreds { space: SpaceName },
     /// Record the space's protection on disk beside its material.
     RecordProtection { space: SpaceName, protect: bool },
+    /// Mark the space's account record archived (`archived`: the promotion that follows leaves
+    /// the account out of the config, so nothing of it is served; its record, keys,
+    /// protection and JetStream data stay on disk), or clear the mark (the promotion loads the
+    /// same account again, and its streams come back from disk).
+    RecordArchive {
+        space: SpaceName,
+        account: String,
+        archived: bool,
+        blast: Blast,
+    },
     /// Record, in the space's lifecycle record, that it is suspended and why (`suspended`:
     /// the apply fills in when and by whom, and keeps them when only the reason changes), or
     /// clear the record of a resumed space.
@@ -379,7 +450,8 @@ impl Step {
         match &mut s {
             Step::DeleteStreams { blast, .. }
             | Step::PurgeStreams { blast, .. }
-            | Step::FenceRemovals { blast, .. } => *blast = Blast::default(),
+            | Step::RecordArchive { blast, .. }
+            | Step::Fence { blast, .. } => *blast = Blast::default(),
             Step::ReissueAccount { changes, blast, .. } => {
                 changes.clear();
                 *blast = Blast::default();
@@ -407,7 +479,7 @@ impl Step {
         match self {
             Step::FinishJournal { .. }
             | Step::PromoteConfig { .. }
-            | Step::FenceRemovals { .. }
+            | Step::Fence { .. }
             | Step::ReissueSystemAccount { .. } => None,
             Step::DeleteStreams { space, .. }
             | Step::PurgeStreams { space, .. }
@@ -416,6 +488,7 @@ impl Step {
             | Step::WriteSysCreds { space }
             | Step::RecordProtection { space, .. }
             | Step::RecordSuspension { space, .. }
+            | Step::RecordArchive { space, .. }
             | Step::Provision { space, .. }
             | Step::Reap { space, .. }
             | Step::WriteChannels { space, .. } => Some(space),
@@ -429,6 +502,7 @@ impl Step {
             Step::DeleteStreams { .. }
                 | Step::AddAccount { .. }
                 | Step::ReissueAccount { .. }
+                | Step::RecordArchive { .. }
                 | Step::ReissueSystemAccount { .. }
         )
     }
@@ -443,6 +517,7 @@ impl Step {
                 | Step::WriteSysCreds { .. }
                 | Step::RecordProtection { .. }
                 | Step::RecordSuspension { .. }
+                | Step::RecordArchive { .. }
         )
     }
 
@@ -452,20 +527,12 @@ impl Step {
             Step::FinishJournal { started_at, .. } => {
                 format!("finish the apply interrupted at {started_at}")
             }
-            Step::FenceRemovals {
+            Step::Fence {
                 spaces,
                 from_generation,
                 to_generation,
                 ..
-            } => format!(
-                "fence {}: re-issue {} with no connection and every user revoked, promote and reload (generation {from_generation} -> {to_generation}; commit point)",
-                list(spaces.iter().map(|f| &f.space)),
-                if spaces.len() == 1 {
-                    "its account"
-                } else {
-                    "their accounts"
-                }
-            ),
+            } => fence_title(spaces, *from_generation, *to_generation),
             Step::DeleteStreams {
                 space,
                 fenced: true,
@@ -554,6 +621,18 @@ impl Step {
             Step::RecordSuspension { space, .. } => {
                 format!("clear the suspension record of {}", space.quoted())
             }
+            Step::RecordArchive {
+                space,
+                archived: true,
+                ..
+            } => format!(
+                "archive {}: mark its record archived, so the promotion leaves its account out of the config (data kept on disk)",
+                space.quoted()
+            ),
+            Step::RecordArchive { space, .. } => format!(
+                "bring back {}: clear its archive mark, so the promotion loads its account again",
+                space.quoted()
+            ),
             Step::WriteSysCreds { space } => {
                 format!("write the $SYS credentials of {}", space.quoted())
             }
@@ -712,7 +791,7 @@ impl Plan {
         for step in &self.steps {
             match step {
                 Step::FinishJournal { .. } => steps.push(step.clone()),
-                Step::FenceRemovals {
+                Step::Fence {
                     spaces,
                     from_generation,
                     to_generation,
@@ -728,7 +807,7 @@ impl Plan {
                     } else {
                         let mut blast = blast.clone();
                         blast.touched.retain(|s| keep.contains(s));
-                        steps.push(Step::FenceRemovals {
+                        steps.push(Step::Fence {
                             spaces,
                             from_generation: *from_generation,
                             to_generation: *to_generation,

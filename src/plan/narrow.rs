@@ -56,7 +56,9 @@ pub fn applied_spec(space: &ObservedSpace) -> SpaceSpec {
     let l = &space.limits;
     let some = |v: i64| (v != UNLIMITED && v >= 0).then_some(v as u64);
     SpaceSpec {
-        state: if l.is_suspended() {
+        state: if space.archived.is_some() {
+            SpaceState::Archived
+        } else if l.is_suspended() {
             SpaceState::Suspended
         } else {
             SpaceState::Active

@@ -44,9 +44,7 @@ pub fn steps(
         });
     }
     let fenced: Vec<_> = match &fence {
-        Some(Step::FenceRemovals { spaces, .. }) => {
-            spaces.iter().map(|f| f.space.clone()).collect()
-        }
+        Some(Step::Fence { spaces, .. }) => spaces.iter().map(|f| f.space.clone()).collect(),
         _ => Vec::new(),
     };
     steps.extend(fence);
@@ -146,6 +144,23 @@ pub fn steps(
                 backfill: change.backfill,
             });
         }
+        if let Some(&archived) = diff.archivals.get(name) {
+            let mut blast = described
+                .archive_blasts
+                .get(name)
+                .cloned()
+                .unwrap_or_default();
+            // The fence before it evicted them already.
+            if fenced.contains(name) {
+                blast.connections_dropped = None;
+            }
+            steps.push(Step::RecordArchive {
+                space: name.clone(),
+                account: inv.spaces[name].account_pub.clone(),
+                archived,
+                blast,
+            });
+        }
         if diff.sys_creds.contains_key(name) {
             steps.push(Step::WriteSysCreds {
                 space: name.clone(),
@@ -186,7 +201,7 @@ pub fn steps(
     steps
 }
 
-/// The plan's promotions: the fence of its removals ([`Step::FenceRemovals`]) and the one
+/// The plan's promotions: the fence of its removals ([`Step::Fence`]) and the one
 /// config promotion ([`Step::PromoteConfig`]), each when there is one.
 #[derive(Debug, Default)]
 pub struct Promotions {
@@ -249,7 +264,7 @@ mod tests {
         .map(|s| match s {
             Step::FinishJournal { .. } => "finish",
             Step::ReissueSystemAccount { .. } => "system",
-            Step::FenceRemovals { .. } => "fence",
+            Step::Fence { .. } => "fence",
             Step::DeleteStreams { .. } => "delete",
             Step::PurgeStreams { .. } => "purge",
             Step::AddAccount { .. } => "add",
@@ -261,6 +276,7 @@ mod tests {
             Step::Provision { .. } => "provision",
             Step::Reap { .. } => "reap",
             Step::WriteChannels { .. } => "channels",
+            Step::RecordArchive { .. } => "archive",
         })
         .collect();
         assert_eq!(

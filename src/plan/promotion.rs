@@ -9,7 +9,7 @@ use super::removals::Removals;
 use super::system::SystemReissue;
 use super::{ConfigChange, NodeConfigChange, Pins, Plan, Reason, Step};
 use crate::desired::Desired;
-use crate::model::SpaceName;
+use crate::model::{SpaceName, SpaceState};
 use crate::observed::{BrokerTrust, GenerationState, Inventory, Observed};
 use crate::render::{self, Node, Preload, Token};
 use std::collections::BTreeMap;
@@ -34,14 +34,22 @@ pub fn reasons(
     if system.is_some() {
         reasons.push(Reason::SystemAccount);
     }
-    if !diff.adds.is_empty() {
+    // A space added archived is never loaded: its record is all it gets.
+    let served_adds: Vec<SpaceName> = diff
+        .adds
+        .iter()
+        .filter(|(_, spec)| spec.state != SpaceState::Archived)
+        .map(|(n, _)| n.clone())
+        .collect();
+    if !served_adds.is_empty() {
         reasons.push(Reason::Adds {
-            spaces: diff.adds.keys().cloned().collect(),
+            spaces: served_adds,
         });
     }
+    // Removed spaces the promoted config loads, or that the fence loads first.
     let still_loaded: Vec<SpaceName> = removals
         .iter()
-        .filter(|(_, r)| observed.loads(&r.account))
+        .filter(|(n, r)| observed.loads(&r.account) || super::fence::loads_archived(observed, n, r))
         .map(|(n, _)| n.clone())
         .collect();
     if !still_loaded.is_empty() {
@@ -54,12 +62,26 @@ pub fn reasons(
             spaces: diff.reissues.keys().cloned().collect(),
         });
     }
+    let archivals = |archive: bool| -> Vec<SpaceName> {
+        diff.archivals
+            .iter()
+            .filter(|(_, a)| **a == archive)
+            .map(|(n, _)| n.clone())
+            .collect()
+    };
+    let (archives, unarchives) = (archivals(true), archivals(false));
+    if !archives.is_empty() {
+        reasons.push(Reason::Archives { spaces: archives });
+    }
+    if !unarchives.is_empty() {
+        reasons.push(Reason::Unarchives { spaces: unarchives });
+    }
     // `base` is the inventory without the spaces this plan removes: what the promoted config
     // must hold when nothing is added or re-issued.
     let base: Vec<Preload> = inv
         .spaces
         .iter()
-        .filter(|(n, _)| !removals.leaving(inv, n))
+        .filter(|(n, s)| !removals.leaving(inv, n) && s.archived.is_none())
         .map(|(n, s)| Preload {
             space: n,
             account: &s.account_pub,
@@ -174,6 +196,7 @@ pub fn promotion(
         .filter(|p| {
             !diff.adds.contains_key(p.space)
                 && !diff.reissues.contains_key(p.space)
+                && !diff.archivals.contains_key(p.space)
                 && !completing(p.space)
         })
         .count();
@@ -263,7 +286,11 @@ fn projected_preloads<'a>(
     const NEW_ACCOUNT: &str = "<new account>";
     let mut out: BTreeMap<&SpaceName, Preload<'a>> = BTreeMap::new();
     for (name, space) in &inv.spaces {
-        if removals.leaving(inv, name) {
+        let archived = match diff.archivals.get(name) {
+            Some(&archive) => archive,
+            None => space.archived.is_some(),
+        };
+        if removals.leaving(inv, name) || archived {
             continue;
         }
         let token = if diff.reissues.contains_key(name) {
@@ -280,7 +307,10 @@ fn projected_preloads<'a>(
             },
         );
     }
-    for name in diff.adds.keys() {
+    for (name, spec) in &diff.adds {
+        if spec.state == SpaceState::Archived {
+            continue;
+        }
         out.insert(
             name,
             Preload {

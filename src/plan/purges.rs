@@ -121,6 +121,17 @@ pub fn collect(
                     name.quoted()
                 ),
             );
+        } else if spec.state == SpaceState::Archived || space.archived.is_some() {
+            say(
+                format!(
+                    "{} is archived: its account is not loaded, so no broker can empty its streams.",
+                    name.quoted()
+                ),
+                format!(
+                    "bring it back first (state = \"active\" for {} in cotal.toml, then `cotal apply`), then purge it; to drop its data for good, remove it",
+                    name.quoted()
+                ),
+            );
         } else if spec.state != SpaceState::Active || space.limits.is_suspended() {
             say(
                 format!(

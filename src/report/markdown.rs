@@ -82,7 +82,8 @@ pub fn markdown(plan: &Plan) -> String {
                 );
             }
             Step::DeleteStreams { blast, .. }
-            | Step::FenceRemovals { blast, .. }
+            | Step::Fence { blast, .. }
+            | Step::RecordArchive { blast, .. }
             | Step::PurgeStreams { blast, .. }
             | Step::ReissueAccount { blast, .. } => {
                 let _ = writeln!(

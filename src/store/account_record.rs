@@ -32,6 +32,11 @@ pub struct AccountKeys {
 pub struct AccountRecord {
     pub space: String,
     pub account: AccountKeys,
+    /// Set while the space is archived (`state = "archived"`): the render leaves the account
+    /// out. A cotal older than the archived state refuses such a record as corrupt rather
+    /// than load an archived account again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<crate::model::Archival>,
 }
 
 /// Parse a record's bytes.

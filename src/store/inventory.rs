@@ -24,6 +24,7 @@ pub struct ValidRecord {
     pub jwt: String,
     pub limits: jwt::AccountLimits,
     pub revocations: jwt::Revocations,
+    pub archived: Option<crate::model::Archival>,
 }
 
 /// Validate one namespace entry. Pure apart from its inputs.
@@ -101,6 +102,7 @@ pub fn validate(
         jwt: record.account.jwt,
         limits: claims.nats.limits,
         revocations: claims.nats.revocations,
+        archived: record.archived,
     })
 }
 
@@ -164,6 +166,7 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                         jwt: v.jwt,
                         limits: v.limits,
                         revocations: v.revocations,
+                        archived: v.archived,
                         revoked: Default::default(),
                         protect_recorded: false,
                         suspension_recorded: None,

@@ -82,6 +82,9 @@ impl Broker for Fake {
                     assert!(fingerprint.starts_with("sha256:"));
                     self.loaded.push(("route tls".into(), true))
                 }
+                Expectation::NoStreams { space, .. } => {
+                    self.loaded.push((format!("{space} stopped"), true))
+                }
             }
         }
         if self.verify_fails {
@@ -89,6 +92,17 @@ impl Broker for Fake {
         } else {
             Ok(())
         }
+    }
+    fn await_streams(
+        &mut self,
+        space: &SpaceName,
+        creds: &str,
+        _account: &str,
+        _streams: &[String],
+    ) -> Result<()> {
+        assert!(creds.contains("BEGIN NATS USER JWT"));
+        self.loaded.push((format!("{space} recovered"), true));
+        Ok(())
     }
     fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
         assert!(provisioner.contains("BEGIN NATS USER JWT"));

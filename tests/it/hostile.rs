@@ -62,7 +62,7 @@ fn corpus() -> Vec<Case> {
         toml("unknown top-level key", "version = 1\nmode = \"fast\"\n"),
         toml("unknown space key", "version = 1\n[spaces.a]\nowner = \"x\"\n"),
         toml("unknown limit", "version = 1\n[spaces.a.limits]\nmax_subs = 1\n"),
-        toml("bad state", "version = 1\n[spaces.a]\nstate = \"archived\"\n"),
+        toml("bad state", "version = 1\n[spaces.a]\nstate = \"retired\"\n"),
         toml("no version", "[spaces.a]\n"),
         toml("future version", "version = 2\n"),
         toml("version as a string", "version = \"1\"\n"),

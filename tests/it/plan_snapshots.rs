@@ -409,3 +409,141 @@ fn lowering_storage_below_use_says_so() {
         text(&p)
     );
 }
+
+/// `o` with `name` archived by an earlier apply: its record says so, and the promoted config
+/// and the generation are the rendering of the others.
+fn archived_in(mut o: Observed, name: &str) -> Observed {
+    let name = SpaceName::parse(name).unwrap();
+    let s = o.inventory.spaces.get_mut(&name).unwrap();
+    s.archived = Some(cotal::model::Archival {
+        at: "2026-12-01T00:00:00Z".into(),
+        by: "ops@broker".into(),
+    });
+    s.usage = Usage {
+        source: UsageSource::Store,
+        streams: vec![StreamUsage {
+            name: "CHAT_release".into(),
+            messages: None,
+            bytes: 4_000_000,
+        }],
+        connections: None,
+    };
+    let preloads = cotal::observed::preloads(&o.inventory.spaces);
+    let node = plan::nodes(&desired(""), &o).remove(0);
+    o.nodes[0].server_conf = Some(PromotedConfig::new(
+        render::server_conf(&trust(), &preloads, &node).unwrap(),
+    ));
+    o.generation = GenerationState::Valid(GenerationRecord {
+        generation: 5,
+        inventory_digest: render::preloads_digest(&preloads),
+    });
+    o
+}
+
+/// Issue 25, "archived: retained, not served": archiving a served space is one record step
+/// and the promotion that leaves its account out of the config, with the connections it
+/// evicts and the data it keeps on disk; archived, nothing else of it is planned (a limit
+/// change waits until it is back); bringing it back loads the same account and provisions
+/// whatever is missing; a file whose every space is archived is refused; and removing an
+/// archived space from a running broker fences it first, so the broker deletes the data it
+/// kept on disk.
+#[test]
+fn archiving_and_bringing_back_a_space() {
+    let mut o = observed(vec![
+        space(1, "design", &SpaceSpec::default()),
+        space(2, "release", &SpaceSpec::default()),
+    ]);
+    o.nodes[0].process = BrokerProcess::Running { pid: 42 };
+    let release = SpaceName::parse("release").unwrap();
+    let account = o.inventory.spaces[&release].account_pub.clone();
+    o.inventory.spaces.get_mut(&release).unwrap().usage = Usage {
+        source: UsageSource::Live,
+        streams: vec![StreamUsage {
+            name: "CHAT_release".into(),
+            messages: Some(5),
+            bytes: 1_024,
+        }],
+        connections: Some(3),
+    };
+    let archive = desired("[spaces.design]\n[spaces.release]\nstate = \"archived\"\n");
+    let p = plan::compute(&archive, &o, &Default::default()).unwrap();
+    assert!(!p.destroys_data(), "an archive destroys nothing");
+    let t = text(&p);
+    assert!(
+        t.contains("evicts 3 live connections; data kept on disk (5 messages, 1 KiB)"),
+        "{t}"
+    );
+    assert!(t.contains("archives \"release\""), "{t}");
+    let after = &p.config.as_ref().unwrap().after;
+    assert!(
+        !after.contains(&account),
+        "the config leaves it out: {after}"
+    );
+    insta::assert_snapshot!("archive_text", t);
+
+    // Archived: the same file plans nothing, and neither does a limit change.
+    let o = archived_in(o, "release");
+    let p = plan::compute(&archive, &o, &Default::default()).unwrap();
+    assert!(p.is_empty(), "{}", text(&p));
+    let limited = desired(
+        "[spaces.design]\n[spaces.release]\nstate = \"archived\"\n[spaces.release.limits]\nmax_connections = 5\n",
+    );
+    let p = plan::compute(&limited, &o, &Default::default()).unwrap();
+    assert!(p.is_empty(), "frozen while archived: {}", text(&p));
+
+    // Brought back: the same account, loaded again, its streams checked.
+    let back = desired("[spaces.design]\n[spaces.release]\n");
+    let p = plan::compute(&back, &o, &Default::default()).unwrap();
+    let kinds: Vec<&str> = p
+        .steps
+        .iter()
+        .map(|s| match s {
+            plan::Step::RecordArchive {
+                archived: false, ..
+            } => "unarchive",
+            plan::Step::PromoteConfig { .. } => "promote",
+            plan::Step::Provision { .. } => "provision",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["unarchive", "promote", "provision"], "{}", text(&p));
+    assert!(p.config.as_ref().unwrap().after.contains(&account));
+    insta::assert_snapshot!("unarchive_text", text(&p));
+
+    // Nothing served is no broker.
+    let none =
+        desired("[spaces.design]\nstate = \"archived\"\n[spaces.release]\nstate = \"archived\"\n");
+    let refused = refusal(&none, &o);
+    assert!(
+        refused.starts_with("exit 3:") && refused.contains("every space in cotal.toml is archived"),
+        "{refused}"
+    );
+
+    // Removed while archived and the broker runs: fenced (loaded, refusing everyone), so the
+    // broker deletes what it kept on disk, then dropped.
+    let p = plan::compute(&desired("[spaces.design]\n"), &o, &Default::default()).unwrap();
+    assert!(p.destroys_data());
+    assert!(
+        matches!(&p.steps[0], plan::Step::Fence { spaces, .. } if spaces[0].space == release),
+        "{}",
+        text(&p)
+    );
+    assert!(
+        p.steps
+            .iter()
+            .any(|s| matches!(s, plan::Step::PromoteConfig { .. })),
+        "the final promotion drops the account the fence loaded: {}",
+        text(&p)
+    );
+    // With the broker stopped, its store folder is deleted: no fence.
+    let mut stopped = o.clone();
+    stopped.nodes[0].process = BrokerProcess::Stopped;
+    let p = plan::compute(&desired("[spaces.design]\n"), &stopped, &Default::default()).unwrap();
+    assert!(
+        !p.steps
+            .iter()
+            .any(|s| matches!(s, plan::Step::Fence { .. })),
+        "{}",
+        text(&p)
+    );
+}

@@ -50,7 +50,7 @@ fn bad_files_are_refused_by_both() {
         "version = 1\n[spaces.\"\"]\n",
         "version = 1\n[spaces.\".\"]\n",
         "version = 1\n[spaces.\"..\"]\n",
-        "version = 1\n[spaces.a]\nstate = \"archived\"\n",
+        "version = 1\n[spaces.a]\nstate = \"retired\"\n",
         "version = 1\n[spaces.a]\nprotect = \"yes\"\n",
         "version = 1\n[spaces.a]\nlimit = {}\n",
         "version = 1\n[spaces.a.limits]\nmax_connections = 0\n",
