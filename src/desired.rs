@@ -211,7 +211,7 @@ struct RawMonitoring {
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawSpace {
-    state: Option<SpaceState>,
+    state: Option<Spanned<SpaceState>>,
     suspend_reason: Option<Spanned<String>>,
     protect: Option<bool>,
     limits: Option<RawLimits>,
@@ -350,7 +350,7 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         None => (BrokerSettings::default(), Desired::default().topology),
         Some(b) => broker_settings(b, &loc)?,
     };
-    if let Some(span) = cluster_span {
+    if let Some(span) = cluster_span.clone() {
         for (declared, table) in [
             (broker.monitoring.is_some(), "[broker.monitoring]"),
             (broker.websocket.is_some(), "[broker.websocket]"),
@@ -401,18 +401,26 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
             Some(l) => limits(l, &loc)?,
         }
         .or(&defaults);
+        let state = space.state.as_ref().map(|s| *s.get_ref());
+        if let (Some(SpaceState::Archived), Some(_), Some(s)) = (state, &cluster_span, &space.state)
+        {
+            return Err(loc.at(
+                s.span().start,
+                "state = \"archived\" is for one server: on a cluster, an archived account's replicated streams did not come back when it was loaded again (nats-server 2.15.1), so cotal does not archive there (suspend the space instead)",
+            ));
+        }
         if let Some(reason) = space.suspend_reason {
             let at = reason.span().start;
             let text = reason.into_inner();
             suspend_reasons.insert(
                 name.clone(),
-                suspend_reason(&text, space.state).map_err(|e| loc.at(at, e))?,
+                suspend_reason(&text, state).map_err(|e| loc.at(at, e))?,
             );
         }
         spaces.insert(
             name,
             SpaceSpec {
-                state: space.state.unwrap_or_default(),
+                state: state.unwrap_or_default(),
                 protect: space.protect.unwrap_or(false),
                 limits,
             },
@@ -958,6 +966,30 @@ max_storage = "10GiB"
         assert_eq!(
             ok.spaces.values().next().unwrap().limits.max_payload,
             Some(ByteSize(1 << 20))
+        );
+    }
+
+    #[test]
+    fn an_archive_on_a_cluster_is_refused_at_its_line() {
+        let cluster = "version = 1\n[cluster]\nname = \"c\"\n[[cluster.nodes]]\nname = \"n1\"\nport = 4222\ncluster_port = 6222\n[[cluster.nodes]]\nname = \"n2\"\nport = 4223\ncluster_port = 6223\n[[cluster.nodes]]\nname = \"n3\"\nport = 4224\ncluster_port = 6224\n";
+        let e = err(&format!("{cluster}[spaces.a]\nstate = \"archived\"\n"));
+        assert!(
+            e.starts_with("cotal.toml:17:9:") && e.contains("is for one server"),
+            "{e}"
+        );
+        assert!(
+            parse(
+                &format!("{cluster}[spaces.a]\nstate = \"suspended\"\n"),
+                "cotal.toml"
+            )
+            .is_ok()
+        );
+        assert!(
+            parse(
+                "version = 1\n[spaces.a]\nstate = \"archived\"\n[spaces.b]\n",
+                "cotal.toml"
+            )
+            .is_ok()
         );
     }
 

@@ -479,7 +479,11 @@ fn unserved_streams(ctx: &Context, space: &SpaceName, account: &str) -> Result<V
     }
     let mut unserved = std::collections::BTreeSet::new();
     for dir in ctx.observed.store_dirs() {
-        unserved.extend(jetstream_dir::streams(&dir, account)?.into_iter().map(|s| s.name));
+        unserved.extend(
+            jetstream_dir::streams(&dir, account)?
+                .into_iter()
+                .map(|s| s.name),
+        );
     }
     Ok(unserved.into_iter().collect())
 }

@@ -736,8 +736,11 @@ impl Broker for Running {
         account: &str,
         streams: &[String],
     ) -> Result<()> {
-        // A refused user is fine too: the lookup of its account is what enables it.
-        let _ = self.nats.try_connect(creds);
+        // On every node (each runs its replicas once it uses the account); a refused user is
+        // fine too: the lookup of its account is what enables it.
+        for t in &self.targets {
+            let _ = t.nats.try_connect(creds);
+        }
         self.recovered(account, streams).map_err(|why| {
             BrokerError::reply(format!("bringing {} back", space.quoted()), why).into()
         })

@@ -5,6 +5,7 @@
 //! (fenced first) or stopped; a backup of an archived space works; creds refuse it.
 
 use super::{Broker, Client, publish, wait_for};
+
 use crate::support::{stderr, stdout};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
