@@ -42,6 +42,24 @@ pub enum Event {
     SpaceFenced,
     #[serde(rename = "space.removed")]
     SpaceRemoved,
+    /// `cotal space backup` of a fenced space began a move: recorded on the source.
+    #[serde(rename = "relocation.started")]
+    RelocationStarted,
+    /// The moving space was found fenced (suspended or archived): no client writes to it.
+    #[serde(rename = "relocation.fenced")]
+    RelocationFenced,
+    /// The moving space's artifact is written; its digest is recorded.
+    #[serde(rename = "relocation.exported")]
+    RelocationExported,
+    /// A receipt from the destination was verified against the recorded artifact.
+    #[serde(rename = "relocation.verified")]
+    RelocationVerified,
+    /// The moved space was removed from the source.
+    #[serde(rename = "relocation.completed")]
+    RelocationCompleted,
+    /// A move's export failed, or the operator cancelled it.
+    #[serde(rename = "relocation.failed")]
+    RelocationFailed,
     /// A space's account left the config (archived): not served, data kept on disk.
     #[serde(rename = "space.archived")]
     SpaceArchived,

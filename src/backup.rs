@@ -293,6 +293,36 @@ fn copy_into(from: &Path, to: &Path, rel: &str, out: &mut Vec<FileEntry>) -> Res
 
 /// Read and verify an artifact: the manifest parses, names `space`, and every file is there with
 /// its checksum, and no stream folder is missing or extra.
+/// `sha256:` of an artifact's `manifest.json` (which holds the sha256 of every file): the
+/// artifact's identity, as a relocation records it and its receipt names it.
+pub fn manifest_digest(dir: &Path) -> Result<String> {
+    let path = dir.join(MANIFEST);
+    match atomic::read_no_follow(&path)? {
+        atomic::Found::File(bytes) => Ok(crate::digest::sha256(&bytes)),
+        _ => Err(Error::refused(format!(
+            "{} is not a regular file: the artifact is not complete",
+            path.display()
+        ))),
+    }
+}
+
+/// An artifact's manifest, parsed (not verified: [`verify_artifact`] does that).
+pub fn read_manifest(dir: &Path) -> Result<Manifest> {
+    let path = dir.join(MANIFEST);
+    match atomic::read_no_follow(&path)? {
+        atomic::Found::File(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
+            Error::refused(format!(
+                "{}: not a cotal space manifest: {e}",
+                path.display()
+            ))
+        }),
+        _ => Err(Error::refused(format!(
+            "{} is not a regular file: the artifact is not complete",
+            path.display()
+        ))),
+    }
+}
+
 pub fn verify_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     check_artifact(dir, space).map_err(|e| match e {
         Error::Refused(why) => Error::refused(

@@ -20,6 +20,7 @@
 //! | [`broker`] | the only async IO boundary: identity from `/proc`, the process, the system account's control plane, provisioning | edge (IO) |
 //! | [`store`] | every artifact under the root, one module each; atomic writes, no-follow reads | edge (IO) |
 //! | [`lifecycle`] | a space's derived state and servability | pure |
+//! | [`relocation`] | a space's move to another broker: the source's record, the destination's receipt, and the check of one against the other | pure |
 //! | [`streams`] | the one table of a space's streams and buckets | pure |
 //! | [`permissions`] | the permissions of every user cotal mints | pure |
 //! | [`jwt`] | typed NATS JWTs, signing and verification | pure |
@@ -77,6 +78,7 @@ pub mod operator;
 pub mod ops;
 pub mod permissions;
 pub mod plan;
+pub mod relocation;
 pub mod render;
 pub mod report;
 pub mod root_backup;

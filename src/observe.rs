@@ -492,6 +492,14 @@ fn local_facts(
             Err(_) => (true, None),
         };
     space.live_processes = space_dir::live_pids(root, name)?;
+    // Fail closed: a record that cannot be read is a move whose state is unknown.
+    space.relocation = match crate::store::relocation::load(root, name, &space.account_pub) {
+        Ok(r) => r,
+        Err(e) => Some(crate::relocation::Relocation::unreadable(
+            &space.account_pub,
+            &e.to_string(),
+        )),
+    };
     space.revoked = users::load(root, name, &space.account_pub)?.revoked;
     // An archived space is not loaded, so the broker does not report it (unless a return
     // rolled back left its streams running): its data is what its store folders hold.

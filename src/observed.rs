@@ -51,6 +51,8 @@ pub struct ObservedSpace {
     pub revoked: crate::jwt::Revocations,
     /// The archive its record holds: no config cotal renders preloads it.
     pub archived: Option<crate::model::Archival>,
+    /// Its move to another broker, when one is recorded (`cotal space backup` of it fenced).
+    pub relocation: Option<crate::relocation::Relocation>,
     /// Protection recorded on disk by the last apply (survives deletion from `cotal.toml`).
     pub protect_recorded: bool,
     /// The suspension the lifecycle record holds (why, when, by whom); `None` for an active

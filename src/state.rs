@@ -124,6 +124,9 @@ pub struct AppliedSpace {
     /// `archived`).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub archived: Option<crate::model::Archival>,
+    /// Its move to another broker, as the source records it (its removal needs the receipt).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub relocation: Option<crate::relocation::Relocation>,
     /// The revocations recorded for the next apply (`cotal creds revoke`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub revoked: Revocations,
@@ -223,6 +226,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
                         protect: s.protect_recorded,
                         suspension: s.suspension_recorded.clone(),
                         archived: s.archived.clone(),
+                        relocation: s.relocation.clone(),
                         revoked: s.revoked.clone(),
                         sys_creds: s.sys_creds_present,
                         sys_users: s.sys_users.clone(),
@@ -284,6 +288,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                 limits: claims.nats.limits,
                 revocations: claims.nats.revocations,
                 archived: s.archived.clone(),
+                relocation: s.relocation.clone(),
                 revoked: s.revoked.clone(),
                 protect_recorded: s.protect,
                 suspension_recorded: s.suspension.clone(),

@@ -25,6 +25,7 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
                 by: "ops@broker".into(),
             }
         }),
+        relocation: None,
         protect_recorded: spec.protect,
         suspension_recorded: None,
         usage: Usage::default(),

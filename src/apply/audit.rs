@@ -21,6 +21,22 @@ pub struct Auditor<'a> {
 }
 
 impl Auditor<'_> {
+    /// `relocation.verified` for a removal that ends a recorded move, before its commit point.
+    fn relocation_verified(&self, plan: &Plan, space: &SpaceName) -> Result<()> {
+        match super::relocation_of(plan, space) {
+            Some(digest) => self.write(
+                Event::RelocationVerified,
+                Some(space),
+                None,
+                &format!(
+                    "the destination's receipt {digest} names the artifact this root exported, with every stream's messages and last sequence: the removal may go on"
+                ),
+                None,
+            ),
+            None => Ok(()),
+        }
+    }
+
     pub fn write(
         &self,
         event: Event,
@@ -90,6 +106,7 @@ impl Auditor<'_> {
                         _ => None,
                     });
                     if let Some(blast) = uncommitted {
+                        self.relocation_verified(plan, &f.space)?;
                         self.write(
                             Event::SpaceRemovalStarted,
                             Some(&f.space),
@@ -107,13 +124,16 @@ impl Auditor<'_> {
                 fenced: false,
                 blast,
                 ..
-            } => self.write(
-                Event::SpaceRemovalStarted,
-                Some(space),
-                None,
-                "deleting its streams and buckets",
-                Some(Counts::of(blast)),
-            ),
+            } => {
+                self.relocation_verified(plan, space)?;
+                self.write(
+                    Event::SpaceRemovalStarted,
+                    Some(space),
+                    None,
+                    "deleting its streams and buckets",
+                    Some(Counts::of(blast)),
+                )
+            }
             Step::PurgeStreams {
                 space,
                 committed: false,
@@ -372,7 +392,19 @@ impl Auditor<'_> {
                 if outcome.reap_failures.iter().any(|f| &f.space == space) {
                     text.push_str("; some local material could not be reaped");
                 }
-                self.write(Event::SpaceRemoved, Some(space), after, &text, counts)
+                self.write(Event::SpaceRemoved, Some(space), after, &text, counts)?;
+                if let Some(digest) = super::relocation_of(plan, space) {
+                    self.write(
+                        Event::RelocationCompleted,
+                        Some(space),
+                        after,
+                        &format!(
+                            "moved: the destination verified the artifact (receipt {digest}), and the space is removed from this broker"
+                        ),
+                        None,
+                    )?;
+                }
+                Ok(())
             }
             _ => Ok(()),
         }

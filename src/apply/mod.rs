@@ -523,6 +523,18 @@ fn run(
     Ok(())
 }
 
+/// The receipt that proves the move `plan`'s removal of `space` ends, if it is one.
+pub(crate) fn relocation_of<'p>(plan: &'p Plan, space: &SpaceName) -> Option<&'p str> {
+    plan.steps.iter().find_map(|s| match s {
+        Step::DeleteStreams {
+            space: s,
+            relocation: Some(digest),
+            ..
+        } if s == space => Some(digest.as_str()),
+        _ => None,
+    })
+}
+
 /// The error of `step`, which failed with `e`: records written for a promotion that never took
 /// effect are put back, so the inventory never runs ahead of the broker (a lost lock touches
 /// nothing more); past the promotion the change is in force, and the error says so. Then the
@@ -591,7 +603,15 @@ fn run_step(
         } => system::reissue_system_account(
             ctx.root, record, state, *rotate, *evictor, revoke, handed_out,
         ),
-        Step::DeleteStreams { space, account, .. } => {
+        Step::DeleteStreams {
+            space,
+            account,
+            relocation,
+            ..
+        } => {
+            if let Some(digest) = relocation {
+                steps::record_relocation_verified(ctx, space, account, digest)?;
+            }
             steps::delete_streams(ctx, broker, state, space, account)
         }
         Step::PurgeStreams { space, account, .. } => {
@@ -644,6 +664,11 @@ fn run_step(
             from_generation,
             ..
         } => {
+            for f in spaces {
+                if let Some(digest) = relocation_of(plan, &f.space) {
+                    steps::record_relocation_verified(ctx, &f.space, &f.account, digest)?;
+                }
+            }
             steps::fence_records(ctx, record, state, spaces)?;
             let generations = promote::promote(
                 ctx,

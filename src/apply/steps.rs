@@ -59,6 +59,27 @@ pub fn fence_records(
     Ok(())
 }
 
+/// Record that the move of `space` is verified by the receipt with `digest`, before its
+/// removal's commit point: a re-run finishing the removal knows it ended the move.
+pub fn record_relocation_verified(
+    ctx: &Context,
+    space: &SpaceName,
+    account: &str,
+    digest: &str,
+) -> Result<()> {
+    let Some(mut moving) = crate::store::relocation::load(ctx.root, space, account)? else {
+        return Ok(());
+    };
+    if moving.phase == crate::relocation::Phase::Verified
+        && moving.receipt.as_deref() == Some(digest)
+    {
+        return Ok(());
+    }
+    moving.phase = crate::relocation::Phase::Verified;
+    moving.receipt = Some(digest.to_string());
+    crate::store::relocation::save(ctx.root, space, &moving)
+}
+
 /// A removal's commit point, then its teardown: the journal says the removal is committed (on
 /// disk) before anything is deleted, so a failure from here on leaves it to be finished.
 pub fn delete_streams(

@@ -44,6 +44,11 @@ pub struct ConfirmArgs {
     /// others get their config file for their next start (the plan says which).
     #[arg(long)]
     pub allow_degraded: bool,
+    /// The receipt `cotal space restore` wrote on the destination of a move: a space whose
+    /// move this root recorded (`cotal space backup` of it fenced) is removed only with it.
+    /// Repeat for several.
+    #[arg(long, value_name = "RECEIPT")]
+    pub relocated: Vec<std::path::PathBuf>,
 }
 
 pub fn run(global: &Global, args: Args) -> Result<i32> {
@@ -72,6 +77,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         Request {
             lock_timeout: confirm_args.lock_timeout,
             allow_degraded: confirm_args.allow_degraded,
+            relocated: confirm_args.relocated.clone(),
             ..req
         },
     )?;

@@ -10,7 +10,7 @@ use std::path::Path;
 
 pub fn backup(global: &Global, name: &str, dir: &Path, format: Format) -> Result<i32> {
     let root = global.root()?;
-    let manifest = crate::ops::backup::space_backup(&root, name, dir)?;
+    let (manifest, moving) = crate::ops::backup::space_backup(&root, name, dir)?;
     if format == Format::Json {
         print!(
             "{}",
@@ -29,6 +29,7 @@ pub fn backup(global: &Global, name: &str, dir: &Path, format: Format) -> Result
                         last_seq: s.last_seq,
                     })
                     .collect(),
+                relocation: moving.as_ref().map(documents::RelocationFigures::of),
             })
         );
         return Ok(0);
@@ -45,6 +46,17 @@ pub fn backup(global: &Global, name: &str, dir: &Path, format: Format) -> Result
             s.name, s.messages, s.first_seq, s.last_seq
         );
     }
+    if let Some(moving) = &moving {
+        let digest = moving
+            .artifact
+            .as_ref()
+            .map(|a| a.digest.as_str())
+            .unwrap_or_default();
+        println!(
+            "The space is fenced, so this export is a move (recorded, phase {}; artifact {digest}).\nNext: restore it on the destination (`cotal space restore {name} DIR --relocate`), then here `cotal space rm {name} --relocated RECEIPT` with the receipt it writes. Not moving? `cotal space relocation {name} --cancel`.",
+            moving.phase
+        );
+    }
     Ok(0)
 }
 
@@ -52,11 +64,11 @@ pub fn restore(
     global: &Global,
     name: &str,
     dir: &Path,
-    relocate: bool,
+    (relocate, receipt): (bool, Option<&Path>),
     format: Format,
 ) -> Result<i32> {
     let root = global.root()?;
-    let report = crate::ops::backup::space_restore(&root, name, dir, relocate)?;
+    let (report, receipt) = crate::ops::backup::space_restore(&root, name, dir, relocate, receipt)?;
     if format == Format::Json {
         print!(
             "{}",
@@ -76,6 +88,7 @@ pub fn restore(
                         last_seq: v.last_seq,
                     })
                     .collect(),
+                receipt: receipt.display().to_string(),
             })
         );
         return Ok(0);
@@ -90,6 +103,11 @@ pub fn restore(
             v.stream, v.messages, v.first_seq, v.last_seq
         );
     }
+    println!(
+        "Receipt of what was verified: {} (on the source of a move: `cotal space rm {name} --relocated {}`).",
+        receipt.display(),
+        receipt.display()
+    );
     println!("Next: `cotal up` serves it (provisioning adds the buckets a backup does not carry).");
     Ok(0)
 }

@@ -50,6 +50,9 @@ pub struct Args {
     /// a majority runs.
     #[arg(long)]
     pub allow_degraded: bool,
+    /// Plan as `cotal apply --relocated RECEIPT` would: the receipt of a move a removal ends.
+    #[arg(long, value_name = "RECEIPT")]
+    pub relocated: Vec<std::path::PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -100,6 +103,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     let (desired, digest) = observe::desired(&root)?;
     let intent = plan::Intent {
         allow_degraded: args.allow_degraded,
+        relocated: crate::ops::relocation::read_receipts(&args.relocated)?,
         ..Default::default()
     };
     let observed = match &args.state {

@@ -116,6 +116,10 @@ pub enum Command {
         /// The artifact comes from another account (another broker): move the space here.
         #[arg(long)]
         relocate: bool,
+        /// Where to write the receipt of what was verified, which the source of a move needs
+        /// to remove the space (default: `.cotal/space.<hex>/relocation-receipt.json`).
+        #[arg(long, value_name = "FILE")]
+        receipt: Option<std::path::PathBuf>,
         /// `json`: one versioned document of what was restored and verified
         /// (`schemas/space-restore.schema.json`).
         #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
@@ -131,6 +135,24 @@ pub enum Command {
         #[arg(long, value_parser = super::parse_duration, default_value = "0")]
         lock_timeout: std::time::Duration,
         /// `json`: one versioned document of what was closed (`schemas/space-evict.schema.json`).
+        #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
+        format: super::status_cmd::Format,
+    },
+    /// Show a space's recorded move to another broker (`cotal space backup` of it fenced
+    /// records one), or end it without a removal (`--cancel`, audited).
+    #[command(
+        after_help = "Examples:\n  cotal space relocation design\n  cotal space relocation design --cancel   # the space is not moving after all"
+    )]
+    Relocation {
+        /// The space.
+        name: String,
+        /// End the recorded move: its removal then needs no receipt.
+        #[arg(long)]
+        cancel: bool,
+        /// How long to wait for the root's lock (with `--cancel`).
+        #[arg(long, value_parser = super::parse_duration, default_value = "0")]
+        lock_timeout: std::time::Duration,
+        /// `json`: one versioned document (`schemas/space-relocation.schema.json`).
         #[arg(long, value_enum, default_value_t = super::status_cmd::Format::Text)]
         format: super::status_cmd::Format,
     },
@@ -287,6 +309,12 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             )
         }
         Command::List { format } => list(&root, format),
+        Command::Relocation {
+            name,
+            cancel,
+            lock_timeout,
+            format,
+        } => relocation(&root, &name, cancel, lock_timeout, format),
         Command::Backup { name, dir, format } => {
             super::backup_cmd::backup(global, &name, &dir, format)
         }
@@ -294,8 +322,11 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             name,
             dir,
             relocate,
+            receipt,
             format,
-        } => super::backup_cmd::restore(global, &name, &dir, relocate, format),
+        } => {
+            super::backup_cmd::restore(global, &name, &dir, (relocate, receipt.as_deref()), format)
+        }
     }
 }
 
@@ -326,6 +357,61 @@ fn set_state(
             ..Request::default()
         },
     )
+}
+
+fn relocation(
+    root: &crate::store::Root,
+    name: &str,
+    cancel: bool,
+    lock_timeout: std::time::Duration,
+    format: super::status_cmd::Format,
+) -> Result<i32> {
+    use crate::report::documents;
+    let moving = crate::ops::relocation::show_or_cancel(root, name, cancel, lock_timeout)?;
+    if format == super::status_cmd::Format::Json {
+        print!(
+            "{}",
+            documents::pretty(&documents::SpaceRelocation {
+                format_version: documents::FORMAT_VERSION,
+                space: name.to_string(),
+                relocation: moving.as_ref().map(documents::RelocationFigures::of),
+                cancelled: cancel && moving.is_some(),
+            })
+        );
+        return Ok(0);
+    }
+    let Some(m) = moving else {
+        println!("{name:?} is not moving: no relocation is recorded.");
+        return Ok(0);
+    };
+    let artifact = m
+        .artifact
+        .as_ref()
+        .map(|a| {
+            format!(
+                "; artifact {} exported to {} at {}",
+                a.digest, a.path, a.exported_at
+            )
+        })
+        .unwrap_or_default();
+    if cancel {
+        println!(
+            "Cancelled the move of {name:?} (it was at phase {}{artifact}); its removal needs no receipt now.",
+            m.phase
+        );
+    } else {
+        println!(
+            "{name:?} is moving: phase {}, started at {} by {}{artifact}{}.",
+            m.phase,
+            m.started_at,
+            m.by,
+            m.receipt
+                .as_ref()
+                .map(|r| format!("; verified by receipt {r}"))
+                .unwrap_or_default()
+        );
+    }
+    Ok(0)
 }
 
 fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<i32> {

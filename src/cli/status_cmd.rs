@@ -366,6 +366,19 @@ fn space_table(out: &mut String, s: &Status) {
         if !sp.view.why_not.is_empty() && !sp.view.servable {
             let _ = writeln!(out, "{:<20} ({})", "", sp.view.why_not.join(", "));
         }
+        if let Some(m) = &sp.relocation {
+            let _ = writeln!(
+                out,
+                "{:<20} moving to another broker: phase {}{} (`cotal space relocation {}`)",
+                "",
+                m.phase,
+                m.artifact
+                    .as_ref()
+                    .map(|a| format!(", artifact {}", a.digest))
+                    .unwrap_or_default(),
+                sp.name
+            );
+        }
         if let Some(s) = &sp.suspension {
             let _ = writeln!(
                 out,

@@ -66,6 +66,9 @@ pub struct Request<'a> {
     pub lock_timeout: Duration,
     /// Proceed with a quorum of a cluster's nodes (`--allow-degraded`).
     pub allow_degraded: bool,
+    /// Receipt files of moves (`--relocated`): a removal of a space whose relocation is
+    /// recorded needs its destination's.
+    pub relocated: Vec<std::path::PathBuf>,
 }
 
 /// An apply planned under the lock, not yet executed.
@@ -98,6 +101,7 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
         rotate: req.rotate,
         purge: req.purge,
         allow_degraded: req.allow_degraded,
+        relocated: crate::ops::relocation::read_receipts(&req.relocated)?,
     };
     let observed = observe::observe(root, &desired, digest)?;
     // What was observed is only this cotal's to act on while its lock is still the root's.

@@ -8,29 +8,62 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::{BrokerProcess, BrokerRecordState, JournalState};
+use crate::ops::relocation;
 use crate::store::{Root, account_record, cut, lock};
 use crate::{apply, observe, plan, root_backup};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Duration;
 
-/// Back up space `name` of a preserved store into `dir`.
-pub fn space_backup(root: &Root, name: &str, dir: &Path) -> Result<Manifest> {
-    with_target(root, name, "cotal space backup", |root, target, tenants| {
-        // Audited before the export, fail-closed: no artifact leaves unrecorded.
-        crate::credentials::audit(
-            root,
-            crate::audit::Event::SpaceBackedUp,
-            target.space,
-            format!("export of its streams to {} begun", dir.display()),
-        )?;
-        backup::backup(root, target, tenants, dir)
-    })
+/// Back up space `name` of a preserved store into `dir`. A fenced space (suspended or
+/// archived) is being moved: its relocation is recorded around the export (returned), and its
+/// removal then needs the destination's receipt.
+pub fn space_backup(
+    root: &Root,
+    name: &str,
+    dir: &Path,
+) -> Result<(Manifest, Option<crate::relocation::Relocation>)> {
+    with_target(
+        root,
+        name,
+        "cotal space backup",
+        |root, target, tenants, space| {
+            // Audited before the export, fail-closed: no artifact leaves unrecorded.
+            crate::credentials::audit(
+                root,
+                crate::audit::Event::SpaceBackedUp,
+                target.space,
+                format!("export of its streams to {} begun", dir.display()),
+            )?;
+            if !relocation::fenced(space) {
+                return Ok((backup::backup(root, target, tenants, dir)?, None));
+            }
+            let moving = relocation::begin(root, target.space, space)?;
+            match backup::backup(root, target, tenants, dir) {
+                Ok(manifest) => {
+                    let moving = relocation::exported(root, target.space, moving, dir, &manifest)?;
+                    Ok((manifest, Some(moving)))
+                }
+                Err(e) => {
+                    relocation::failed(root, target.space, &e)?;
+                    Err(e)
+                }
+            }
+        },
+    )
 }
 
-/// Restore space `name` from `dir` into a preserved store, verified against its manifest.
-pub fn space_restore(root: &Root, name: &str, dir: &Path, relocate: bool) -> Result<Vec<Verified>> {
-    with_target(root, name, "cotal space restore", |root, target, _| {
+/// Restore space `name` from `dir` into a preserved store, verified against its manifest, and
+/// write the receipt of what was verified (to `receipt`, or the space's folder): the source of
+/// a move removes the space with it. Returns what was verified and where the receipt is.
+pub fn space_restore(
+    root: &Root,
+    name: &str,
+    dir: &Path,
+    relocate: bool,
+    receipt: Option<&Path>,
+) -> Result<(Vec<Verified>, std::path::PathBuf)> {
+    with_target(root, name, "cotal space restore", |root, target, _, _| {
         crate::credentials::audit(
             root,
             crate::audit::Event::SpaceRestored,
@@ -45,7 +78,9 @@ pub fn space_restore(root: &Root, name: &str, dir: &Path, relocate: bool) -> Res
                 }
             ),
         )?;
-        backup::restore(root, target, dir, relocate)
+        let verified = backup::restore(root, target, dir, relocate)?;
+        let written = relocation::write_receipt(root, target.space, dir, &verified, receipt)?;
+        Ok((verified, written))
     })
 }
 
@@ -101,7 +136,12 @@ fn with_target<T>(
     root: &Root,
     name: &str,
     verb: &str,
-    work: impl FnOnce(&Root, &Target, &BTreeMap<String, SpaceName>) -> Result<T>,
+    work: impl FnOnce(
+        &Root,
+        &Target,
+        &BTreeMap<String, SpaceName>,
+        &crate::observed::ObservedSpace,
+    ) -> Result<T>,
 ) -> Result<T> {
     let space = recorded_name(root, name)?;
     let (desired, digest) = observe::desired(root)?;
@@ -209,5 +249,5 @@ fn with_target<T>(
         signing_seed: &record.account.signing_seed,
         store_dir: &observed.first().store_dir,
     };
-    work(root, &target, &tenants)
+    work(root, &target, &tenants, observed_space)
 }

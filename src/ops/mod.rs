@@ -9,6 +9,7 @@ pub mod broker;
 pub mod creds;
 pub mod evict;
 pub mod init;
+pub mod relocation;
 pub mod routes;
 pub mod space_list;
 pub mod state;

@@ -166,6 +166,9 @@ pub struct SpaceStatus {
     /// When and by whom it was archived (its record says so).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub archived: Option<crate::model::Archival>,
+    /// Its move to another broker, as this (source) root records it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relocation: Option<crate::relocation::Relocation>,
     /// The applied limits (from the account JWT; absent: unlimited).
     pub limits: crate::model::Limits,
     /// On a running cluster: the fewest replicas of the space's streams, and whether every
@@ -314,6 +317,7 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
                 protect: s.protect_recorded,
                 suspension: s.suspension_recorded.clone(),
                 archived: s.archived.clone(),
+                relocation: s.relocation.clone(),
                 limits: crate::plan::applied_spec(s).limits,
                 replicas: s.replication.map(|(n, _)| n),
                 replicas_current: s.replication.map(|(_, c)| c),

@@ -110,8 +110,9 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     guards::guard_nodes(desired, observed, intent)?;
     let nodes = nodes(desired, observed);
 
-    let removals = removals::collect(desired, observed);
+    let mut removals = removals::collect(desired, observed);
     guards::guard_removals(desired, &observed.inventory, &removals)?;
+    let receipt_warnings = super::relocations::prove(observed, &mut removals, &intent.relocated)?;
     guards::guard_served(desired, &observed.inventory)?;
     guards::guard_returns(desired, observed)?;
     guards::guard_cluster_removals(desired, observed, &removals)?;
@@ -188,6 +189,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
             .chain(describe::channel_warnings(desired, observed, &diff))
             .chain(super::tls::warnings(desired, observed))
             .chain(not_started)
+            .chain(receipt_warnings)
             .collect(),
         changes: described.changes,
         steps,

@@ -453,6 +453,7 @@ mod tests {
             account: "AGONE".into(),
             committed: false,
             journaled: false,
+            receipt: None,
         };
         let (change, blast) = removal(&o, &name("gone"), &r);
         assert_eq!(change.action, Action::Remove);

@@ -189,6 +189,7 @@ mod tests {
                     account: o.inventory.spaces[&name(n)].account_pub.clone(),
                     committed: false,
                     journaled: false,
+                    receipt: None,
                 },
             )]
             .into(),

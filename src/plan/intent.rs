@@ -1,5 +1,5 @@
 //! What one run asks beyond `cotal.toml`: keys to rotate (`cotal rotate`), spaces to empty
-//! (`cotal space purge`), and whether to proceed
+//! (`cotal space purge`), the receipts of moves (`--relocated`), and whether to proceed
 //! with nodes down (`--allow-degraded`). The plan's third input, next to the desired state and
 //! the observation; never read from the file, so a file always means the same plan.
 
@@ -16,6 +16,9 @@ pub struct Intent {
     pub purge: BTreeSet<SpaceName>,
     /// Proceed when a quorum of the nodes runs and the others do not (`--allow-degraded`).
     pub allow_degraded: bool,
+    /// Receipts of moves (`--relocated FILE`), each with the digest of its file: a removal
+    /// of a space whose relocation is recorded needs the one its destination wrote.
+    pub relocated: Vec<(String, crate::relocation::Receipt)>,
 }
 
 /// Keys to replace in this run.

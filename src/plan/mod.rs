@@ -25,6 +25,7 @@ mod narrow;
 mod order;
 mod promotion;
 mod purges;
+mod relocations;
 mod removals;
 mod system;
 pub mod tls;
@@ -344,6 +345,11 @@ pub enum Step {
         /// A [`Step::Fence`] before it fences the space (and passes its commit point).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         fenced: bool,
+        /// The space's recorded move to another broker ends with this removal: the digest of
+        /// the receipt that proved it (recorded before the commit point, audited
+        /// `relocation.verified`, then `relocation.completed` once the space is reaped).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        relocation: Option<String>,
         blast: Blast,
     },
     /// Empty every stream and bucket of a space through the running broker, keeping their

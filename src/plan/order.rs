@@ -54,6 +54,7 @@ pub fn steps(
             account: r.account.clone(),
             committed: r.committed,
             fenced: fenced.contains(name),
+            relocation: r.receipt.clone(),
             blast: described
                 .removal_blasts
                 .get(name)

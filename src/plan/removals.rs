@@ -14,6 +14,9 @@ pub struct Removal {
     pub committed: bool,
     /// Named by the open journal (finished whatever `cotal.toml` says).
     pub journaled: bool,
+    /// The digest of the receipt that proves the space's recorded move ([`super::relocations`]);
+    /// `None` for a space that is not moving.
+    pub receipt: Option<String>,
 }
 
 /// The plan's removals by space name.
@@ -52,6 +55,7 @@ pub fn collect(desired: &Desired, observed: &Observed) -> Removals {
                     account: r.account.clone(),
                     committed: r.committed,
                     journaled: true,
+                    receipt: None,
                 },
             );
         }
@@ -64,6 +68,7 @@ pub fn collect(desired: &Desired, observed: &Observed) -> Removals {
                     account: space.account_pub.clone(),
                     committed: false,
                     journaled: false,
+                    receipt: None,
                 },
             );
         }

@@ -274,6 +274,37 @@ pub struct SpaceBackup {
     pub account: String,
     pub dir: String,
     pub streams: Vec<StreamFigures>,
+    /// The move this export recorded (the space was fenced): its phase and the artifact's
+    /// digest, which the destination's receipt must name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub relocation: Option<RelocationFigures>,
+}
+
+/// A recorded move, as `space backup` and `space relocation` report it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RelocationFigures {
+    pub phase: String,
+    pub started_at: String,
+    pub by: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact_digest: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub artifact_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
+}
+
+impl RelocationFigures {
+    pub fn of(r: &crate::relocation::Relocation) -> RelocationFigures {
+        RelocationFigures {
+            phase: r.phase.to_string(),
+            started_at: r.started_at.clone(),
+            by: r.by.clone(),
+            artifact_digest: r.artifact.as_ref().map(|a| a.digest.clone()),
+            artifact_path: r.artifact.as_ref().map(|a| a.path.clone()),
+            receipt: r.receipt.clone(),
+        }
+    }
 }
 
 /// What `space restore` wrote, each stream verified against the artifact's manifest on an
@@ -286,6 +317,18 @@ pub struct SpaceRestore {
     /// The artifact came from another account (`--relocate`).
     pub relocated: bool,
     pub verified: Vec<StreamFigures>,
+    /// The receipt written for the source of a move (`--relocated` there).
+    pub receipt: String,
+}
+
+/// A space's recorded move (`space relocation`), and whether this run cancelled it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SpaceRelocation {
+    pub format_version: u32,
+    pub space: String,
+    /// `null`: no move is recorded.
+    pub relocation: Option<RelocationFigures>,
+    pub cancelled: bool,
 }
 
 /// What `space evict` closed (`broker_running: false`: nothing to close).

@@ -167,6 +167,7 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                         limits: v.limits,
                         revocations: v.revocations,
                         archived: v.archived,
+                        relocation: None,
                         revoked: Default::default(),
                         protect_recorded: false,
                         suspension_recorded: None,

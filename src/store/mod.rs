@@ -18,6 +18,7 @@ pub mod lock;
 pub mod paths;
 pub mod record;
 pub mod registry_cache;
+pub mod relocation;
 pub mod route_rotation;
 pub mod server_conf;
 pub mod space_dir;

@@ -346,6 +346,8 @@ pub enum SpaceFile {
     /// Every $SYS user minted for the space and not expired yet (public keys only), so a
     /// suspension or removal revokes the replaced ones too.
     SysUsers,
+    /// The space's move to another broker, recorded on the source (no secret).
+    Relocation,
 }
 
 impl SpaceFile {
@@ -357,6 +359,7 @@ impl SpaceFile {
             SpaceFile::Membership => "membership.json",
             SpaceFile::Users => "users.json",
             SpaceFile::SysUsers => "sys-users.json",
+            SpaceFile::Relocation => "relocation.json",
         }
     }
 }

@@ -16,6 +16,7 @@ const PURE: &[&str] = &[
     "src/digest.rs",
     "src/observed.rs",
     "src/lifecycle.rs",
+    "src/relocation.rs",
     "src/permissions.rs",
     "src/streams.rs",
     "src/edit.rs",

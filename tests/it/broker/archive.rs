@@ -210,7 +210,31 @@ fn an_archived_space_is_not_served_keeps_its_data_and_comes_back_whole() {
         chat["messages"], 2,
         "the archived space's messages: {manifest}"
     );
+    // An archived space is fenced: its export is a move, whose removal needs the receipt. Not
+    // moving after all: cancelled (audited), then removed.
     b.desire("[spaces.design]\n\n[spaces.release]\nstate = \"archived\"\n");
+    let refused = b
+        .root
+        .cotal(&["apply", "--auto-approve", "--allow-destroy"])
+        .assert()
+        .code(3);
+    assert!(
+        stderr(&refused).contains("is being moved"),
+        "{}",
+        stderr(&refused)
+    );
+    let cancelled = b
+        .root
+        .cotal(&["space", "relocation", "ops", "--cancel"])
+        .assert()
+        .success();
+    assert!(
+        stdout(&cancelled).contains("Cancelled the move"),
+        "{}",
+        stdout(&cancelled)
+    );
+    let audit = std::fs::read_to_string(b.root.file(".cotal/audit.jsonl")).unwrap();
+    assert!(audit.contains("\"relocation.failed\"") && audit.contains("cancelled by the operator"));
     b.root
         .cotal(&["apply", "--auto-approve", "--allow-destroy"])
         .assert()

@@ -1032,10 +1032,33 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
         .cotal(&["down", "--preserve-state"])
         .assert()
         .success();
-    a.root
+    let exported = a
+        .root
         .cotal(&["space", "backup", "design", dir_s])
         .assert()
         .success();
+    assert!(
+        stdout(&exported).contains("this export is a move (recorded, phase exported"),
+        "{}",
+        stdout(&exported)
+    );
+    // The export of the fenced space is a recorded move, with the artifact's digest.
+    let moving = a
+        .root
+        .cotal(&["space", "relocation", "design", "--format", "json"])
+        .assert()
+        .success();
+    let moving: serde_json::Value = serde_json::from_str(&stdout(&moving)).unwrap();
+    crate::support::assert_valid_for("schemas/space-relocation.schema.json", &moving);
+    assert_eq!(moving["relocation"]["phase"], "exported", "{moving}");
+    let digest = moving["relocation"]["artifact_digest"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        digest,
+        cotal::digest::sha256(&std::fs::read(dir.join("manifest.json")).unwrap())
+    );
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["space"], "design");
@@ -1076,10 +1099,23 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
         .assert()
         .code(3);
     assert!(crate::support::stderr(&out).contains("--relocate"));
+    let receipt = artifact.path().join("receipt.json");
     let restored = b_root
-        .cotal(&["space", "restore", "design", dir_s, "--relocate"])
+        .cotal(&[
+            "space",
+            "restore",
+            "design",
+            dir_s,
+            "--relocate",
+            "--receipt",
+            receipt.to_str().unwrap(),
+        ])
         .assert()
         .success();
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&receipt).unwrap()).unwrap();
+    assert_eq!(written["artifact_digest"], digest.as_str());
+    assert_eq!(written["source_account"], a.root.account_pub("design"));
     assert!(
         stdout(&restored)
             .contains("TASK_design                         3 messages  sequences 1..3  ok"),
@@ -1130,13 +1166,60 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
         );
     });
 
-    // Only now, with B verified, the space leaves A.
-    a.root
-        .cotal(&["space", "rm", "design", "--auto-approve", "--allow-destroy"])
-        .assert()
-        .success();
+    // Only now, with B verified, the space leaves A: its removal needs B's receipt, and only
+    // one of the artifact A exported, counting what A exported.
+    let rm = |extra: &[&str]| {
+        let mut args = vec!["space", "rm", "design", "--auto-approve", "--allow-destroy"];
+        args.extend_from_slice(extra);
+        a.root.cotal(&args).assert()
+    };
+    let refused = rm(&[]).code(3);
+    let why = crate::support::stderr(&refused);
+    assert!(
+        why.contains("is being moved")
+            && why.contains("phase exported")
+            && why.contains("--relocated"),
+        "{why}"
+    );
+    let forged = artifact.path().join("forged.json");
+    let mut other = written.clone();
+    other["artifact_digest"] = serde_json::json!(format!("sha256:{}", "0".repeat(64)));
+    std::fs::write(&forged, serde_json::to_vec(&other).unwrap()).unwrap();
+    let refused = rm(&["--relocated", forged.to_str().unwrap()]).code(3);
+    assert!(
+        crate::support::stderr(&refused).contains("does not prove it"),
+        "{}",
+        crate::support::stderr(&refused)
+    );
+    let mut short = written.clone();
+    short["streams"][0]["messages"] = serde_json::json!(0);
+    std::fs::write(&forged, serde_json::to_vec(&short).unwrap()).unwrap();
+    rm(&["--relocated", forged.to_str().unwrap()]).code(3);
+    assert!(a.space_status("design").is_some(), "nothing was removed");
+    rm(&["--relocated", receipt.to_str().unwrap()]).success();
     assert!(a.space_status("design").is_none());
     assert_eq!(a.space_status("release").unwrap()["servable"], true);
+    let audit = a
+        .root
+        .cotal(&["audit", "--space", "design", "--format", "json"])
+        .assert()
+        .success();
+    let moves: Vec<String> = stdout(&audit)
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter_map(|e| e["event"].as_str().map(str::to_string))
+        .filter(|e| e.starts_with("relocation."))
+        .collect();
+    assert_eq!(
+        moves,
+        [
+            "relocation.started",
+            "relocation.fenced",
+            "relocation.exported",
+            "relocation.verified",
+            "relocation.completed"
+        ]
+    );
 }
 
 #[test]
