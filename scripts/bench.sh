@@ -4,6 +4,8 @@
 #
 #   apply adding one space to a running broker of N spaces   vs the broker's own reload of it
 #     (the first apply after `up`, which reads every registry, and the next one)
+#   apply removing one space from it (the fence's reload, the deletion, the final reload)
+#                                                              vs the broker's own two reloads
 #   plan, broker stopped, N and BIG spaces                     vs reading and parsing the records
 #   no-op apply, broker stopped, N spaces                      (and how many paths it wrote: 0)
 #   first apply of N spaces (broker stopped)                   (the bulk add)
@@ -25,6 +27,15 @@ SWEEP=${BENCH_SWEEP:-"10 30 100 300 1000 3000"}
 CLUSTER=${BENCH_CLUSTER:-100}
 COTAL_NATS_SERVER=$(scripts/nats-server.sh)
 export COTAL_NATS_SERVER
+# The most spaces this host lets a broker hold (`cotal up` gives nats-server the hard open-file
+# limit; 12 files a space and 64 of its own), less room for the spaces the runs add on top: a
+# count past it is refused before any change, so the runs are capped at it (and say so).
+capacity=$(( ($(ulimit -Hn) - 64) / 12 - 20 ))
+if [ "$BIG" -gt "$capacity" ]; then
+  echo "BENCH_BIG $BIG is past this host's capacity: $capacity spaces (hard open-file limit $(ulimit -Hn))" >&2
+  BIG=$capacity
+fi
+SWEEP=$(for n in $SWEEP; do if [ "$n" -le "$capacity" ]; then echo "$n"; fi; done | tr '\n' ' ')
 cargo build --quiet --release --bin cotal --example read_records --example provision_floor
 repo=$PWD
 cotal="$repo/target/release/cotal"
@@ -68,6 +79,15 @@ add_one() {
   text=$("$cotal" --root "$1" apply --auto-approve)
   echo "$(echo "$(now) - $t0" | bc) $(echo "$(printf '%s\n' "$text" | reload_ms) / 1000" | bc -l)"
 }
+# Time an apply removing space $2 from the running root $1 (its table deleted): "apply_s
+# fence_reload_s final_reload_s".
+rm_one() {
+  sed -i "/^\[spaces\.$2\]\$/d" "$1/cotal.toml"
+  local t0 text
+  t0=$(now)
+  text=$("$cotal" --root "$1" apply --auto-approve --allow-destroy)
+  echo "$(echo "$(now) - $t0" | bc) $(printf '%s\n' "$text" | sed -n 's/.*Reload confirmed by.* in \([0-9.]*\) ms.*/\1/p' | awk '{printf "%s ", $1 / 1000}')"
+}
 # Start the root's nats-server directly (no provisioning), wait for its port, print its pid.
 bare_server() {
   local port
@@ -102,6 +122,7 @@ up=$(took "$cotal" --root "$a" up)
 read -r hot_first reload_first < <(add_one "$a" added)
 plan_running=$(median 3 "$cotal" --root "$a" plan)
 read -r hot reload < <(add_one "$a" added2)
+read -r rm_apply rm_fence rm_final < <(rm_one "$a" added2)
 "$cotal" --root "$a" down >/dev/null
 
 # --- BIG spaces: bulk add and plan, with peak memory -----------------------------------------
@@ -159,19 +180,21 @@ done
 version=$("$COTAL_NATS_SERVER" --version | sed 's/.*v//')
 python3 - "$out" "$N" "$BIG" "$CLUSTER" "$version" "$(nproc)" \
   "$bulk" "$noop" "$written" "$plan_n" "$floor_n" "$client" "$up" "$plan_running" "$hot" "$reload" \
-  "$hot_first" "$reload_first" \
+  "$hot_first" "$reload_first" "$rm_apply" "$rm_fence" "$rm_final" \
   "$bulk_big" "$plan_big" "$floor_big" "$mem_big" "$capply" "$creload" "$sapply" <<'PY'
 import sys, datetime
 a = sys.argv[1:]
 out, n, big, cluster, version, cores = a[0], int(a[1]), int(a[2]), int(a[3]), a[4], a[5]
 (bulk, noop, written, plan_n, floor_n, client, up, plan_running, hot, reload,
- hot_first, reload_first, bulk_big, plan_big, floor_big, mem_big, capply, creload, sapply) = a[6:]
+ hot_first, reload_first, rm_apply, rm_fence, rm_final,
+ bulk_big, plan_big, floor_big, mem_big, capply, creload, sapply) = a[6:]
 f = float
 ms = lambda s: f"{f(s) * 1000:.0f} ms" if f(s) < 10 else f"{f(s):.1f} s"
 ratio = lambda x, y: f"{f(x) / f(y):.2f}x" if f(y) > 0 else "n/a"
 rows = [
     ("`apply` adding 1 space to a running broker of %d" % n, ms(hot), "broker's own reload: " + ms(reload), ratio(hot, reload), "at most 1.3x"),
     ("the same, first apply after `up` (every registry read)", ms(hot_first), "broker's own reload: " + ms(reload_first), ratio(hot_first, reload_first), ""),
+    ("`apply` removing 1 space from it (the fence's reload, its streams deleted, the final reload)", ms(rm_apply), "broker's own two reloads: %s + %s" % (ms(rm_fence), ms(rm_final)), ratio(rm_apply, f(rm_fence) + f(rm_final)), ""),
     ("`plan`, broker stopped, %d spaces" % n, ms(plan_n), "reading + parsing the records: " + ms(floor_n), ratio(plan_n, floor_n), "at most 3x"),
     ("`plan`, broker stopped, %d spaces" % big, "%s, %d MB peak" % (ms(plan_big), int(mem_big) // 1024), "reading + parsing the records: " + ms(floor_big), ratio(plan_big, floor_big), "at most 3x; < 0.3 s, < 200 MB"),
     ("no-op `apply`, broker stopped, %d spaces" % n, "%s, %s paths written" % (ms(noop), written), "", "", "< 50 ms, nothing written"),

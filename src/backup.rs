@@ -291,8 +291,6 @@ fn copy_into(from: &Path, to: &Path, rel: &str, out: &mut Vec<FileEntry>) -> Res
     Ok(())
 }
 
-/// Read and verify an artifact: the manifest parses, names `space`, and every file is there with
-/// its checksum, and no stream folder is missing or extra.
 /// `sha256:` of an artifact's `manifest.json` (which holds the sha256 of every file): the
 /// artifact's identity, as a relocation records it and its receipt names it.
 pub fn manifest_digest(dir: &Path) -> Result<String> {
@@ -323,6 +321,8 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     }
 }
 
+/// Read and verify an artifact: the manifest parses, names `space`, and every file is there with
+/// its checksum, and no stream folder is missing or extra.
 pub fn verify_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     check_artifact(dir, space).map_err(|e| match e {
         Error::Refused(why) => Error::refused(

@@ -161,7 +161,8 @@ pub fn reissue(
 /// limits, revocations) but no client and no leaf connection, and every user issued up to now
 /// revoked (`*`), re-signed by the operator. JetStream stays enabled, so the broker can still
 /// delete the account's streams through the system account. An archived space's mark is
-/// cleared: the fence loads it (its streams come back from disk) so that they can be deleted.
+/// cleared: the fence loads it so that the broker deletes its data (its account purge
+/// removes the account's store folder, the streams an archive stopped included).
 pub fn fence(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRecord, String> {
     let operator = broker.operator.account_signer().key_pair()?;
     let mut claims: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&record.account.jwt)?;

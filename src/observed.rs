@@ -200,6 +200,10 @@ pub struct JournaledRemoval {
     pub account: String,
     /// True once the space's streams were deleted (the commit point).
     pub committed: bool,
+    /// The digest of the receipt that proved the space's recorded move, when the removal ends
+    /// one: the apply that finishes it audits the move completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub receipt: Option<String>,
 }
 
 /// A purge in the journal: the space whose streams and buckets are emptied, pinned to its

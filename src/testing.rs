@@ -134,6 +134,7 @@ pub fn journal(space: &str, account: &str, committed: bool) -> JournalState {
             space: name(space),
             account: account.into(),
             committed,
+            receipt: None,
         }],
         purges: Vec::new(),
         added: Vec::new(),

@@ -264,6 +264,15 @@ impl Auditor<'_> {
                         self.write(event, Some(space), after, &what.join("; "), Some(counts))?;
                     }
                 }
+                for space in &outcome.relocations_ended {
+                    self.write(
+                        Event::RelocationFailed,
+                        Some(space),
+                        after,
+                        "ended: the space is served again (resumed, or brought back from its archive) after its export, so the artifact no longer holds it all; a move needs a new fence and export, and its removal needs no receipt now",
+                        None,
+                    )?;
+                }
                 for s in &plan.steps {
                     if let Step::RecordArchive {
                         space,

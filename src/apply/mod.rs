@@ -48,6 +48,9 @@ pub struct Outcome {
     pub generation: Option<(u64, u64)>,
     /// The fence promotion's generations, when the plan fenced removed spaces.
     pub fenced: Option<(u64, u64)>,
+    /// Spaces whose recorded move this apply ended, by serving them again (resumed, or
+    /// brought back from an archive).
+    pub relocations_ended: Vec<SpaceName>,
     /// What the reap of each removed space removed (`store folder <path>`, `account record`,
     /// `space folder`), in the plan's order.
     pub reaped: Vec<(SpaceName, Vec<String>)>,
@@ -268,11 +271,13 @@ fn run(
                     space,
                     account,
                     committed,
+                    relocation,
                     ..
                 } => Some(JournaledRemoval {
                     space: space.clone(),
                     account: account.clone(),
                     committed: *committed,
+                    receipt: relocation.clone(),
                 }),
                 _ => None,
             })
@@ -624,19 +629,28 @@ fn run_step(
             spec,
             revocations,
             rotate_signing,
+            transition,
             ..
-        } => steps::reissue_account(
-            ctx,
-            record,
-            state,
-            steps::AccountReissue {
-                space,
-                account,
-                spec,
-                revocations,
-                rotate_signing: *rotate_signing,
-            },
-        ),
+        } => {
+            steps::reissue_account(
+                ctx,
+                record,
+                state,
+                steps::AccountReissue {
+                    space,
+                    account,
+                    spec,
+                    revocations,
+                    rotate_signing: *rotate_signing,
+                },
+            )?;
+            if *transition == crate::plan::Transition::Resume
+                && steps::end_relocation(ctx, state, space, account)?
+            {
+                outcome.relocations_ended.push(space.clone());
+            }
+            Ok(())
+        }
         Step::WriteSysCreds { space } => steps::heal_sys_creds(ctx, record, state, space),
         Step::RecordProtection { space, protect } => {
             steps::record_protection(ctx, state, space, *protect)
@@ -646,7 +660,16 @@ fn run_step(
             account,
             archived,
             ..
-        } => steps::record_archive(ctx, state, space, account, *archived),
+        } => {
+            steps::record_archive(ctx, state, space, account, *archived)?;
+            if !*archived
+                && !outcome.relocations_ended.contains(space)
+                && steps::end_relocation(ctx, state, space, account)?
+            {
+                outcome.relocations_ended.push(space.clone());
+            }
+            Ok(())
+        }
         Step::RecordSuspension {
             space,
             suspended,

@@ -59,6 +59,27 @@ pub fn fence_records(
     Ok(())
 }
 
+/// End the recorded move of `space` (account `account`), which this apply serves again: what
+/// it holds from now on is not in the artifact. Remembered for the rollback (a promotion that
+/// does not take puts the record back). `true` when there was one.
+pub fn end_relocation(
+    ctx: &Context,
+    state: &mut State,
+    space: &SpaceName,
+    account: &str,
+) -> Result<bool> {
+    let path = ctx.root.space_file(space, SpaceFile::Relocation);
+    let recorded = crate::store::relocation::load(ctx.root, space, account)
+        .map(|r| r.is_some())
+        .unwrap_or(true);
+    if !recorded || std::fs::symlink_metadata(&path).is_err() {
+        return Ok(false);
+    }
+    remember(&mut state.undo, &path)?;
+    crate::store::relocation::remove(ctx.root, space)?;
+    Ok(true)
+}
+
 /// Record that the move of `space` is verified by the receipt with `digest`, before its
 /// removal's commit point: a re-run finishing the removal knows it ended the move.
 pub fn record_relocation_verified(

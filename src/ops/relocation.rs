@@ -36,7 +36,8 @@ fn operator() -> String {
 /// `fenced`, each audited first (fail-closed).
 pub fn begin(root: &Root, name: &SpaceName, space: &ObservedSpace) -> Result<Relocation> {
     let jwt = crate::relocation::jwt_digest(&space.jwt);
-    let resumed = record::load(root, name, &space.account_pub)?;
+    // A record that cannot be read is started again (its phase is unknown).
+    let resumed = record::load(root, name, &space.account_pub).unwrap_or(None);
     let mut moving = match resumed {
         Some(r) => r,
         None => {
@@ -105,7 +106,6 @@ pub fn exported(
             })
             .collect(),
     });
-    record::save(root, name, &moving)?;
     audit(
         root,
         Event::RelocationExported,
@@ -116,6 +116,7 @@ pub fn exported(
             manifest.streams.len()
         ),
     )?;
+    record::save(root, name, &moving)?;
     Ok(moving)
 }
 
@@ -212,8 +213,18 @@ pub fn show_or_cancel(
         return record_of();
     }
     let _lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
-    let Some(moving) = record_of()? else {
-        return Ok(None);
+    // A record that cannot be read is cancelled too: it is what the refusal of its removal
+    // names.
+    let moving = match record_of() {
+        Ok(None) => return Ok(None),
+        Ok(Some(m)) => m,
+        Err(e) if crate::store::account_record::load(root, &name).is_ok() => {
+            let account = crate::store::account_record::load(root, &name)?
+                .account
+                .public;
+            Relocation::unreadable(&account, &e.to_string())
+        }
+        Err(e) => return Err(e),
     };
     audit(
         root,

@@ -306,6 +306,17 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
         ));
     }
     for (name, space) in &observed.inventory.spaces {
+        let serves_again = desired.spaces.get(name).is_some_and(|s| {
+            s.state == SpaceState::Active
+                && (space.limits.is_suspended() || space.archived.is_some())
+        });
+        if let (Some(moving), true) = (&space.relocation, serves_again) {
+            out.push(format!(
+                "{} is being moved (phase {}): serving it again ends its recorded move, since what it holds from then on is not in the artifact (a move needs a new fence and export)",
+                name.quoted(),
+                moving.phase
+            ));
+        }
         if super::diff::still_running(observed, space) {
             out.push(format!(
                 "the broker still runs the streams of archived space {} (a return that was rolled back after a client of it connected): nats-server keeps them until it restarts, and brings it back with them half-served; restart the broker (`cotal down`, `cotal up`) before bringing it back",

@@ -146,20 +146,15 @@ pub fn steps(
             });
         }
         if let Some(&archived) = diff.archivals.get(name) {
-            let mut blast = described
-                .archive_blasts
-                .get(name)
-                .cloned()
-                .unwrap_or_default();
-            // The fence before it evicted them already.
-            if fenced.contains(name) {
-                blast.connections_dropped = None;
-            }
             steps.push(Step::RecordArchive {
                 space: name.clone(),
                 account: inv.spaces[name].account_pub.clone(),
                 archived,
-                blast,
+                blast: described
+                    .archive_blasts
+                    .get(name)
+                    .cloned()
+                    .unwrap_or_default(),
             });
         }
         if diff.sys_creds.contains_key(name) {

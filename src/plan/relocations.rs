@@ -33,7 +33,14 @@ pub fn prove(
         else {
             continue;
         };
-        if removal.journaled || record.verified(&space.jwt) {
+        if removal.journaled {
+            if removal.receipt.is_none() {
+                removal.receipt = record.receipt.clone();
+            }
+            continue;
+        }
+        let fenced = space.limits.is_suspended() || space.archived.is_some();
+        if fenced && record.verified(&space.jwt) {
             removal.receipt = record.receipt.clone();
             continue;
         }
@@ -43,7 +50,11 @@ pub fn prove(
             .collect();
         let mut why = Vec::new();
         for (digest, receipt) in &given {
-            match record.check(name, &space.jwt, receipt) {
+            let checked = match fenced {
+                true => record.check(name, &space.jwt, receipt),
+                false => Err("the space is served again (neither suspended nor archived): what it holds now may not be in the artifact; fence it, back it up and restore it again".into()),
+            };
+            match checked {
                 Ok(()) => {
                     removal.receipt = Some(digest.clone());
                     used.push(digest.clone());
@@ -101,4 +112,105 @@ pub fn prove(
             )
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{SpaceSpec, SpaceState};
+    use crate::plan::removals::Removal;
+    use crate::relocation::{Artifact, Phase, Receipt, Relocation, StreamCount};
+    use crate::testing::{name, observed, space};
+
+    fn moving(state: SpaceState) -> Observed {
+        let spec = SpaceSpec {
+            state,
+            ..SpaceSpec::default()
+        };
+        let mut s = space("AMOVE", &spec);
+        s.relocation = Some(Relocation {
+            account: "AMOVE".into(),
+            phase: Phase::Exported,
+            started_at: "t".into(),
+            by: "ops@a".into(),
+            fenced_jwt: crate::relocation::jwt_digest(&s.jwt),
+            artifact: Some(Artifact {
+                path: "/b".into(),
+                digest: "sha256:art".into(),
+                exported_at: "t".into(),
+                streams: vec![StreamCount {
+                    name: "CHAT_m".into(),
+                    messages: 2,
+                    last_seq: 2,
+                }],
+            }),
+            receipt: None,
+        });
+        observed(&[("m", s)])
+    }
+
+    fn removing(journaled: bool) -> Removals {
+        Removals(
+            [(
+                name("m"),
+                Removal {
+                    account: "AMOVE".into(),
+                    committed: false,
+                    journaled,
+                    receipt: journaled.then(|| "sha256:journaled".to_string()),
+                },
+            )]
+            .into(),
+        )
+    }
+
+    fn receipt() -> (String, Receipt) {
+        (
+            "sha256:receipt".into(),
+            Receipt {
+                kind: crate::relocation::RECEIPT_KIND.into(),
+                format_version: crate::relocation::RECEIPT_FORMAT,
+                space: "m".into(),
+                source_account: "AMOVE".into(),
+                artifact_digest: "sha256:art".into(),
+                destination_operator: "O".into(),
+                destination_account: "A".into(),
+                streams: vec![StreamCount {
+                    name: "CHAT_m".into(),
+                    messages: 2,
+                    last_seq: 2,
+                }],
+                verified_at: "t".into(),
+                by: "ops@b".into(),
+            },
+        )
+    }
+
+    #[test]
+    fn a_moving_space_is_removed_only_fenced_and_with_its_receipt() {
+        let fenced = moving(SpaceState::Suspended);
+        let mut r = removing(false);
+        let e = prove(&fenced, &mut r, &[]).unwrap_err();
+        assert!(e.what.contains("is being moved") && e.what.contains("phase exported"));
+        let mut r = removing(false);
+        assert_eq!(
+            prove(&fenced, &mut r, &[receipt()]).unwrap(),
+            Vec::<String>::new()
+        );
+        assert_eq!(r.0[&name("m")].receipt.as_deref(), Some("sha256:receipt"));
+        // Served again (its JWT unchanged: the limits were the declared ones all along).
+        let served = moving(SpaceState::Active);
+        let mut r = removing(false);
+        let e = prove(&served, &mut r, &[receipt()]).unwrap_err();
+        assert!(e.what.contains("served again"), "{}", e.what);
+        // An interrupted removal passed this check when it was planned: finished, its
+        // receipt kept from the journal.
+        let mut r = removing(true);
+        prove(&served, &mut r, &[]).unwrap();
+        assert_eq!(r.0[&name("m")].receipt.as_deref(), Some("sha256:journaled"));
+        // A receipt nothing needs is said.
+        let mut none = Removals::default();
+        let warned = prove(&fenced, &mut none, &[receipt()]).unwrap();
+        assert_eq!(warned.len(), 1);
+    }
 }

@@ -55,7 +55,7 @@ pub fn collect(desired: &Desired, observed: &Observed) -> Removals {
                     account: r.account.clone(),
                     committed: r.committed,
                     journaled: true,
-                    receipt: None,
+                    receipt: r.receipt.clone(),
                 },
             );
         }

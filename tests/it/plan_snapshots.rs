@@ -306,6 +306,7 @@ fn an_interrupted_removal_is_finished_first() {
             space: SpaceName::parse("release").unwrap(),
             account: release,
             committed: true,
+            receipt: None,
         }],
         purges: Vec::new(),
         added: Vec::new(),

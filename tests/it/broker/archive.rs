@@ -210,8 +210,37 @@ fn an_archived_space_is_not_served_keeps_its_data_and_comes_back_whole() {
         chat["messages"], 2,
         "the archived space's messages: {manifest}"
     );
-    // An archived space is fenced: its export is a move, whose removal needs the receipt. Not
-    // moving after all: cancelled (audited), then removed.
+    // An archived space is fenced: its export is a move, whose removal needs the receipt.
+    // Served again, its move ends (what it holds from then on is not in the artifact).
+    b.desire("[spaces.design]\n\n[spaces.release]\nstate = \"archived\"\n\n[spaces.ops]\n");
+    let back = stdout(&b.root.apply().success());
+    assert!(
+        back.contains("serving it again ends its recorded move"),
+        "{back}"
+    );
+    let listed = stdout(
+        &b.root
+            .cotal(&["space", "relocation", "ops"])
+            .assert()
+            .success(),
+    );
+    assert!(listed.contains("not moving"), "{listed}");
+    let audit = std::fs::read_to_string(b.root.file(".cotal/audit.jsonl")).unwrap();
+    assert!(
+        audit.contains("the space is served again"),
+        "the move's end is audited"
+    );
+    // Archived and exported again: a move once more. Not moving after all: cancelled
+    // (audited), then removed.
+    b.desire(
+        "[spaces.design]\n\n[spaces.release]\nstate = \"archived\"\n\n[spaces.ops]\nstate = \"archived\"\n",
+    );
+    b.root.apply().success();
+    let again = artifact.path().join("ops.again");
+    b.root
+        .cotal(&["space", "backup", "ops", again.to_str().unwrap()])
+        .assert()
+        .success();
     b.desire("[spaces.design]\n\n[spaces.release]\nstate = \"archived\"\n");
     let refused = b
         .root
