@@ -1196,6 +1196,15 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
     std::fs::write(&forged, serde_json::to_vec(&short).unwrap()).unwrap();
     rm(&["--relocated", forged.to_str().unwrap()]).code(3);
     assert!(a.space_status("design").is_some(), "nothing was removed");
+    // `plan` takes the receipt as `apply` does: with the file edited, the removal is planned.
+    let declared = std::fs::read_to_string(a.root.file("cotal.toml")).unwrap();
+    a.root.desire_on(a.port, "[spaces.release]\n");
+    a.root
+        .cotal(&["plan", "--relocated", receipt.to_str().unwrap()])
+        .assert()
+        .success();
+    a.root.cotal(&["plan"]).assert().code(3);
+    std::fs::write(a.root.file("cotal.toml"), declared).unwrap();
     rm(&["--relocated", receipt.to_str().unwrap()]).success();
     assert!(a.space_status("design").is_none());
     assert_eq!(a.space_status("release").unwrap()["servable"], true);
