@@ -897,6 +897,28 @@ impl Plan {
         }
     }
 
+    /// The blast radius a step shows: its own, but an archive fenced earlier in the plan does
+    /// not show again the connections its fence evicted (its audit still counts them).
+    pub fn shown_blast(&self, step: &Step) -> Option<Blast> {
+        match step {
+            Step::RecordArchive { space, blast, .. } => {
+                let fenced = self.steps.iter().any(|s| {
+                    matches!(s, Step::Fence { spaces, .. } if spaces.iter().any(|f| &f.space == space))
+                });
+                let mut shown = blast.clone();
+                if fenced {
+                    shown.connections_dropped = None;
+                }
+                Some(shown)
+            }
+            Step::DeleteStreams { blast, .. }
+            | Step::Fence { blast, .. }
+            | Step::PurgeStreams { blast, .. }
+            | Step::ReissueAccount { blast, .. } => Some(blast.clone()),
+            _ => None,
+        }
+    }
+
     /// Spaces whose data executing the plan destroys: removed or emptied, and not yet past
     /// their commit point (what [`Plan::destroys_data`] counts).
     pub fn destroyed_spaces(&self) -> Vec<&SpaceName> {

@@ -81,11 +81,12 @@ pub fn markdown(plan: &Plan) -> String {
                     cell(&blast.describe_or_contained())
                 );
             }
-            Step::DeleteStreams { blast, .. }
-            | Step::Fence { blast, .. }
-            | Step::RecordArchive { blast, .. }
-            | Step::PurgeStreams { blast, .. }
-            | Step::ReissueAccount { blast, .. } => {
+            Step::DeleteStreams { .. }
+            | Step::Fence { .. }
+            | Step::RecordArchive { .. }
+            | Step::PurgeStreams { .. }
+            | Step::ReissueAccount { .. } => {
+                let blast = plan.shown_blast(step).unwrap_or_default();
                 let _ = writeln!(
                     out,
                     "   - blast radius: {}",
