@@ -374,6 +374,8 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
     };
     let mut spaces = BTreeMap::new();
     let mut channels = BTreeMap::new();
+    // Where the first `state = "archived"` is: a file whose every space is archived is refused.
+    let mut archived_at: Option<usize> = None;
     let mut suspend_reasons = BTreeMap::new();
     for (key, space) in raw.spaces {
         let name = SpaceName::parse(key.get_ref()).map_err(|e| loc.at(key.span().start, e))?;
@@ -402,6 +404,9 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         }
         .or(&defaults);
         let state = space.state.as_ref().map(|s| *s.get_ref());
+        if let (Some(SpaceState::Archived), Some(s), None) = (state, &space.state, archived_at) {
+            archived_at = Some(s.span().start);
+        }
         if let (Some(SpaceState::Archived), Some(_), Some(s)) = (state, &cluster_span, &space.state)
         {
             return Err(loc.at(
@@ -425,6 +430,14 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
                 limits,
             },
         );
+    }
+    if let Some(at) = archived_at
+        && spaces.values().all(|s| s.state == SpaceState::Archived)
+    {
+        return Err(loc.at(
+            at,
+            "every space of this file is archived: the broker would serve no account, and it needs at least one; keep one space active or suspended (to stop serving every tenant, stop the broker: `cotal down`)",
+        ));
     }
     Ok(Desired {
         broker,

@@ -502,8 +502,12 @@ fn local_facts(
     };
     space.revoked = users::load(root, name, &space.account_pub)?.revoked;
     // An archived space is not loaded, so the broker does not report it (unless a return
-    // rolled back left its streams running): its data is what its store folders hold.
-    if stopped || (space.archived.is_some() && space.usage.source != UsageSource::Live) {
+    // rolled back left its streams running), and a suspended one brought back by a reload is
+    // loaded but not in use (nats-server recovers an account's streams when a client first
+    // uses it): their data is what their store folders hold.
+    let unused = (space.archived.is_some() || space.limits.is_suspended())
+        && (space.usage.source != UsageSource::Live || space.usage.streams.is_empty());
+    if stopped || unused {
         space.usage.source = UsageSource::Store;
         // Every node's store: a stream of one replica lives on one node only.
         for dir in stores {

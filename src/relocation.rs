@@ -6,8 +6,9 @@
 //!
 //! Invariant: a source space whose relocation is recorded is removed only when a receipt
 //! names its account and the artifact it exported (by digest), counts every stream it exported
-//! with the same messages and last sequence, and the space was not served again since the
-//! export (its account JWT is still the one it was exported under).
+//! with the same messages and last sequence, and the space is fenced (suspended or archived):
+//! an apply that serves it again (resumes it, or brings it back from its archive) deletes the
+//! record, so a space served since its export has no move left to prove.
 
 use crate::model::SpaceName;
 use serde::{Deserialize, Serialize};
@@ -122,15 +123,16 @@ impl Relocation {
         }
     }
 
-    /// Whether the space may be removed without a receipt now: verified, and not served since
-    /// its export.
-    pub fn verified(&self, jwt: &str) -> bool {
-        self.phase == Phase::Verified && self.fenced_jwt == jwt_digest(jwt)
+    /// Whether the space may be removed without a receipt now: verified. (Serving it again
+    /// ends the move: the apply that resumes it or brings it back deletes the record.)
+    pub fn verified(&self) -> bool {
+        self.phase == Phase::Verified
     }
 
-    /// Check `receipt` (whose file has digest `digest`) against this record of space `name`,
-    /// whose account JWT is now `jwt`. `Err` says why it does not prove the move, in words.
-    pub fn check(&self, name: &SpaceName, jwt: &str, receipt: &Receipt) -> Result<(), String> {
+    /// Check `receipt` against this record of space `name`. `Err` says why it does not prove
+    /// the move, in words. (That the space was not served since its export is its caller's
+    /// check: it must be fenced now, and serving it again deletes this record.)
+    pub fn check(&self, name: &SpaceName, receipt: &Receipt) -> Result<(), String> {
         if receipt.kind != RECEIPT_KIND || receipt.format_version != RECEIPT_FORMAT {
             return Err(format!(
                 "it is not a cotal relocation receipt of format {RECEIPT_FORMAT} (kind {:?}, format {})",
@@ -161,12 +163,6 @@ impl Relocation {
                 "it verified artifact {}, but this root exported {} (to {}): restore that one",
                 receipt.artifact_digest, artifact.digest, artifact.path
             ));
-        }
-        if self.fenced_jwt != jwt_digest(jwt) {
-            return Err(
-                "the space was served again (its account re-issued) since its export: what it holds now may not be in the artifact; fence it, back it up and restore it again"
-                    .into(),
-            );
         }
         for exported in &artifact.streams {
             match receipt.streams.iter().find(|s| s.name == exported.name) {
@@ -229,54 +225,36 @@ mod tests {
     }
 
     #[test]
-    fn a_receipt_proves_the_move_only_of_the_artifact_exported_and_unchanged_since() {
+    fn a_receipt_proves_the_move_only_of_the_artifact_exported() {
         let name = SpaceName::parse("design").unwrap();
         let r = exported();
-        assert_eq!(r.check(&name, "eyJ.fenced", &receipt()), Ok(()));
-        let refused = |edit: &dyn Fn(&mut Receipt), jwt: &str, why: &str| {
+        assert_eq!(r.check(&name, &receipt()), Ok(()));
+        let refused = |edit: &dyn Fn(&mut Receipt), why: &str| {
             let mut rc = receipt();
             edit(&mut rc);
-            let e = r.check(&name, jwt, &rc).unwrap_err();
+            let e = r.check(&name, &rc).unwrap_err();
             assert!(e.contains(why), "{e}");
         };
-        refused(
-            &|rc| rc.space = "other".into(),
-            "eyJ.fenced",
-            "not of \"design\"",
-        );
-        refused(
-            &|rc| rc.source_account = "AX".into(),
-            "eyJ.fenced",
-            "account AX",
-        );
+        refused(&|rc| rc.space = "other".into(), "not of \"design\"");
+        refused(&|rc| rc.source_account = "AX".into(), "account AX");
         refused(
             &|rc| rc.artifact_digest = "sha256:b".into(),
-            "eyJ.fenced",
             "restore that one",
         );
-        refused(
-            &|rc| rc.streams[0].messages = 4,
-            "eyJ.fenced",
-            "came back with 4",
-        );
-        refused(&|rc| rc.streams.clear(), "eyJ.fenced", "does not count");
-        refused(
-            &|rc| rc.kind = "x".into(),
-            "eyJ.fenced",
-            "not a cotal relocation receipt",
-        );
-        refused(&|_| {}, "eyJ.served-again", "served again");
+        refused(&|rc| rc.streams[0].messages = 4, "came back with 4");
+        refused(&|rc| rc.streams.clear(), "does not count");
+        refused(&|rc| rc.kind = "x".into(), "not a cotal relocation receipt");
         let mut unfinished = exported();
         unfinished.artifact = None;
         unfinished.phase = Phase::Fenced;
         assert!(
             unfinished
-                .check(&name, "eyJ.fenced", &receipt())
+                .check(&name, &receipt())
                 .unwrap_err()
                 .contains("phase fenced")
         );
         let mut verified = exported();
         verified.phase = Phase::Verified;
-        assert!(verified.verified("eyJ.fenced") && !verified.verified("eyJ.other"));
+        assert!(verified.verified() && !exported().verified());
     }
 }

@@ -105,14 +105,14 @@ impl Auditor<'_> {
                         } if *space == f.space => Some(blast),
                         _ => None,
                     });
-                    if let Some(blast) = uncommitted {
+                    if uncommitted.is_some() {
                         self.relocation_verified(plan, &f.space)?;
                         self.write(
                             Event::SpaceRemovalStarted,
                             Some(&f.space),
                             None,
                             "fencing it (no connection, every user revoked), then deleting its streams and buckets",
-                            Some(Counts::of(blast)),
+                            Some(Counts::of(&change_blast(plan, &f.space))),
                         )?;
                     }
                 }
@@ -122,7 +122,6 @@ impl Auditor<'_> {
                 space,
                 committed: false,
                 fenced: false,
-                blast,
                 ..
             } => {
                 self.relocation_verified(plan, space)?;
@@ -131,7 +130,7 @@ impl Auditor<'_> {
                     Some(space),
                     None,
                     "deleting its streams and buckets",
-                    Some(Counts::of(blast)),
+                    Some(Counts::of(&change_blast(plan, space))),
                 )
             }
             Step::PurgeStreams {
@@ -171,12 +170,7 @@ impl Auditor<'_> {
                 let (from, to) = outcome.fenced.unwrap_or_default();
                 // An archive's fence is audited with the archive, at the final promotion.
                 for f in spaces.iter().filter(|f| !f.archive) {
-                    let connections = plan.steps.iter().find_map(|s| match s {
-                        Step::DeleteStreams { space, blast, .. } if *space == f.space => {
-                            blast.connections_dropped
-                        }
-                        _ => None,
-                    });
+                    let connections = change_blast(plan, &f.space).connections_dropped;
                     self.write(
                         Event::SpaceFenced,
                         Some(&f.space),
@@ -207,6 +201,7 @@ impl Auditor<'_> {
                 suspended: true,
                 reason,
                 backfill,
+                ..
             } if !suspended_by_reissue(plan, space) => self.write(
                 Event::SpaceSuspended,
                 Some(space),
@@ -275,12 +270,11 @@ impl Auditor<'_> {
                 }
                 for s in &plan.steps {
                     if let Step::RecordArchive {
-                        space,
-                        archived,
-                        blast,
-                        ..
+                        space, archived, ..
                     } = s
                     {
+                        // The space's whole change: its fence's evictions included.
+                        let blast = change_blast(plan, space);
                         let (event, what) = if *archived {
                             (
                                 Event::SpaceArchived,
@@ -383,9 +377,8 @@ impl Auditor<'_> {
                     Step::DeleteStreams {
                         space: sp,
                         account: a,
-                        blast,
                         ..
-                    } if sp == space && a == account => Some(Counts::of(blast)),
+                    } if sp == space && a == account => Some(Counts::of(&change_blast(plan, space))),
                     _ => None,
                 });
                 let reaped = outcome
@@ -418,6 +411,17 @@ impl Auditor<'_> {
             _ => Ok(()),
         }
     }
+}
+
+/// The blast radius of `space`'s whole change in `plan` (a removal's: what its fence evicts
+/// and what its deletion destroys; an archive's: what its fence evicts and what it keeps): the
+/// steps' own blast radii each say only what that step does.
+fn change_blast(plan: &Plan, space: &SpaceName) -> crate::plan::Blast {
+    plan.changes
+        .iter()
+        .find(|c| &c.space == space)
+        .map(|c| c.blast.clone())
+        .unwrap_or_default()
 }
 
 /// Spaces the plan adds.

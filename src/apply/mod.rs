@@ -528,6 +528,17 @@ fn run(
     Ok(())
 }
 
+impl Outcome {
+    /// The generations the apply moved the broker across, its fence's promotion included:
+    /// (before the first promotion, after the last).
+    pub fn generations(&self) -> Option<(u64, u64)> {
+        match (self.fenced, self.generation) {
+            (Some((from, _)), Some((_, to))) => Some((from, to)),
+            (fenced, last) => last.or(fenced),
+        }
+    }
+}
+
 /// The receipt that proves the move `plan`'s removal of `space` ends, if it is one.
 pub(crate) fn relocation_of<'p>(plan: &'p Plan, space: &SpaceName) -> Option<&'p str> {
     plan.steps.iter().find_map(|s| match s {
@@ -675,12 +686,14 @@ fn run_step(
             suspended,
             reason,
             backfill,
+            renew,
         } => steps::record_suspension(
             ctx,
             state,
             space,
-            (*suspended, *backfill),
+            (*suspended, *backfill && !*renew),
             reason.as_deref(),
+            *renew,
         ),
         Step::Fence {
             spaces,

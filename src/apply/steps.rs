@@ -428,9 +428,11 @@ pub fn record_suspension(
     space: &SpaceName,
     (suspended, backfill): (bool, bool),
     reason: Option<&str>,
+    renew: bool,
 ) -> Result<()> {
     let mut lifecycle = lifecycle_of(ctx, state, space)?;
-    lifecycle.suspension = match (suspended, lifecycle.suspension.take()) {
+    let earlier = lifecycle.suspension.take().filter(|_| !renew);
+    lifecycle.suspension = match (suspended, earlier) {
         (false, _) => None,
         (true, Some(was)) => Some(space_dir::Suspension {
             reason: reason.map(str::to_string),

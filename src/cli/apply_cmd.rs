@@ -203,7 +203,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             ))
             .to_string(),
     );
-    if let Some((from, to)) = applied.outcome.generation {
+    if let Some((from, to)) = applied.outcome.generations() {
         report(format!("Generation {from} -> {to}."));
     }
     if let Err(e) = applied.write_state() {
@@ -253,7 +253,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                 plan: &prepared_plan,
                 generation: applied
                     .outcome
-                    .generation
+                    .generations()
                     .map(|(from, to)| outcome::Generation { from, to }),
                 reloads_ms: applied
                     .reloads

@@ -379,7 +379,7 @@ fn space_table(out: &mut String, s: &Status) {
                 sp.name
             );
         }
-        if let Some(s) = &sp.suspension {
+        if let Some(s) = sp.suspension.as_ref().filter(|_| sp.archived.is_none()) {
             let _ = writeln!(
                 out,
                 "{:<20} suspended at {} by {}{}",

@@ -63,6 +63,7 @@ pub fn space_restore(
     relocate: bool,
     receipt: Option<&Path>,
 ) -> Result<(Vec<Verified>, std::path::PathBuf)> {
+    relocation::refuse_existing_receipt(receipt)?;
     with_target(root, name, "cotal space restore", |root, target, _, _| {
         crate::credentials::audit(
             root,

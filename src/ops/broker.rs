@@ -279,7 +279,13 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         }
     }
     Ok(Served::Started {
-        spaces: observed.inventory.spaces.len(),
+        // In service: neither archived (left out) nor suspended (refusing its users).
+        spaces: observed
+            .inventory
+            .spaces
+            .values()
+            .filter(|s| s.archived.is_none() && !s.limits.is_suspended())
+            .count(),
         generation: observed.generation.generation(),
     })
 }

@@ -84,7 +84,7 @@ fn refuse_unless_in_service(
         ),
         State::Archived => (
             "its account is left out of the broker's config (its data is kept on disk, unserved)",
-            "set state = \"active\" (or \"suspended\") in cotal.toml and run `cotal apply` to bring it back, then mint; creds handed out before connect again once it is back",
+            "`cotal space resume` (or state = \"active\" in cotal.toml and `cotal apply`) brings it back, then mint; creds handed out before connect again once it is back",
         ),
         _ if !view.loaded => (
             "the broker's config does not load its account yet (an apply is not finished)",

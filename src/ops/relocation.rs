@@ -73,12 +73,13 @@ pub fn begin(root: &Root, name: &SpaceName, space: &ObservedSpace) -> Result<Rel
             }
         ),
     )?;
-    // An export run again is a new artifact: a receipt of the old one no longer counts.
-    moving.phase = Phase::Fenced;
-    moving.fenced_jwt = jwt;
-    moving.artifact = None;
-    moving.receipt = None;
-    record::save(root, name, &moving)?;
+    // A move not exported yet reaches `fenced`; one exported already keeps its artifact until
+    // a new export replaces it ([`exported`]): a backup refused or failed now loses nothing.
+    if moving.artifact.is_none() {
+        moving.phase = Phase::Fenced;
+        moving.fenced_jwt = jwt;
+        record::save(root, name, &moving)?;
+    }
     Ok(moving)
 }
 
@@ -91,7 +92,11 @@ pub fn exported(
     manifest: &Manifest,
 ) -> Result<Relocation> {
     let digest = crate::backup::manifest_digest(dir)?;
+    // A new artifact: a receipt of an earlier one no longer counts.
     moving.phase = Phase::Exported;
+    moving.fenced_jwt =
+        crate::relocation::jwt_digest(&crate::store::account_record::load(root, name)?.account.jwt);
+    moving.receipt = None;
     moving.artifact = Some(Artifact {
         path: dir.display().to_string(),
         digest: digest.clone(),
@@ -120,15 +125,15 @@ pub fn exported(
     Ok(moving)
 }
 
-/// The export of a move failed with `e`: audited (the record stays at its phase, and a backup
-/// run again resumes it). A failure to audit it is the error then.
+/// The export of a move failed with `e`: audited (the record stays as it was, an earlier
+/// export included, and a backup run again resumes it). A failure to audit it is the error then.
 pub fn failed(root: &Root, name: &SpaceName, e: &Error) -> Result<()> {
     audit(
         root,
         Event::RelocationFailed,
         name,
         format!(
-            "the export failed ({}); run `cotal space backup` again to resume the move",
+            "the export failed ({}); what was recorded of the move stands (an earlier export included); run `cotal space backup` again to export it anew",
             e.to_string().lines().next().unwrap_or_default()
         ),
     )
@@ -175,12 +180,34 @@ pub fn write_receipt(
         verified_at: now(),
         by: operator(),
     };
+    // Always in the space's folder too: a receipt is never lost with a `--receipt` path.
+    record::write_receipt(&root.space_dir(name).join(RECEIPT_FILE), &receipt)?;
     let path = match out {
-        Some(p) => p.to_path_buf(),
-        None => root.space_dir(name).join("relocation-receipt.json"),
+        Some(p) => {
+            record::write_receipt(p, &receipt)?;
+            p.to_path_buf()
+        }
+        None => root.space_dir(name).join(RECEIPT_FILE),
     };
-    record::write_receipt(&path, &receipt)?;
     Ok(path)
+}
+
+/// Where the destination keeps the receipt of a restore, in the space's folder.
+pub const RECEIPT_FILE: &str = "relocation-receipt.json";
+
+/// Refuse a `--receipt` path that exists (a receipt is never written over another file),
+/// before the restore places anything.
+pub fn refuse_existing_receipt(out: Option<&Path>) -> Result<()> {
+    match out {
+        Some(p) if std::fs::symlink_metadata(p).is_ok() => Err(Error::input(
+            Diagnostic::new(format!(
+                "--receipt {}: the path exists; a receipt is never written over another file, and nothing was restored.",
+                p.display()
+            ))
+            .next("pass a path that does not exist yet"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// The receipts `--relocated` names, read (each refused by name when it is not one).

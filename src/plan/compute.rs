@@ -113,7 +113,6 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     let mut removals = removals::collect(desired, observed);
     guards::guard_removals(desired, &observed.inventory, &removals)?;
     let receipt_warnings = super::relocations::prove(observed, &mut removals, &intent.relocated)?;
-    guards::guard_served(desired, &observed.inventory)?;
     guards::guard_returns(desired, observed)?;
     guards::guard_cluster_removals(desired, observed, &removals)?;
     for node in &nodes {

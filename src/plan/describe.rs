@@ -110,7 +110,11 @@ fn archival(
                 .flatten(),
             bytes: live.then(|| space.usage.total_bytes()),
         });
-        blast.siblings = Some("hot reload: every other space sees no dropped connection".into());
+        blast.siblings = Some(if observed.is_running() {
+            "hot reload: every other space sees no dropped connection".into()
+        } else {
+            "the broker is stopped: the account is left out from its next `cotal up`".into()
+        });
         vec![
             format!(
                 "state: {} -> archived",
@@ -122,7 +126,11 @@ fn archival(
         let to = desired.spaces[name].state;
         vec![
             format!("state: archived -> {to}"),
-            "its account is loaded again: its streams come back from disk, and creds handed out before connect again".into(),
+            if to == SpaceState::Suspended {
+                "its account is loaded again, suspended: its users stay refused and its data stays on disk (served again once it is resumed)".into()
+            } else {
+                "its account is loaded again: what its store holds comes back from disk, and creds handed out before connect again".into()
+            },
         ]
     };
     change.details.splice(0..0, lines);

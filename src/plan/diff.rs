@@ -73,6 +73,8 @@ pub struct SuspensionChange {
     pub reason: Option<String>,
     /// Suspended before cotal recorded suspensions: the time and operator are unknown.
     pub backfill: bool,
+    /// Brought back from its archive suspended: a new suspension, recorded now.
+    pub renew: bool,
 }
 
 /// What the lifecycle record of an existing space must say of its suspension, when it does
@@ -89,8 +91,22 @@ fn suspension_change(
             suspended: true,
             reason: reason.clone(),
             backfill,
+            renew: false,
         })
     };
+    // Back from its archive: what was recorded before the archive is not this suspension.
+    if space.archived.is_some() {
+        return (spec.state == SpaceState::Suspended || space.suspension_recorded.is_some()).then(
+            || SuspensionChange {
+                suspended: spec.state == SpaceState::Suspended,
+                reason: reason
+                    .clone()
+                    .filter(|_| spec.state == SpaceState::Suspended),
+                backfill: false,
+                renew: spec.state == SpaceState::Suspended,
+            },
+        );
+    }
     match (
         &space.suspension_recorded,
         spec.state == SpaceState::Suspended,
@@ -102,6 +118,7 @@ fn suspension_change(
             suspended: false,
             reason: None,
             backfill: false,
+            renew: false,
         }),
         _ => None,
     }
@@ -198,7 +215,10 @@ pub fn diff(
             out.sys_creds.insert(name.clone(), why);
         }
         let purged = out.purges.contains_key(name);
-        if running && spec.state == SpaceState::Active && archived {
+        // Not loaded, or loaded suspended and not in use since: its streams are on disk, and
+        // come back when the provisioning uses the account.
+        let unused = space.limits.is_suspended() && space.usage.source == UsageSource::Store;
+        if running && spec.state == SpaceState::Active && (archived || unused) {
             // Not loaded, so not observed: its streams come back with the reload that loads
             // it, and the provisioning after it creates whatever is missing.
             out.provisions.insert(

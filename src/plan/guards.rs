@@ -323,36 +323,6 @@ pub fn guard_returns(
     .next("restart the broker (`cotal down`, then `cotal up`; every tenant reconnects), then apply again"))
 }
 
-/// A broker serves at least one space: a file whose every space is archived would leave the
-/// config with no account (nats-server is then no cotal broker).
-pub fn guard_served(desired: &Desired, inv: &Inventory) -> Result<(), Refusal> {
-    let archived = || {
-        desired
-            .spaces
-            .values()
-            .all(|s| s.state == crate::model::SpaceState::Archived)
-    };
-    if desired.spaces.is_empty() || !archived() {
-        return Ok(());
-    }
-    let newly: Vec<&SpaceName> = desired
-        .spaces
-        .keys()
-        .filter(|n| inv.spaces.get(*n).is_none_or(|s| s.archived.is_none()))
-        .collect();
-    Err(Diagnostic::new(format!(
-        "every space in cotal.toml is archived: the broker would serve no account, and it needs at least one{}.",
-        if newly.is_empty() {
-            String::new()
-        } else {
-            format!(" (archiving {})", list(newly.iter().copied()))
-        }
-    ))
-    .blast(NOTHING_CHANGED)
-    .tenants(newly.into_iter().cloned())
-    .next("keep at least one space active or suspended; to stop serving every tenant, stop the broker (`cotal down`)"))
-}
-
 /// Removal guards for removals the operator asks for now (journaled ones are finished): not
 /// the last space, not a protected one, not one with live local processes.
 pub fn guard_removals(

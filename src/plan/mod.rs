@@ -424,6 +424,10 @@ pub enum Step {
         /// are recorded as `unknown`, never as this apply's.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         backfill: bool,
+        /// A new suspension (a space brought back from its archive suspended): this apply's
+        /// time and operator replace those of a suspension recorded before the archive.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        renew: bool,
     },
     /// Render `server.conf` from the inventory, promote it by compare-and-set, reload a running
     /// broker and confirm, then advance the generation.
@@ -894,28 +898,6 @@ impl Plan {
             } else {
                 self.config.clone()
             },
-        }
-    }
-
-    /// The blast radius a step shows: its own, but an archive fenced earlier in the plan does
-    /// not show again the connections its fence evicted (its audit still counts them).
-    pub fn shown_blast(&self, step: &Step) -> Option<Blast> {
-        match step {
-            Step::RecordArchive { space, blast, .. } => {
-                let fenced = self.steps.iter().any(|s| {
-                    matches!(s, Step::Fence { spaces, .. } if spaces.iter().any(|f| &f.space == space))
-                });
-                let mut shown = blast.clone();
-                if fenced {
-                    shown.connections_dropped = None;
-                }
-                Some(shown)
-            }
-            Step::DeleteStreams { blast, .. }
-            | Step::Fence { blast, .. }
-            | Step::PurgeStreams { blast, .. }
-            | Step::ReissueAccount { blast, .. } => Some(blast.clone()),
-            _ => None,
         }
     }
 

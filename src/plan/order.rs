@@ -49,17 +49,24 @@ pub fn steps(
     };
     steps.extend(fence);
     for (name, r) in removals.iter() {
+        let mut blast = described
+            .removal_blasts
+            .get(name)
+            .cloned()
+            .unwrap_or_default();
+        // Each step's blast radius says what that step does: the fence before it evicted the
+        // space's clients and invalidated its credentials.
+        if fenced.contains(name) {
+            blast.connections_dropped = None;
+            blast.credentials_invalidated.clear();
+        }
         steps.push(Step::DeleteStreams {
             space: name.clone(),
             account: r.account.clone(),
             committed: r.committed,
             fenced: fenced.contains(name),
             relocation: r.receipt.clone(),
-            blast: described
-                .removal_blasts
-                .get(name)
-                .cloned()
-                .unwrap_or_default(),
+            blast,
         });
     }
     // Purges before any record changes: the space is served as it was planned (a suspension
@@ -98,6 +105,7 @@ pub fn steps(
                 suspended: true,
                 reason: desired.suspend_reasons.get(name).cloned(),
                 backfill: false,
+                renew: false,
             });
         }
     }
@@ -143,18 +151,24 @@ pub fn steps(
                 suspended: change.suspended,
                 reason: change.reason.clone(),
                 backfill: change.backfill,
+                renew: change.renew,
             });
         }
         if let Some(&archived) = diff.archivals.get(name) {
+            let mut blast = described
+                .archive_blasts
+                .get(name)
+                .cloned()
+                .unwrap_or_default();
+            // The fence before it evicted the space's clients.
+            if fenced.contains(name) {
+                blast.connections_dropped = None;
+            }
             steps.push(Step::RecordArchive {
                 space: name.clone(),
                 account: inv.spaces[name].account_pub.clone(),
                 archived,
-                blast: described
-                    .archive_blasts
-                    .get(name)
-                    .cloned()
-                    .unwrap_or_default(),
+                blast,
             });
         }
         if diff.sys_creds.contains_key(name) {

@@ -40,7 +40,7 @@ pub fn prove(
             continue;
         }
         let fenced = space.limits.is_suspended() || space.archived.is_some();
-        if fenced && record.verified(&space.jwt) {
+        if fenced && record.verified() {
             removal.receipt = record.receipt.clone();
             continue;
         }
@@ -51,7 +51,7 @@ pub fn prove(
         let mut why = Vec::new();
         for (digest, receipt) in &given {
             let checked = match fenced {
-                true => record.check(name, &space.jwt, receipt),
+                true => record.check(name, receipt),
                 false => Err("the space is served again (neither suspended nor archived): what it holds now may not be in the artifact; fence it, back it up and restore it again".into()),
             };
             match checked {
@@ -67,6 +67,11 @@ pub fn prove(
             continue;
         }
         moving.push(name.clone());
+        let others: Vec<String> = receipts
+            .iter()
+            .filter(|(_, r)| r.space != name.as_str())
+            .map(|(_, r)| format!("{:?}", r.space))
+            .collect();
         let artifact = match &record.artifact {
             Some(a) => format!(
                 ", artifact {} exported to {} at {}",
@@ -76,11 +81,18 @@ pub fn prove(
         };
         let line = if why.is_empty() {
             format!(
-                "{} is being moved to another broker (recorded by `cotal space backup` at {} by {}: phase {}{artifact}); removing it before the destination verified the artifact could lose it.",
+                "{} is being moved to another broker (recorded by `cotal space backup` at {} by {}: phase {}{artifact}); removing it before the destination verified the artifact could lose it{}.",
                 name.quoted(),
                 record.started_at,
                 record.by,
-                record.phase
+                record.phase,
+                match others.as_slice() {
+                    [] => String::new(),
+                    names => format!(
+                        " (the receipt given is of space {}, not of this one)",
+                        names.join(", ")
+                    ),
+                }
             )
         } else {
             format!(

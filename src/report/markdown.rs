@@ -81,12 +81,11 @@ pub fn markdown(plan: &Plan) -> String {
                     cell(&blast.describe_or_contained())
                 );
             }
-            Step::DeleteStreams { .. }
-            | Step::Fence { .. }
-            | Step::RecordArchive { .. }
-            | Step::PurgeStreams { .. }
-            | Step::ReissueAccount { .. } => {
-                let blast = plan.shown_blast(step).unwrap_or_default();
+            Step::DeleteStreams { blast, .. }
+            | Step::Fence { blast, .. }
+            | Step::RecordArchive { blast, .. }
+            | Step::PurgeStreams { blast, .. }
+            | Step::ReissueAccount { blast, .. } => {
                 let _ = writeln!(
                     out,
                     "   - blast radius: {}",

@@ -136,8 +136,7 @@ pub fn text_with(plan: &Plan, p: &Palette, options: TextOptions) -> String {
                 let _ = writeln!(out, "     {} {c}", p.change.apply_to("~"));
             }
         }
-        if let (Step::Fence { .. } | Step::RecordArchive { .. }, Some(blast)) =
-            (step, plan.shown_blast(step))
+        if let Step::Fence { blast, .. } | Step::RecordArchive { blast, .. } = step
             && !blast.describe().is_empty()
         {
             let _ = writeln!(

@@ -511,13 +511,16 @@ fn archiving_and_bringing_back_a_space() {
     assert!(p.config.as_ref().unwrap().after.contains(&account));
     insta::assert_snapshot!("unarchive_text", text(&p));
 
-    // Nothing served is no broker.
-    let none =
-        desired("[spaces.design]\nstate = \"archived\"\n[spaces.release]\nstate = \"archived\"\n");
-    let refused = refusal(&none, &o);
+    // Nothing served is no broker: refused by the parser, at the first archived space's state.
+    let none = cotal::desired::parse(
+        "version = 1\n[spaces.design]\nstate = \"archived\"\n[spaces.release]\nstate = \"archived\"\n",
+        "cotal.toml",
+    )
+    .unwrap_err();
     assert!(
-        refused.starts_with("exit 3:") && refused.contains("every space in cotal.toml is archived"),
-        "{refused}"
+        none.starts_with("cotal.toml:3:9:")
+            && none.contains("every space of this file is archived"),
+        "{none}"
     );
 
     // Removed while archived and the broker runs: fenced (loaded, refusing everyone), so the

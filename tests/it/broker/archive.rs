@@ -148,6 +148,53 @@ fn an_archived_space_is_not_served_keeps_its_data_and_comes_back_whole() {
     );
     let audit = std::fs::read_to_string(b.root.file(".cotal/audit.jsonl")).unwrap();
     assert!(audit.contains("\"space.archived\"") && audit.contains("\"space.unarchived\""));
+    let archived: serde_json::Value = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["event"] == "space.archived")
+        .unwrap();
+    assert_eq!(
+        archived["counts"]["connections"], 1,
+        "the archive's audit counts what its fence evicted: {archived}"
+    );
+    drop(release);
+
+    // Back suspended: loaded, refusing its users, its data on disk (nats-server recovers it
+    // when the account is first used: at its resume), its suspension recorded anew.
+    b.root
+        .cotal(&["space", "archive", "release", "--auto-approve"])
+        .assert()
+        .success();
+    let back = stdout(
+        &b.root
+            .cotal(&[
+                "space",
+                "suspend",
+                "release",
+                "--reason",
+                "audit",
+                "--auto-approve",
+            ])
+            .assert()
+            .success(),
+    );
+    assert!(back.contains("its users stay refused"), "{back}");
+    let status = b.space_status("release").unwrap();
+    assert_eq!(status["state"], "suspended", "{status}");
+    assert_eq!(status["streams"], 12, "its streams, on disk: {status}");
+    assert_ne!(status["suspension"]["at"], "unknown", "{status}");
+    assert_eq!(status["suspension"]["reason"], "audit");
+    assert!(b.connect(&release_creds).is_err(), "still refused");
+    b.root
+        .cotal(&["space", "resume", "release", "--auto-approve"])
+        .assert()
+        .success();
+    let release = b.connect(&release_creds).unwrap();
+    assert!(
+        registry_reads(&b, &release, "release"),
+        "served whole once resumed"
+    );
+    assert_eq!(messages_in(&b, &release, "CHAT_release"), 5);
     drop(release);
 
     // A return the broker loaded and that was then rolled back leaves nothing of the space
