@@ -51,10 +51,13 @@ pub fn pending_elsewhere(
         .collect()
 }
 
-/// The spec an applied space's record says it has.
+/// The spec an applied space's record says it has. An archived space's record holds its
+/// fence's JWT (JetStream off): its storage limits read as unset, not as zero bytes.
 pub fn applied_spec(space: &ObservedSpace) -> SpaceSpec {
     let l = &space.limits;
     let some = |v: i64| (v != UNLIMITED && v >= 0).then_some(v as u64);
+    let quiesced = space.archived.is_some() && l.mem_storage == 0 && l.disk_storage == 0;
+    let storage = |v: i64| some(v).filter(|_| !quiesced);
     SpaceSpec {
         state: if space.archived.is_some() {
             SpaceState::Archived
@@ -67,8 +70,8 @@ pub fn applied_spec(space: &ObservedSpace) -> SpaceSpec {
         limits: Limits {
             // A suspended account's `conn` is 0 whatever its limit: any value renders the same.
             max_connections: if l.is_suspended() { None } else { some(l.conn) },
-            max_storage: some(l.disk_storage).map(ByteSize),
-            max_memory: some(l.mem_storage).map(ByteSize),
+            max_storage: storage(l.disk_storage).map(ByteSize),
+            max_memory: storage(l.mem_storage).map(ByteSize),
             max_streams: some(l.streams),
             max_consumers: some(l.consumer),
             max_payload: some(l.payload).map(ByteSize),
