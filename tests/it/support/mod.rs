@@ -191,7 +191,7 @@ pub fn spaces_of(snippet: &str) -> BTreeMap<&str, bool> {
             let name = rest.trim_end_matches(']').split('.').next().unwrap();
             out.entry(name).or_insert(false);
             current = Some(name);
-        } else if line.contains("suspended")
+        } else if (line.contains("suspended") || line.contains("archived"))
             && let Some(name) = current
         {
             out.insert(name, true);
