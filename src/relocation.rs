@@ -74,8 +74,9 @@ pub struct Relocation {
     pub started_at: String,
     /// `user@host`, as the audit names operators.
     pub by: String,
-    /// `sha256:` of the account JWT the space was fenced under when it was exported: a JWT
-    /// other than this one since means it was served again, and the export is stale.
+    /// `sha256:` of the account JWT the space was fenced under when it was exported, for the
+    /// record (that it was not served since is kept by the apply that serves it again, which
+    /// deletes this record, and checked by the removal, which needs it fenced).
     pub fenced_jwt: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub artifact: Option<Artifact>,

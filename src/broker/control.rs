@@ -555,22 +555,9 @@ struct Varz {
 struct Jsz {
     #[serde(default)]
     meta_cluster: Option<MetaCluster>,
+    /// Each account's streams, as the live figures read them.
     #[serde(default)]
-    account_details: Vec<JszAccount>,
-}
-
-#[derive(Deserialize)]
-struct JszAccount {
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    stream_detail: Vec<JszStream>,
-}
-
-#[derive(Deserialize)]
-struct JszStream {
-    #[serde(default)]
-    name: String,
+    account_details: Vec<super::live::JszAccount>,
 }
 
 #[derive(Deserialize)]

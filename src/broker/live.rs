@@ -1045,18 +1045,19 @@ struct Jsz {
     account_details: Vec<JszAccount>,
 }
 
+/// One account of a JSZ reply: its streams (also what [`super::control`] waits on).
 #[derive(Deserialize)]
-struct JszAccount {
-    id: String,
+pub(super) struct JszAccount {
+    pub(super) id: String,
     #[serde(default)]
-    stream_detail: Vec<JszStream>,
+    pub(super) stream_detail: Vec<JszStream>,
 }
 
 #[derive(Deserialize)]
-struct JszStream {
+pub(super) struct JszStream {
     #[serde(default)]
     cluster: Option<JszCluster>,
-    name: String,
+    pub(super) name: String,
     #[serde(default)]
     config: Option<stream::Config>,
     state: JszState,

@@ -2403,3 +2403,74 @@ fn the_reap_after_a_removal_reports_what_it_removed() {
         "{text}"
     );
 }
+
+/// Issue 25, "privileged operations are audited too": `init`, a creds mint and `root backup`
+/// (which exports every seed) each write their record before they act, and with an audit that
+/// cannot be written each is refused having done nothing (fail-closed, like the lifecycle
+/// records). (`space backup`, `space restore` and `down --preserve-state` are asserted in the
+/// broker's move test, `root restore` in the root backup test.)
+#[test]
+fn privileged_operations_are_audited_before_they_act_and_refused_without_an_audit() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let events = |root: &TestRoot| -> Vec<String> {
+        std::fs::read_to_string(root.file(".cotal/audit.jsonl"))
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["event"].to_string())
+            .collect()
+    };
+    let out = tempfile::tempdir().unwrap();
+    let creds = out.path().join("alice.creds");
+    root.cotal(&[
+        "creds",
+        "design",
+        "--user",
+        "alice",
+        "--out",
+        creds.to_str().unwrap(),
+    ])
+    .assert()
+    .success();
+    let backup = out.path().join("root");
+    root.cotal(&["root", "backup", backup.to_str().unwrap()])
+        .assert()
+        .success();
+    let seen = events(&root);
+    for event in ["root.initialised", "creds.minted", "root.backed_up"] {
+        assert!(
+            seen.contains(&format!("\"{event}\"")),
+            "{event} audited: {seen:?}"
+        );
+    }
+    // A directory where the log should be: every append fails, even for root.
+    let audit = root.file(".cotal/audit.jsonl");
+    let kept = std::fs::read(&audit).unwrap();
+    std::fs::remove_file(&audit).unwrap();
+    std::fs::create_dir(&audit).unwrap();
+    let refused_creds = out.path().join("bob.creds");
+    let failed = root
+        .cotal(&[
+            "creds",
+            "design",
+            "--user",
+            "bob",
+            "--out",
+            refused_creds.to_str().unwrap(),
+        ])
+        .assert()
+        .failure();
+    assert!(
+        !refused_creds.exists(),
+        "no creds leave unrecorded: {}",
+        stderr(&failed)
+    );
+    let refused_backup = out.path().join("root2");
+    root.cotal(&["root", "backup", refused_backup.to_str().unwrap()])
+        .assert()
+        .failure();
+    assert!(!refused_backup.exists(), "no seed leaves unrecorded");
+    std::fs::remove_dir(&audit).unwrap();
+    std::fs::write(&audit, kept).unwrap();
+}

@@ -1229,6 +1229,11 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
             "relocation.completed"
         ]
     );
+    // The privileged operations of the move are audited on each side.
+    let a_audit = std::fs::read_to_string(a.root.file(".cotal/audit.jsonl")).unwrap();
+    assert!(a_audit.contains("\"broker.cut\"") && a_audit.contains("\"space.backed_up\""));
+    let b_audit = std::fs::read_to_string(b.root.file(".cotal/audit.jsonl")).unwrap();
+    assert!(b_audit.contains("\"space.restored\""));
 }
 
 #[test]

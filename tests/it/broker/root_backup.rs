@@ -33,6 +33,11 @@ fn a_root_backup_brought_up_on_a_new_host_serves_the_creds_handed_out_before() {
         .assert()
         .success();
     assert_eq!(mode(&new_host.file(".cotal/auth/broker.json")), 0o600);
+    let audit = std::fs::read_to_string(new_host.file(".cotal/audit.jsonl")).unwrap();
+    assert!(
+        audit.contains("\"root.backed_up\"") && audit.contains("\"root.restored\""),
+        "the restored audit records the backup it came from and the restore itself"
+    );
     let b = Broker::up(new_host, port);
     b.connect(&alice)
         .expect("creds minted on the lost host work on the new one");
