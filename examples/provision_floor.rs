@@ -92,35 +92,38 @@ async fn provision(url: &str, creds: &str, token: &str) -> Result<(), Failure> {
         .connect(url)
         .await?;
     let js = async_nats::jetstream::new(client);
-    let creates = streams::expected(token).into_iter().map(|want| {
-        let js = js.clone();
-        async move {
-            // A server that has just started may still answer "JetStream not enabled for
-            // account" (10039) for an account it has not finished loading: asked again.
-            for _ in 0..500 {
-                let created = match &want {
-                    Expected::Stream { .. } => js
-                        .create_stream(stream_config(&want.stream_name(), &want.shape(), 0))
-                        .await
-                        .map(|_| ())
-                        .map_err(Failure::from),
-                    Expected::Bucket { .. } => js
-                        .create_key_value(kv_config(&want, 0))
-                        .await
-                        .map(|_| ())
-                        .map_err(Failure::from),
-                };
-                match created {
-                    Err(e) if e.to_string().contains("10039") => {
-                        RETRIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    // The benchmark's spaces have the starter's quota (32 MiB), which caps their artifact store.
+    let creates = streams::expected(token, Some(32 << 20))
+        .into_iter()
+        .map(|want| {
+            let js = js.clone();
+            async move {
+                // A server that has just started may still answer "JetStream not enabled for
+                // account" (10039) for an account it has not finished loading: asked again.
+                for _ in 0..500 {
+                    let created = match &want {
+                        Expected::Stream { .. } => js
+                            .create_stream(stream_config(&want.stream_name(), &want.shape(), 0))
+                            .await
+                            .map(|_| ())
+                            .map_err(Failure::from),
+                        Expected::Bucket { .. } => js
+                            .create_key_value(kv_config(&want, 0))
+                            .await
+                            .map(|_| ())
+                            .map_err(Failure::from),
+                    };
+                    match created {
+                        Err(e) if e.to_string().contains("10039") => {
+                            RETRIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        }
+                        other => return other,
                     }
-                    other => return other,
                 }
+                Err(Failure::from("JetStream stayed disabled for an account"))
             }
-            Err(Failure::from("JetStream stayed disabled for an account"))
-        }
-    });
+        });
     futures::future::try_join_all(creates).await?;
     let registry = js.get_key_value(streams::registry_bucket(token)).await?;
     registry

@@ -200,7 +200,7 @@ rows = [
     ("no-op `apply`, broker stopped, %d spaces" % n, "%s, %s paths written" % (ms(noop), written), "", "", "< 50 ms, nothing written"),
     ("first `apply` of %d spaces (broker stopped)" % n, ms(bulk), "", "", "< 2 s"),
     ("first `apply` of %d spaces (broker stopped)" % big, ms(bulk_big), "", "", ""),
-    ("`up` provisioning %d new spaces (12 streams and buckets each)" % n, ms(up), "tight concurrent client: " + ms(client), ratio(up, client), "at most 2x"),
+    ("`up` provisioning %d new spaces (15 streams and buckets each)" % n, ms(up), "tight concurrent client: " + ms(client), ratio(up, client), "at most 2x"),
     ("`plan`, broker running, %d spaces (registries cached)" % n, ms(plan_running), "", "", ""),
 ]
 if cluster:

@@ -73,9 +73,20 @@ pub struct Target<'a> {
     pub store_dir: &'a Path,
 }
 
+/// The streams and buckets a backup leaves out for a space with token `t`, as the original's
+/// backup classes do: the ephemeral buckets (presence, membership, delivery, manager), and the
+/// artifact store with its two index buckets. Provisioning creates them empty on a restore.
+pub fn not_carried(t: &str) -> Vec<String> {
+    streams::expected(t, None)
+        .into_iter()
+        .filter(|e| !e.backed_up())
+        .map(|e| e.stream_name())
+        .collect()
+}
+
 /// The streams a backup carries for a space with token `t`.
 pub fn backed_up(t: &str) -> Vec<String> {
-    streams::expected(t)
+    streams::expected(t, None)
         .into_iter()
         .filter(|e| e.backed_up())
         .map(|e| e.stream_name())

@@ -15,7 +15,7 @@ use toml::Spanned;
 pub const VERSION: i64 = 1;
 
 /// Streams plus KV buckets cotal provisions in every space; `max_streams` below it cannot work.
-pub const PROVISIONED_STREAMS: u64 = 12;
+pub const PROVISIONED_STREAMS: u64 = 15;
 
 /// The `[broker]` table with defaults applied; its listener and store are the lone node's of
 /// the [`Topology`] (a cluster's nodes set their own).
@@ -693,8 +693,8 @@ fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {
         max_storage: size(
             "max_storage",
             l.max_storage,
-            crate::streams::reserved_storage(),
-            "JetStream reserves each stream's max_bytes up front, and the space's provisioned buckets reserve this much",
+            crate::streams::min_quota(),
+            "JetStream reserves each stream's max_bytes up front: the space's provisioned buckets reserve 1 MiB, and its artifact store takes what the quota leaves (at most 4 GiB)",
         )?,
         max_memory: size("max_memory", l.max_memory, 1, "")?,
         max_streams: count("max_streams", l.max_streams, PROVISIONED_STREAMS)?,
@@ -748,7 +748,7 @@ multi_space = true        # keep the system signing keys so every space gets its
 max_connections = 100
 max_storage = "32MiB"     # JetStream disk quota (raise it per space: [spaces.NAME.limits])
 max_memory = "8MiB"       # JetStream memory quota
-max_streams = 50          # cotal provisions 12 per space
+max_streams = 50          # cotal provisions 15 per space
 max_consumers = 500
 max_payload = "1MiB"
 
@@ -836,7 +836,7 @@ max_storage = "10GiB"
             (Some(99), Some(ByteSize(1 << 30)))
         );
         assert_eq!(a.max_payload, None, "neither sets it: unlimited");
-        assert!(err("version = 1\n[defaults.limits]\nmax_streams = 3\n").contains("at least 12"));
+        assert!(err("version = 1\n[defaults.limits]\nmax_streams = 3\n").contains("at least 15"));
         assert!(err("version = 1\n[defaults]\nstate = \"suspended\"\n").contains("unknown field"));
         let d = parse("version = 1\n[broker]\nmax_file_store = \"10GiB\"\n", "f").unwrap();
         assert_eq!(d.broker.max_file_store, Some(ByteSize(10 << 30)));
@@ -955,16 +955,16 @@ max_storage = "10GiB"
             err("version = 1\n[spaces.a.limits]\nmax_storage = 0\n")
                 .contains("not a positive size")
         );
-        assert!(err("version = 1\n[spaces.a.limits]\nmax_streams = 3\n").contains("at least 12"));
+        assert!(err("version = 1\n[spaces.a.limits]\nmax_streams = 3\n").contains("at least 15"));
         let e = err("version = 1\n[spaces.a.limits]\nmax_payload = \"16B\"\n");
         assert!(
             e.starts_with("cotal.toml:3:15: max_payload = 16 B must be at least 4 KiB"),
             "{e}"
         );
         let e = err("version = 1\n[spaces.a.limits]\nmax_storage = \"512KiB\"\n");
-        assert!(e.contains("must be at least 1 MiB"), "{e}");
+        assert!(e.contains("must be at least 2 MiB"), "{e}");
         let ok = parse(
-            "version = 1\n[spaces.a.limits]\nmax_payload = \"4KiB\"\nmax_storage = \"1MiB\"\n",
+            "version = 1\n[spaces.a.limits]\nmax_payload = \"4KiB\"\nmax_storage = \"2MiB\"\n",
             "f",
         );
         assert!(ok.is_ok(), "the minimums themselves are accepted");

@@ -41,7 +41,11 @@ impl Diagnostic {
 
     /// A refusal: what was seen, the blast radius of refusing (usually none: nothing was
     /// changed), and the way out.
-    pub fn refusal(what: impl Into<String>, blast: &str, next: impl Into<String>) -> Self {
+    pub fn refusal(
+        what: impl Into<String>,
+        blast: impl Into<String>,
+        next: impl Into<String>,
+    ) -> Self {
         Diagnostic::new(what).blast(blast).next(next)
     }
 

@@ -96,6 +96,11 @@ fn or_unlimited(v: Option<u64>) -> i64 {
 }
 
 impl AccountLimits {
+    /// The account's JetStream storage quota in bytes; `None` when unlimited (or off).
+    pub fn storage_quota(&self) -> Option<u64> {
+        u64::try_from(self.disk_storage).ok().filter(|q| *q > 0)
+    }
+
     /// The limits of a space's account: its `[limits]`, JetStream on, and `conn`/`leaf` 0 when
     /// suspended (the account key and everything else unchanged).
     pub fn for_space(spec: &SpaceSpec) -> Self {

@@ -63,7 +63,7 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
                 .map(|s| s.name.as_str())
                 .collect();
             Some(
-                streams::expected(&name.token())
+                streams::expected(&name.token(), None)
                     .iter()
                     .all(|e| present.contains(&e.stream_name().as_str())),
             )

@@ -852,7 +852,14 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
                     .reduce(|(a, x), (b, y)| (a.min(b), x && y))
             })
             .flatten();
-        for want in streams::expected(&name.token()) {
+        let artifacts = format!("OBJ_{}", streams::artifact_bucket(&name.token()));
+        space.artifact_max_bytes = account
+            .streams
+            .iter()
+            .find(|s| s.name == artifacts)
+            .and_then(|s| s.shape.as_ref())
+            .map(|shape| shape.max_bytes);
+        for want in streams::expected(&name.token(), space.limits.storage_quota()) {
             let stream_name = want.stream_name();
             let live = account.streams.iter().find(|s| s.name == stream_name);
             if let Some(shape) = live.and_then(|s| s.shape.as_ref()) {

@@ -70,6 +70,9 @@ pub struct ObservedSpace {
     pub sys_issued: Vec<SysUser>,
     /// Streams whose live config differs from the table, with the differing fields.
     pub stream_drift: Vec<(String, Vec<String>)>,
+    /// The artifact store's `max_bytes` in the live figures (`None`: not live, or no store):
+    /// its cap follows the storage quota, so a plan that changes the quota updates it.
+    pub artifact_max_bytes: Option<i64>,
     /// The channel registry, as the running broker holds it.
     pub registry: RegistryState,
     /// The registry stream's fingerprint in the live figures (`None`: not live, or no stream).

@@ -310,6 +310,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                 sys_users: s.sys_users.clone(),
                 sys_issued: s.sys_issued.clone(),
                 stream_drift: Vec::new(),
+                artifact_max_bytes: None,
                 registry_fingerprint: None,
                 registry: match &s.channels {
                     Some(r) => crate::observed::RegistryState::Read(r.clone()),

@@ -1,8 +1,16 @@
-//! The one table of what a space holds in JetStream (docs/design/architecture.md, "Provisioning and teardown"): its five streams and
-//! seven KV buckets, their configs, and which are backed up. Pure.
+//! The one table of what a space holds in JetStream (docs/design/architecture.md, "Provisioning and teardown"): its five streams,
+//! its artifact object store and nine KV buckets (the original Cotal's fifteen, `backup-config.ts`),
+//! their configs, and which are backed up. Pure.
 //!
 //! Invariant: every stream and bucket name is built from the space's token, so it only contains
 //! `[A-Za-z0-9_-]`; a space's set never overlaps another space's set with a different token.
+//!
+//! The artifact store's cap is the original's 4 GiB (`ARTIFACT_STORE_MAX_BYTES`) in a space
+//! without a storage quota. nats-server reserves every stream's `max_bytes` up front, within the
+//! account's quota and within the broker's store, so in a space with a quota the cap is half of
+//! what the quota leaves after the other reservations ([`artifact_cap`]): the quota bounds the
+//! store either way, a space of the starter's 32 MiB can still be provisioned, and the other half
+//! stays free for the streams the tenant creates.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -37,6 +45,10 @@ pub struct Shape {
     pub deny_delete: bool,
     #[serde(default)]
     pub deny_purge: bool,
+    /// Rollup headers allowed: an object store replaces an object's metadata with a rollup, so
+    /// one without them rejects every put.
+    #[serde(default)]
+    pub allow_rollup: bool,
 }
 
 /// A stream or bucket a space must have.
@@ -94,6 +106,8 @@ impl Expected {
                 // The KV layer creates every bucket's stream with deny_delete.
                 deny_delete: true,
                 deny_purge: false,
+                // And with rollups allowed (a purge of a key is one).
+                allow_rollup: true,
             },
         }
     }
@@ -108,8 +122,10 @@ const STREAMS: [(&str, &str, Retention, i64); 5] = [
     ("DLV", "dlv", Retention::Limits, -1),
 ];
 
-/// (bucket kind, history, ttl seconds, max bytes, backed up)
-const BUCKETS: [(&str, i64, u64, i64, bool); 7] = [
+/// (bucket kind, history, ttl seconds, max bytes, backed up). The two artifact index buckets
+/// are created as the original's clients create them (history 1, no ttl: a possession row
+/// must outlive the lifecycle that wrote it, `artifact-index.ts`) and are not backed up.
+const BUCKETS: [(&str, i64, u64, i64, bool); 9] = [
     ("presence", 1, 6, -1, false),
     ("channels", 1, 0, -1, true),
     ("members", 1, 0, -1, true),
@@ -117,13 +133,41 @@ const BUCKETS: [(&str, i64, u64, i64, bool); 7] = [
     ("membership", 1, 0, 1 << 20, false),
     ("delivery", 1, 30, -1, false),
     ("manager", 1, 10, -1, false),
+    ("artpossess", 1, 0, -1, false),
+    ("artattach", 1, 0, -1, false),
 ];
+
+/// The artifact object store's cap in a space without a storage quota: the original's
+/// `ARTIFACT_STORE_MAX_BYTES`.
+pub const ARTIFACT_STORE_CAP: u64 = 4 << 30;
+
+/// The object store bucket of a space's artifacts (its stream is `OBJ_<bucket>`).
+pub fn artifact_bucket(t: &str) -> String {
+    format!("cotal_artifacts_{t}")
+}
+
+/// The artifact store's cap in a space whose storage quota is `quota` (`None`: unlimited):
+/// [`ARTIFACT_STORE_CAP`], or half of what the quota leaves after the fixed reservations,
+/// whichever is smaller (at least one byte; a quota below [`min_quota`] is refused by the
+/// parser).
+///
+/// Invariant: a space's reservations stay below its quota by at least half of what is left.
+/// JetStream reserves every `max_bytes` up front and counts a stream without one as one byte,
+/// so a store capped at the whole remainder would refuse every stream created after it: the
+/// space's own buckets as much as the tenant's streams.
+pub fn artifact_cap(quota: Option<u64>) -> u64 {
+    match quota {
+        None => ARTIFACT_STORE_CAP,
+        Some(q) => ARTIFACT_STORE_CAP.min((q.saturating_sub(fixed_reservation()) / 2).max(1)),
+    }
+}
 
 /// The channel registry bucket kind (its keys: [`crate::channels`]).
 pub const REGISTRY: &str = "channels";
 
-/// Everything a space with wire token `t` must hold, streams first.
-pub fn expected(t: &str) -> Vec<Expected> {
+/// Everything a space with wire token `t` and storage quota `quota` (`None`: unlimited) must
+/// hold, streams first. Only the artifact store's cap depends on the quota.
+pub fn expected(t: &str, quota: Option<u64>) -> Vec<Expected> {
     let streams =
         STREAMS.iter().map(
             |(prefix, segment, retention, per_subject)| Expected::Stream {
@@ -140,10 +184,32 @@ pub fn expected(t: &str) -> Vec<Expected> {
                     sealed: false,
                     deny_delete: false,
                     deny_purge: false,
+                    allow_rollup: false,
                 },
                 backed_up: true,
             },
         );
+    // As the original's object store layer creates it: chunks and metadata, rollups for the
+    // metadata, direct gets, discard new (a full store refuses a put, never evicts an artifact).
+    let bucket = artifact_bucket(t);
+    let artifacts = Expected::Stream {
+        name: format!("OBJ_{bucket}"),
+        shape: Shape {
+            subjects: vec![format!("$O.{bucket}.C.>"), format!("$O.{bucket}.M.>")],
+            retention: Retention::Limits,
+            max_msgs_per_subject: -1,
+            discard_new: true,
+            allow_direct: true,
+            max_age: Duration::ZERO,
+            max_bytes: artifact_cap(quota) as i64,
+            in_memory: false,
+            sealed: false,
+            deny_delete: false,
+            deny_purge: false,
+            allow_rollup: true,
+        },
+        backed_up: false,
+    };
     let buckets =
         BUCKETS.iter().map(
             |(kind, history, ttl, max_bytes, backed_up)| Expected::Bucket {
@@ -154,13 +220,39 @@ pub fn expected(t: &str) -> Vec<Expected> {
                 backed_up: *backed_up,
             },
         );
-    streams.chain(buckets).collect()
+    streams
+        .chain(std::iter::once(artifacts))
+        .chain(buckets)
+        .collect()
 }
 
-/// Bytes JetStream reserves up front for a space's provisioned streams: every stream with a
-/// `max_bytes` reserves it at creation. A `max_storage` below this can never provision.
-pub fn reserved_storage() -> u64 {
-    expected("t")
+/// How many streams and buckets a space holds.
+pub fn count() -> usize {
+    STREAMS.len() + 1 + BUCKETS.len()
+}
+
+/// Bytes JetStream reserves up front for a space's streams other than the artifact store
+/// (whose cap follows the quota): every stream with a `max_bytes` reserves it at creation.
+pub fn fixed_reservation() -> u64 {
+    BUCKETS
+        .iter()
+        .map(|b| b.3)
+        .filter(|b| *b > 0)
+        .map(|b| b as u64)
+        .sum()
+}
+
+/// The smallest storage quota a space can be provisioned under: the fixed reservations and
+/// a MiB of artifact store.
+pub fn min_quota() -> u64 {
+    fixed_reservation() + (1 << 20)
+}
+
+/// Bytes JetStream reserves up front for a space with storage quota `quota`: every stream
+/// with a `max_bytes` reserves it at creation. A space without a quota commits this much of
+/// the broker's store (and may use what is left).
+pub fn reserved_storage(quota: Option<u64>) -> u64 {
+    expected("t", quota)
         .iter()
         .map(|e| e.shape().max_bytes)
         .filter(|b| *b > 0)
@@ -210,6 +302,9 @@ pub fn drift(expected: &Shape, actual: &Shape) -> Vec<&'static str> {
     if expected.in_memory != actual.in_memory {
         out.push("storage");
     }
+    if expected.allow_rollup && !actual.allow_rollup {
+        out.push("allow_rollup_hdrs");
+    }
     // A lock counts only where someone set one cotal does not: a bucket recreated without
     // the KV layer's `deny_delete` is still a working bucket.
     for (field, want, have) in [
@@ -240,8 +335,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_space_holds_five_streams_and_seven_buckets() {
-        let all = expected("design");
+    fn a_space_holds_the_originals_fifteen_streams_and_buckets() {
+        let all = expected("design", None);
         assert_eq!(all.len(), crate::desired::PROVISIONED_STREAMS as usize);
         let names: Vec<String> = all.iter().map(|e| e.stream_name()).collect();
         assert_eq!(
@@ -271,11 +366,61 @@ mod tests {
             .map(|e| e.stream_name())
             .collect();
         assert_eq!(backed.len(), 8, "five streams and channels, members, acl");
+        assert_eq!(all.len(), 15);
+        assert_eq!(count(), 15);
+        let obj = all
+            .iter()
+            .find(|e| e.stream_name() == "OBJ_cotal_artifacts_design")
+            .expect("the artifact store");
+        assert!(!obj.backed_up());
+        let shape = obj.shape();
+        assert_eq!(
+            shape.subjects,
+            [
+                "$O.cotal_artifacts_design.C.>",
+                "$O.cotal_artifacts_design.M.>"
+            ]
+        );
+        assert_eq!(
+            (shape.max_bytes, shape.discard_new, shape.allow_rollup),
+            (4 << 30, true, true)
+        );
+        for index in ["KV_cotal_artpossess_design", "KV_cotal_artattach_design"] {
+            let e = all.iter().find(|e| e.stream_name() == index).expect(index);
+            assert!(!e.backed_up());
+            assert_eq!(e.shape().max_age, Duration::ZERO, "{index}: no ttl");
+        }
+    }
+
+    #[test]
+    fn the_artifact_cap_is_half_the_quota_left_after_the_fixed_reservations() {
+        assert_eq!(artifact_cap(None), 4 << 30);
+        assert_eq!(artifact_cap(Some(32 << 20)), ((32 << 20) - (1 << 20)) / 2);
+        assert_eq!(artifact_cap(Some(1 << 40)), 4 << 30);
+        // The reservations of a space with a quota leave room for the streams created after
+        // the artifact store (each at least one byte) and for the tenant's own.
+        for quota in [min_quota(), 32 << 20, 5 << 30, 1 << 40] {
+            let left = quota - reserved_storage(Some(quota));
+            assert!(left >= (quota - fixed_reservation()) / 2, "{quota}");
+        }
+        assert_eq!(reserved_storage(None), (4 << 30) + (1 << 20));
+    }
+
+    #[test]
+    fn a_store_without_rollups_has_drifted() {
+        let want = expected("a", None)
+            .into_iter()
+            .find(|e| e.stream_name().starts_with("OBJ_"))
+            .unwrap()
+            .shape();
+        let mut got = want.clone();
+        got.allow_rollup = false;
+        assert_eq!(drift(&want, &got), ["allow_rollup_hdrs"]);
     }
 
     #[test]
     fn drift_names_each_differing_field() {
-        let want = expected("a")[0].shape();
+        let want = expected("a", None)[0].shape();
         let mut got = want.clone();
         assert!(drift(&want, &got).is_empty());
         got.max_msgs_per_subject = 10;

@@ -34,6 +34,7 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         sys_users: Vec::new(),
         sys_issued: Vec::new(),
         stream_drift: Vec::new(),
+        artifact_max_bytes: None,
         registry_fingerprint: None,
         registry: Default::default(),
         replication: None,

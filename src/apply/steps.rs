@@ -470,10 +470,18 @@ pub fn provision_many(
     broker: &mut dyn Broker,
     spaces: &[SpaceName],
 ) -> Vec<Result<()>> {
-    let creds: Vec<Result<String>> = spaces
+    let creds: Vec<Result<(String, Option<u64>)>> = spaces
         .iter()
         .map(|space| {
             let current = account_record::load(ctx.root, space)?;
+            let quota =
+                crate::jwt::decode_verified::<crate::jwt::AccountNats>(&current.account.jwt)
+                    .map_err(|e| {
+                        Error::other(format!("the account JWT of {}: {e}", space.quoted()))
+                    })?
+                    .nats
+                    .limits
+                    .storage_quota();
             let creds = space_user(
                 ctx.root,
                 space,
@@ -486,13 +494,21 @@ pub fn provision_many(
             if !unserved.is_empty() {
                 broker.await_streams(space, &creds, &current.account.public, &unserved)?;
             }
-            Ok(creds)
+            Ok((creds, quota))
         })
         .collect();
-    let work: Vec<(SpaceName, String)> = spaces
+    let work: Vec<crate::broker::Provisioning> = spaces
         .iter()
         .zip(&creds)
-        .filter_map(|(space, c)| c.as_ref().ok().map(|c| (space.clone(), c.clone())))
+        .filter_map(|(space, c)| {
+            c.as_ref()
+                .ok()
+                .map(|(creds, quota)| crate::broker::Provisioning {
+                    space: space.clone(),
+                    quota: *quota,
+                    creds: creds.clone(),
+                })
+        })
         .collect();
     let mut done = broker.provision_many(&work).into_iter();
     spaces

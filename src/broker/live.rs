@@ -66,25 +66,23 @@ impl Nats {
     /// server, whose streams have the server's default).
     pub fn provision(
         &self,
-        creds: &str,
-        token: &str,
+        work: &super::Provisioning,
         replicas: Option<usize>,
     ) -> Result<Vec<String>> {
-        self.rt
-            .block_on(provision_space(&self.url, creds, token, replicas))
+        self.rt.block_on(provision_space(&self.url, work, replicas))
     }
 
-    /// [`Nats::provision`] for many spaces (creds, token) at once, at most
-    /// [`PROVISION_CONCURRENCY`] in flight: each result in the order given.
+    /// [`Nats::provision`] for many spaces at once, at most [`PROVISION_CONCURRENCY`] in
+    /// flight: each result in the order given.
     pub fn provision_many(
         &self,
-        work: &[(String, String)],
+        work: &[super::Provisioning],
         replicas: Option<usize>,
     ) -> Vec<Result<Vec<String>>> {
         use futures::StreamExt;
         self.rt.block_on(
             futures::stream::iter(work)
-                .map(|(creds, token)| provision_space(&self.url, creds, token, replicas))
+                .map(|w| provision_space(&self.url, w, replicas))
                 .buffered(PROVISION_CONCURRENCY)
                 .collect(),
         )
@@ -520,25 +518,36 @@ pub const PROVISION_CONCURRENCY: usize = 16;
 /// See [`Nats::provision`].
 async fn provision_space(
     url: &str,
-    creds: &str,
-    token: &str,
+    work: &super::Provisioning,
     replicas: Option<usize>,
 ) -> Result<Vec<String>> {
-    let client = connect(url, creds)
+    let token = &work.space.token();
+    let client = connect(url, &work.creds)
         .await
         .map_err(refused_connection("provisioner connect"))?;
     let js = jetstream::new(client);
-    // Streams, then buckets; each batch concurrently (every create is an fsync on the
-    // server, so in parallel they cost about one).
-    let (stream_batch, bucket_batch): (Vec<Expected>, Vec<Expected>) = streams::expected(token)
+    // The artifact store first, alone: its cap follows the quota, and after a quota was
+    // lowered the account's reservations exceed it until the store shrinks (nats-server then
+    // refuses every other create, even of a stream that exists). Then the streams, then the
+    // buckets; each batch concurrently (every create is an fsync on the server, so in
+    // parallel they cost about one).
+    let artifacts = format!("OBJ_{}", streams::artifact_bucket(token));
+    let (first, rest): (Vec<Expected>, Vec<Expected>) = streams::expected(token, work.quota)
+        .into_iter()
+        .partition(|e| e.stream_name() == artifacts);
+    let (stream_batch, bucket_batch): (Vec<Expected>, Vec<Expected>) = rest
         .into_iter()
         .partition(|e| matches!(e, Expected::Stream { .. }));
-    let mut done: Vec<String> =
+    let mut done: Vec<String> = Vec::new();
+    for w in &first {
+        done.extend(ensure(&js, w, replicas).await?);
+    }
+    done.extend(
         futures::future::try_join_all(stream_batch.iter().map(|w| ensure(&js, w, replicas)))
             .await?
             .into_iter()
-            .flatten()
-            .collect();
+            .flatten(),
+    );
     crate::fault::point(crate::fault::Point::MidProvision);
     done.extend(
         futures::future::try_join_all(bucket_batch.iter().map(|w| ensure(&js, w, replicas)))
@@ -655,10 +664,26 @@ async fn ensure(
     // JetStream answers the create of a stream that exists with this very config with success,
     // and that of one with another config with error 10058; only then is it read and compared.
     let created = match want {
+        // What the broker answers is checked back: the original checks its object store's
+        // subjects after creating it, and a stream that answers with another shape than the
+        // one asked for is not provisioned (its drift is named).
         Expected::Stream { .. } => {
-            placed(|| js.create_stream(stream_config(&name, &want.shape(), replicas)))
-                .await
-                .map(|_| ())
+            match placed(|| js.create_stream(stream_config(&name, &want.shape(), replicas))).await {
+                Ok(created) => {
+                    let answered = shape_of(&created.cached_info().config);
+                    let fields = streams::drift(&want.shape(), &answered);
+                    if !fields.is_empty() {
+                        return Err(BrokerError::Api {
+                            what: format!("creating {name}"),
+                            code: None,
+                            why: format!("the broker answered with another {}", fields.join(", ")),
+                        }
+                        .into());
+                    }
+                    Ok(())
+                }
+                Err(f) => Err(f),
+            }
         }
         Expected::Bucket { .. } => placed(|| js.create_key_value(kv_config(want, replicas)))
             .await
@@ -912,6 +937,7 @@ fn shape_of(c: &stream::Config) -> Shape {
         sealed: c.sealed,
         deny_delete: c.deny_delete,
         deny_purge: c.deny_purge,
+        allow_rollup: c.allow_rollup,
     }
 }
 
@@ -935,6 +961,7 @@ pub fn stream_config(name: &str, shape: &Shape, replicas: usize) -> stream::Conf
         max_bytes: shape.max_bytes,
         storage: stream::StorageType::File,
         num_replicas: replicas,
+        allow_rollup: shape.allow_rollup,
         ..Default::default()
     }
 }

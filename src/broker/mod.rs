@@ -70,6 +70,17 @@ pub enum Expectation {
 }
 
 /// What apply asks of the broker.
+/// One space to provision.
+#[derive(Debug, Clone)]
+pub struct Provisioning {
+    pub space: SpaceName,
+    /// Its account's storage quota (`None`: unlimited), which the artifact store's cap follows
+    /// ([`crate::streams::artifact_cap`]).
+    pub quota: Option<u64>,
+    /// A provisioner user of its account.
+    pub creds: String,
+}
+
 pub trait Broker {
     /// Whether a broker process is running (and so must be reloaded and verified).
     fn running(&self) -> bool;
@@ -108,7 +119,7 @@ pub trait Broker {
     /// Check the data plane: every expectation holds.
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()>;
     /// Create the space's missing streams and buckets, update drifted ones.
-    fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>>;
+    fn provision(&mut self, work: &Provisioning) -> Result<Vec<String>>;
     /// Use the space's account as `creds` (a user of it: nats-server enables an account's
     /// JetStream, and recovers its streams from disk, when it first uses it), then wait until
     /// the broker serves every one of `streams` (a space brought back from its archive, before
@@ -120,12 +131,10 @@ pub trait Broker {
         account: &str,
         streams: &[String],
     ) -> Result<()>;
-    /// [`Broker::provision`] for many spaces (space, provisioner creds), as concurrently as the
-    /// broker allows; each result in the order given.
-    fn provision_many(&mut self, work: &[(SpaceName, String)]) -> Vec<Result<Vec<String>>> {
-        work.iter()
-            .map(|(space, creds)| self.provision(space, creds))
-            .collect()
+    /// [`Broker::provision`] for many spaces, as concurrently as the broker allows; each result
+    /// in the order given.
+    fn provision_many(&mut self, work: &[Provisioning]) -> Vec<Result<Vec<String>>> {
+        work.iter().map(|w| self.provision(w)).collect()
     }
     /// Write the space's channel registry as `writer` (compare-and-set per key; a key that
     /// a tenant moved is rebased and retried, then [`Error::conflict`]). Returns each key with
@@ -200,10 +209,10 @@ impl Broker for Stopped {
             space.quoted()
         )))
     }
-    fn provision(&mut self, space: &SpaceName, _provisioner: &str) -> Result<Vec<String>> {
+    fn provision(&mut self, work: &Provisioning) -> Result<Vec<String>> {
         Err(Error::process(format!(
             "cannot provision {}: the broker is not running (`cotal up` provisions it)",
-            space.quoted()
+            work.space.quoted()
         )))
     }
     fn write_channels(
@@ -745,16 +754,11 @@ impl Broker for Running {
             BrokerError::reply(format!("bringing {} back", space.quoted()), why).into()
         })
     }
-    fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
-        self.nats
-            .provision(provisioner, &space.token(), self.replicas)
+    fn provision(&mut self, work: &Provisioning) -> Result<Vec<String>> {
+        self.nats.provision(work, self.replicas)
     }
-    fn provision_many(&mut self, work: &[(SpaceName, String)]) -> Vec<Result<Vec<String>>> {
-        let work: Vec<(String, String)> = work
-            .iter()
-            .map(|(space, creds)| (creds.clone(), space.token()))
-            .collect();
-        self.nats.provision_many(&work, self.replicas)
+    fn provision_many(&mut self, work: &[Provisioning]) -> Vec<Result<Vec<String>>> {
+        self.nats.provision_many(work, self.replicas)
     }
     fn write_channels(
         &mut self,

@@ -29,6 +29,7 @@ pub fn backup(global: &Global, name: &str, dir: &Path, format: Format) -> Result
                         last_seq: s.last_seq,
                     })
                     .collect(),
+                not_carried: crate::backup::not_carried(&manifest.space.token()),
                 relocation: moving.as_ref().map(documents::RelocationFigures::of),
             })
         );
@@ -46,6 +47,10 @@ pub fn backup(global: &Global, name: &str, dir: &Path, format: Format) -> Result
             s.name, s.messages, s.first_seq, s.last_seq
         );
     }
+    println!(
+        "Not carried (as in the original's backup classes; a restore's provisioning creates them empty): {}",
+        crate::backup::not_carried(&manifest.space.token()).join(", ")
+    );
     if let Some(moving) = &moving {
         let digest = moving
             .artifact

@@ -121,6 +121,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     }
     super::tls::guard_tls(desired, observed, &nodes)?;
     guards::guard_include(observed)?;
+    guards::guard_artifact_shrink(desired, observed)?;
     let purges = purges::collect(desired, observed, &intent.purge, &removals)?;
     let not_started = purges::not_started(observed, &purges);
     let system = system::reissue(desired, observed, intent, &removals);

@@ -226,7 +226,8 @@ pub fn diff(
                 vec!["its streams and buckets come back from disk with the reload; any missing is created".into()],
             );
         } else if running && spec.state == SpaceState::Active {
-            let mut work = provisioning_work(name, space);
+            let quota = spec.limits.max_storage.map(|b| b.0);
+            let mut work = provisioning_work(name, space, quota);
             if purged && work.is_empty() {
                 work.push("seed the default delivery class again".into());
             }
@@ -271,9 +272,14 @@ pub fn still_running(observed: &Observed, space: &ObservedSpace) -> bool {
 }
 
 /// What provisioning must do for an existing space, from live figures: missing streams and
-/// drifted configs nats-server can update in place. Empty when nothing is known (usage not
-/// live).
-pub fn provisioning_work(name: &SpaceName, space: &ObservedSpace) -> Vec<String> {
+/// drifted configs nats-server can update in place, and the artifact store's cap when the
+/// desired storage quota `quota` moves it (the provisioning after the reload reads the new
+/// quota from the record). Empty when nothing is known (usage not live).
+pub fn provisioning_work(
+    name: &SpaceName,
+    space: &ObservedSpace,
+    quota: Option<u64>,
+) -> Vec<String> {
     if space.usage.source != UsageSource::Live {
         return Vec::new();
     }
@@ -283,7 +289,7 @@ pub fn provisioning_work(name: &SpaceName, space: &ObservedSpace) -> Vec<String>
         .iter()
         .map(|s| s.name.as_str())
         .collect();
-    let expected = crate::streams::expected(&name.token());
+    let expected = crate::streams::expected(&name.token(), None);
     let missing: Vec<String> = expected
         .iter()
         .map(|e| e.stream_name())
@@ -303,6 +309,17 @@ pub fn provisioning_work(name: &SpaceName, space: &ObservedSpace) -> Vec<String>
         if fields.iter().all(|f| crate::streams::updatable(f)) {
             work.push(format!("update {stream} (drifted: {})", fields.join(", ")));
         }
+    }
+    let artifacts = format!("OBJ_{}", crate::streams::artifact_bucket(&name.token()));
+    let cap = crate::streams::artifact_cap(quota) as i64;
+    if let Some(have) = space.artifact_max_bytes
+        && have != cap
+        && !space.stream_drift.iter().any(|(s, _)| *s == artifacts)
+    {
+        work.push(format!(
+            "update {artifacts} (max_bytes {} for the storage quota)",
+            crate::model::human_bytes(cap as u64)
+        ));
     }
     work
 }
@@ -457,6 +474,34 @@ mod tests {
         assert_eq!(d.reissues[&name("s")].transition, Transition::Resume);
         assert_eq!(d.reissues[&name("l")].transition, Transition::Limits);
         assert!(d.adds.is_empty());
+    }
+
+    #[test]
+    fn a_new_storage_quota_moves_the_artifact_store_cap() {
+        use crate::testing::{name, space};
+        let mut s = space("AQ", &SpaceSpec::default());
+        s.usage.source = UsageSource::Live;
+        s.usage.streams = crate::streams::expected(&name("q").token(), Some(32 << 20))
+            .iter()
+            .map(|e| crate::observed::StreamUsage {
+                name: e.stream_name(),
+                messages: Some(0),
+                bytes: 0,
+            })
+            .collect();
+        s.artifact_max_bytes = Some(crate::streams::artifact_cap(Some(32 << 20)) as i64);
+        assert!(provisioning_work(&name("q"), &s, Some(32 << 20)).is_empty());
+        let work = provisioning_work(&name("q"), &s, Some(64 << 20));
+        assert_eq!(
+            work,
+            vec!["update OBJ_cotal_artifacts_q (max_bytes 31.5 MiB for the storage quota)"]
+        );
+        // Already drifted against the recorded quota: one update, not two.
+        s.stream_drift = vec![("OBJ_cotal_artifacts_q".into(), vec!["max_bytes".into()])];
+        assert_eq!(provisioning_work(&name("q"), &s, Some(64 << 20)).len(), 1);
+        // Not live: nothing is known, nothing is planned.
+        s.usage.source = UsageSource::Store;
+        assert!(provisioning_work(&name("q"), &s, Some(64 << 20)).is_empty());
     }
 
     #[test]

@@ -231,6 +231,48 @@ pub fn guard_degraded_adds<'a>(
     ))
 }
 
+/// Refuse a storage quota that would cap a space's artifact store below what it holds: the
+/// provisioning after the reload lowers the store's `max_bytes` with the quota
+/// ([`crate::streams::artifact_cap`]), and nats-server drops a stream's oldest messages to fit
+/// a lower `max_bytes`, so the artifacts would be lost. Known only from live figures.
+pub fn guard_artifact_shrink(desired: &Desired, observed: &Observed) -> Result<(), Refusal> {
+    for (name, spec) in &desired.spaces {
+        let Some(space) = observed.inventory.spaces.get(name) else {
+            continue;
+        };
+        if space.usage.source != crate::observed::UsageSource::Live {
+            continue;
+        }
+        let store = format!("OBJ_{}", crate::streams::artifact_bucket(&name.token()));
+        let Some(held) = space.usage.streams.iter().find(|s| s.name == store) else {
+            continue;
+        };
+        let quota = spec.limits.max_storage.map(|b| b.0);
+        let cap = crate::streams::artifact_cap(quota);
+        if held.bytes <= cap {
+            continue;
+        }
+        let needed = held.bytes * 2 + crate::streams::fixed_reservation();
+        return Err(Diagnostic::refusal(
+            format!(
+                "{}'s max_storage of {} caps its artifact store ({store}) at {}, below the {} of artifacts it holds: nats-server would drop the oldest artifacts to fit.",
+                name.quoted(),
+                crate::model::human_bytes(quota.unwrap_or(0)),
+                crate::model::human_bytes(cap),
+                crate::model::human_bytes(held.bytes),
+            ),
+            format!("{}'s artifacts; nothing was changed.", name.quoted()),
+            format!(
+                "set max_storage to at least {} in [spaces.{}.limits] of cotal.toml (the artifact store gets half of the quota past the fixed {}), or have the space's clients delete artifacts first",
+                crate::model::human_bytes(needed),
+                toml_key(name),
+                crate::model::human_bytes(crate::streams::fixed_reservation()),
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Refuse an open journal that local state contradicts: a journaled removal is finished only
 /// when its pinned account is not another space's, the record of its name holds the pinned
 /// account (or is gone, or holds the new account the journaled apply minted for that name),
@@ -567,6 +609,36 @@ mod tests {
         o.nodes[0].server_conf = Some(PromotedConfig::new(conf.to_string()));
         o.nodes[0].process = process;
         o
+    }
+
+    #[test]
+    fn a_quota_that_would_truncate_the_artifact_store_is_refused() {
+        use crate::testing::{observed, space};
+        let mut keep = space("AK", &crate::model::SpaceSpec::default());
+        keep.usage.source = crate::observed::UsageSource::Live;
+        keep.usage.streams = vec![crate::observed::StreamUsage {
+            name: "OBJ_cotal_artifacts_keep".into(),
+            messages: Some(3),
+            bytes: 20 << 20,
+        }];
+        let o = observed(&[("keep", keep)]);
+        let at = |quota: &str| {
+            let text = format!("version = 1\n[spaces.keep.limits]\nmax_storage = \"{quota}\"\n");
+            guard_artifact_shrink(&crate::desired::parse(&text, "f").unwrap(), &o)
+        };
+        let refusal = at("32MiB").unwrap_err().to_string();
+        assert!(
+            refusal.contains("\"keep\"'s max_storage of 32 MiB caps its artifact store (OBJ_cotal_artifacts_keep) at 15.5 MiB, below the 20 MiB of artifacts it holds"),
+            "{refusal}"
+        );
+        assert!(
+            refusal.contains("at least 41 MiB in [spaces.keep.limits]"),
+            "{refusal}"
+        );
+        assert!(at("41MiB").is_ok());
+        // Unlimited: the original's 4 GiB.
+        let unlimited = crate::desired::parse("version = 1\n[spaces.keep]\n", "f").unwrap();
+        assert!(guard_artifact_shrink(&unlimited, &o).is_ok());
     }
 
     fn node(port: u16) -> Node {

@@ -117,7 +117,7 @@ pub fn steps(
                 space: name.clone(),
                 work: vec![format!(
                     "create its {} streams and buckets, seed the default delivery class",
-                    crate::streams::expected(&name.token()).len()
+                    crate::streams::count()
                 )],
             });
         }

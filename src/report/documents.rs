@@ -274,6 +274,9 @@ pub struct SpaceBackup {
     pub account: String,
     pub dir: String,
     pub streams: Vec<StreamFigures>,
+    /// What the backup leaves out, as the original's backup classes do (the ephemeral buckets,
+    /// the artifact store and its index): created empty by the provisioning after a restore.
+    pub not_carried: Vec<String>,
     /// The move this export recorded (the space was fenced): its phase and the artifact's
     /// digest, which the destination's receipt must name.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -177,6 +177,7 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                         sys_users: Vec::new(),
                         sys_issued: Vec::new(),
                         stream_drift: Vec::new(),
+                        artifact_max_bytes: None,
                         registry_fingerprint: None,
                         registry: Default::default(),
                         replication: None,

@@ -1745,7 +1745,7 @@ fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
     root.desire(&spaces);
     let before = root.snapshot();
     // The limit `cotal up` would give the broker is this process's hard limit: lowered to 150
-    // (room for 7 spaces of 12 streams and buckets, and 64 files of the broker's own).
+    // (room for 5 spaces of 15 streams and buckets, and 64 files of the broker's own).
     let out = crate::support::limited(&root, "-n 150", &["apply", "--auto-approve"]);
     let shown = format!(
         "$ ulimit -n 150; cotal apply --auto-approve\nexit {}\n--- stdout\n{}--- stderr\n{}",
@@ -1755,9 +1755,9 @@ fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
     );
     insta::assert_snapshot!("an_add_past_the_open_file_limit", shown);
     assert_eq!(root.snapshot(), before);
-    // Seven fit.
-    let seven: String = (0..7).map(|i| format!("[spaces.s{i}]\n")).collect();
-    root.desire(&seven);
+    // Five fit.
+    let five: String = (0..5).map(|i| format!("[spaces.s{i}]\n")).collect();
+    root.desire(&five);
     assert!(
         crate::support::limited(&root, "-n 150", &["apply", "--auto-approve"])
             .status
@@ -1771,8 +1771,11 @@ fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
 #[test]
 fn three_thousand_spaces_past_the_open_file_limit_are_refused_before_any_change() {
     let root = TestRoot::init();
+    // Quotas, so that the store holds their artifact stores and the file limit is what refuses.
     let spaces: String = (0..3000).map(|i| format!("[spaces.s{i:04}]\n")).collect();
-    root.desire(&spaces);
+    root.desire(&format!(
+        "[defaults.limits]\nmax_storage = \"2MiB\"\n{spaces}"
+    ));
     let before = root.snapshot();
     let hard = nix::sys::resource::getrlimit(nix::sys::resource::Resource::RLIMIT_NOFILE)
         .unwrap()
@@ -1784,7 +1787,7 @@ fn three_thousand_spaces_past_the_open_file_limit_are_refused_before_any_change(
     assert!(
         e.contains("\"s0000\", \"s0001\"")
             && e.contains(
-                "and 2992 more would take the broker to 3000 spaces, which hold 36064 files open"
+                "and 2992 more would take the broker to 3000 spaces, which hold 45064 files open"
             )
             && e.contains(&format!("more than its open-file limit of {limit}")),
         "{e}"
@@ -2052,7 +2055,12 @@ fn the_config_diff_is_folded_unless_asked_for() {
     let root = TestRoot::init();
     let names: Vec<String> = (0..30).map(|i| format!("s{i:02}")).collect();
     let refs: Vec<&str> = names.iter().map(String::as_str).collect();
-    std::fs::write(root.file("cotal.toml"), crate::support::declaring(&refs)).unwrap();
+    // Quotas, so that thirty artifact stores fit any test machine's store.
+    let text = crate::support::declaring(&refs).replace(
+        "version = 1\n",
+        "version = 1\n[defaults.limits]\nmax_storage = \"32MiB\"\n",
+    );
+    std::fs::write(root.file("cotal.toml"), text).unwrap();
     let short = stdout(&root.cotal(&["plan"]).assert().success());
     let whole = stdout(&root.cotal(&["plan", "--diff"]).assert().success());
     let markdown = stdout(

@@ -104,8 +104,9 @@ impl Broker for Fake {
         self.loaded.push((format!("{space} recovered"), true));
         Ok(())
     }
-    fn provision(&mut self, space: &SpaceName, provisioner: &str) -> Result<Vec<String>> {
-        assert!(provisioner.contains("BEGIN NATS USER JWT"));
+    fn provision(&mut self, work: &cotal::broker::Provisioning) -> Result<Vec<String>> {
+        let space = &work.space;
+        assert!(work.creds.contains("BEGIN NATS USER JWT"));
         self.provisioned.push(space.to_string());
         if self
             .provision_fails

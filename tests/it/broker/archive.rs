@@ -181,7 +181,7 @@ fn an_archived_space_is_not_served_keeps_its_data_and_comes_back_whole() {
     assert!(back.contains("its users stay refused"), "{back}");
     let status = b.space_status("release").unwrap();
     assert_eq!(status["state"], "suspended", "{status}");
-    assert_eq!(status["streams"], 12, "its streams, on disk: {status}");
+    assert_eq!(status["streams"], 15, "its streams, on disk: {status}");
     assert_ne!(status["suspension"]["at"], "unknown", "{status}");
     assert_eq!(status["suspension"]["reason"], "audit");
     assert!(b.connect(&release_creds).is_err(), "still refused");

@@ -157,7 +157,7 @@ fn a_cluster_serves_replicated_spaces_and_every_node_confirms_each_change() {
     assert_eq!(last_chat(&b, &ops, "ops"), "the name again");
     assert_eq!(
         b.space_status("ops").unwrap()["streams"],
-        12,
+        15,
         "a fresh set of streams"
     );
 

@@ -214,7 +214,7 @@ fn assert_converged(b: &Broker, sib: &Client, e: &Expected, what: &str) {
         if *suspended && e.archived.contains(space) {
             assert_eq!(s["state"], "archived", "{what}: {space} {s}");
             assert_eq!(
-                s["streams"], 12,
+                s["streams"], 15,
                 "{what}: {space}'s streams kept on disk {s}"
             );
             assert!(
@@ -228,7 +228,7 @@ fn assert_converged(b: &Broker, sib: &Client, e: &Expected, what: &str) {
             assert_eq!(s["state"], "suspended", "{what}: {space}");
         } else {
             assert_eq!(s["servable"], true, "{what}: {space} {s}");
-            assert_eq!(s["streams"], 12, "{what}: {space}");
+            assert_eq!(s["streams"], 15, "{what}: {space}");
         }
     }
     for (space, account) in removed {

@@ -413,7 +413,7 @@ fn a_space_added_hot_is_provisioned_while_a_sibling_stays_connected() {
     let release = b.space_status("release").unwrap();
     assert_eq!(release["state"], "active");
     assert_eq!(release["servable"], true);
-    assert_eq!(release["streams"], 12);
+    assert_eq!(release["streams"], 15);
     b.client("release")
         .expect("the new space accepts connections");
 
@@ -434,6 +434,97 @@ fn a_space_added_hot_is_provisioned_while_a_sibling_stays_connected() {
     );
 
     // Provisioning is idempotent: the plan is empty and nothing is created twice.
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn the_artifact_store_holds_objects_as_the_originals_clients_write_them_and_its_cap_follows_the_quota()
+ {
+    let quota = |q: &str| format!("[spaces.keep.limits]\nmax_storage = \"{q}\"\n");
+    let b = Broker::start(&quota("64MiB"));
+    let keep = b.client("keep").unwrap();
+    let js =
+        b.rt.block_on(async { async_nats::jetstream::new(keep.client.clone()) });
+    let config = |js: &async_nats::jetstream::Context| {
+        b.rt.block_on(async {
+            let mut s = js.get_stream("OBJ_cotal_artifacts_keep").await.unwrap();
+            s.info().await.unwrap().config.clone()
+        })
+    };
+    let c = config(&js);
+    assert_eq!(
+        c.subjects,
+        vec![
+            "$O.cotal_artifacts_keep.C.>".to_string(),
+            "$O.cotal_artifacts_keep.M.>".to_string()
+        ]
+    );
+    assert_eq!(
+        c.max_bytes,
+        cotal::streams::artifact_cap(Some(64 << 20)) as i64
+    );
+    assert_eq!(c.discard, async_nats::jetstream::stream::DiscardPolicy::New);
+    assert!(c.allow_rollup && c.allow_direct);
+    // The two index buckets, as the original's clients create them.
+    for bucket in ["cotal_artpossess_keep", "cotal_artattach_keep"] {
+        let status = b.rt.block_on(async {
+            js.get_key_value(bucket)
+                .await
+                .unwrap()
+                .status()
+                .await
+                .unwrap()
+        });
+        assert_eq!(status.history(), 1, "{bucket}");
+        assert_eq!(status.max_age(), Duration::ZERO, "{bucket}");
+    }
+
+    // A client puts an artifact through the object store layer and reads it back.
+    let artifact: Vec<u8> = (0..20u32 << 20).map(|i| (i % 251) as u8).collect();
+    let read = b.rt.block_on(async {
+        use tokio::io::AsyncReadExt;
+        let store = js.get_object_store("cotal_artifacts_keep").await.unwrap();
+        store
+            .put("design.pdf", &mut artifact.as_slice())
+            .await
+            .unwrap();
+        let mut object = store.get("design.pdf").await.unwrap();
+        let mut read = Vec::new();
+        object.read_to_end(&mut read).await.unwrap();
+        read
+    });
+    assert!(read == artifact, "the artifact read back is the one put");
+
+    // A quota that would cap the store below the 20 MiB it holds is refused, nothing changed
+    // (nats-server would drop the oldest chunks to fit).
+    let generation = b.root.generation();
+    b.desire(&quota("32MiB"));
+    let refused = b.root.cotal(&["apply", "--auto-approve"]).assert().code(3);
+    let text = crate::support::stderr(&refused);
+    assert!(
+        text.contains(
+            "caps its artifact store (OBJ_cotal_artifacts_keep) at 15.5 MiB, below the 20"
+        ) && text.contains("at least"),
+        "{text}"
+    );
+    assert_eq!(b.root.generation(), generation);
+    assert_eq!(config(&js).max_bytes, c.max_bytes);
+
+    // A larger quota grows the cap with the reload, and the plan after it is empty.
+    b.desire(&quota("128MiB"));
+    let out = b.root.apply().success();
+    assert!(
+        stdout(&out).contains("update OBJ_cotal_artifacts_keep"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(
+        config(&js).max_bytes,
+        cotal::streams::artifact_cap(Some(128 << 20)) as i64
+    );
     b.root
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
@@ -502,7 +593,7 @@ fn removal_evicts_the_space_and_refuses_it_while_the_sibling_keeps_publishing() 
     b.desire("[spaces.design]\n");
     let plan = b.root.cotal(&["plan"]).assert().success();
     let text = stdout(&plan);
-    assert!(text.contains("destroys 12 streams, 2 messages"), "{text}");
+    assert!(text.contains("destroys 15 streams, 2 messages"), "{text}");
     assert!(text.contains("evicts 1 live connection"), "{text}");
 
     b.root.apply().success();
@@ -847,7 +938,7 @@ fn provisioning_three_times_leaves_one_account_and_one_set_of_streams() {
     }
     assert_eq!(b.root.account_pub("design"), account);
     let status = b.space_status("design").unwrap();
-    assert_eq!(status["streams"], 12);
+    assert_eq!(status["streams"], 15);
     assert_eq!(
         status["messages"], 1,
         "the default delivery class, set once"
@@ -895,7 +986,7 @@ fn a_failure_at_any_provisioning_step_never_yields_active_and_a_rerun_completes_
         let release = b.space_status("release").unwrap();
         assert_eq!(release["state"], "active", "{point}");
         assert_eq!(release["servable"], true, "{point}");
-        assert_eq!(release["streams"], 12, "{point}");
+        assert_eq!(release["streams"], 15, "{point}");
         b.root
             .cotal(&["plan", "--detailed-exitcode"])
             .assert()
@@ -1907,11 +1998,15 @@ fn an_include_sets_what_cotal_does_not_model_hot_and_what_it_owns_is_refused() {
 
 #[test]
 fn a_running_broker_at_its_open_file_limit_refuses_adds_before_any_change() {
-    // The broker is started under a hard limit of 400 files: room for 28 spaces of 12 streams
-    // and buckets beside the 64 of its own.
+    // The broker is started under a hard limit of 400 files: room for 22 spaces of 15 streams
+    // and buckets beside the 64 of its own. With quotas, so that the store holds every one's
+    // artifact store whatever the test machine's disk.
     let port = free_port();
     let root = TestRoot::init();
-    let spaces = |n: usize| -> String { (0..n).map(|i| format!("[spaces.s{i}]\n")).collect() };
+    let spaces = |n: usize| -> String {
+        let tables: String = (0..n).map(|i| format!("[spaces.s{i}]\n")).collect();
+        format!("[defaults.limits]\nmax_storage = \"4MiB\"\n{tables}")
+    };
     root.desire_on(port, &spaces(20));
     root.apply().success();
     assert!(
@@ -1922,22 +2017,22 @@ fn a_running_broker_at_its_open_file_limit_refuses_adds_before_any_change() {
     let b = Broker::running(root, port);
     let limits = std::fs::read_to_string(format!("/proc/{}/limits", b.pid())).unwrap();
     assert_eq!(cotal::broker::process::soft_open_files(&limits), Some(400));
-    // Ten more would need 424 files: refused by a plain apply (the limit is the broker's own),
+    // Ten more would need 514 files: refused by a plain apply (the limit is the broker's own),
     // nothing changed, the broker still serving.
     b.root.desire_on(port, &spaces(30));
     let before = b.root.snapshot().without("cotal.toml");
     let out = b.root.cotal(&["apply", "--auto-approve"]).assert().code(3);
     let err = crate::support::stderr(&out);
     assert!(
-        err.contains("hold 424 files open")
+        err.contains("hold 514 files open")
             && err.contains("open-file limit of 400 (the running broker's limit)"),
         "{err}"
     );
     assert_eq!(b.root.snapshot().without("cotal.toml"), before);
-    // Eight fit.
-    b.root.desire_on(port, &spaces(28));
+    // Two more fit.
+    b.root.desire_on(port, &spaces(22));
     b.root.apply().success();
-    assert_eq!(b.status()["open_files"]["spaces_within"], 28);
+    assert_eq!(b.status()["open_files"]["spaces_within"], 22);
 }
 
 /// Wait (bounded by `limit`) for `attempt` to succeed: NATS's own convergence (a stream leader

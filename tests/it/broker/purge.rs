@@ -92,11 +92,11 @@ fn a_purge_empties_every_stream_keeps_the_tenant_and_its_clients_and_touches_no_
         "{text}"
     );
     assert!(
-        text.contains(&format!("empties 12 streams, {held} messages")),
+        text.contains(&format!("empties 15 streams, {held} messages")),
         "{text}"
     );
     assert!(
-        text.contains("Purged \"release\": 12 stream(s) and bucket(s) emptied"),
+        text.contains("Purged \"release\": 15 stream(s) and bucket(s) emptied"),
         "{text}"
     );
     assert!(
@@ -140,7 +140,7 @@ fn a_purge_empties_every_stream_keeps_the_tenant_and_its_clients_and_touches_no_
         .iter()
         .find(|e| e["event"] == "space.purged")
         .expect("the purge is audited");
-    assert_eq!(purged["counts"]["streams"], 12, "{purged}");
+    assert_eq!(purged["counts"]["streams"], 15, "{purged}");
     assert_eq!(purged["counts"]["messages"], held, "{purged}");
     // A second run is a no-op: nothing is pending.
     b.root

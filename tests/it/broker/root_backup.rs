@@ -226,6 +226,28 @@ fn every_verb_prints_a_versioned_json_document_its_schema_describes() {
     assert_eq!(backed["account"], a.root.account_pub("design"));
     let streams = backed["streams"].as_array().unwrap().len();
     assert!(streams >= 5, "{backed}");
+    // The original's classes: the artifact store and its index are not carried, and said so.
+    let left_out: Vec<&str> = backed["not_carried"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s.as_str().unwrap())
+        .collect();
+    for kept_out in [
+        "OBJ_cotal_artifacts_design",
+        "KV_cotal_artpossess_design",
+        "KV_cotal_artattach_design",
+    ] {
+        assert!(left_out.contains(&kept_out), "{backed}");
+        assert!(
+            !backed["streams"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|s| s["name"] == kept_out),
+            "{backed}"
+        );
+    }
     let b_root = crate::support::TestRoot::init();
     b_root.desire_on(super::free_port(), "[spaces.design]\n");
     b_root.apply().success();

@@ -328,7 +328,7 @@ fn one_tenants_failure_is_its_own_and_every_other_space_is_applied() {
     );
     let beta = b.space_status("beta").unwrap();
     assert_eq!(beta["servable"], true, "{beta}");
-    assert_eq!(beta["streams"], 12, "{beta}");
+    assert_eq!(beta["streams"], 15, "{beta}");
     let state = std::fs::read_to_string(b.root.file(".cotal/state.json")).unwrap();
     assert!(state.contains("\"beta\""), "the state is written: {state}");
     let audit = stdout(&b.root.cotal(&["audit"]).assert().success());
@@ -366,7 +366,7 @@ fn one_tenants_failure_is_its_own_and_every_other_space_is_applied() {
             }
         },
     );
-    assert_eq!(b.space_status("alpha").unwrap()["streams"], 12);
+    assert_eq!(b.space_status("alpha").unwrap()["streams"], 15);
     b.root
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
