@@ -97,6 +97,10 @@ pub enum Event {
     /// `cotal init` made the broker's trust.
     #[serde(rename = "root.initialised")]
     RootInitialised,
+    /// `cotal adopt` migrated a root the original Cotal made (recorded before its first
+    /// write, fail-closed).
+    #[serde(rename = "root.adopted")]
+    RootAdopted,
     /// `cotal root backup` exported every seed (recorded before the copy, fail-closed).
     #[serde(rename = "root.backed_up")]
     RootBackedUp,

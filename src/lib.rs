@@ -5,7 +5,7 @@
 //! | module | what it owns | pure? |
 //! |---|---|---|
 //! | [`cli`] | the command line: parse, call one operation, render its result; one file per verb | edge |
-//! | [`ops`] | the operations below the commands: init, apply, up, down, the state after an apply, status, the space list, backups, credentials, eviction | edge |
+//! | [`ops`] | the operations below the commands: init, adopt, apply, up, down, the state after an apply, status, the space list, backups, credentials, eviction | edge |
 //! | [`desired`] | `cotal.toml` parsed and validated (file:line:column errors) | pure |
 //! | [`tls_config`] | the `[broker.tls]` and `[cluster.tls]` tables as declared, parsed and validated | pure |
 //! | [`topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` parsed and validated | pure |
@@ -21,6 +21,7 @@
 //! | [`store`] | every artifact under the root, one module each; atomic writes, no-follow reads | edge (IO) |
 //! | [`lifecycle`] | a space's derived state and servability | pure |
 //! | [`relocation`] | a space's move to another broker: the source's record, the destination's receipt, and the check of one against the other | pure |
+//! | [`adopt`] | adoption of a root the original Cotal made: what was found, what adopting it does, the `cotal.toml` it writes | pure |
 //! | [`streams`] | the one table of a space's streams and buckets | pure |
 //! | [`permissions`] | the permissions of every user cotal mints | pure |
 //! | [`jwt`] | typed NATS JWTs, signing and verification | pure |
@@ -52,6 +53,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod adopt;
 pub mod apply;
 pub mod audit;
 pub mod backup;

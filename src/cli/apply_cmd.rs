@@ -337,6 +337,22 @@ fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
         }
         return Ok(());
     }
+    ask_yes(
+        &format!(
+            "Do you want to perform these actions{}?",
+            if plan.destroys_data() {
+                ", destroying the data shown above"
+            } else {
+                ""
+            }
+        ),
+        "apply",
+    )
+}
+
+/// Ask `question` at the terminal; only `yes` goes on. Refused without a terminal (pass
+/// --auto-approve); a signal at the prompt or another answer cancels `verb`, nothing changed.
+pub fn ask_yes(question: &str, verb: &str) -> Result<()> {
     if !std::io::stdin().is_terminal() {
         return Err(Error::refused(
             Diagnostic::new("standard input is not a terminal, so there is nobody to type `yes`.")
@@ -345,26 +361,21 @@ fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
     }
     // A Ctrl-C at the prompt cancels: nothing was changed, and the lock is released.
     crate::interrupt::watch()?;
-    print!(
-        "\nDo you want to perform these actions{}? Only 'yes' will be accepted: ",
-        if plan.destroys_data() {
-            ", destroying the data shown above"
-        } else {
-            ""
-        }
-    );
+    print!("\n{question} Only 'yes' will be accepted: ");
     std::io::stdout().flush()?;
     if !crate::interrupt::wait_for_input()? {
         println!();
-        return Err(Error::stopped(
-            "apply cancelled by a signal at the prompt; nothing was changed.",
-        ));
+        return Err(Error::stopped(format!(
+            "{verb} cancelled by a signal at the prompt; nothing was changed."
+        )));
     }
     let mut answer = String::new();
     std::io::stdin().lock().read_line(&mut answer)?;
     if answer.trim() == "yes" {
         Ok(())
     } else {
-        Err(Error::other("apply cancelled; nothing was changed"))
+        Err(Error::other(format!(
+            "{verb} cancelled; nothing was changed"
+        )))
     }
 }

@@ -1,6 +1,7 @@
 //! The command line: parse, observe, plan, render, confirm, apply. Thin: every decision lives
 //! in the pure core or the executor.
 
+mod adopt_cmd;
 mod apply_cmd;
 mod audit_cmd;
 mod backup_cmd;
@@ -94,6 +95,12 @@ pub enum Command {
         after_help = "Examples:\n  mkdir mybroker && cd mybroker && cotal init\n  cotal --root /srv/cotal init"
     )]
     Init(init::Args),
+    /// Bring a root the original Cotal made under cotal: keeps every key, writes cotal.toml from
+    /// its records and server.conf, migrates what it left in older places, rotates the system keys.
+    #[command(
+        after_help = "Examples:\n  cotal --root /srv/cotal adopt              # shows what it found and will do, asks `yes`\n  cotal adopt --auto-approve                 # CI; a second run is a no-op"
+    )]
+    Adopt(adopt_cmd::Args),
     /// Show what apply would change, with its blast radius.
     #[command(
         after_help = "Examples:\n  cotal plan\n  cotal plan --detailed-exitcode            # CI: exit 2 when there are changes\n  cotal plan --out plan.json                 # review it, then `cotal apply plan.json`\n  cotal plan --state state.json --state-key \"$COTAL_STATE_KEY\" --format markdown"
@@ -199,6 +206,7 @@ fn run(cli: Cli, colour: bool) -> Result<i32> {
     };
     match cli.command {
         Command::Init(args) => init::run(&global, args),
+        Command::Adopt(args) => adopt_cmd::run(&global, args),
         Command::Plan(args) => plan_cmd::run(&global, args),
         Command::Apply(args) => apply_cmd::run(&global, args),
         Command::Up(args) => broker_cmd::up(&global, args),

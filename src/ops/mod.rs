@@ -3,6 +3,7 @@
 //! what happened as a value (or reports progress as typed events) for the command to render.
 //! Commands parse, call one operation and print; operations never print.
 
+pub mod adopt;
 pub mod apply;
 pub mod backup;
 pub mod broker;

@@ -19,6 +19,7 @@ const PURE: &[&str] = &[
     "src/relocation.rs",
     "src/permissions.rs",
     "src/streams.rs",
+    "src/adopt.rs",
     "src/edit.rs",
     "src/secret.rs",
     "src/state.rs",

@@ -11,6 +11,7 @@
 //!
 //! Helpers shared by all of them are in [`support`].
 
+mod adopt;
 mod architecture;
 mod cli;
 mod cli_snapshots;

@@ -3,6 +3,7 @@
 //!
 //! Waits are bounded waits for an event (a disconnect, a message), never sleeps.
 
+mod adopt;
 mod archive;
 mod channels;
 mod cluster;

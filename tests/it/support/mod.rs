@@ -2,6 +2,8 @@
 //! root's files so a test can assert that nothing on disk changed.
 #![allow(dead_code)]
 
+pub mod original;
+
 use assert_cmd::Command;
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
