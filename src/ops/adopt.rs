@@ -95,8 +95,7 @@ fn read(root: &Root) -> Result<(Survey, Option<Monolith>)> {
     let monolith_file = monolith_path(root);
     let mut parsed: Option<Monolith> = None;
     let monolith = match crate::store::record::read_with(&monolith_file, |bytes| {
-        let m: Monolith = serde_json::from_slice(bytes)
-            .map_err(|e| format!("not the original's auth.json: {e}"))?;
+        let m: Monolith = crate::store::record::parse(bytes)?;
         let trust = m.broker().validate()?;
         // Its account, checked as a record of its operator is.
         let name = crate::model::SpaceName::from_record(&m.space)
