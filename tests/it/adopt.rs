@@ -65,6 +65,14 @@ fn a_root_of_one_space_is_adopted_keeping_every_key_and_a_second_adopt_is_a_noop
     // The account users' creds are kept; the $SYS pair signed by the stripped key is re-minted.
     assert_eq!(read(dir.join("delivery.creds")), delivery);
     assert_ne!(read(dir.join("membership-observer.creds")), observer);
+    // Audited before its first write.
+    let audit = stdout(
+        &root
+            .cotal(&["audit", "--format", "json"])
+            .assert()
+            .success(),
+    );
+    assert!(audit.contains("\"root.adopted\""), "{audit}");
     // The plan after it is empty; a second adopt changes nothing.
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
