@@ -852,7 +852,7 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
                     .reduce(|(a, x), (b, y)| (a.min(b), x && y))
             })
             .flatten();
-        let artifacts = format!("OBJ_{}", streams::artifact_bucket(&name.token()));
+        let artifacts = streams::artifact_stream(&name.token());
         space.artifact_max_bytes = account
             .streams
             .iter()

@@ -146,6 +146,11 @@ pub fn artifact_bucket(t: &str) -> String {
     format!("cotal_artifacts_{t}")
 }
 
+/// The artifact store's stream (`OBJ_<bucket>`, as the object store layer names it).
+pub fn artifact_stream(t: &str) -> String {
+    format!("OBJ_{}", artifact_bucket(t))
+}
+
 /// The artifact store's cap in a space whose storage quota is `quota` (`None`: unlimited):
 /// [`ARTIFACT_STORE_CAP`], or half of what the quota leaves after the fixed reservations,
 /// whichever is smaller (at least one byte; a quota below [`min_quota`] is refused by the
@@ -193,7 +198,7 @@ pub fn expected(t: &str, quota: Option<u64>) -> Vec<Expected> {
     // metadata, direct gets, discard new (a full store refuses a put, never evicts an artifact).
     let bucket = artifact_bucket(t);
     let artifacts = Expected::Stream {
-        name: format!("OBJ_{bucket}"),
+        name: artifact_stream(t),
         shape: Shape {
             subjects: vec![format!("$O.{bucket}.C.>"), format!("$O.{bucket}.M.>")],
             retention: Retention::Limits,

@@ -531,7 +531,7 @@ async fn provision_space(
     // refuses every other create, even of a stream that exists). Then the streams, then the
     // buckets; each batch concurrently (every create is an fsync on the server, so in
     // parallel they cost about one).
-    let artifacts = format!("OBJ_{}", streams::artifact_bucket(token));
+    let artifacts = streams::artifact_stream(token);
     let (first, rest): (Vec<Expected>, Vec<Expected>) = streams::expected(token, work.quota)
         .into_iter()
         .partition(|e| e.stream_name() == artifacts);

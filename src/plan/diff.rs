@@ -310,7 +310,7 @@ pub fn provisioning_work(
             work.push(format!("update {stream} (drifted: {})", fields.join(", ")));
         }
     }
-    let artifacts = format!("OBJ_{}", crate::streams::artifact_bucket(&name.token()));
+    let artifacts = crate::streams::artifact_stream(&name.token());
     let cap = crate::streams::artifact_cap(quota) as i64;
     if let Some(have) = space.artifact_max_bytes
         && have != cap

@@ -243,7 +243,7 @@ pub fn guard_artifact_shrink(desired: &Desired, observed: &Observed) -> Result<(
         if space.usage.source != crate::observed::UsageSource::Live {
             continue;
         }
-        let store = format!("OBJ_{}", crate::streams::artifact_bucket(&name.token()));
+        let store = crate::streams::artifact_stream(&name.token());
         let Some(held) = space.usage.streams.iter().find(|s| s.name == store) else {
             continue;
         };
