@@ -99,7 +99,8 @@ pub struct Survey {
     pub corrupt: Vec<Unusable>,
     /// The P7 material at the root of `.cotal/`.
     pub root_material: Vec<MaterialFile>,
-    /// The P7 material already in each space's folder (what a move would meet).
+    /// The P7 material already in each space's folder: what a move would meet, and whether
+    /// the original minted connection evictors.
     pub space_material: BTreeMap<SpaceName, Vec<MaterialFile>>,
     /// The rendered `server.conf`, when there is one.
     pub server_conf: Option<String>,
@@ -472,42 +473,27 @@ pub fn parse_server_conf(text: &str) -> Result<OriginalConf, String> {
             continue;
         }
         // A block opens: `name {`, `name: {`, or a whole block on one line.
-        let mut entries: Vec<&str> = Vec::new();
         if let Some(open) = line.find('{') {
             let name = line[..open].trim().trim_end_matches([':', '=']).trim();
             if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
                 return Err(format!("line {at}: a block without a name"));
             }
-            let inner = line[open + 1..].trim();
-            match inner.strip_suffix('}') {
-                Some(body) => {
-                    block = None;
-                    entries.push(body.trim());
-                    if name == "websocket" {
-                        ws.get_or_insert_with(OriginalWebsocket::default);
-                    }
-                    for entry in entries.iter().filter(|e| !e.is_empty()) {
-                        setting(&mut conf, Some(name), entry, at, &mut tls, &mut ws)?;
-                    }
-                    if block.is_none() && !is_known_block(name) {
-                        conf.ignored.push(name.to_string());
-                    }
-                    continue;
-                }
-                None => {
-                    if name == "websocket" {
-                        ws.get_or_insert_with(OriginalWebsocket::default);
-                    }
-                    if !is_known_block(name) {
-                        conf.ignored.push(name.to_string());
-                    }
-                    block = Some(name.to_string());
-                    if !inner.is_empty() {
-                        setting(&mut conf, Some(name), inner, at, &mut tls, &mut ws)?;
-                    }
-                    continue;
-                }
+            if name == "websocket" {
+                ws.get_or_insert_with(OriginalWebsocket::default);
             }
+            if !is_known_block(name) {
+                conf.ignored.push(name.to_string());
+            }
+            let inner = line[open + 1..].trim();
+            let (body, closed) = match inner.strip_suffix('}') {
+                Some(body) => (body.trim(), true),
+                None => (inner, false),
+            };
+            block = (!closed).then(|| name.to_string());
+            if !body.is_empty() {
+                setting(&mut conf, Some(name), body, at, &mut tls, &mut ws)?;
+            }
+            continue;
         }
         setting(&mut conf, block.as_deref(), line, at, &mut tls, &mut ws)?;
     }
@@ -576,6 +562,8 @@ fn setting(
         (None, k) if RENDERED.contains(&k) => {}
         (Some("resolver_preload"), _) => {}
         (None, k) => conf.ignored.push(k.to_string()),
+        // A block cotal does not model is named once, by its name.
+        (Some(b), _) if !is_known_block(b) => {}
         (Some(b), k) => conf.ignored.push(format!("{b}.{k}")),
     }
     Ok(())
@@ -804,6 +792,8 @@ mod tests {
         assert!(c.ignored.is_empty(), "{:?}", c.ignored);
         let odd = parse_server_conf("port: 4222\nlame_duck_duration: \"30s\"\n").unwrap();
         assert_eq!(odd.ignored, vec!["lame_duck_duration"]);
+        let block = parse_server_conf("port: 4222\ncluster {\n  port: 6222\n}\n").unwrap();
+        assert_eq!(block.ignored, vec!["cluster"], "a block is named once");
         let bad = parse_server_conf("port: secret-value\n").unwrap_err();
         assert_eq!(bad, "line 1: `port` is not a port number");
         assert!(parse_server_conf("tls {\n cert_file: \"/c\"\n}\n").is_err());

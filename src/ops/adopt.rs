@@ -82,14 +82,18 @@ pub fn survey(root: &Root) -> Result<Survey> {
 
 /// The survey, and the monolith's records to write when its steps say so.
 fn read(root: &Root) -> Result<(Survey, Option<Monolith>)> {
-    let (broker, trust) = match broker_record::load(root)? {
-        Loaded::Absent => (FoundBroker::Absent, None),
-        Loaded::Corrupt { file, reason } => (FoundBroker::Corrupt(Unusable { file, reason }), None),
-        Loaded::Valid((_, trust)) => (
+    // The broker record is read once: its operator, and whether it keeps system keys.
+    let (broker, trust, recorded_sys_keys) = match broker_record::load(root)? {
+        Loaded::Absent => (FoundBroker::Absent, None, false),
+        Loaded::Corrupt { file, reason } => {
+            (FoundBroker::Corrupt(Unusable { file, reason }), None, false)
+        }
+        Loaded::Valid((record, trust)) => (
             FoundBroker::Valid {
                 operator: trust.operator_pub.clone(),
             },
             Some(trust),
+            record.sys.keys.is_some(),
         ),
     };
     let monolith_file = monolith_path(root);
@@ -128,6 +132,7 @@ fn read(root: &Root) -> Result<(Survey, Option<Monolith>)> {
     let trust = trust.or_else(|| parsed.as_ref().and_then(|m| m.broker().validate().ok()));
     let mut spaces = BTreeMap::new();
     let mut corrupt = Vec::new();
+    let root_material = material_in(&root.state_dir())?;
     let mut space_material = BTreeMap::new();
     if let Some(trust) = &trust {
         let inv = inventory::read(root, trust)?;
@@ -167,10 +172,7 @@ fn read(root: &Root) -> Result<(Survey, Option<Monolith>)> {
         })?),
         Found::NotRegular(what) => return Err(atomic::not_regular(&root.server_conf(), what)),
     };
-    let sys_keys = match broker_record::load(root)? {
-        Loaded::Valid((record, _)) => record.sys.keys.is_some(),
-        _ => false,
-    } || root.sys_seed().exists();
+    let sys_keys = recorded_sys_keys || root.sys_seed().exists();
     let running = !crate::broker::identity::root_brokers(&root.lone_node_files()).is_empty();
     let survey = Survey {
         root_dir: root.dir().to_path_buf(),
@@ -179,7 +181,7 @@ fn read(root: &Root) -> Result<(Survey, Option<Monolith>)> {
         monolith,
         spaces,
         corrupt,
-        root_material: material_in(&root.state_dir())?,
+        root_material,
         space_material,
         server_conf,
         sys_keys,
