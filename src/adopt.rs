@@ -819,6 +819,10 @@ mod tests {
         };
         spaces.insert(SpaceName::parse("design").unwrap(), space(-1, -1));
         spaces.insert(SpaceName::parse("ops team").unwrap(), space(0, 64 << 20));
+        spaces
+            .get_mut(&SpaceName::parse("design").unwrap())
+            .unwrap()
+            .protect = true;
         let conf = parse_server_conf(ORIGINAL).unwrap();
         let text = desired_text(&spaces, &conf, false, Path::new("/r"));
         let d = crate::desired::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -831,6 +835,8 @@ mod tests {
         );
         let design = &d.spaces[&SpaceName::parse("design").unwrap()];
         assert_eq!(design.limits, crate::model::Limits::default());
+        assert!(design.protect, "protection where cotal recorded it");
+        assert!(!d.spaces[&SpaceName::parse("ops team").unwrap()].protect);
         let ops = &d.spaces[&SpaceName::parse("ops team").unwrap()];
         assert_eq!(ops.state, crate::model::SpaceState::Suspended);
         assert_eq!(ops.limits.max_storage.map(|b| b.0), Some(64 << 20));
