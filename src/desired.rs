@@ -41,6 +41,10 @@ pub struct BrokerSettings {
     /// `[broker] include`: an operator-owned file of nats-server settings cotal does not
     /// model, inlined into every node's config ([`crate::include`]).
     pub include: Option<LocatedPath>,
+    /// `[broker] log_rotation` (default true): render `logfile_size_limit` and
+    /// `logfile_max_num`. `false` for a broker adopted running without them: nats-server
+    /// cannot turn rotation on by a reload, so cotal renders what it runs until a restart.
+    pub log_rotation: bool,
 }
 
 /// `[broker.websocket]`: the listener browser clients connect to (`wss://`, with
@@ -73,6 +77,7 @@ impl Default for BrokerSettings {
             monitoring: None,
             websocket: None,
             include: None,
+            log_rotation: true,
         }
     }
 }
@@ -190,6 +195,8 @@ struct RawBroker {
     monitoring: Option<Spanned<RawMonitoring>>,
     include: Option<Spanned<String>>,
     websocket: Option<Spanned<RawWebsocket>>,
+    config: Option<Spanned<String>>,
+    log_rotation: Option<bool>,
 }
 
 #[derive(Deserialize)]
@@ -337,11 +344,12 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
             ("host", b.host.as_ref().map(|v| v.span())),
             ("port", b.port.as_ref().map(|v| v.span())),
             ("store_dir", b.store_dir.as_ref().map(|v| v.span())),
+            ("config", b.config.as_ref().map(|v| v.span())),
         ] {
             if let Some(span) = span {
                 return Err(loc.at(
                     span.start,
-                    format!("[broker] {field} is not used with a [cluster]: each [[cluster.nodes]] entry sets its own host, port and store_dir"),
+                    format!("[broker] {field} is not used with a [cluster]: each [[cluster.nodes]] entry sets its own host, port, store_dir and config"),
                 ));
             }
         }
@@ -540,6 +548,7 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
         max_file_store: store("max_file_store", b.max_file_store)?,
         max_memory_store: store("max_memory_store", b.max_memory_store)?,
         evictor_creds: b.evictor_creds.unwrap_or(defaults.evictor_creds),
+        log_rotation: b.log_rotation.unwrap_or(defaults.log_rotation),
         tls: b
             .tls
             .map(|t| crate::tls_config::listener(t, &|offset, msg| loc.at(offset, msg)))
@@ -570,7 +579,14 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
         websocket,
         ..settings
     };
-    Ok((settings, Topology::lone(host, port, store_dir)))
+    let mut lone = Topology::lone(host, port, store_dir);
+    if let Some(c) = b.config {
+        let path = crate::topology::check_path("config", c.get_ref())
+            .and_then(|p| crate::topology::check_config_path(crate::topology::LONE_NODE, p))
+            .map_err(|e| loc.at(c.span().start, e))?;
+        lone.nodes[0].config = Some(path);
+    }
+    Ok((settings, lone))
 }
 
 fn websocket(
@@ -802,6 +818,28 @@ max_storage = "10GiB"
             d.spaces[&SpaceName::parse("release").unwrap()],
             SpaceSpec::default()
         );
+    }
+
+    #[test]
+    fn a_single_server_may_read_its_config_elsewhere_and_run_without_log_rotation() {
+        let d = parse(
+            "version = 1\n[broker]\nconfig = \"/etc/nats/nats.conf\"\nlog_rotation = false\n",
+            "cotal.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            d.topology.first().config.as_deref(),
+            Some("/etc/nats/nats.conf")
+        );
+        assert!(!d.broker.log_rotation);
+        assert!(BrokerSettings::default().log_rotation);
+        let e = err("version = 1\n[broker]\nconfig = \".cotal/auth/x.conf\"\n");
+        assert!(
+            e.starts_with("cotal.toml:3:10:") && e.contains("lies in .cotal/"),
+            "{e}"
+        );
+        let e = err("version = 1\n[broker]\nconfig = \"cotal.toml\"\n");
+        assert!(e.contains("is cotal.toml"), "{e}");
     }
 
     #[test]

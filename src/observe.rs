@@ -556,6 +556,11 @@ fn observe_nodes(root: &Root, desired: &Desired) -> Result<Vec<ObservedNode>> {
             root.check_node_config(&files)?;
             node_conf(&files)?
         } else {
+            // `[broker] config`: an adopted broker's file, replaced by cotal's at its first
+            // apply (the plan shows the difference), so it need not be cotal's yet.
+            if spec.config.is_some() {
+                root.check_node_config(&files)?;
+            }
             server_conf::read(&files)?.map(PromotedConfig::new)
         };
         let listener = promoted_listener(conf.as_ref(), &spec.host, spec.port);

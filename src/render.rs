@@ -37,6 +37,9 @@ pub struct Node {
     pub websocket: Option<crate::desired::Websocket>,
     /// `[broker] include`: the operator's settings, inlined between two marker comments.
     pub include: Option<Include>,
+    /// `[broker] log_rotation`: `logfile_size_limit` and `logfile_max_num` are rendered
+    /// (nats-server cannot turn them on or off on reload).
+    pub log_rotation: bool,
 }
 
 /// An operator-owned include, as read and checked ([`crate::include`]).
@@ -161,6 +164,26 @@ impl ListenerTls {
 /// a websocket's own is indented).
 pub fn serves_tls(text: &str) -> bool {
     text.lines().any(|l| l == "tls {")
+}
+
+/// Whether a config turns log rotation on (`logfile_size_limit`, which nats-server cannot
+/// change on reload).
+pub fn rotates_logs(text: &str) -> bool {
+    text.lines()
+        .any(|l| l.trim_start().starts_with("logfile_size_limit"))
+}
+
+/// The account resolver a config (cotal's, or one cotal adopts) names, as written: `MEMORY`
+/// for cotal's preload; `None` when it names none.
+pub fn resolver_of(text: &str) -> Option<String> {
+    text.lines().find_map(|l| {
+        let rest = l.trim_start().strip_prefix("resolver")?;
+        if !rest.starts_with([' ', '\t', ':', '=', '{']) {
+            return None; // `resolver_preload`, `resolver_tls`
+        }
+        let value = rest.trim_start().trim_start_matches([':', '=']).trim();
+        Some(value.trim_matches('"').to_string())
+    })
 }
 
 /// The certificate line of a rendered config (fingerprint and expiry), if it has one.
@@ -366,8 +389,10 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
         out.push_str("}\n");
     }
     let _ = writeln!(out, "max_control_line: {MAX_CONTROL_LINE}");
-    let _ = writeln!(out, "logfile_size_limit: {LOG_SIZE_LIMIT}");
-    let _ = writeln!(out, "logfile_max_num: {LOG_MAX_FILES}");
+    if node.log_rotation {
+        let _ = writeln!(out, "logfile_size_limit: {LOG_SIZE_LIMIT}");
+        let _ = writeln!(out, "logfile_max_num: {LOG_MAX_FILES}");
+    }
     out.push_str("jetstream {\n");
     let _ = writeln!(
         out,
@@ -449,14 +474,16 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         "host": node.host,
         "port": node.port,
         "max_control_line": MAX_CONTROL_LINE,
-        "logfile_size_limit": LOG_SIZE_LIMIT,
-        "logfile_max_num": LOG_MAX_FILES,
         "jetstream": jetstream,
         "operator": broker.operator_jwt,
         "system_account": broker.sys_pub,
         "resolver": "MEMORY",
         "resolver_preload": preload,
     });
+    if node.log_rotation {
+        parsed["logfile_size_limit"] = json!(LOG_SIZE_LIMIT);
+        parsed["logfile_max_num"] = json!(LOG_MAX_FILES);
+    }
     if let Some(inc) = &node.include {
         for (key, value) in &inc.values {
             parsed[key.as_str()] = value.clone();
@@ -700,6 +727,7 @@ mod tests {
             monitoring: None,
             websocket: None,
             include: None,
+            log_rotation: true,
         };
         let text = render(
             &trust(),
@@ -718,6 +746,36 @@ mod tests {
         assert!(view.loads("ADESIGN") && view.loads("ASYS"));
         assert!(!view.loads("design"), "comments are not accounts");
         assert_eq!(view.accounts.len(), 2);
+        assert!(rotates_logs(&text));
+        assert_eq!(resolver_of(&text).as_deref(), Some("MEMORY"));
+        let quiet = render(
+            &trust(),
+            &[Preload {
+                space: &space,
+                account: "ADESIGN",
+                token: Token::Pending("(minted at apply)"),
+            }],
+            &Node {
+                log_rotation: false,
+                ..node
+            },
+        )
+        .unwrap()
+        .text;
+        assert!(!rotates_logs(&quiet), "{quiet}");
+    }
+
+    #[test]
+    fn the_resolver_of_a_foreign_config_is_read_in_each_of_its_forms() {
+        for (text, want) in [
+            ("resolver: MEMORY\nresolver_preload: {\n}\n", Some("MEMORY")),
+            ("resolver = \"MEMORY\"\n", Some("MEMORY")),
+            ("resolver: {\n  type: full\n  dir: './jwt'\n}\n", Some("{")),
+            ("resolver_preload {\n}\n", None),
+            ("port: 4222\n", None),
+        ] {
+            assert_eq!(resolver_of(text).as_deref(), want, "{text}");
+        }
     }
 
     #[test]

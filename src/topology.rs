@@ -448,7 +448,7 @@ fn clash(a: &NodeSpec, b: &NodeSpec) -> Option<(Field, String)> {
 /// own folder, or climb out with `..`: cotal replaces that file with the node's config (and a
 /// plan shows what it holds). Absolute paths are checked against the root when it is known
 /// ([`crate::store::Root::check_node_config`]).
-fn check_config_path(node: &str, path: String) -> Result<String, String> {
+pub(crate) fn check_config_path(node: &str, path: String) -> Result<String, String> {
     use std::path::Component;
     let parts: Vec<Component> = std::path::Path::new(&path)
         .components()

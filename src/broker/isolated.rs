@@ -50,6 +50,7 @@ impl Isolated {
             monitoring: None,
             websocket: None,
             include: None,
+            log_rotation: true,
         };
         let text = render::server_conf(
             trust,

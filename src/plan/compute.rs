@@ -71,6 +71,7 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
                     text: i.text.clone(),
                     values: i.values.clone(),
                 }),
+            log_rotation: desired.broker.log_rotation,
         })
         .collect()
 }

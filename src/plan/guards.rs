@@ -454,7 +454,9 @@ pub fn guard_listener(observed: &Observed, node: &Node) -> Result<(), Refusal> {
 
 /// The monitoring and websocket listeners cannot be opened, moved or closed on reload
 /// (nats-server refuses: "config reload not supported for HTTPHost"): refuse their change
-/// while the broker runs.
+/// while the broker runs. Nor can it change its account resolver or its log rotation: a broker
+/// adopted on a `full` resolver, or a change of `[broker] log_rotation`, is refused while it
+/// runs, with the restart that applies it.
 pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal> {
     if !observed.is_running() {
         return Ok(());
@@ -499,6 +501,27 @@ pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal>
             ),
             NOTHING_CHANGED,
             "`cotal down`, then `cotal apply` (or `cotal up`, which applies it first); give every node on another machine its new include file",
+        ));
+    }
+    // nats-server keeps its resolver and its log rotation as they were at a reload: a broker
+    // adopted on another resolver, or a change of `log_rotation`, needs a restart.
+    if let Some(resolver) = crate::render::resolver_of(conf).filter(|r| r != "MEMORY") {
+        return Err(Diagnostic::refusal(
+            format!(
+                "the running broker resolves accounts with `resolver: {resolver}`; cotal serves them from its config (`resolver: MEMORY`), and nats-server keeps its resolver as it is at a reload, so the accounts cotal serves would not take."
+            ),
+            NOTHING_CHANGED,
+            "`cotal down`, `cotal apply`, then `cotal up` (a restart drops every tenant's connections briefly)",
+        ));
+    }
+    if crate::render::rotates_logs(conf) != node.log_rotation {
+        return Err(Diagnostic::refusal(
+            format!(
+                "log rotation (`[broker] log_rotation`) is turned {} while the broker runs; nats-server cannot change it on reload, so the reload would be refused.",
+                if node.log_rotation { "on" } else { "off" }
+            ),
+            NOTHING_CHANGED,
+            "`cotal down`, `cotal apply`, then `cotal up` (a restart drops every tenant's connections briefly)",
         ));
     }
     let before = crate::render::fixed_listeners(conf);
@@ -654,6 +677,7 @@ mod tests {
             monitoring: None,
             websocket: None,
             include: None,
+            log_rotation: true,
         }
     }
 

@@ -219,9 +219,23 @@ impl Root {
         node: &crate::topology::NodeSpec,
     ) -> NodeFiles {
         if topology.is_cluster() {
-            self.node_files(&node.name, node.config.as_deref())
-        } else {
-            self.lone_node_files()
+            return self.node_files(&node.name, node.config.as_deref());
+        }
+        let lone = self.lone_node_files();
+        match node.config.as_deref() {
+            // `[broker] config` (an adopted broker's config file): the config and its
+            // promotion's siblings there, the pidfile and log where a single server's are.
+            Some(path) => {
+                let at = self.node_files(&node.name, Some(path));
+                NodeFiles {
+                    dir: at.dir,
+                    conf: at.conf,
+                    conf_next: at.conf_next,
+                    conf_prev: at.conf_prev,
+                    ..lone
+                }
+            }
+            None => lone,
         }
     }
 
