@@ -384,7 +384,17 @@ pub fn plan(s: &Survey) -> Result<Adoption, Diagnostic> {
         if evictor {
             notes.push("the original minted each space a connection evictor: `evictor_creds = true` keeps one (its KICK is broker-wide)".into());
         }
-        let text = desired_text(&spaces, &conf, evictor, &s.root_dir);
+        let text = desired_text(
+            &spaces,
+            &conf,
+            &Origin {
+                source: "the original Cotal's records and server.conf",
+                root: &s.root_dir,
+                evictor,
+                config: None,
+                default_host: "127.0.0.1",
+            },
+        );
         crate::desired::parse(&text, "cotal.toml (as adoption would write it)").map_err(|e| {
             Diagnostic::refusal(
                 format!("the cotal.toml adoption would write is refused by cotal's own checks: {e}"),
@@ -434,6 +444,13 @@ pub struct OriginalConf {
     pub websocket: Option<OriginalWebsocket>,
     /// Top-level settings cotal does not model (names only).
     pub ignored: Vec<String>,
+    /// It rotates its log (`logfile_size_limit`, `logfile_max_num`).
+    pub rotates_logs: bool,
+    /// Its account resolver: `MEMORY`, or the `type` of a `resolver {}` block (`full`,
+    /// `cache`), as written.
+    pub resolver: Option<String>,
+    /// The `dir` of a `resolver {}` block: where a `full` resolver keeps the account JWTs.
+    pub resolver_dir: Option<String>,
 }
 
 /// The original's `websocket {}` block.
@@ -490,8 +507,8 @@ pub fn parse_server_conf(text: &str) -> Result<OriginalConf, String> {
                 None => (inner, false),
             };
             block = (!closed).then(|| name.to_string());
-            if !body.is_empty() {
-                setting(&mut conf, Some(name), body, at, &mut tls, &mut ws)?;
+            for part in split_settings(body) {
+                setting(&mut conf, Some(name), part, at, &mut tls, &mut ws)?;
             }
             continue;
         }
@@ -512,7 +529,30 @@ pub fn parse_server_conf(text: &str) -> Result<OriginalConf, String> {
 }
 
 fn is_known_block(name: &str) -> bool {
-    matches!(name, "tls" | "jetstream" | "websocket" | "resolver_preload")
+    matches!(
+        name,
+        "tls" | "jetstream" | "websocket" | "resolver_preload" | "resolver"
+    )
+}
+
+/// The settings of a block written on one line (`{type: full, dir: "./jwt"}`): split at the
+/// commas outside quotes; empty parts dropped.
+fn split_settings(body: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut start, mut quoted) = (0, false);
+    for (i, c) in body.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ',' if !quoted => {
+                parts.push(body[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(body[start..].trim());
+    parts.retain(|p| !p.is_empty());
+    parts
 }
 
 fn setting(
@@ -559,6 +599,10 @@ fn setting(
         (Some("websocket"), "no_tls") => {
             ws.get_or_insert_with(Default::default).no_tls = value == "true"
         }
+        (None, "resolver") => conf.resolver = Some(string()?),
+        (None, "logfile_size_limit" | "logfile_max_num") => conf.rotates_logs = true,
+        (Some("resolver"), "type") => conf.resolver = Some(string()?),
+        (Some("resolver"), "dir") => conf.resolver_dir = Some(string()?),
         (None, k) if RENDERED.contains(&k) => {}
         (Some("resolver_preload"), _) => {}
         (None, k) => conf.ignored.push(k.to_string()),
@@ -604,28 +648,56 @@ fn relative(path: &str, root: &Path) -> String {
         .unwrap_or_else(|_| path.to_string())
 }
 
-/// The `cotal.toml` declaring `spaces` with the limits their JWTs carry, and the original's
-/// listener, store, TLS and websocket (so clients find the broker where they did).
+/// What the adopted broker's `cotal.toml` says beyond its config's settings.
+#[derive(Debug, Clone)]
+pub struct Origin<'a> {
+    /// What was adopted, for the file's first line ("the original Cotal's records").
+    pub source: &'a str,
+    /// The root's folder: paths under it are written relative to it.
+    pub root: &'a Path,
+    /// Mint each space a connection evictor (`evictor_creds = true`).
+    pub evictor: bool,
+    /// The running broker's config file, which cotal replaces (`[broker] config`); `None`:
+    /// cotal's own place.
+    pub config: Option<&'a str>,
+    /// The host when the config names none: nats-server's own default for a config cotal
+    /// reloads (a listener cannot move on reload), the original's loopback otherwise.
+    pub default_host: &'a str,
+}
+
+/// The `cotal.toml` declaring `spaces` with the limits their JWTs carry, and the adopted
+/// broker's listener, store, TLS and websocket (so clients find the broker where they did).
 pub fn desired_text(
     spaces: &BTreeMap<SpaceName, FoundSpace>,
     conf: &OriginalConf,
-    evictor: bool,
-    root: &Path,
+    origin: &Origin,
 ) -> String {
-    let mut out = String::from(
-        "# cotal.toml: written by `cotal adopt` from the original Cotal's records and server.conf.\n\
+    let root = origin.root;
+    let mut out = format!(
+        "# cotal.toml: written by `cotal adopt` from {}.\n\
          # Edit, then `cotal plan` and `cotal apply`.\nversion = 1\n\n[broker]\n",
+        origin.source
     );
+    if let Some(config) = origin.config {
+        let _ = writeln!(
+            out,
+            "config = {}  # the adopted broker's config: cotal replaces it, and reloads",
+            toml_string(&relative(config, root))
+        );
+        if !conf.rotates_logs {
+            out.push_str("log_rotation = false  # it runs without; nats-server turns rotation on only at a restart\n");
+        }
+    }
     let _ = writeln!(
         out,
         "host = {}",
-        toml_string(conf.host.as_deref().unwrap_or("127.0.0.1"))
+        toml_string(conf.host.as_deref().unwrap_or(origin.default_host))
     );
     let _ = writeln!(out, "port = {}", conf.port.unwrap_or(4222));
     if let Some(store) = &conf.store_dir {
         let _ = writeln!(out, "store_dir = {}", toml_string(&relative(store, root)));
     }
-    if evictor {
+    if origin.evictor {
         out.push_str("evictor_creds = true\n");
     }
     if let Some((cert, key)) = &conf.tls {
@@ -824,7 +896,17 @@ mod tests {
             .unwrap()
             .protect = true;
         let conf = parse_server_conf(ORIGINAL).unwrap();
-        let text = desired_text(&spaces, &conf, false, Path::new("/r"));
+        let text = desired_text(
+            &spaces,
+            &conf,
+            &Origin {
+                source: "a test",
+                root: Path::new("/r"),
+                evictor: false,
+                config: None,
+                default_host: "127.0.0.1",
+            },
+        );
         let d = crate::desired::parse(&text, "t").unwrap_or_else(|e| panic!("{e}\n{text}"));
         assert_eq!(d.topology.first().port, 4333);
         assert_eq!(d.topology.first().store_dir, ".cotal/nats");

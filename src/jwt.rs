@@ -130,6 +130,24 @@ impl AccountLimits {
         }
     }
 
+    /// What cotal models of these limits (`[spaces.NAME.limits]` and the state): every other
+    /// limit as [`AccountLimits::for_space`] sets it. An adopted account that keeps its claims
+    /// is compared with its declaration through this, so what cotal does not model never
+    /// reads as a change.
+    pub fn modeled(self) -> Self {
+        let cotal = Self::for_space(&SpaceSpec::default());
+        AccountLimits {
+            conn: self.conn,
+            leaf: self.leaf,
+            payload: self.payload,
+            mem_storage: self.mem_storage,
+            disk_storage: self.disk_storage,
+            streams: self.streams,
+            consumer: self.consumer,
+            ..cotal
+        }
+    }
+
     /// The system account: no JetStream, nothing else limited.
     pub fn system() -> Self {
         AccountLimits {
@@ -276,6 +294,9 @@ pub struct UserNats {
     pub data: Option<i64>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub payload: Option<i64>,
+    /// The account a signing key signed for; empty (not written) when the account's own
+    /// identity key signs, which nats-server accepts only without it.
+    #[serde(skip_serializing_if = "String::is_empty", default)]
     pub issuer_account: String,
     #[serde(rename = "type")]
     pub kind: String,

@@ -22,6 +22,7 @@
 //! | [`lifecycle`] | a space's derived state and servability | pure |
 //! | [`relocation`] | a space's move to another broker: the source's record, the destination's receipt, and the check of one against the other | pure |
 //! | [`adopt`] | adoption of a root the original Cotal made: what was found, what adopting it does, the `cotal.toml` it writes | pure |
+//! | [`nsc`] | adoption of an operator managed with nsc: its store's keys and JWTs as a broker and its spaces, the claims cotal does not model | pure |
 //! | [`streams`] | the one table of a space's streams and buckets | pure |
 //! | [`permissions`] | the permissions of every user cotal mints | pure |
 //! | [`jwt`] | typed NATS JWTs, signing and verification | pure |
@@ -74,6 +75,7 @@ pub mod jwt;
 pub mod lifecycle;
 pub mod mint;
 pub mod model;
+pub mod nsc;
 pub mod observe;
 pub mod observed;
 pub mod operator;

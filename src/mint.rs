@@ -124,6 +124,7 @@ pub fn account(
             signing_pub: signing.public_key(),
         },
         archived: None,
+        keep_claims: Vec::new(),
     })
 }
 
@@ -145,6 +146,40 @@ pub fn reissue(
         out.account.signing_pub = signing.public_key();
         out.account.signing_seed = Seed::from(&signing);
     }
+    if !record.keep_claims.is_empty() {
+        // An adopted account whose claims cotal does not model: only what cotal models changes.
+        let want =
+            serde_json::to_value(AccountLimits::for_space(spec)).map_err(|e| e.to_string())?;
+        let (old_key, new_key) = (&record.account.signing_pub, &out.account.signing_pub);
+        out.account.jwt = patched(broker, &record.account.jwt, |nats| {
+            let limits = object(nats, "limits")?;
+            for field in MODELED_LIMITS {
+                limits.insert(field.into(), want[field].clone());
+            }
+            let kept = object(nats, "revocations")?;
+            for (key, at) in revocations {
+                let t = kept
+                    .get(key)
+                    .and_then(serde_json::Value::as_i64)
+                    .unwrap_or(0)
+                    .max(*at);
+                kept.insert(key.clone(), t.into());
+            }
+            let keys = nats
+                .entry("signing_keys")
+                .or_insert_with(|| serde_json::Value::Array(Vec::new()))
+                .as_array_mut()
+                .ok_or("its signing_keys are not a list")?;
+            if old_key != new_key {
+                keys.retain(|k| k.as_str() != Some(old_key.as_str()));
+            }
+            if !keys.iter().any(|k| k.as_str() == Some(new_key.as_str())) {
+                keys.push(new_key.as_str().into());
+            }
+            Ok(())
+        })?;
+        return Ok(out);
+    }
     let mut claims = jwt::account_claims(
         &space.token(),
         &out.account.public,
@@ -157,6 +192,48 @@ pub fn reissue(
     Ok(out)
 }
 
+/// The limits cotal declares for a space (`[spaces.NAME.limits]` and its state); an adopted
+/// account that keeps its claims keeps every other limit as it is.
+const MODELED_LIMITS: [&str; 7] = [
+    "conn",
+    "leaf",
+    "payload",
+    "mem_storage",
+    "disk_storage",
+    "streams",
+    "consumer",
+];
+
+/// `token` (an account JWT of `broker`'s operator) with `change` made to its `nats` object,
+/// every other claim kept as it is, dated now and re-signed by the operator's account signer.
+fn patched(
+    broker: &BrokerRecord,
+    token: &str,
+    change: impl FnOnce(&mut serde_json::Map<String, serde_json::Value>) -> Result<(), String>,
+) -> Result<String, String> {
+    let operator = broker.operator.account_signer().key_pair()?;
+    let mut claims: jwt::Claims<serde_json::Value> = jwt::decode_verified(token)?;
+    claims.iat = now();
+    change(
+        claims
+            .nats
+            .as_object_mut()
+            .ok_or("the account JWT holds no `nats` object")?,
+    )?;
+    jwt::encode(&mut claims, &operator)
+}
+
+/// The object at `field` of `map`, made when absent.
+fn object<'a>(
+    map: &'a mut serde_json::Map<String, serde_json::Value>,
+    field: &str,
+) -> Result<&'a mut serde_json::Map<String, serde_json::Value>, String> {
+    map.entry(field)
+        .or_insert_with(|| serde_json::Value::Object(Default::default()))
+        .as_object_mut()
+        .ok_or_else(|| format!("its {field} are not an object"))
+}
+
 /// The record of a space being removed, its account fenced: the same claims (signing keys,
 /// limits, revocations) but no client and no leaf connection, and every user issued up to now
 /// revoked (`*`), re-signed by the operator. JetStream stays enabled, so the broker can still
@@ -164,15 +241,15 @@ pub fn reissue(
 /// cleared: the fence loads it so that the broker deletes its data (its account purge
 /// removes the account's store folder, the streams an archive stopped included).
 pub fn fence(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRecord, String> {
-    let operator = broker.operator.account_signer().key_pair()?;
-    let mut claims: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&record.account.jwt)?;
     let t = now();
-    claims.iat = t;
-    claims.nats.limits.conn = 0;
-    claims.nats.limits.leaf = 0;
-    claims.nats.revocations.insert("*".into(), t);
     let mut out = record.clone();
-    out.account.jwt = jwt::encode(&mut claims, &operator)?;
+    out.account.jwt = patched(broker, &record.account.jwt, |nats| {
+        let limits = object(nats, "limits")?;
+        limits.insert("conn".into(), 0.into());
+        limits.insert("leaf".into(), 0.into());
+        object(nats, "revocations")?.insert("*".into(), t.into());
+        Ok(())
+    })?;
     out.archived = None;
     Ok(out)
 }
@@ -183,13 +260,14 @@ pub fn fence(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRec
 /// account leaves the config; re-signed by the operator. Its return re-issues the declared
 /// limits.
 pub fn quiesce(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRecord, String> {
-    let operator = broker.operator.account_signer().key_pair()?;
-    let mut claims: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&record.account.jwt)?;
-    claims.iat = now();
-    let l = &mut claims.nats.limits;
-    (l.conn, l.leaf, l.mem_storage, l.disk_storage) = (0, 0, 0, 0);
     let mut out = record.clone();
-    out.account.jwt = jwt::encode(&mut claims, &operator)?;
+    out.account.jwt = patched(broker, &record.account.jwt, |nats| {
+        let limits = object(nats, "limits")?;
+        for field in ["conn", "leaf", "mem_storage", "disk_storage"] {
+            limits.insert(field.into(), 0.into());
+        }
+        Ok(())
+    })?;
     // Loaded by the fence, whatever its record said (the archive step marks it again).
     out.archived = None;
     Ok(out)
@@ -289,7 +367,13 @@ fn signed_user(
     let user = KeyPair::new_user();
     let iat = now();
     let exp = expires_in.map(|d| iat + d.as_secs().max(1) as i64);
-    let token = jwt::encode(&mut claims(&user.public_key(), iat, exp), &signer)?;
+    let mut claims = claims(&user.public_key(), iat, exp);
+    // Signed by the account's own identity key (an adopted system account's seed): nats-server
+    // looks `issuer_account` up among the account's signing keys, where its identity is not.
+    if claims.nats.issuer_account == signer.public_key() {
+        claims.nats.issuer_account.clear();
+    }
+    let token = jwt::encode(&mut claims, &signer)?;
     let seed = Seed::from(&user);
     Ok(UserCreds {
         creds: jwt::creds_file(&token, seed.expose()),

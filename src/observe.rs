@@ -501,6 +501,11 @@ fn local_facts(
         )),
     };
     space.revoked = users::load(root, name, &space.account_pub)?.revoked;
+    if !space.kept_claims.is_empty() {
+        // Revocations an adopted account kept are not cotal's: only its own ledger's count.
+        let revoked = &space.revoked;
+        space.revocations.retain(|key, _| revoked.contains_key(key));
+    }
     // An archived space is not loaded, so the broker does not report it (unless a return
     // rolled back left its streams running), and a suspended one brought back by a reload is
     // loaded but not in use (nats-server recovers an account's streams when a client first

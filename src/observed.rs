@@ -80,6 +80,10 @@ pub struct ObservedSpace {
     /// On a running cluster: the fewest replicas any of the space's streams has, and whether
     /// every replica of every stream is current.
     pub replication: Option<(usize, bool)>,
+    /// The claims of an adopted account cotal does not model, kept as they are (its record's
+    /// `keepClaims`). Its `limits` and `revocations` above are then what cotal models of them
+    /// (the rest is not cotal's to change), so a plan re-issues it only for a declared change.
+    pub kept_claims: Vec<String>,
 }
 
 /// What the live figures say of a registry's stream. Any write to the stream moves `last_seq`,

@@ -317,6 +317,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                     None => crate::observed::RegistryState::Unknown,
                 },
                 replication: None,
+                kept_claims: Vec::new(),
             },
         );
     }

@@ -38,6 +38,7 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         registry_fingerprint: None,
         registry: Default::default(),
         replication: None,
+        kept_claims: Vec::new(),
     }
 }
 

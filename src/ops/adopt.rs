@@ -39,6 +39,7 @@ impl Monolith {
             space: self.space.clone(),
             account: self.account.clone(),
             archived: None,
+            keep_claims: Vec::new(),
         }
     }
 }

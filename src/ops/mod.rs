@@ -4,6 +4,7 @@
 //! Commands parse, call one operation and print; operations never print.
 
 pub mod adopt;
+pub mod adopt_nsc;
 pub mod apply;
 pub mod backup;
 pub mod broker;

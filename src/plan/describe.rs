@@ -314,6 +314,13 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
         ));
     }
     for (name, space) in &observed.inventory.spaces {
+        if !space.kept_claims.is_empty() {
+            out.push(format!(
+                "{} keeps claims cotal does not model ({}): cotal re-issues its JWT only for what cotal.toml declares (its limits and state, cotal's revocations, its signing key), and keeps the rest as it is",
+                name.quoted(),
+                space.kept_claims.join("; ")
+            ));
+        }
         let serves_again = desired.spaces.get(name).is_some_and(|s| {
             s.state == SpaceState::Active
                 && (space.limits.is_suspended() || space.archived.is_some())

@@ -37,6 +37,11 @@ pub struct AccountRecord {
     /// than load an archived account again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub archived: Option<crate::model::Archival>,
+    /// The claims of an adopted account cotal does not model, kept as they are (`cotal adopt
+    /// --nsc --keep-claims`), in words: every re-issue patches only what cotal models
+    /// ([`crate::mint`]), and every plan says so.
+    #[serde(rename = "keepClaims", default, skip_serializing_if = "Vec::is_empty")]
+    pub keep_claims: Vec<String>,
 }
 
 /// Parse a record's bytes.

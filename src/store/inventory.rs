@@ -25,6 +25,9 @@ pub struct ValidRecord {
     pub limits: jwt::AccountLimits,
     pub revocations: jwt::Revocations,
     pub archived: Option<crate::model::Archival>,
+    /// The claims cotal does not model its record keeps (`keepClaims`); `limits` are then
+    /// only what cotal models of the JWT's ([`crate::jwt::AccountLimits::modeled`]).
+    pub kept_claims: Vec<String>,
 }
 
 /// Validate one namespace entry. Pure apart from its inputs.
@@ -100,9 +103,14 @@ pub fn validate(
         account_pub: record.account.public,
         signing_pub: record.account.signing_pub,
         jwt: record.account.jwt,
-        limits: claims.nats.limits,
+        limits: if record.keep_claims.is_empty() {
+            claims.nats.limits
+        } else {
+            claims.nats.limits.modeled()
+        },
         revocations: claims.nats.revocations,
         archived: record.archived,
+        kept_claims: record.keep_claims,
     })
 }
 
@@ -181,6 +189,7 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                         registry_fingerprint: None,
                         registry: Default::default(),
                         replication: None,
+                        kept_claims: v.kept_claims,
                     },
                 );
             }

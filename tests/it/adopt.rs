@@ -219,3 +219,247 @@ fn a_corrupt_record_is_refused_by_name_and_nothing_is_written() {
         tree.without(".cotal/maintenance")
     );
 }
+
+/// An nsc store of three accounts: `team` with a signing key, `billing` without one
+/// (JetStream on), `partner` exporting a service.
+fn nsc_store() -> (tempfile::TempDir, crate::support::nsc::Nsc) {
+    use crate::support::nsc::Nsc;
+    let mut team = Nsc::account("team");
+    team.signing = Some(nkeys::KeyPair::new_account());
+    let mut billing = Nsc::account("billing");
+    billing.jetstream = true;
+    let mut partner = Nsc::account("partner");
+    partner.extra = serde_json::json!({"exports": [
+        {"name": "quotes", "subject": "quotes.>", "type": "service"}]});
+    let store = Nsc::new(vec![team, billing, partner]);
+    let dir = tempfile::tempdir().unwrap();
+    store.write(dir.path());
+    (dir, store)
+}
+
+fn record(root: &TestRoot, space: &str) -> serde_json::Value {
+    serde_json::from_str(&read(
+        root.file(&format!(".cotal/auth/account.{}.json", hex::encode(space))),
+    ))
+    .unwrap()
+}
+
+fn claims(token: &serde_json::Value) -> serde_json::Value {
+    use base64::Engine as _;
+    let body = token.as_str().unwrap().split('.').nth(1).unwrap();
+    serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(body)
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+#[test]
+fn an_nsc_store_is_adopted_keeping_every_key_and_a_second_adopt_is_a_noop() {
+    let (dir, nsc) = nsc_store();
+    let root = TestRoot::new();
+    let nsc_dir = dir.path().to_str().unwrap();
+    let out = root
+        .cotal(&[
+            "adopt",
+            "--nsc",
+            nsc_dir,
+            "--account",
+            "team",
+            "--account",
+            "billing=payments",
+            "--auto-approve",
+        ])
+        .assert()
+        .success();
+    let text = stdout(&out);
+    for expected in [
+        &format!("operator \"acme\" ({})", nsc.operator.public_key()) as &str,
+        "accounts signed with its signing key",
+        "account \"team\"",
+        "-> space \"team\" (JetStream off: cotal's first apply turns it on)",
+        "account \"billing\"",
+        "-> space \"payments\"",
+        "no signing key with a seed in the store: a new one is added to its JWT",
+        "account \"partner\": not adopted (not named by --account)",
+        "the system account's 2 export(s) are not carried",
+        "Adopted: operator \"acme\" and 2 space(s)",
+    ] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+    // Every key kept: the operator's identity and signing seeds, each account's key, team's
+    // signing key; billing's JWT gained a signing key and kept everything else.
+    let broker: serde_json::Value =
+        serde_json::from_str(&read(root.file(".cotal/auth/broker.json"))).unwrap();
+    assert_eq!(broker["operator"]["seed"], nsc.operator.seed().unwrap());
+    assert_eq!(
+        broker["operator"]["signingSeed"],
+        nsc.operator_signing.seed().unwrap()
+    );
+    assert_eq!(broker["sys"]["pub"], nsc.sys.public_key());
+    assert_eq!(
+        read(root.file(".cotal/auth/sys.seed")).trim(),
+        nsc.sys.seed().unwrap()
+    );
+    let team = record(&root, "team");
+    assert_eq!(team["account"]["seed"], nsc.get("team").key.seed().unwrap());
+    assert_eq!(
+        team["account"]["signingSeed"],
+        nsc.get("team").signing.as_ref().unwrap().seed().unwrap()
+    );
+    assert_eq!(team["account"]["jwt"], nsc.account_jwt(nsc.get("team")));
+    let payments = record(&root, "payments");
+    assert_eq!(
+        payments["account"]["pub"],
+        nsc.get("billing").key.public_key()
+    );
+    let billing_claims = claims(&payments["account"]["jwt"]);
+    assert_eq!(
+        billing_claims["nats"]["signing_keys"],
+        serde_json::json!([payments["account"]["signingPub"]])
+    );
+    assert_eq!(billing_claims["nats"]["limits"]["disk_storage"], -1);
+    assert_eq!(billing_claims["iss"], nsc.operator_signing.public_key());
+    assert!(
+        !root
+            .file(".cotal/auth/account.7061727472656e.json")
+            .exists()
+    );
+    for (file, mode) in [
+        (".cotal/auth/broker.json", 0o600),
+        (".cotal/auth/sys.seed", 0o600),
+    ] {
+        use std::os::unix::fs::PermissionsExt;
+        let m = std::fs::metadata(root.file(file))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(m & 0o777, mode, "{file}");
+    }
+    let desired = read(root.file("cotal.toml"));
+    assert!(
+        desired.contains("[spaces.team]") && desired.contains("[spaces.payments]"),
+        "{desired}"
+    );
+
+    // A second adopt writes nothing.
+    let tree = root.snapshot();
+    let again = root
+        .cotal(&[
+            "adopt",
+            "--nsc",
+            nsc_dir,
+            "--account",
+            "team",
+            "--account",
+            "billing=payments",
+            "--auto-approve",
+        ])
+        .assert()
+        .success();
+    assert!(
+        stdout(&again).contains("Nothing to adopt"),
+        "{}",
+        stdout(&again)
+    );
+    assert_eq!(
+        root.snapshot().without(".cotal/maintenance"),
+        tree.without(".cotal/maintenance")
+    );
+
+    // The first apply (broker stopped) turns JetStream on for team, replaces the system
+    // account's identity seed by cotal's scoped keys, and a second apply is a no-op.
+    let plan = root.cotal(&["plan"]).assert().code(0);
+    let plan = stdout(&plan);
+    assert!(
+        plan.contains("the unscoped .cotal/auth/sys.seed is replaced by scoped keys"),
+        "{plan}"
+    );
+    root.apply().success();
+    assert!(!root.file(".cotal/auth/sys.seed").exists());
+    let team_now = claims(&record(&root, "team")["account"]["jwt"]);
+    assert_eq!(team_now["nats"]["limits"]["disk_storage"], -1, "{team_now}");
+    assert_eq!(
+        record(&root, "team")["account"]["signingPub"],
+        team["account"]["signingPub"]
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn an_nsc_account_using_what_cotal_does_not_model_is_refused_unless_its_claims_are_kept() {
+    let (dir, nsc) = nsc_store();
+    let root = TestRoot::new();
+    let nsc_dir = dir.path().to_str().unwrap();
+    // Every account by default: partner's export is named, and nothing is written.
+    let out = root
+        .cotal(&["adopt", "--nsc", nsc_dir, "--auto-approve"])
+        .assert()
+        .failure();
+    let err = stderr(&out);
+    assert!(
+        err.contains("account \"partner\" uses exports (1)") && err.contains("--keep-claims"),
+        "{err}"
+    );
+    assert!(!root.file(".cotal").exists() || !root.file(".cotal/auth").exists());
+    assert!(!root.file("cotal.toml").exists());
+    // A missing seed is named with the file nsc keeps it in.
+    let team_key = crate::support::nsc::key_file(dir.path(), &nsc.get("team").key.public_key());
+    let kept = std::fs::read(&team_key).unwrap();
+    std::fs::remove_file(&team_key).unwrap();
+    let out = root
+        .cotal(&[
+            "adopt",
+            "--nsc",
+            nsc_dir,
+            "--account",
+            "team",
+            "--auto-approve",
+        ])
+        .assert()
+        .failure();
+    assert!(
+        stderr(&out).contains(&team_key.display().to_string()),
+        "{}",
+        stderr(&out)
+    );
+    std::fs::write(&team_key, kept).unwrap();
+
+    // Kept: the export survives a change of the limits cotal declares, and every plan says so.
+    root.cotal(&["adopt", "--nsc", nsc_dir, "--keep-claims", "--auto-approve"])
+        .assert()
+        .success();
+    assert_eq!(
+        record(&root, "partner")["keepClaims"],
+        serde_json::json!(["exports (1)"])
+    );
+    let desired = read(root.file("cotal.toml"));
+    std::fs::write(
+        root.file("cotal.toml"),
+        desired.replace(
+            "[spaces.partner]\n",
+            "[spaces.partner]\n[spaces.partner.limits]\nmax_connections = 7\n",
+        ),
+    )
+    .unwrap();
+    let plan = stdout(&root.cotal(&["plan"]).assert().code(0));
+    assert!(
+        plan.contains("\"partner\" keeps claims cotal does not model (exports (1))")
+            && plan.contains("max_connections"),
+        "{plan}"
+    );
+    root.apply().success();
+    let partner = claims(&record(&root, "partner")["account"]["jwt"]);
+    assert_eq!(partner["nats"]["limits"]["conn"], 7);
+    assert_eq!(partner["nats"]["exports"][0]["subject"], "quotes.>");
+    let plan = stdout(
+        &root
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(0),
+    );
+    assert!(plan.contains("keeps claims cotal does not model"), "{plan}");
+}

@@ -20,6 +20,7 @@ const PURE: &[&str] = &[
     "src/permissions.rs",
     "src/streams.rs",
     "src/adopt.rs",
+    "src/nsc.rs",
     "src/edit.rs",
     "src/secret.rs",
     "src/state.rs",

@@ -2,6 +2,7 @@
 //! root's files so a test can assert that nothing on disk changed.
 #![allow(dead_code)]
 
+pub mod nsc;
 pub mod original;
 
 use assert_cmd::Command;
