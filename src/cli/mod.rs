@@ -95,10 +95,10 @@ pub enum Command {
         after_help = "Examples:\n  mkdir mybroker && cd mybroker && cotal init\n  cotal --root /srv/cotal init"
     )]
     Init(init::Args),
-    /// Bring a root the original Cotal made under cotal: keeps every key, writes cotal.toml from
-    /// its records and server.conf, migrates what it left in older places, rotates the system keys.
+    /// Bring a root the original Cotal made, or an operator managed with nsc (--nsc), under
+    /// cotal: keeps every key, writes cotal.toml from what it finds.
     #[command(
-        after_help = "Examples:\n  cotal --root /srv/cotal adopt              # shows what it found and will do, asks `yes`\n  cotal adopt --auto-approve                 # CI; a second run is a no-op"
+        after_help = "Examples:\n  cotal --root /srv/cotal adopt              # shows what it found and will do, asks `yes`\n  cotal adopt --auto-approve                 # CI; a second run is a no-op\n  cotal adopt --nsc ~/.local/share/nats/nsc --server-config /etc/nats/nats.conf\n  cotal adopt --nsc DIR --account team --account billing=payments --keep-claims"
     )]
     Adopt(adopt_cmd::Args),
     /// Show what apply would change, with its blast radius.

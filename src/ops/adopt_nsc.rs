@@ -310,8 +310,10 @@ fn done(root: &Root, import: &Import) -> Result<Done> {
                 "restore it from a backup, or adopt into an empty folder",
             ));
         }
-        Loaded::Valid((_, trust)) if trust.operator_pub == import.operator_pub => {
+        Loaded::Valid((record, trust)) if trust.operator_pub == import.operator_pub => {
             done.broker = true;
+            // The first apply replaced the identity seed by scoped keys: nothing to write.
+            done.sys_seed = record.sys.keys.is_some();
             let inv = inventory::read(root, &trust)?;
             for (name, s) in &import.spaces {
                 match inv.spaces.get(name) {
@@ -347,9 +349,9 @@ fn done(root: &Root, import: &Import) -> Result<Done> {
             ));
         }
     }
-    done.sys_seed = broker_record::load_sys_seed(root)?
-        .is_some_and(|s| s.expose() == import.sys_seed.expose())
-        || (done.broker && !broker_record::sys_seed_retained(root));
+    done.sys_seed = done.sys_seed
+        || broker_record::load_sys_seed(root)?
+            .is_some_and(|s| s.expose() == import.sys_seed.expose());
     done.pid = crate::broker::identity::recorded_pid(&root.lone_node_files())?
         .ok()
         .flatten()

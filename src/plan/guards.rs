@@ -682,6 +682,32 @@ mod tests {
     }
 
     #[test]
+    fn an_adopted_resolver_or_a_log_rotation_change_is_refused_only_while_the_broker_runs() {
+        let full = "host: \"127.0.0.1\"\nport: 4222\nresolver: {type: full, dir: \"./jwt\"}\n";
+        let running = observed_with(full, BrokerProcess::Running { pid: 1 });
+        let quiet = Node {
+            log_rotation: false,
+            ..node(4222)
+        };
+        let refusal = guard_monitoring(&running, &quiet).unwrap_err();
+        assert!(
+            refusal
+                .what
+                .contains("resolves accounts with `resolver: {type: full"),
+            "{}",
+            refusal.what
+        );
+        assert!(refusal.next[0].starts_with("`cotal down`, `cotal apply`"));
+        guard_monitoring(&observed_with(full, BrokerProcess::Stopped), &quiet).unwrap();
+        // Adopted without rotation: kept off while it runs; turning it on needs a restart.
+        let memory = "host: \"127.0.0.1\"\nport: 4222\nresolver: MEMORY\n";
+        let running = observed_with(memory, BrokerProcess::Running { pid: 1 });
+        guard_monitoring(&running, &quiet).unwrap();
+        let refusal = guard_monitoring(&running, &node(4222)).unwrap_err();
+        assert!(refusal.what.contains("log rotation"), "{}", refusal.what);
+    }
+
+    #[test]
     fn a_listener_change_is_refused_only_while_the_broker_runs() {
         let conf = "host: \"127.0.0.1\"\nport: 4222\n";
         let running = observed_with(conf, BrokerProcess::Running { pid: 1 });

@@ -367,6 +367,43 @@ fn an_nsc_store_is_adopted_keeping_every_key_and_a_second_adopt_is_a_noop() {
         root.snapshot().without(".cotal/maintenance"),
         tree.without(".cotal/maintenance")
     );
+    // An adoption interrupted after the broker record is finished by adopting again.
+    std::fs::remove_file(root.file(".cotal/auth/sys.seed")).unwrap();
+    std::fs::remove_file(root.file(&format!(
+        ".cotal/auth/account.{}.json",
+        hex::encode("payments")
+    )))
+    .unwrap();
+    let resumed = stdout(
+        &root
+            .cotal(&[
+                "adopt",
+                "--nsc",
+                nsc_dir,
+                "--account",
+                "team",
+                "--account",
+                "billing=payments",
+                "--auto-approve",
+            ])
+            .assert()
+            .success(),
+    );
+    assert!(
+        resumed.contains(".cotal/auth/sys.seed:")
+            && resumed.contains("space \"payments\", its account")
+            && !resumed.contains("broker.json:")
+            && resumed.contains("(cotal.toml exists and is kept)"),
+        "{resumed}"
+    );
+    assert_eq!(
+        read(root.file(".cotal/auth/sys.seed")).trim(),
+        nsc.sys.seed().unwrap()
+    );
+    assert_eq!(
+        record(&root, "payments")["account"]["pub"],
+        nsc.get("billing").key.public_key()
+    );
 
     // The first apply (broker stopped) turns JetStream on for team, replaces the system
     // account's identity seed by cotal's scoped keys, and a second apply is a no-op.

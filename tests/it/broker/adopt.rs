@@ -109,3 +109,128 @@ fn a_running_original_broker_is_adopted_and_every_creds_it_handed_out_keeps_conn
         .assert()
         .code(0);
 }
+
+#[test]
+fn a_running_nsc_broker_is_switched_to_cotal_by_a_reload_and_its_clients_never_notice() {
+    use crate::support::nsc::Nsc;
+    let port = free_port();
+    let root = TestRoot::new();
+    let mut team = Nsc::account("team");
+    team.signing = Some(nkeys::KeyPair::new_account());
+    let billing = Nsc::account("billing");
+    let nsc = Nsc::new(vec![team, billing]);
+    let store = tempfile::tempdir().unwrap();
+    nsc.write(store.path());
+    let conf = root.file("nats/nats.conf");
+    std::fs::create_dir_all(conf.parent().unwrap()).unwrap();
+    std::fs::write(&conf, nsc.server_conf(port, &root.file("nats/store"))).unwrap();
+    let server = Nsc::start(&conf);
+    let b = Broker::running(root, port);
+    // Clients of the nsc broker: one signed by team's signing key, one by billing's identity.
+    let alice = eventually(
+        "the nsc broker accepts its clients",
+        Duration::from_secs(10),
+        || b.connect(&nsc.user_creds(nsc.get("team"), "alice")),
+    );
+    let bob = b
+        .connect(&nsc.user_creds(nsc.get("billing"), "bob"))
+        .unwrap();
+
+    let nsc_dir = store.path().to_str().unwrap();
+    let conf_arg = conf.to_str().unwrap();
+    let out = b
+        .root
+        .cotal(&[
+            "adopt",
+            "--nsc",
+            nsc_dir,
+            "--server-config",
+            conf_arg,
+            "--auto-approve",
+        ])
+        .assert()
+        .success();
+    let text = stdout(&out);
+    for expected in [
+        "serves 3 account(s) (MEMORY resolver)",
+        "(the system account)",
+        "(space \"team\")",
+        "runs on it",
+        "config = \"nats/nats.conf\"",
+        "log_rotation = false",
+        &format!("port = {port}"),
+    ] {
+        assert!(text.contains(expected), "{expected}: {text}");
+    }
+    // The plan shows the switch: the broker's own config replaced by cotal's, by a reload.
+    let plan = b
+        .root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(2);
+    let plan = stdout(&plan);
+    assert!(plan.contains("hot reload, no restart"), "{plan}");
+    b.root
+        .cotal(&["apply", "--auto-approve"])
+        .assert()
+        .success();
+    assert!(
+        std::fs::read_to_string(&conf)
+            .unwrap()
+            .starts_with(cotal::render::HEADER),
+        "the adopted config file is cotal's now"
+    );
+    assert_eq!(
+        b.pid(),
+        server.0.id(),
+        "the same process: a reload, not a restart"
+    );
+    // Nobody noticed: both clients still publish on their first connection.
+    b.rt.block_on(async {
+        for c in [&alice, &bob] {
+            c.client
+                .publish("after.adoption", "x".into())
+                .await
+                .unwrap();
+            c.client.flush().await.unwrap();
+        }
+    });
+    assert_eq!(alice.disconnects(), 0, "{:?}", alice.events.lock().unwrap());
+    assert_eq!(bob.disconnects(), 0, "{:?}", bob.events.lock().unwrap());
+    // Creds made by the store's account signing key after adoption connect, and so do cotal's.
+    b.connect(&nsc.user_creds(nsc.get("team"), "carol"))
+        .expect("creds of team's nsc signing key");
+    b.connect(&b.creds("billing"))
+        .expect("cotal's creds of an adopted account");
+    for space in ["team", "billing"] {
+        let s = b.space_status(space).unwrap();
+        assert_eq!(s["streams"], 15, "{s}");
+    }
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    // A second adopt writes nothing.
+    let tree = b.root.snapshot();
+    let again = b
+        .root
+        .cotal(&[
+            "adopt",
+            "--nsc",
+            nsc_dir,
+            "--server-config",
+            conf_arg,
+            "--auto-approve",
+        ])
+        .assert()
+        .success();
+    assert!(
+        stdout(&again).contains("Nothing to adopt"),
+        "{}",
+        stdout(&again)
+    );
+    assert_eq!(
+        b.root.snapshot().without(".cotal/maintenance"),
+        tree.without(".cotal/maintenance")
+    );
+}
