@@ -451,6 +451,10 @@ pub struct OriginalConf {
     pub resolver: Option<String>,
     /// The `dir` of a `resolver {}` block: where a `full` resolver keeps the account JWTs.
     pub resolver_dir: Option<String>,
+    /// `operator`: the operator's JWT, or the path of a file holding it, as written.
+    pub operator: Option<String>,
+    /// `system_account`: the system account's public key, as written.
+    pub system_account: Option<String>,
 }
 
 /// The original's `websocket {}` block.
@@ -600,6 +604,8 @@ fn setting(
             ws.get_or_insert_with(Default::default).no_tls = value == "true"
         }
         (None, "resolver") => conf.resolver = Some(string()?),
+        (None, "operator") => conf.operator = Some(string()?),
+        (None, "system_account") => conf.system_account = Some(string()?),
         (None, "logfile_size_limit" | "logfile_max_num") => conf.rotates_logs = true,
         (Some("resolver"), "type") => conf.resolver = Some(string()?),
         (Some("resolver"), "dir") => conf.resolver_dir = Some(string()?),
@@ -614,7 +620,7 @@ fn setting(
 }
 
 /// A TOML key: bare when it can be.
-fn toml_key(name: &str) -> String {
+pub fn toml_key(name: &str) -> String {
     if !name.is_empty()
         && name
             .bytes()

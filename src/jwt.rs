@@ -48,6 +48,9 @@ pub struct OperatorNats {
     /// this JWT).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub signing_keys: Vec<String>,
+    /// Only the signing keys may sign accounts (nsc's `--require-signing-keys`).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub strict_signing_key_usage: bool,
     #[serde(rename = "type")]
     pub kind: String,
     pub version: u32,
@@ -377,6 +380,7 @@ pub fn operator_claims(operator_pub: &str, system_account: &str, iat: i64) -> Cl
         nats: OperatorNats {
             system_account: Some(system_account.into()),
             signing_keys: Vec::new(),
+            strict_signing_key_usage: false,
             kind: "operator".into(),
             version: 2,
         },

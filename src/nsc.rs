@@ -37,6 +37,8 @@ pub struct Store {
     pub accounts: BTreeMap<String, String>,
     /// Seeds by public key (each one checked to be that key's by the reader).
     pub seeds: BTreeMap<String, Seed>,
+    /// Public keys whose seed file holds the seed of another key.
+    pub wrong_seeds: std::collections::BTreeSet<String>,
 }
 
 impl Store {
@@ -138,6 +140,15 @@ pub fn import(
     }
     let operator_pub = op.sub.clone();
     let seed_of = |public: &str, what: &str| -> Result<Seed, Diagnostic> {
+        if store.wrong_seeds.contains(public) {
+            return Err(refuse(
+                format!(
+                    "the seed file of {what} ({public}), {}, holds the seed of another key",
+                    store.key_path(public).display()
+                ),
+                "restore nsc's key store from a backup",
+            ));
+        }
         store.seeds.get(public).cloned().ok_or_else(|| {
             refuse(
                 format!(
@@ -156,26 +167,14 @@ pub fn import(
         .find_map(|k| store.seeds.get(k).cloned());
     let signs_accounts =
         |iss: &str| iss == operator_pub || op.nats.signing_keys.iter().any(|k| k == iss);
-
-    // Every account JWT, verified and signed by this operator.
-    let mut by_pub: BTreeMap<String, (String, jwt::Claims<Value>)> = BTreeMap::new();
-    for (name, token) in &store.accounts {
-        let claims: jwt::Claims<Value> = jwt::decode_verified(token).map_err(|e| {
-            refuse(
-                format!("the JWT of account {name:?} does not verify: {e}"),
-                "check the store with `nsc describe account`",
-            )
-        })?;
-        if !signs_accounts(&claims.iss) {
-            return Err(refuse(
-                format!(
-                    "account {name:?} is signed by {}, which is neither operator {:?} nor one of its signing keys",
-                    claims.iss, store.operator
-                ),
-                "re-sign it with the operator (`nsc push`/`nsc edit account`), or adopt without it (--account)",
-            ));
-        }
-        by_pub.insert(claims.sub.clone(), (name.clone(), claims));
+    if op.nats.strict_signing_key_usage && operator_signing.is_none() {
+        return Err(refuse(
+            format!(
+                "operator {:?} requires its signing keys to sign accounts (strict signing key usage), and the store holds the seed of none",
+                store.operator
+            ),
+            "import an operator signing key into nsc's key store (`nsc import keys`), then adopt",
+        ));
     }
     let sys_pub = op.nats.system_account.clone().ok_or_else(|| {
         refuse(
@@ -183,13 +182,40 @@ pub fn import(
             "give it one (`nsc edit operator --system-account SYS`), then adopt",
         )
     })?;
-    let Some((sys_name, sys_claims)) = by_pub.get(&sys_pub) else {
+
+    // Each account's JWT, its signature checked and its signer this operator's; what is wrong
+    // with one refuses only an adoption that uses it.
+    let decoded: BTreeMap<&str, Result<jwt::Claims<Value>, String>> = store
+        .accounts
+        .iter()
+        .map(|(name, token)| {
+            let claims = jwt::decode_verified::<Value>(token)
+                .map_err(|e| format!("the JWT of account {name:?} does not verify: {e}"))
+                .and_then(|c| {
+                    if signs_accounts(&c.iss) {
+                        Ok(c)
+                    } else {
+                        Err(format!(
+                            "account {name:?} is signed by {}, which is neither operator {:?} nor one of its signing keys",
+                            c.iss, store.operator
+                        ))
+                    }
+                });
+            (name.as_str(), claims)
+        })
+        .collect();
+    let Some((sys_name, sys_claims)) = decoded.iter().find_map(|(name, c)| {
+        c.as_ref()
+            .ok()
+            .filter(|c| c.sub == sys_pub)
+            .map(|c| (name.to_string(), c))
+    }) else {
         return Err(refuse(
             format!(
-                "operator {:?} names system account {sys_pub}, which is not in the store",
+                "operator {:?} names system account {sys_pub}, which is not among the store's accounts whose JWT verifies",
                 store.operator
             ),
-            "add the system account to the store, then adopt",
+            "add the system account to the store (or repair its JWT), then adopt",
         ));
     };
     let sys_seed = seed_of(&sys_pub, &format!("system account {sys_name:?}"))?;
@@ -202,30 +228,25 @@ pub fn import(
     }
 
     // The accounts asked for, each with its space name.
-    let names: BTreeMap<String, String> = by_pub
-        .values()
-        .map(|(name, _)| name.clone())
-        .filter(|n| n != sys_name)
-        .map(|n| (n.clone(), n))
-        .collect();
+    let names: Vec<&str> = decoded.keys().copied().filter(|n| *n != sys_name).collect();
     let mut wanted: Vec<(String, String)> = Vec::new();
     if req.accounts.is_empty() {
-        wanted.extend(names.iter().map(|(n, s)| (n.clone(), s.clone())));
+        wanted.extend(names.iter().map(|n| (n.to_string(), n.to_string())));
     } else {
         for (name, space) in &req.accounts {
-            if name == sys_name {
+            if *name == sys_name {
                 return Err(refuse(
                     format!("{name:?} is the system account; it is the broker's, never a space"),
                     "name the accounts to adopt as spaces",
                 ));
             }
-            if !names.contains_key(name) {
+            if !names.contains(&name.as_str()) {
                 return Err(refuse(
                     format!(
                         "operator {:?} has no account {name:?} (it has: {})",
                         store.operator,
                         names
-                            .keys()
+                            .iter()
                             .map(|n| format!("{n:?}"))
                             .collect::<Vec<_>>()
                             .join(", ")
@@ -233,13 +254,19 @@ pub fn import(
                     "name an account of the store (`nsc list accounts`)",
                 ));
             }
+            if wanted.iter().any(|(w, _)| w == name) {
+                return Err(refuse(
+                    format!("account {name:?} is named twice by --account"),
+                    "name each account once: an account is one space",
+                ));
+            }
             wanted.push((name.clone(), space.clone().unwrap_or_else(|| name.clone())));
         }
     }
     let not_adopted = names
-        .keys()
+        .iter()
         .filter(|n| !wanted.iter().any(|(w, _)| w == *n))
-        .cloned()
+        .map(|n| n.to_string())
         .collect();
 
     let mut spaces = BTreeMap::new();
@@ -251,11 +278,13 @@ pub fn import(
                 "give it a space name: --account NAME=SPACE",
             )
         })?;
-        let (account_pub, claims) = by_pub
-            .iter()
-            .find(|(_, (n, _))| *n == name)
-            .map(|(k, (_, c))| (k.clone(), c.clone()))
-            .expect("a name of the store");
+        let claims = decoded[name.as_str()].clone().map_err(|e| {
+            refuse(
+                e,
+                "repair it in nsc (`nsc describe account`), or adopt without it (--account for each one to adopt)",
+            )
+        })?;
+        let account_pub = claims.sub.clone();
         if spaces.contains_key(&space_name) {
             return Err(refuse(
                 format!("two accounts would both be space {}", space_name.quoted()),
@@ -288,13 +317,24 @@ pub fn import(
                 "remove the import (`nsc delete import`), or adopt without this account (--account)",
             ));
         }
+        if let Some(why) = never_kept(&claims.nats) {
+            return Err(refuse(
+                format!("account {name:?} has {why}"),
+                "change it in nsc (`nsc edit account`), or adopt without this account (--account)",
+            ));
+        }
         if !uses.is_empty() && !req.keep_claims {
             refused.push(format!("account {name:?} uses {}", uses.join("; ")));
             continue;
         }
         let limits: AccountLimits =
             serde_json::from_value(claims.nats.get("limits").cloned().unwrap_or(Value::Null))
-                .unwrap_or_else(|_| AccountLimits::system());
+                .map_err(|e| {
+                    refuse(
+                        format!("the limits of account {name:?} do not read as limits: {e}"),
+                        "check them with `nsc describe account`",
+                    )
+                })?;
         let (signing_pub, signing_seed, jwt, added) = match usable {
             Some((k, s)) => (k, s, store.accounts[&name].clone(), false),
             None => {
@@ -354,9 +394,9 @@ pub fn import(
         operator_seed,
         operator_jwt: store.operator_jwt.clone(),
         operator_signing,
-        sys_name: sys_name.clone(),
+        sys_jwt: store.accounts[&sys_name].clone(),
+        sys_name,
         sys_pub,
-        sys_jwt: store.accounts[sys_name].clone(),
         sys_seed,
         spaces,
         not_adopted,
@@ -406,9 +446,6 @@ pub fn unmodeled(nats: &Value) -> Vec<String> {
         out.push("message tracing".into());
     }
     let limits = nats.get("limits").cloned().unwrap_or(Value::Null);
-    if limits.get("tiered_limits").is_some_and(|t| !is_empty(t)) {
-        out.push("tiered JetStream limits".into());
-    }
     let unlimited =
         |field: &str, zero_is_unlimited: bool| match limits.get(field).and_then(Value::as_i64) {
             None | Some(-1) => true,
@@ -420,7 +457,6 @@ pub fn unmodeled(nats: &Value) -> Vec<String> {
         ("data", false),
         ("imports", false),
         ("exports", false),
-        ("leaf", false),
         ("max_ack_pending", true),
         ("mem_max_stream_bytes", true),
         ("disk_max_stream_bytes", true),
@@ -444,6 +480,25 @@ pub fn unmodeled(nats: &Value) -> Vec<String> {
         out.push("scoped signing keys (their templates)".into());
     }
     out
+}
+
+/// What an account may not carry even with `--keep-claims`, in words: a leaf connection limit
+/// (cotal sets leaf connections with the space's state) and tiered JetStream limits (cotal's
+/// quota is an untiered limit, and a JWT holding both is refused by nats-server).
+fn never_kept(nats: &Value) -> Option<String> {
+    let limits = nats.get("limits")?;
+    if limits.get("tiered_limits").is_some_and(|t| !is_empty(t)) {
+        return Some("tiered JetStream limits: cotal's quotas are untiered, and nats-server refuses a JWT holding both".into());
+    }
+    match (
+        limits.get("leaf").and_then(Value::as_i64),
+        limits.get("conn").and_then(Value::as_i64),
+    ) {
+        (None | Some(-1), _) | (Some(0), Some(0)) => None,
+        (Some(n), _) => Some(format!(
+            "a leaf connection limit of {n}: cotal sets leaf connections with the space's state (unlimited, or none while suspended)"
+        )),
+    }
 }
 
 /// Whether an account imports from `account`.
@@ -599,12 +654,26 @@ mod tests {
             "subject mappings",
             "default permissions",
             "revocations",
-            "tiered JetStream limits",
             "limits cotal does not declare (subs)",
             "scoped signing keys",
         ] {
             assert!(uses.contains(want), "{want}: {uses}");
         }
         assert!(imports_from(&busy, "AX") && !imports_from(&busy, "ASYS"));
+        // Never kept, even with --keep-claims: tiered limits and a leaf limit.
+        assert!(
+            never_kept(&busy)
+                .unwrap()
+                .contains("tiered JetStream limits")
+        );
+        assert!(never_kept(&plain).is_none());
+        let leaf = json!({"limits": {"conn": -1, "leaf": 5}});
+        assert!(
+            never_kept(&leaf)
+                .unwrap()
+                .contains("leaf connection limit of 5")
+        );
+        let suspended = json!({"limits": {"conn": 0, "leaf": 0}});
+        assert!(never_kept(&suspended).is_none());
     }
 }

@@ -502,9 +502,15 @@ fn local_facts(
     };
     space.revoked = users::load(root, name, &space.account_pub)?.revoked;
     if !space.kept_claims.is_empty() {
-        // Revocations an adopted account kept are not cotal's: only its own ledger's count.
-        let revoked = &space.revoked;
-        space.revocations.retain(|key, _| revoked.contains_key(key));
+        // Revocations an adopted account kept are not cotal's: only its own ledger's count,
+        // each as the ledger records it once the JWT refuses at least that much.
+        let jwt = std::mem::take(&mut space.revocations);
+        space.revocations = space
+            .revoked
+            .iter()
+            .filter(|(key, at)| jwt.get(*key).is_some_and(|t| t >= *at))
+            .map(|(k, t)| (k.clone(), *t))
+            .collect();
     }
     // An archived space is not loaded, so the broker does not report it (unless a return
     // rolled back left its streams running), and a suspended one brought back by a reload is

@@ -178,6 +178,7 @@ pub fn read_store(dir: &Path, operator: Option<&str>) -> Result<Store> {
         accounts.insert(name, read_text(&path)?);
     }
     let mut seeds = BTreeMap::new();
+    let mut wrong_seeds = BTreeSet::new();
     let named = keys_named(&operator_jwt)
         .into_iter()
         .chain(accounts.values().flat_map(|t| keys_named(t)));
@@ -188,16 +189,12 @@ pub fn read_store(dir: &Path, operator: Option<&str>) -> Result<Store> {
         };
         let seed = Seed::new(String::from_utf8_lossy(&bytes).trim().to_string());
         let matches = seed.key_pair().is_ok_and(|kp| kp.public_key() == public);
-        if !matches {
-            return Err(refused(
-                format!(
-                    "{} does not hold the seed of {public}, whose name it has",
-                    path.display()
-                ),
-                "restore nsc's key store from a backup (`nsc` reads it the same way)",
-            ));
+        // Refused by the import only when adoption needs that key.
+        if matches {
+            seeds.insert(public, seed);
+        } else {
+            wrong_seeds.insert(public);
         }
-        seeds.insert(public, seed);
     }
     Ok(Store {
         dir: dir.to_path_buf(),
@@ -205,12 +202,13 @@ pub fn read_store(dir: &Path, operator: Option<&str>) -> Result<Store> {
         operator_jwt,
         accounts,
         seeds,
+        wrong_seeds,
     })
 }
 
 /// Read the running broker's config: its settings, the accounts it serves, the process on it.
 fn read_server(root: &Root, path: &Path) -> Result<Server> {
-    let path = std::path::absolute(path).map_err(|e| Error::io(path, e))?;
+    let path = std::fs::canonicalize(path).map_err(|e| Error::io(path, e))?;
     let text = read_text(&path)?;
     let conf = crate::adopt::parse_server_conf(&text)
         .map_err(|e| Error::input(format!("{}: {e}", path.display())))?;
@@ -273,9 +271,15 @@ pub fn survey(root: &Root, args: &Args) -> Result<Survey> {
         .as_ref()
         .map(|p| read_server(root, p))
         .transpose()?;
-    let done = done(root, &import)?;
+    if let Some(s) = &server {
+        check_server(s, &import)?;
+    }
+    let done = done(root, &import, server.as_ref())?;
     let desired = match desired_file::read(root)? {
-        Some(_) => None,
+        Some(text) => {
+            check_declared(root, &text, &import, &done)?;
+            None
+        }
         None => Some(desired_text(root, &import, server.as_ref())?),
     };
     Ok(Survey {
@@ -286,9 +290,114 @@ pub fn survey(root: &Root, args: &Args) -> Result<Survey> {
     })
 }
 
+/// The broker's config trusts the store's operator and system account, and serves no account
+/// adoption leaves out (cotal's config would stop serving it at the first apply, disconnecting
+/// its clients).
+fn check_server(s: &Server, import: &Import) -> Result<()> {
+    let at = s.path.display();
+    if let Some(sys) = &s.conf.system_account
+        && *sys != import.sys_pub
+    {
+        return Err(refused(
+            format!(
+                "{at} names system account {sys}, not the store's ({})",
+                import.sys_pub
+            ),
+            "point --server-config at the config of the broker this operator runs",
+        ));
+    }
+    if let Some(op) = &s.conf.operator {
+        let token = if op.starts_with("eyJ") {
+            op.clone()
+        } else {
+            let file = s.path.parent().unwrap_or(Path::new("/")).join(op);
+            read_text(&file)?
+        };
+        let trusted = crate::jwt::decode_verified::<crate::jwt::OperatorNats>(&token)
+            .map(|c| c.sub)
+            .unwrap_or_default();
+        if trusted != import.operator_pub {
+            return Err(refused(
+                format!(
+                    "{at} trusts operator {}, not the store's {:?} ({})",
+                    if trusted.is_empty() {
+                        "(unreadable)"
+                    } else {
+                        &trusted
+                    },
+                    import.operator,
+                    import.operator_pub
+                ),
+                "point --server-config at the config of the broker this operator runs",
+            ));
+        }
+    }
+    let adopted: BTreeSet<&str> = import
+        .spaces
+        .values()
+        .map(|s| s.account_pub.as_str())
+        .chain(std::iter::once(import.sys_pub.as_str()))
+        .collect();
+    let dropped: Vec<&String> = s
+        .serves
+        .iter()
+        .flatten()
+        .filter(|a| !adopted.contains(a.as_str()))
+        .collect();
+    if !dropped.is_empty() {
+        return Err(refused(
+            format!(
+                "{at} serves {} account(s) adoption leaves out ({}); cotal's config would stop serving them at the first apply, disconnecting their clients",
+                dropped.len(),
+                dropped
+                    .iter()
+                    .map(|a| a.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            "adopt them too (--account NAME for each, or no --account for all), or stop serving them first",
+        ));
+    }
+    Ok(())
+}
+
+/// An existing `cotal.toml` (kept) declares every space adoption writes a record for: one it
+/// does not declare would be removed by the first apply.
+fn check_declared(root: &Root, text: &str, import: &Import, done: &Done) -> Result<()> {
+    let desired = crate::desired::parse(text, &root.desired_file().display().to_string())
+        .map_err(Error::input)?;
+    let missing: Vec<&SpaceName> = import
+        .spaces
+        .keys()
+        .filter(|n| !done.spaces.contains(*n) && !desired.spaces.contains_key(*n))
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    Err(refused(
+        format!(
+            "cotal.toml (kept as it is) does not declare {}: the first apply would remove {}",
+            missing
+                .iter()
+                .map(|n| n.quoted())
+                .collect::<Vec<_>>()
+                .join(", "),
+            if missing.len() == 1 { "it" } else { "them" }
+        ),
+        &format!(
+            "add {} to cotal.toml, then adopt again",
+            missing
+                .iter()
+                .map(|n| format!("[spaces.{}]", crate::adopt::toml_key(n.as_str())))
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+    ))
+}
+
 /// What of `import` the root holds: refused when it holds another operator's trust, or
 /// another account under a space's name.
-fn done(root: &Root, import: &Import) -> Result<Done> {
+fn done(root: &Root, import: &Import, server: Option<&Server>) -> Result<Done> {
     let mut done = Done::default();
     match broker_record::load(root)? {
         Loaded::Absent => {
@@ -352,10 +461,10 @@ fn done(root: &Root, import: &Import) -> Result<Done> {
     done.sys_seed = done.sys_seed
         || broker_record::load_sys_seed(root)?
             .is_some_and(|s| s.expose() == import.sys_seed.expose());
-    done.pid = crate::broker::identity::recorded_pid(&root.lone_node_files())?
+    let recorded = crate::broker::identity::recorded_pid(&root.lone_node_files())?
         .ok()
-        .flatten()
-        .is_some();
+        .flatten();
+    done.pid = recorded.is_some() && recorded == server.and_then(|s| s.running);
     Ok(done)
 }
 
@@ -416,6 +525,8 @@ pub fn adopt(
     lock_timeout: std::time::Duration,
     approve: impl FnOnce(&Survey) -> Result<bool>,
 ) -> Result<Outcome> {
+    // Refused before anything is made (a fresh folder stays empty); read again under the lock.
+    survey(root, args)?;
     atomic::ensure_dir(&root.state_dir(), atomic::PRIVATE_DIR)?;
     let _lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
     crate::apply::refuse_if_journal_open(&crate::store::journal::load(root)?, "adopt")?;
@@ -488,6 +599,7 @@ pub fn adopt(
     if let Some(pid) = survey.server.as_ref().and_then(|s| s.running)
         && !survey.done.pid
     {
+        // The broker running on the adopted config now: cotal's identity check knows it by it.
         atomic::write(
             &root.pid_file(),
             format!("{pid}\n").as_bytes(),
@@ -503,6 +615,21 @@ pub fn adopt(
 /// The survey in words: the store, the broker's config, and what adoption writes.
 pub fn describe(s: &Survey) -> String {
     use std::fmt::Write as _;
+    if s.is_noop() {
+        // Said from what is on disk (the import would mint keys adoption does not write).
+        return format!(
+            "Found (nsc): operator {:?} ({}) and {} space(s), every one adopted already ({}).\n\nNothing to adopt: this root holds the store's operator and every account named (`cotal plan` shows what it would change).\n",
+            s.import.operator,
+            s.import.operator_pub,
+            s.import.spaces.len(),
+            s.import
+                .spaces
+                .keys()
+                .map(|n| n.quoted())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     let mut out = crate::nsc::describe(&s.import);
     if let Some(server) = &s.server {
         let _ = writeln!(out, "  broker config {}", server.path.display());
@@ -564,10 +691,6 @@ pub fn describe(s: &Survey) -> String {
                 server.conf.resolver.as_deref().unwrap_or_default()
             );
         }
-    }
-    if s.is_noop() {
-        out.push_str("\nNothing to adopt: this root holds the store's operator and every account named (`cotal plan` shows what it would change).\n");
-        return out;
     }
     out.push_str("\nAdoption will write:\n");
     let d = &s.done;

@@ -367,6 +367,31 @@ fn an_nsc_store_is_adopted_keeping_every_key_and_a_second_adopt_is_a_noop() {
         root.snapshot().without(".cotal/maintenance"),
         tree.without(".cotal/maintenance")
     );
+    // Adopting one more account while cotal.toml does not declare it is refused (the first
+    // apply would remove it), naming the table to add.
+    let more = root
+        .cotal(&[
+            "adopt",
+            "--nsc",
+            nsc_dir,
+            "--account",
+            "partner",
+            "--keep-claims",
+            "--auto-approve",
+        ])
+        .assert()
+        .failure();
+    assert!(
+        stderr(&more).contains("does not declare \"partner\"")
+            && stderr(&more).contains("add [spaces.partner]"),
+        "{}",
+        stderr(&more)
+    );
+    assert!(
+        !root
+            .file(".cotal/auth/account.7061727472656e.json")
+            .exists()
+    );
     // An adoption interrupted after the broker record is finished by adopting again.
     std::fs::remove_file(root.file(".cotal/auth/sys.seed")).unwrap();
     std::fs::remove_file(root.file(&format!(
@@ -441,7 +466,10 @@ fn an_nsc_account_using_what_cotal_does_not_model_is_refused_unless_its_claims_a
         err.contains("account \"partner\" uses exports (1)") && err.contains("--keep-claims"),
         "{err}"
     );
-    assert!(!root.file(".cotal").exists() || !root.file(".cotal/auth").exists());
+    assert!(
+        !root.file(".cotal").exists(),
+        "a refusal leaves the folder empty"
+    );
     assert!(!root.file("cotal.toml").exists());
     // A missing seed is named with the file nsc keeps it in.
     let team_key = crate::support::nsc::key_file(dir.path(), &nsc.get("team").key.public_key());

@@ -3,7 +3,7 @@
 
 use super::{Broker, eventually, free_port};
 use crate::support::original::{Layout, Original, space_dir};
-use crate::support::{TestRoot, stdout};
+use crate::support::{TestRoot, stderr, stdout};
 use std::time::Duration;
 
 #[test]
@@ -138,6 +138,30 @@ fn a_running_nsc_broker_is_switched_to_cotal_by_a_reload_and_its_clients_never_n
 
     let nsc_dir = store.path().to_str().unwrap();
     let conf_arg = conf.to_str().unwrap();
+    // Leaving out an account the broker serves is refused: cotal's config would drop it.
+    let partial = b
+        .root
+        .cotal(&[
+            "adopt",
+            "--nsc",
+            nsc_dir,
+            "--server-config",
+            conf_arg,
+            "--account",
+            "team",
+            "--auto-approve",
+        ])
+        .assert()
+        .failure();
+    assert!(
+        stderr(&partial).contains(&format!(
+            "serves 1 account(s) adoption leaves out ({})",
+            nsc.get("billing").key.public_key()
+        )),
+        "{}",
+        stderr(&partial)
+    );
+    assert!(!b.root.file(".cotal").exists());
     let out = b
         .root
         .cotal(&[
