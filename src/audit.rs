@@ -84,6 +84,10 @@ pub enum Event {
     /// An apply wrote a space's channel registry (what it wrote, per key).
     #[serde(rename = "space.channels_written")]
     ChannelsWritten,
+    /// An apply wrote a space's members' acl records (what each member may read and post, and
+    /// the members removed).
+    #[serde(rename = "space.members_written")]
+    MembersWritten,
     /// `cotal space evict` closed a space's live connections.
     #[serde(rename = "space.evicted")]
     SpaceEvicted,

@@ -28,6 +28,8 @@ pub struct Request {
     pub profile: Profile,
     /// `None`: never expires.
     pub expires: Option<Duration>,
+    /// A declared member (`--member`): its user carries the member's grant, not `profile`'s.
+    pub member: Option<(crate::members::Principal, crate::members::Grant)>,
 }
 
 /// A minted user: the creds file (secret) and what the ledger recorded.
@@ -143,7 +145,12 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
         account,
         &record.account.signing_seed,
         &request.user,
-        permissions::profile(request.profile, &request.space.token(), &request.user),
+        match &request.member {
+            Some((principal, grant)) => {
+                permissions::member_grant(&request.space.token(), principal, grant)
+            }
+            None => permissions::profile(request.profile, &request.space.token(), &request.user),
+        },
         request.expires,
     )
     .map_err(Error::other)?;
@@ -154,6 +161,13 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
         issued_at: user.issued_at,
         expires_at: user.expires_at,
         signed_by: Some(record.account.signing_pub.clone()),
+        member: request
+            .member
+            .as_ref()
+            .map(|(principal, grant)| crate::members::MemberMark {
+                principal: principal.to_string(),
+                grant: grant.digest(),
+            }),
     };
     ledger.minted.push(minted.clone());
     users::save(root, &request.space, &ledger)?;
@@ -301,6 +315,7 @@ pub fn mint_system(
         issued_at: user.issued_at,
         expires_at: user.expires_at,
         signed_by: Some(seed.key_pair().map_err(Error::other)?.public_key()),
+        member: None,
     };
     ledger.minted.push(minted.clone());
     users::save_system(root, &ledger)?;

@@ -105,6 +105,9 @@ pub struct Desired {
     /// Why each suspended space is suspended (`suspend_reason`); only suspended spaces, and
     /// only those that give a reason.
     pub suspend_reasons: BTreeMap<SpaceName, String>,
+    /// The members each space declares (`[spaces.X.members."OWNER.ACTOR"]`); a space that
+    /// declares none is absent.
+    pub members: BTreeMap<SpaceName, BTreeMap<crate::members::Principal, crate::members::Grant>>,
 }
 
 impl Desired {
@@ -142,6 +145,9 @@ impl Desired {
             if let Some(r) = d.suspend_reasons.remove(&normal) {
                 d.suspend_reasons.insert(name.clone(), r);
             }
+            if let Some(m) = d.members.remove(&normal) {
+                d.members.insert(name.clone(), m);
+            }
         }
         out
     }
@@ -157,6 +163,7 @@ impl Default for Desired {
             spaces: BTreeMap::new(),
             channels: BTreeMap::new(),
             suspend_reasons: BTreeMap::new(),
+            members: BTreeMap::new(),
         }
     }
 }
@@ -226,6 +233,17 @@ struct RawSpace {
     #[serde(default)]
     channels: BTreeMap<Spanned<String>, RawChannel>,
     prune_channels: Option<bool>,
+    #[serde(default)]
+    members: BTreeMap<Spanned<String>, RawMember>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMember {
+    #[serde(default)]
+    read: Vec<Spanned<String>>,
+    #[serde(default)]
+    post: Vec<Spanned<String>>,
 }
 
 /// The longest `suspend_reason`, in bytes.
@@ -385,6 +403,7 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
     // Where the first `state = "archived"` is: a file whose every space is archived is refused.
     let mut archived_at: Option<usize> = None;
     let mut suspend_reasons = BTreeMap::new();
+    let mut members = BTreeMap::new();
     for (key, space) in raw.spaces {
         let name = SpaceName::parse(key.get_ref()).map_err(|e| loc.at(key.span().start, e))?;
         // Two keys that differ only in their Unicode form (composed, decomposed) name one space.
@@ -405,6 +424,10 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         )?;
         if declared != crate::channels::SpaceChannels::default() {
             channels.insert(name.clone(), declared);
+        }
+        let declared = space_members(space.members, &loc)?;
+        if !declared.is_empty() {
+            members.insert(name.clone(), declared);
         }
         let limits = match space.limits {
             None => Limits::default(),
@@ -454,7 +477,45 @@ pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
         spaces,
         channels,
         suspend_reasons,
+        members,
     })
+}
+
+/// A space's members, validated (each error at its line and column): principals `OWNER.ACTOR`,
+/// read patterns, concrete post channels, and no two members whose users share a name.
+fn space_members(
+    raw: BTreeMap<Spanned<String>, RawMember>,
+    loc: &Located,
+) -> Result<BTreeMap<crate::members::Principal, crate::members::Grant>, String> {
+    use crate::members::{Grant, Principal, valid_post, valid_read};
+    let mut out = BTreeMap::new();
+    let mut users: BTreeMap<String, String> = BTreeMap::new();
+    for (key, m) in raw {
+        let at = key.span().start;
+        let principal = Principal::parse(key.get_ref()).map_err(|e| loc.at(at, e))?;
+        if let Some(other) = users.insert(principal.user_name(), principal.to_string()) {
+            return Err(loc.at(
+                at,
+                format!(
+                    "members {other:?} and {principal:?} would both mint users named {:?} (their consumers and inbox): rename one",
+                    principal.user_name()
+                ),
+            ));
+        }
+        for r in &m.read {
+            valid_read(r.get_ref()).map_err(|e| loc.at(r.span().start, e))?;
+        }
+        for p in &m.post {
+            valid_post(p.get_ref()).map_err(|e| loc.at(p.span().start, e))?;
+        }
+        let grant = Grant::new(
+            m.read.into_iter().map(Spanned::into_inner).collect(),
+            m.post.into_iter().map(Spanned::into_inner).collect(),
+        )
+        .map_err(|e| loc.at(at, e))?;
+        out.insert(principal, grant);
+    }
+    Ok(out)
 }
 
 /// A space's channel declarations, validated (each error at its line and column).
@@ -953,13 +1014,47 @@ max_storage = "10GiB"
     }
 
     #[test]
+    fn members_are_parsed_and_each_mistake_is_named_at_its_line() {
+        let d = parse(
+            "version = 1\n[spaces.a.members.\"acme.alice\"]\nread = [\"team.>\", \"random\"]\npost = [\"team.backend\"]\n",
+            "cotal.toml",
+        )
+        .unwrap();
+        let alice = crate::members::Principal::parse("acme.alice").unwrap();
+        let g = &d.members[&SpaceName::parse("a").unwrap()][&alice];
+        assert_eq!(g.read, ["random", "team.>"]);
+        assert_eq!(g.post, ["team.backend"]);
+        for (text, at, what) in [
+            ("[spaces.a.members.alice]\n", "cotal.toml:2:", "OWNER.ACTOR"),
+            (
+                "[spaces.a.members.\"a.b\"]\nread = [\"team.>.x\"]\n",
+                "cotal.toml:3:9:",
+                "read \"team.>.x\"",
+            ),
+            (
+                "[spaces.a.members.\"a.b\"]\npost = [\"team.*\"]\n",
+                "cotal.toml:3:9:",
+                "a post target is a concrete channel",
+            ),
+            (
+                "[spaces.a.members.\"a_b.c\"]\n[spaces.a.members.\"a.b_c\"]\n",
+                "cotal.toml:",
+                "would both mint users named \"a_b_c\"",
+            ),
+        ] {
+            let e = err(&format!("version = 1\n{text}"));
+            assert!(e.starts_with(at) && e.contains(what), "{e}");
+        }
+    }
+
+    #[test]
     fn errors_name_file_line_and_column() {
         assert_eq!(
             err("version = 1\n[spaces.a]\nstat = \"active\"\n")
                 .lines()
                 .next()
                 .unwrap(),
-            "cotal.toml:3:1: unknown field `stat`, expected one of `state`, `suspend_reason`, `protect`, `limits`, `channel_defaults`, `channels`, `prune_channels`"
+            "cotal.toml:3:1: unknown field `stat`, expected one of `state`, `suspend_reason`, `protect`, `limits`, `channel_defaults`, `channels`, `prune_channels`, `members`"
         );
         assert!(
             err("version = 1\n[spaces.\"\"]\n")

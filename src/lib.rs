@@ -22,6 +22,7 @@
 //! | [`lifecycle`] | a space's derived state and servability | pure |
 //! | [`relocation`] | a space's move to another broker: the source's record, the destination's receipt, and the check of one against the other | pure |
 //! | [`adopt`] | adoption of a root the original Cotal made: what was found, what adopting it does, the `cotal.toml` it writes | pure |
+//! | [`members`] | declared members of a space and their channel ACLs: who may read and post where, the `acl` records, what a plan changes of them | pure |
 //! | [`nsc`] | adoption of an operator managed with nsc: its store's keys and JWTs as a broker and its spaces, the claims cotal does not model | pure |
 //! | [`streams`] | the one table of a space's streams and buckets | pure |
 //! | [`permissions`] | the permissions of every user cotal mints | pure |
@@ -73,6 +74,7 @@ pub mod include;
 pub mod interrupt;
 pub mod jwt;
 pub mod lifecycle;
+pub mod members;
 pub mod mint;
 pub mod model;
 pub mod nsc;

@@ -430,7 +430,8 @@ fn observe_live(
     match known_registries {
         None => {
             read_registries(root, listener, inventory, topology.is_cluster())?;
-            tracing::debug!(took = ?started.elapsed(), "read the channel registries");
+            read_acls(root, listener, inventory, topology.is_cluster())?;
+            tracing::debug!(took = ?started.elapsed(), "read the channel registries and acls");
         }
         Some(known) => {
             for (name, space) in inventory.spaces.iter_mut() {
@@ -500,7 +501,21 @@ fn local_facts(
             &e.to_string(),
         )),
     };
-    space.revoked = users::load(root, name, &space.account_pub)?.revoked;
+    let ledger = users::load(root, name, &space.account_pub)?;
+    space.member_users = ledger
+        .minted
+        .iter()
+        .filter(|m| !ledger.revoked.contains_key(&m.key) && !ledger.revoked.contains_key("*"))
+        .filter(|m| m.expires_at.is_none_or(|t| t > crate::clock::now()))
+        .filter_map(|m| {
+            m.member.as_ref().map(|mark| crate::members::MemberUser {
+                principal: mark.principal.clone(),
+                key: m.key.clone(),
+                grant: mark.grant.clone(),
+            })
+        })
+        .collect();
+    space.revoked = ledger.revoked;
     if !space.kept_claims.is_empty() {
         // Revocations an adopted account kept are not cotal's: only its own ledger's count,
         // each as the ledger records it once the JWT refuses at least that much.
@@ -795,6 +810,66 @@ fn read_registries(
         if let Some(space) = inventory.spaces.get_mut(&name) {
             space.registry = match result {
                 Ok(Some(registry)) => RegistryState::Read(registry),
+                Ok(None) => RegistryState::Missing,
+                Err(e) => RegistryState::Failed(e),
+            };
+        }
+    }
+    Ok(())
+}
+
+/// Read the members' acl records of every active space whose acl bucket the live figures show
+/// holding a record (one with none, or none yet, is known without connecting), as an ephemeral user of the space that may
+/// touch nothing but that bucket.
+fn read_acls(
+    root: &Root,
+    listener: &Listener,
+    inventory: &mut Inventory,
+    clustered: bool,
+) -> Result<()> {
+    use crate::observed::RegistryState;
+    let mut wanted = Vec::new();
+    for (name, space) in inventory.spaces.iter_mut() {
+        if space.limits.is_suspended() || space.archived.is_some() {
+            continue;
+        }
+        let bucket = format!("cotal_acl_{}", name.token());
+        let stream = format!("KV_{bucket}");
+        match space.usage.streams.iter().find(|s| s.name == stream) {
+            _ if clustered => {}
+            None => {
+                space.acl = RegistryState::Missing;
+                continue;
+            }
+            Some(s) if s.messages == Some(0) => {
+                space.acl = RegistryState::Read(Default::default());
+                continue;
+            }
+            Some(_) => {}
+        }
+        let record = crate::store::account_record::load(root, name)?;
+        if record.account.public != space.account_pub {
+            continue;
+        }
+        let creds = mint::user(
+            &space.account_pub,
+            &record.account.signing_seed,
+            "cotal-acl",
+            permissions::bucket_keeper(&bucket),
+            Some(permissions::EPHEMERAL),
+        )
+        .map_err(Error::other)?
+        .creds;
+        wanted.push((name.clone(), bucket, creds));
+    }
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let results = live::Nats::new(&listener.host, listener.port)?.buckets(wanted);
+    for (name, result) in results {
+        if let Some(space) = inventory.spaces.get_mut(&name) {
+            space.acl = match result {
+                Ok(Some(records)) => RegistryState::Read(records),
                 Ok(None) => RegistryState::Missing,
                 Err(e) => RegistryState::Failed(e),
             };

@@ -84,6 +84,11 @@ pub struct ObservedSpace {
     /// `keepClaims`). Its `limits` and `revocations` above are then what cotal models of them
     /// (the rest is not cotal's to change), so a plan re-issues it only for a declared change.
     pub kept_claims: Vec<String>,
+    /// The members' acl records, as the running broker holds them (read only when the space
+    /// declares members or its acl bucket holds a record).
+    pub acl: RegistryState,
+    /// The users its ledger records for declared members, not revoked.
+    pub member_users: Vec<crate::members::MemberUser>,
 }
 
 /// What the live figures say of a registry's stream. Any write to the stream moves `last_seq`,

@@ -64,7 +64,13 @@ pub fn purger() -> Permissions {
 /// stream info that lists its keys, direct gets of their latest values, and puts (with the
 /// expected revision) and delete markers.
 pub fn registry(token: &str) -> Permissions {
-    let stream = crate::streams::registry_stream(token);
+    bucket_keeper(&crate::streams::registry_bucket(token))
+}
+
+/// Reads and writes the keys of one bucket of a space (`cotal_<kind>_<token>`) and nothing
+/// else: the channel registry, the members' acl records.
+pub fn bucket_keeper(bucket: &str) -> Permissions {
+    let stream = format!("KV_{bucket}");
     allow(
         &[
             "$JS.API.INFO",
@@ -72,10 +78,80 @@ pub fn registry(token: &str) -> Permissions {
             &format!("$JS.API.DIRECT.GET.{stream}.>"),
             &format!("$JS.API.DIRECT.GET.{stream}"),
             &format!("$JS.API.STREAM.MSG.GET.{stream}"),
-            &format!("$KV.{}.>", crate::streams::registry_bucket(token)),
+            &format!("$KV.{bucket}.>"),
         ],
         &["_INBOX.>"],
     )
+}
+
+/// A declared member of the space whose wire token is `token` (`[spaces.NAME.members]`):
+/// posts chat only as itself to its post channels (`cotal.<t>.chat.<owner>.<actor>.<channel>`),
+/// subscribes only to its read channels' chat (`cotal.<t>.chat.*.*.<pattern>`), reads their
+/// history only through its own consumer on the chat stream (named after it, created with a
+/// filter inside a read pattern: nats-server checks the filter in the subject against the
+/// request's) and direct gets by subject inside them (never by sequence, which would reach
+/// any channel); its own DM inbox (`cotal.<t>.inst.<owner>.<actor>.>`, and DMs sent as itself),
+/// its presence key, and reads of the channel registry and the presence directory. Replies on
+/// its own inbox prefix only.
+pub fn member_grant(
+    token: &str,
+    principal: &crate::members::Principal,
+    grant: &crate::members::Grant,
+) -> Permissions {
+    let user = principal.user_name();
+    let (owner, actor) = (&principal.owner, &principal.actor);
+    let chat = format!("CHAT_{token}");
+    let registry = crate::streams::registry_stream(token);
+    let presence_bucket = format!("cotal_presence_{token}");
+    let presence = format!("KV_{presence_bucket}");
+    let mut publish: Vec<String> = grant
+        .post
+        .iter()
+        .map(|c| format!("cotal.{token}.chat.{owner}.{actor}.{c}"))
+        .collect();
+    for r in &grant.read {
+        let filter = format!("cotal.{token}.chat.*.*.{r}");
+        publish.push(format!("$JS.API.CONSUMER.CREATE.{chat}.{user}.{filter}"));
+        publish.push(format!("$JS.API.DIRECT.GET.{chat}.{filter}"));
+    }
+    publish.extend([
+        format!("cotal.{token}.inst.*.*.{owner}.{actor}"),
+        format!("$KV.{presence_bucket}.{owner}.{actor}"),
+        "$JS.API.INFO".into(),
+        format!("$JS.API.STREAM.INFO.{chat}"),
+        format!("$JS.API.CONSUMER.MSG.NEXT.{chat}.{user}"),
+        format!("$JS.API.CONSUMER.INFO.{chat}.{user}"),
+        format!("$JS.API.CONSUMER.DELETE.{chat}.{user}"),
+        format!("$JS.ACK.{chat}.{user}.>"),
+        format!("$JS.FC.{chat}.{user}.>"),
+    ]);
+    for stream in [&registry, &presence] {
+        publish.extend([
+            format!("$JS.API.STREAM.INFO.{stream}"),
+            format!("$JS.API.DIRECT.GET.{stream}"),
+            format!("$JS.API.DIRECT.GET.{stream}.>"),
+        ]);
+    }
+    let mut subscribe: Vec<String> = grant
+        .read
+        .iter()
+        .map(|r| format!("cotal.{token}.chat.*.*.{r}"))
+        .collect();
+    subscribe.push(format!("cotal.{token}.inst.{owner}.{actor}.>"));
+    subscribe.push(format!("{}.>", member_inbox(&user)));
+    let mut p = Permissions {
+        publish: Permission {
+            allow: publish,
+            deny: Vec::new(),
+        },
+        subscribe: Permission {
+            allow: subscribe,
+            deny: Vec::new(),
+        },
+        resp: None,
+    };
+    p.resp = Some(ResponsePermission { max: 1, ttl: 0 });
+    p
 }
 
 /// Reads stream info: the backup and restore checks on an isolated broker.

@@ -318,6 +318,8 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                 },
                 replication: None,
                 kept_claims: Vec::new(),
+                acl: Default::default(),
+                member_users: Vec::new(),
             },
         );
     }

@@ -39,6 +39,8 @@ pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
         registry: Default::default(),
         replication: None,
         kept_claims: Vec::new(),
+        acl: Default::default(),
+        member_users: Vec::new(),
     }
 }
 

@@ -372,6 +372,13 @@ impl Auditor<'_> {
                 &changes.join("; "),
                 None,
             ),
+            Step::WriteAcl { space, changes, .. } => self.write(
+                Event::MembersWritten,
+                Some(space),
+                after,
+                &changes.join("; "),
+                None,
+            ),
             Step::Reap { space, account } => {
                 let counts = plan.steps.iter().find_map(|s| match s {
                     Step::DeleteStreams {

@@ -117,7 +117,11 @@ fn isolated(step: &Step, e: &Error, plan: &Plan, outcome: &Outcome) -> Option<Sp
             .iter()
             .any(|s| matches!(s, Step::PromoteConfig { .. }));
     match step {
-        Step::Provision { space, .. } | Step::WriteChannels { space, .. } if promoted => {
+        Step::Provision { space, .. }
+        | Step::WriteChannels { space, .. }
+        | Step::WriteAcl { space, .. }
+            if promoted =>
+        {
             Some(space.clone())
         }
         _ => None,
@@ -429,7 +433,10 @@ fn run(
         // provisioning) is left for the next apply, which plans it again.
         if let Some(space) = step.space()
             && outcome.failed.iter().any(|f| &f.space == space)
-            && matches!(step, Step::Provision { .. } | Step::WriteChannels { .. })
+            && matches!(
+                step,
+                Step::Provision { .. } | Step::WriteChannels { .. } | Step::WriteAcl { .. }
+            )
         {
             continue;
         }
@@ -753,6 +760,12 @@ fn run_step(
                 .extend(written);
             Ok(())
         }
+        Step::WriteAcl {
+            space,
+            account,
+            writes,
+            ..
+        } => steps::write_acl(ctx, broker, space, account, writes),
         Step::Reap { space, account } => {
             steps::reap(ctx, broker.running(), outcome, space, account);
             Ok(())

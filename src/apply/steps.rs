@@ -293,6 +293,16 @@ pub fn reissue_account(
     let updated = mint::reissue(record, &current, space, spec, revocations, rotate_signing)
         .map_err(Error::other)?;
     write_record(ctx, state, space, &updated)?;
+    // Revocations the plan added (users of members whose grant changed) join the ledger, the
+    // record every later plan compares the JWT with. Only ever added.
+    let mut ledger = crate::store::users::load(ctx.root, space, account)?;
+    let before = ledger.revoked.len();
+    for (key, at) in revocations {
+        ledger.revoked.entry(key.clone()).or_insert(*at);
+    }
+    if ledger.revoked.len() != before {
+        crate::store::users::save(ctx.root, space, &ledger)?;
+    }
     fault::point(Point::AfterRecordWritten);
     Ok(())
 }
@@ -593,6 +603,39 @@ pub fn reap(ctx: &Context, running: bool, outcome: &mut Outcome, space: &SpaceNa
 
 /// Write the space's channel registry, as an ephemeral user that may touch only its registry.
 /// `account` empty: a space this apply added (its record names the account).
+/// Write a space's members' acl records as an ephemeral user that may touch only its acl
+/// bucket.
+pub fn write_acl(
+    ctx: &Context,
+    broker: &mut dyn Broker,
+    space: &SpaceName,
+    account: &str,
+    writes: &[crate::channels::Write],
+) -> Result<()> {
+    let current = account_record::load(ctx.root, space)?;
+    if !account.is_empty() && current.account.public != account {
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "the record of {} changed under the lock (now account {}, the plan saw {account}).",
+                space.quoted(),
+                current.account.public
+            ))
+            .next("run `cotal plan`"),
+        ));
+    }
+    let writer = space_user(
+        ctx.root,
+        space,
+        &current.account.public,
+        "cotal-acl",
+        permissions::bucket_keeper(&format!("cotal_acl_{}", space.token())),
+    )?
+    .ok_or_else(|| Error::other(format!("the record of {} disappeared", space.quoted())))?;
+    broker.write_acl(space, &writer, writes)?;
+    tracing::info!(space = %space, records = writes.len(), "member acl records written");
+    Ok(())
+}
+
 pub fn write_channels(
     ctx: &Context,
     broker: &mut dyn Broker,

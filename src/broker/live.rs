@@ -371,7 +371,120 @@ impl Nats {
             futures::stream::iter(spaces)
                 .map(|(name, token, creds)| {
                     let url = url.clone();
-                    async move { (name, read_registry(&url, &token, &creds).await) }
+                    let bucket = streams::registry_bucket(&token);
+                    async move { (name, read_bucket(&url, &bucket, &creds).await) }
+                })
+                .buffer_unordered(32)
+                .collect::<Vec<_>>()
+                .await
+                .into_iter()
+                .collect()
+        })
+    }
+
+    /// Write a space's members' acl records as `creds` may (the acl bucket only): each put a
+    /// whole record, compare-and-set on the revision it holds then (its `revision` field one
+    /// more), retried when another writer moved it between the read and the write, as the
+    /// original's `commitAcl` does; each deletion a purge, compare-and-set, of a record that is
+    /// still cotal's (one a tenant rewrote since is left to it). The records are cotal's by
+    /// their mark, so a put needs no rebase: what it writes is the declaration.
+    pub fn write_acl(
+        &self,
+        creds: &str,
+        space: &crate::model::SpaceName,
+        writes: &[channels::Write],
+    ) -> Result<()> {
+        self.rt.block_on(async {
+            let client = connect(&self.url, creds)
+                .await
+                .map_err(refused_connection("acl connect"))?;
+            let js = jetstream::new(client);
+            let bucket = format!("cotal_acl_{}", space.token());
+            let kv = js
+                .get_key_value(&bucket)
+                .await
+                .map_err(|e| Failed::of(&e).at(format!("acl bucket {bucket}")))?;
+            for w in writes {
+                let key = w.key.as_str();
+                let mut last = String::new();
+                let mut done = false;
+                for _ in 0..5 {
+                    let current = kv
+                        .entry(key)
+                        .await
+                        .map_err(|e| Failed::of(&e).at(format!("reading acl {key:?}")))?
+                        .filter(|e| e.operation == kv::Operation::Put);
+                    let held: Option<crate::members::AclRecord> = current
+                        .as_ref()
+                        .and_then(|e| serde_json::from_slice(&e.value).ok());
+                    let result = match &w.value {
+                        Some(planned) => {
+                            let mut record: crate::members::AclRecord =
+                                serde_json::from_str(planned).map_err(|e| Error::other(e.to_string()))?;
+                            record.revision = held.as_ref().map_or(0, |h| h.revision) + 1;
+                            let bytes = serde_json::to_vec(&record)
+                                .map_err(|e| Error::other(e.to_string()))?;
+                            match &current {
+                                None => kv
+                                    .create(key, bytes.into())
+                                    .await
+                                    .map(|_| ())
+                                    .map_err(|e| e.to_string()),
+                                Some(e) => kv
+                                    .update(key, bytes.into(), e.revision)
+                                    .await
+                                    .map(|_| ())
+                                    .map_err(|e| e.to_string()),
+                            }
+                        }
+                        None => match (&current, &held) {
+                            (Some(e), Some(h))
+                                if h.managed_by.as_deref() == Some(crate::members::MANAGED_BY) =>
+                            {
+                                kv.purge_expect_revision(key, Some(e.revision))
+                                    .await
+                                    .map_err(|e| e.to_string())
+                            }
+                            // Gone, or no longer cotal's: nothing of cotal's to delete.
+                            _ => Ok(()),
+                        },
+                    };
+                    match result {
+                        Ok(()) => {
+                            done = true;
+                            break;
+                        }
+                        Err(e) => last = e,
+                    }
+                }
+                if !done {
+                    return Err(Error::conflict(
+                        Diagnostic::new(format!(
+                            "the acl record {key:?} of space {} kept changing while cotal wrote it ({last}); nothing more was written to this space.",
+                            space.quoted()
+                        ))
+                        .next("stop the client that writes it, then apply again"),
+                    ));
+                }
+            }
+            Ok(())
+        })
+    }
+
+    /// Each space's bucket (`(space, bucket, creds)`: the members' acl records), read as the
+    /// registries are, at most 32 spaces at a time. `Ok(None)`: no such bucket yet.
+    pub fn buckets(
+        &self,
+        spaces: Vec<(crate::model::SpaceName, String, String)>,
+    ) -> BTreeMap<crate::model::SpaceName, std::result::Result<Option<channels::Registry>, String>>
+    {
+        use futures::StreamExt;
+        let url = self.url.clone();
+        self.rt.block_on(async {
+            futures::stream::iter(spaces)
+                .map(|(name, bucket, creds)| {
+                    let url = url.clone();
+                    async move { (name, read_bucket(&url, &bucket, &creds).await) }
                 })
                 .buffer_unordered(32)
                 .collect::<Vec<_>>()
@@ -573,9 +686,11 @@ async fn provision_space(
 /// One space's registry: the keys its stream holds (one stream-info request with a subject
 /// filter lists them), then each key's latest message by a direct get (a deleted or purged key
 /// is absent; a value that is not JSON is kept as a string).
-async fn read_registry(
+/// Every key of a space's bucket (the channel registry, the acl records) with its value and
+/// revision, bounded as a tenant may have filled it.
+async fn read_bucket(
     url: &str,
-    token: &str,
+    bucket: &str,
     creds: &str,
 ) -> std::result::Result<Option<channels::Registry>, String> {
     use futures::TryStreamExt;
@@ -583,9 +698,8 @@ async fn read_registry(
         .await
         .map_err(|e| format!("connect: {e}"))?;
     let js = jetstream::new(client);
-    let bucket = streams::registry_bucket(token);
     let stream = js
-        .get_stream_no_info(streams::registry_stream(token))
+        .get_stream_no_info(format!("KV_{bucket}"))
         .await
         .map_err(|e| format!("registry {bucket}: {e}"))?;
     let prefix = format!("$KV.{bucket}.");

@@ -145,6 +145,13 @@ pub trait Broker {
         writer: &str,
         writes: &[crate::channels::Write],
     ) -> Result<Vec<crate::channels::Written>>;
+    /// Write the space's members' acl records as `writer` ([`live::Nats::write_acl`]).
+    fn write_acl(
+        &mut self,
+        space: &SpaceName,
+        writer: &str,
+        writes: &[crate::channels::Write],
+    ) -> Result<()>;
 }
 
 /// A broker that is not running.
@@ -223,6 +230,17 @@ impl Broker for Stopped {
     ) -> Result<Vec<crate::channels::Written>> {
         Err(Error::process(format!(
             "cannot write the channels of {}: the broker is not running (plan with it running)",
+            space.quoted()
+        )))
+    }
+    fn write_acl(
+        &mut self,
+        space: &SpaceName,
+        _writer: &str,
+        _writes: &[crate::channels::Write],
+    ) -> Result<()> {
+        Err(Error::process(format!(
+            "cannot write the members of {}: the broker is not running (plan with it running)",
             space.quoted()
         )))
     }
@@ -767,5 +785,13 @@ impl Broker for Running {
         writes: &[crate::channels::Write],
     ) -> Result<Vec<crate::channels::Written>> {
         self.nats.write_channels(writer, space, writes)
+    }
+    fn write_acl(
+        &mut self,
+        space: &SpaceName,
+        writer: &str,
+        writes: &[crate::channels::Write],
+    ) -> Result<()> {
+        self.nats.write_acl(writer, space, writes)
     }
 }

@@ -48,6 +48,37 @@ pub enum Command {
     List(ListArgs),
 }
 
+/// The grant cotal.toml declares for `raw` in `space`, or why there is none.
+fn declared_member(
+    root: &crate::store::Root,
+    space: &SpaceName,
+    raw: &str,
+) -> Result<(crate::members::Principal, crate::members::Grant)> {
+    let principal = crate::members::Principal::parse(raw).map_err(Error::input)?;
+    let file = root.desired_file();
+    let text = crate::store::desired_file::read(root)?
+        .ok_or_else(|| Error::input(format!("{} is missing", file.display())))?;
+    let desired =
+        crate::desired::parse(&text, &file.display().to_string()).map_err(Error::input)?;
+    desired
+        .members
+        .get(space)
+        .and_then(|m| m.get(&principal))
+        .map(|grant| (principal.clone(), grant.clone()))
+        .ok_or_else(|| {
+            Error::input(
+                Diagnostic::new(format!(
+                    "cotal.toml declares no member {principal} in space {}; nothing was minted.",
+                    space.quoted()
+                ))
+                .next(format!(
+                    "declare it (`[spaces.{}.members.\"{principal}\"]` with `read` and `post`), `cotal apply`, then mint",
+                    crate::adopt::toml_key(space.as_str())
+                )),
+            )
+        })
+}
+
 /// The system users `--system` hands out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SystemRole {
@@ -77,8 +108,13 @@ pub struct MintArgs {
     pub system: Option<SystemRole>,
     /// The user's name: letters, digits, '_' and '-' (it names the user's consumers and shows
     /// in the broker's connection lists). With --system, default: the role's name.
-    #[arg(long, required_unless_present = "system")]
+    #[arg(long, required_unless_present_any = ["system", "member"])]
     pub user: Option<String>,
+    /// A member cotal.toml declares (`[spaces.SPACE.members."OWNER.ACTOR"]`): its user may post
+    /// only to its post channels and read only its read channels (live, and their history
+    /// through its own consumer); named OWNER_ACTOR. A changed grant revokes it at the apply.
+    #[arg(long, value_name = "OWNER.ACTOR", conflicts_with_all = ["user", "system"])]
+    pub member: Option<String>,
     /// What the user may do: `member` publishes and subscribes under `cotal.<space>.>`, reads
     /// streams through consumers named after it and writes bucket keys, but cannot create,
     /// delete or reconfigure streams, buckets or other users' consumers; `admin` may do
@@ -214,11 +250,21 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
             args.format,
         );
     }
-    let (Some(raw_space), Some(user)) = (args.space, args.user) else {
+    let Some(raw_space) = args.space else {
         return Err(Error::input("give the space and --user NAME"));
     };
-    crate::permissions::valid_user_name(&user).map_err(Error::input)?;
     let space = SpaceName::parse(&raw_space).map_err(Error::input)?;
+    let member = args
+        .member
+        .as_deref()
+        .map(|m| declared_member(&root, &space, m))
+        .transpose()?;
+    let user = match (&member, args.user) {
+        (Some((principal, _)), _) => principal.user_name(),
+        (None, Some(user)) => user,
+        (None, None) => return Err(Error::input("give the space and --user NAME")),
+    };
+    crate::permissions::valid_user_name(&user).map_err(Error::input)?;
     let issued = crate::ops::creds::mint(
         &root,
         &Request {
@@ -229,6 +275,7 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
                 Expiry::After(d) => Some(d),
                 Expiry::Never => None,
             },
+            member,
         },
         args.lock_timeout,
         &warn,

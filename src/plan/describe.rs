@@ -40,6 +40,9 @@ pub fn describe(
         if let Some(d) = diff.channels.get(name) {
             details.extend(d.lines.iter().cloned());
         }
+        if let Some(m) = diff.members.get(name) {
+            details.extend(m.lines());
+        }
         out.changes.push(SpaceChange {
             action: Action::Add,
             space: name.clone(),
@@ -258,6 +261,9 @@ fn existing(
         }
     } else if let Some(d) = diff.channels.get(name) {
         details.extend(d.lines.iter().cloned());
+    }
+    if let Some(m) = diff.members.get(name) {
+        details.extend(m.lines());
     }
     // A space an interrupted apply was adding is an add being completed.
     let completing =

@@ -16,6 +16,9 @@ use std::collections::{BTreeMap, BTreeSet};
 pub struct Reissue {
     /// A new signing key (`cotal rotate account`).
     pub rotate_signing: bool,
+    /// Users of declared members the re-issue revokes (their grant changed, or the member is
+    /// no longer declared): added to the account's revocations and to its ledger.
+    pub member_revocations: Vec<String>,
     pub fields: Vec<FieldChange>,
     pub transition: Transition,
 }
@@ -39,6 +42,9 @@ pub struct Diff {
     /// Channel registry writes per space (existing spaces whose registry was read, and spaces
     /// this plan adds while the broker runs); empty diffs are left out.
     pub channels: BTreeMap<SpaceName, crate::channels::Diff>,
+    /// Members' changes per space (acl writes after the reload, revocations in the re-issue);
+    /// empty plans are left out.
+    pub members: BTreeMap<SpaceName, crate::members::Plan>,
     /// Existing spaces emptied by this plan (requested, or an interrupted purge finished): their
     /// default delivery class and declared channels are written again after it.
     pub purges: super::purges::Purges,
@@ -61,6 +67,7 @@ impl Diff {
                     .filter(|(n, d)| !d.writes.is_empty() && !self.adds.contains_key(*n))
                     .map(|(n, _)| n),
             )
+            .chain(self.members.keys().filter(|n| !self.adds.contains_key(*n)))
             .collect()
     }
 }
@@ -154,6 +161,21 @@ pub fn diff(
                         out.channels.insert(name.clone(), d);
                     }
                 }
+                // Its acl bucket too: every declared member's record is a create.
+                if running
+                    && spec.state == SpaceState::Active
+                    && let Some(declared) = desired.members.get(name)
+                {
+                    let p = crate::members::plan(
+                        declared,
+                        Some(&Default::default()),
+                        &[],
+                        observed.now * 1000,
+                    );
+                    if !p.is_empty() {
+                        out.members.insert(name.clone(), p);
+                    }
+                }
                 continue;
             }
         };
@@ -170,8 +192,27 @@ pub fn diff(
             }
             continue;
         }
+        // Members: their acl records (only of a space that stays active, against the bucket as
+        // read; a purge empties it) and the users a changed grant revokes.
+        let members = {
+            let declared = desired.members.get(name).cloned().unwrap_or_default();
+            let serving = spec.state == SpaceState::Active && !space.limits.is_suspended();
+            let empty = crate::channels::Registry::new();
+            let acl = match &space.acl {
+                _ if !serving => None,
+                _ if running && out.purges.contains_key(name) => Some(&empty),
+                RegistryState::Read(r) => Some(r),
+                RegistryState::Missing if running => Some(&empty),
+                _ => None,
+            };
+            crate::members::plan(&declared, acl, &space.member_users, observed.now * 1000)
+        };
+        let member_revocations = members.revoked();
+        if !members.is_empty() {
+            out.members.insert(name.clone(), members);
+        }
         let expected = AccountLimits::for_space(spec);
-        let revoking = space.revoked != space.revocations;
+        let revoking = space.revoked != space.revocations || !member_revocations.is_empty();
         let rotating = intent.rotate.accounts.contains(name);
         if expected != space.limits || revoking || rotating {
             let mut fields = if expected != space.limits {
@@ -179,8 +220,18 @@ pub fn diff(
             } else {
                 Vec::new()
             };
-            if revoking {
+            if space.revoked != space.revocations {
                 fields.push(revocation_change(space));
+            }
+            if !member_revocations.is_empty() {
+                fields.push(FieldChange {
+                    field: "revocations".into(),
+                    from: String::new(),
+                    to: format!(
+                        "+{} user(s) of members whose grant changed or who are no longer declared",
+                        member_revocations.len()
+                    ),
+                });
             }
             if rotating {
                 fields.push(FieldChange {
@@ -193,6 +244,7 @@ pub fn diff(
                 name.clone(),
                 Reissue {
                     rotate_signing: rotating,
+                    member_revocations,
                     fields,
                     transition: match (space.limits.is_suspended(), expected.is_suspended()) {
                         (false, true) => Transition::Suspend,

@@ -451,6 +451,16 @@ pub enum Step {
         /// `+`/`~`/`-` per key, for people.
         changes: Vec<String>,
     },
+    /// Write a space's members' acl records (`cotal_acl_<t>`): each compare-and-set on the
+    /// revision the plan saw, after the reload that revoked their older users (running broker
+    /// only; no promotion, no reload).
+    WriteAcl {
+        space: SpaceName,
+        account: String,
+        writes: Vec<crate::channels::Write>,
+        /// One line per member, for people.
+        changes: Vec<String>,
+    },
 }
 
 impl Step {
@@ -471,9 +481,9 @@ impl Step {
                 *blast = Blast::default();
             }
             Step::Provision { work, .. } => work.clear(),
-            Step::ReissueSystemAccount { changes, .. } | Step::WriteChannels { changes, .. } => {
-                changes.clear()
-            }
+            Step::ReissueSystemAccount { changes, .. }
+            | Step::WriteChannels { changes, .. }
+            | Step::WriteAcl { changes, .. } => changes.clear(),
             Step::FinishJournal { .. }
             | Step::AddAccount { .. }
             | Step::WriteSysCreds { .. }
@@ -501,7 +511,8 @@ impl Step {
             | Step::RecordArchive { space, .. }
             | Step::Provision { space, .. }
             | Step::Reap { space, .. }
-            | Step::WriteChannels { space, .. } => Some(space),
+            | Step::WriteChannels { space, .. }
+            | Step::WriteAcl { space, .. } => Some(space),
         }
     }
 
@@ -596,6 +607,12 @@ impl Step {
             }
             Step::WriteChannels { space, writes, .. } => format!(
                 "write {} channel registry key{} of {} (compare-and-set; no reload)",
+                writes.len(),
+                if writes.len() == 1 { "" } else { "s" },
+                space.quoted()
+            ),
+            Step::WriteAcl { space, writes, .. } => format!(
+                "write {} member acl record{} of {} (compare-and-set; no reload)",
                 writes.len(),
                 if writes.len() == 1 { "" } else { "s" },
                 space.quoted()

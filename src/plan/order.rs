@@ -129,7 +129,13 @@ pub fn steps(
                 account: inv.spaces[name].account_pub.clone(),
                 spec: desired.spaces[name],
                 transition: reissue.transition,
-                revocations: inv.spaces[name].revoked.clone(),
+                revocations: {
+                    let mut r = inv.spaces[name].revoked.clone();
+                    for key in &reissue.member_revocations {
+                        r.entry(key.clone()).or_insert(observed.now);
+                    }
+                    r
+                },
                 rotate_signing: reissue.rotate_signing,
                 changes: reissue.fields.clone(),
                 blast: described
@@ -198,6 +204,23 @@ pub fn steps(
             account,
             writes: d.writes.clone(),
             changes: d.lines.clone(),
+        });
+    }
+    // Members' acl records after the reload that revoked their older users ("revoke first,
+    // then delete the record"), and after provisioning made the bucket.
+    for (name, m) in &diff.members {
+        if m.writes.is_empty() {
+            continue;
+        }
+        let account = match inv.spaces.get(name) {
+            Some(s) if !diff.adds.contains_key(name) => s.account_pub.clone(),
+            _ => String::new(),
+        };
+        late.push(Step::WriteAcl {
+            space: name.clone(),
+            account,
+            writes: m.writes.clone(),
+            changes: m.lines(),
         });
     }
     steps.extend(promotion);
@@ -286,6 +309,7 @@ mod tests {
             Step::Provision { .. } => "provision",
             Step::Reap { .. } => "reap",
             Step::WriteChannels { .. } => "channels",
+            Step::WriteAcl { .. } => "acl",
             Step::RecordArchive { .. } => "archive",
         })
         .collect();

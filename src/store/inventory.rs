@@ -190,6 +190,8 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                         registry: Default::default(),
                         replication: None,
                         kept_claims: v.kept_claims,
+                        acl: Default::default(),
+                        member_users: Vec::new(),
                     },
                 );
             }

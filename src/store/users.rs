@@ -34,6 +34,10 @@ pub struct Minted<P = Profile> {
     /// recorded): after `cotal rotate account` a user of an older key is refused.
     #[serde(rename = "signedBy", skip_serializing_if = "Option::is_none", default)]
     pub signed_by: Option<String>,
+    /// A declared member's user (`cotal creds --member`): its principal and grant, so a
+    /// changed grant revokes it.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub member: Option<crate::members::MemberMark>,
 }
 
 /// An account's users and revocations.

@@ -21,6 +21,7 @@ const PURE: &[&str] = &[
     "src/streams.rs",
     "src/adopt.rs",
     "src/nsc.rs",
+    "src/members.rs",
     "src/edit.rs",
     "src/secret.rs",
     "src/state.rs",

@@ -119,6 +119,15 @@ impl Broker for Fake {
         }
         Ok(vec!["created".into()])
     }
+    fn write_acl(
+        &mut self,
+        _: &SpaceName,
+        writer: &str,
+        _: &[cotal::channels::Write],
+    ) -> Result<()> {
+        assert!(writer.contains("BEGIN NATS USER JWT"));
+        Ok(())
+    }
     fn write_channels(
         &mut self,
         _: &SpaceName,

@@ -9,6 +9,7 @@ mod channels;
 mod cluster;
 #[cfg(feature = "fault-injection")]
 mod crash;
+mod members;
 mod purge;
 mod root_backup;
 mod system_creds;
