@@ -87,6 +87,31 @@ fn a_members_grant_is_enforced_by_the_broker_and_narrowing_it_revokes_its_creds(
         acl(&b, &admin, "acme.alice").unwrap()["allowSubscribe"],
         serde_json::json!(["team.>"])
     );
+    // A record changed by hand is drift: shown, and put back by the apply.
+    b.rt.block_on(async {
+        jetstream::new(admin.client.clone())
+            .get_key_value("cotal_acl_design")
+            .await
+            .unwrap()
+            .put(
+                "acme.alice",
+                r#"{"allowSubscribe":[">"],"revision":9,"updatedAt":1}"#.into(),
+            )
+            .await
+            .unwrap();
+    });
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("~ member acme.alice: its acl record reads [>] (changed outside cotal), put back to reads team.>; posts team.backend"),
+        "{plan}"
+    );
+    b.root.apply().success();
+    let record = acl(&b, &admin, "acme.alice").unwrap();
+    assert_eq!(record["allowSubscribe"], serde_json::json!(["team.>"]));
+    assert_eq!(
+        record["revision"], 10,
+        "one more than the record it replaced"
+    );
     let (old_creds, mut alice_c) = alice(&b);
     let mut seen = b.rt.block_on(async {
         let s = admin.client.subscribe("cotal.design.chat.>").await.unwrap();
