@@ -167,6 +167,8 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
             .map(|(principal, grant)| crate::members::MemberMark {
                 principal: principal.to_string(),
                 grant: grant.digest(),
+                read: grant.read.clone(),
+                post: grant.post.clone(),
             }),
     };
     ledger.minted.push(minted.clone());

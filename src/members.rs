@@ -200,6 +200,11 @@ pub struct MemberMark {
     pub principal: String,
     /// [`Grant::digest`] of the grant its JWT carries.
     pub grant: String,
+    /// That grant (what a plan says a change grants or takes away).
+    #[serde(default)]
+    pub read: Vec<String>,
+    #[serde(default)]
+    pub post: Vec<String>,
 }
 
 /// A user minted for a member (from the ledger, not revoked): its key and the grant it carries.
@@ -208,6 +213,12 @@ pub struct MemberUser {
     pub principal: String,
     pub key: String,
     pub grant: String,
+    /// When it was issued: the time its revocation names (nats-server refuses a user whose
+    /// JWT was issued at or before it), so a plan is the same whenever it is computed.
+    pub issued_at: i64,
+    /// The grant it carries.
+    pub read: Vec<String>,
+    pub post: Vec<String>,
 }
 
 /// What a plan does to one member.
@@ -218,7 +229,10 @@ pub enum Change {
     },
     /// Its grant changed (`from`: what its acl record reads, or its users carry).
     Changed {
-        from: String,
+        /// The grant its newest user carries, when one was minted.
+        from: Option<Grant>,
+        /// Its acl record's read list, in words.
+        found: String,
         grant: Grant,
     },
     /// Its acl record was changed by hand (or lost): put back.
@@ -228,15 +242,23 @@ pub enum Change {
     },
     /// No longer declared: its users revoked, its acl record deleted.
     Removed,
-    /// Its users minted under another grant are revoked (its record already says the new one).
-    Revoke,
+    /// Its users minted under another grant are revoked (its record is not touched: it says
+    /// the new grant already, or the broker is stopped and a later apply writes it).
+    Revoke {
+        from: Option<Grant>,
+        grant: Grant,
+    },
 }
+
+/// A user a plan revokes: its key and the time its revocation names (its issue time).
+pub type Revoked = (String, i64);
 
 /// What a plan does to the members of one space.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Plan {
-    /// Each member changed, in principal order, with its change and the user keys it revokes.
-    pub changes: Vec<(String, Change, Vec<String>)>,
+    /// Each member changed, in principal order, with its change and the users it revokes
+    /// (key, issue time).
+    pub changes: Vec<(String, Change, Vec<Revoked>)>,
     /// The acl writes (after the reload that revokes).
     pub writes: Vec<Write>,
 }
@@ -247,7 +269,7 @@ impl Plan {
     }
 
     /// The user keys revoked.
-    pub fn revoked(&self) -> Vec<String> {
+    pub fn revoked(&self) -> Vec<Revoked> {
         self.changes
             .iter()
             .flat_map(|(_, _, k)| k.clone())
@@ -266,9 +288,16 @@ impl Plan {
                 };
                 match c {
                     Change::Added { grant } => format!("+ member {p}: {}", grant.describe()),
-                    Change::Changed { from, grant } => {
-                        format!("~ member {p}: {from} -> {}{revoked}", grant.describe())
-                    }
+                    Change::Changed {
+                        from: Some(old),
+                        grant,
+                        ..
+                    } => format!("~ member {p}: {}{revoked}", old.change_to(grant)),
+                    Change::Changed {
+                        from: None,
+                        found,
+                        grant,
+                    } => format!("~ member {p}: {found} -> {}{revoked}", grant.describe()),
                     Change::Drift { found, grant } => format!(
                         "~ member {p}: its acl record reads {found} (changed outside cotal), put back to {}",
                         grant.describe()
@@ -277,9 +306,12 @@ impl Plan {
                         "- member {p}: {} user(s) revoked, then its acl record deleted",
                         keys.len()
                     ),
-                    Change::Revoke => {
-                        format!("~ member {p}: {} user(s) minted under an older grant revoked", keys.len())
-                    }
+                    Change::Revoke { from, grant } => format!(
+                        "~ member {p}: {}; {} user(s) minted under an older grant revoked",
+                        from.as_ref()
+                            .map_or_else(|| grant.describe(), |old| old.change_to(grant)),
+                        keys.len()
+                    ),
                 }
             })
             .collect()
@@ -297,12 +329,11 @@ fn found_text(e: Option<&Entry>) -> String {
 
 /// What `declared` changes of a space whose acl bucket holds `acl` (`None`: not read: the broker
 /// is stopped, so only revocations are planned) and whose ledger holds `users` (not revoked).
-/// `now` (ms) dates the records written.
+/// The records' `updatedAt` is stamped when they are written.
 pub fn plan(
     declared: &BTreeMap<Principal, Grant>,
     acl: Option<&BTreeMap<String, Entry>>,
     users: &[MemberUser],
-    now_ms: i64,
 ) -> Plan {
     let mut out = Plan::default();
     let mut principals: std::collections::BTreeSet<String> =
@@ -320,11 +351,22 @@ pub fn plan(
             .iter()
             .find(|(k, _)| k.to_string() == p)
             .map(|(_, g)| g);
-        let stale: Vec<String> = users
+        let stale_users: Vec<&MemberUser> = users
             .iter()
             .filter(|u| u.principal == p && grant.is_none_or(|g| g.digest() != u.grant))
-            .map(|u| u.key.clone())
             .collect();
+        let stale: Vec<(String, i64)> = stale_users
+            .iter()
+            .map(|u| (u.key.clone(), u.issued_at))
+            .collect();
+        // The grant the newest stale user carries: what the change takes away from it.
+        let from = stale_users
+            .iter()
+            .max_by_key(|u| u.issued_at)
+            .map(|u| Grant {
+                read: u.read.clone(),
+                post: u.post.clone(),
+            });
         let entry = acl.and_then(|a| a.get(&p));
         let record = entry.and_then(|e| serde_json::from_value::<AclRecord>(e.value.clone()).ok());
         let expect = |e: Option<&Entry>| match (acl, e) {
@@ -341,7 +383,8 @@ pub fn plan(
                     let value = AclRecord {
                         allow_subscribe: g.read.clone(),
                         revision: record.as_ref().map_or(0, |r| r.revision) + 1,
-                        updated_at: now_ms,
+                        // Stamped when written: a saved plan stays the same plan.
+                        updated_at: 0,
                         managed_by: Some(MANAGED_BY.into()),
                     };
                     out.writes.push(Write {
@@ -353,7 +396,8 @@ pub fn plan(
                     let change = match entry {
                         None if stale.is_empty() => Change::Added { grant: g.clone() },
                         Some(e) if managed(e) || !stale.is_empty() => Change::Changed {
-                            from: found_text(entry),
+                            from: from.clone(),
+                            found: found_text(entry),
                             grant: g.clone(),
                         },
                         _ => Change::Drift {
@@ -363,7 +407,14 @@ pub fn plan(
                     };
                     out.changes.push((p, change, stale));
                 } else if !stale.is_empty() {
-                    out.changes.push((p, Change::Revoke, stale));
+                    out.changes.push((
+                        p,
+                        Change::Revoke {
+                            from,
+                            grant: g.clone(),
+                        },
+                        stale,
+                    ));
                 }
             }
             None => {
@@ -383,6 +434,39 @@ pub fn plan(
         }
     }
     out
+}
+
+/// The filter subjects of a member's consumer on the chat stream of the space whose wire token
+/// is `token`: its read patterns' chat subjects, without those another covers (JetStream refuses
+/// overlapping filters; `team` and `team.>` do not overlap and are both kept).
+pub fn consumer_filters(token: &str, read: &[String]) -> Vec<String> {
+    let all: Vec<String> = read
+        .iter()
+        .map(|r| format!("cotal.{token}.chat.*.*.{r}"))
+        .collect();
+    all.iter()
+        .filter(|x| !all.iter().any(|y| y != *x && subject_matches(y, x)))
+        .cloned()
+        .collect()
+}
+
+/// Whether the NATS pattern `pattern` matches `subject` (a subject or, token by token, a
+/// narrower pattern).
+fn subject_matches(pattern: &str, subject: &str) -> bool {
+    let p: Vec<&str> = pattern.split('.').collect();
+    let s: Vec<&str> = subject.split('.').collect();
+    for (i, t) in p.iter().enumerate() {
+        if *t == ">" {
+            return i < s.len();
+        }
+        match s.get(i) {
+            None => return false,
+            Some(_) if *t == "*" => {}
+            Some(x) if x == t => {}
+            Some(_) => return false,
+        }
+    }
+    p.len() == s.len()
 }
 
 /// Whether an acl entry is one cotal wrote.
@@ -441,6 +525,22 @@ mod tests {
     }
 
     #[test]
+    fn a_members_consumer_filters_drop_what_another_covers() {
+        let read: Vec<String> = ["team", "team.>", "team.api", "random"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(
+            consumer_filters("t", &read),
+            [
+                "cotal.t.chat.*.*.team",
+                "cotal.t.chat.*.*.team.>",
+                "cotal.t.chat.*.*.random"
+            ]
+        );
+    }
+
+    #[test]
     fn the_plan_writes_records_revokes_stale_users_and_leaves_foreign_records() {
         let alice = Principal::parse("acme.alice").unwrap();
         let narrow = grant(&["team.>"], &["team.backend"]);
@@ -448,7 +548,7 @@ mod tests {
         let declared = BTreeMap::from([(alice.clone(), narrow.clone())]);
         // Added: a create, no revocation.
         let empty = BTreeMap::new();
-        let p = plan(&declared, Some(&empty), &[], 7);
+        let p = plan(&declared, Some(&empty), &[]);
         assert_eq!(p.writes.len(), 1);
         assert_eq!(p.writes[0].expect, Expect::Absent);
         let written: AclRecord = serde_json::from_str(p.writes[0].value.as_ref().unwrap()).unwrap();
@@ -463,12 +563,17 @@ mod tests {
             principal: "acme.alice".into(),
             key: "UOLD".into(),
             grant: wide.digest(),
+            issued_at: 40,
+            read: wide.read.clone(),
+            post: wide.post.clone(),
         }];
-        let p = plan(&declared, Some(&acl), &users, 7);
+        let p = plan(&declared, Some(&acl), &users);
         assert_eq!(p.writes[0].expect, Expect::Revision(9));
-        assert_eq!(p.revoked(), ["UOLD"]);
+        assert_eq!(p.revoked(), [("UOLD".to_string(), 40)]);
         assert!(
-            p.lines()[0].contains("1 user(s) minted under the old grant revoked"),
+            p.lines()[0].contains(
+                "member acme.alice: reads -random; 1 user(s) minted under the old grant revoked"
+            ),
             "{:?}",
             p.lines()
         );
@@ -478,10 +583,10 @@ mod tests {
             grant: narrow.digest(),
             ..users[0].clone()
         }];
-        assert!(plan(&declared, Some(&acl), &current, 7).is_empty());
+        assert!(plan(&declared, Some(&acl), &current).is_empty());
         // Drift: changed by hand (its mark lost): put back.
         let acl = BTreeMap::from([("acme.alice".to_string(), entry(&["everything"], false, 11))]);
-        let p = plan(&declared, Some(&acl), &current, 7);
+        let p = plan(&declared, Some(&acl), &current);
         assert!(
             matches!(p.changes[0].1, Change::Drift { .. }),
             "{:?}",
@@ -492,9 +597,9 @@ mod tests {
             ("acme.alice".to_string(), entry(&["team.>"], true, 10)),
             ("BOBNKEY".to_string(), entry(&["x"], false, 3)),
         ]);
-        let p = plan(&BTreeMap::new(), Some(&acl), &current, 7);
+        let p = plan(&BTreeMap::new(), Some(&acl), &current);
         assert_eq!(p.changes.len(), 1);
-        assert_eq!(p.revoked(), ["UOLD"]);
+        assert_eq!(p.revoked(), [("UOLD".to_string(), 40)]);
         assert_eq!(
             p.writes,
             [Write {
@@ -505,7 +610,7 @@ mod tests {
             }]
         );
         // Broker stopped: revocations only.
-        let p = plan(&declared, None, &users, 7);
-        assert!(p.writes.is_empty() && p.revoked() == ["UOLD"]);
+        let p = plan(&declared, None, &users);
+        assert!(p.writes.is_empty() && p.revoked() == [("UOLD".to_string(), 40)]);
     }
 }

@@ -505,13 +505,16 @@ fn local_facts(
     space.member_users = ledger
         .minted
         .iter()
-        .filter(|m| !ledger.revoked.contains_key(&m.key) && !ledger.revoked.contains_key("*"))
+        .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
         .filter(|m| m.expires_at.is_none_or(|t| t > crate::clock::now()))
         .filter_map(|m| {
             m.member.as_ref().map(|mark| crate::members::MemberUser {
                 principal: mark.principal.clone(),
                 key: m.key.clone(),
                 grant: mark.grant.clone(),
+                issued_at: m.issued_at,
+                read: mark.read.clone(),
+                post: mark.post.clone(),
             })
         })
         .collect();

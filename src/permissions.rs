@@ -8,7 +8,7 @@
 //! "System keys for a later space") and minted only when the root opts in. The profiles of the users handed to people
 //! ([`Profile`]) are here too.
 
-use crate::jwt::{Permission, Permissions, ResponsePermission};
+use crate::jwt::{Permission, Permissions};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -84,15 +84,33 @@ pub fn bucket_keeper(bucket: &str) -> Permissions {
     )
 }
 
+/// Writes the members' acl records of the space whose wire token is `token`, and makes, updates
+/// and deletes their consumers on its chat stream (cotal's, never the member's: a consumer's
+/// config names where a push consumer delivers, which no subject permission checks).
+pub fn acl_keeper(token: &str) -> Permissions {
+    let mut p = bucket_keeper(&format!("cotal_acl_{token}"));
+    let chat = format!("CHAT_{token}");
+    p.publish.allow.extend([
+        format!("$JS.API.STREAM.INFO.{chat}"),
+        format!("$JS.API.CONSUMER.CREATE.{chat}.>"),
+        format!("$JS.API.CONSUMER.DURABLE.CREATE.{chat}.*"),
+        format!("$JS.API.CONSUMER.INFO.{chat}.*"),
+        format!("$JS.API.CONSUMER.DELETE.{chat}.*"),
+    ]);
+    p
+}
+
 /// A declared member of the space whose wire token is `token` (`[spaces.NAME.members]`):
 /// posts chat only as itself to its post channels (`cotal.<t>.chat.<owner>.<actor>.<channel>`),
 /// subscribes only to its read channels' chat (`cotal.<t>.chat.*.*.<pattern>`), reads their
-/// history only through its own consumer on the chat stream (named after it, created with a
-/// filter inside a read pattern: nats-server checks the filter in the subject against the
-/// request's) and direct gets by subject inside them (never by sequence, which would reach
+/// history only through the consumer cotal makes for it on the chat stream (named after it,
+/// filtered to its read patterns; it may pull, ack and inspect it, never create or reconfigure
+/// one: a consumer's config names where a push consumer delivers, past every publish
+/// permission) and direct gets by subject inside them (never by sequence, which would reach
 /// any channel); its own DM inbox (`cotal.<t>.inst.<owner>.<actor>.>`, and DMs sent as itself),
 /// its presence key, and reads of the channel registry and the presence directory. Replies on
-/// its own inbox prefix only.
+/// its own inbox prefix only, and no reply permission (`resp`): with one, a message it sent
+/// itself with a chosen reply subject would let it publish anywhere once.
 pub fn member_grant(
     token: &str,
     principal: &crate::members::Principal,
@@ -110,18 +128,16 @@ pub fn member_grant(
         .map(|c| format!("cotal.{token}.chat.{owner}.{actor}.{c}"))
         .collect();
     for r in &grant.read {
-        let filter = format!("cotal.{token}.chat.*.*.{r}");
-        publish.push(format!("$JS.API.CONSUMER.CREATE.{chat}.{user}.{filter}"));
-        publish.push(format!("$JS.API.DIRECT.GET.{chat}.{filter}"));
+        publish.push(format!(
+            "$JS.API.DIRECT.GET.{chat}.cotal.{token}.chat.*.*.{r}"
+        ));
     }
     publish.extend([
         format!("cotal.{token}.inst.*.*.{owner}.{actor}"),
         format!("$KV.{presence_bucket}.{owner}.{actor}"),
         "$JS.API.INFO".into(),
-        format!("$JS.API.STREAM.INFO.{chat}"),
         format!("$JS.API.CONSUMER.MSG.NEXT.{chat}.{user}"),
         format!("$JS.API.CONSUMER.INFO.{chat}.{user}"),
-        format!("$JS.API.CONSUMER.DELETE.{chat}.{user}"),
         format!("$JS.ACK.{chat}.{user}.>"),
         format!("$JS.FC.{chat}.{user}.>"),
     ]);
@@ -139,7 +155,7 @@ pub fn member_grant(
         .collect();
     subscribe.push(format!("cotal.{token}.inst.{owner}.{actor}.>"));
     subscribe.push(format!("{}.>", member_inbox(&user)));
-    let mut p = Permissions {
+    Permissions {
         publish: Permission {
             allow: publish,
             deny: Vec::new(),
@@ -149,9 +165,7 @@ pub fn member_grant(
             deny: Vec::new(),
         },
         resp: None,
-    };
-    p.resp = Some(ResponsePermission { max: 1, ttl: 0 });
-    p
+    }
 }
 
 /// Reads stream info: the backup and restore checks on an isolated broker.
@@ -381,8 +395,10 @@ pub fn profile(profile: Profile, token: &str, user: &str) -> Permissions {
 }
 
 /// A member: the space's subjects, the read side of JetStream, its own consumers (named after
-/// the user), key writes, replies on its own inbox prefix ([`member_inbox`]). Replies to requests it
-/// received through `resp`, so it never needs a publish right on `_INBOX.>`.
+/// the user), key writes, replies on its own inbox prefix ([`member_inbox`]). No reply
+/// permission (`resp`): with one, a message it sent itself with a chosen reply subject (a
+/// stream's delete, say) would let it publish there once; a member answers requests on the
+/// space's subjects (a reply subject under `cotal.<token>.>`).
 fn member(token: &str, user: &str) -> Permissions {
     let space = format!("cotal.{token}.>");
     let own = |api: &str| format!("$JS.API.CONSUMER.{api}.*.{user}");
@@ -416,7 +432,7 @@ fn member(token: &str, user: &str) -> Permissions {
         // deliveries, its acks).
         &[&space, &format!("{}.>", member_inbox(user))],
     );
-    p.resp = Some(ResponsePermission { max: 1, ttl: 0 });
+    p.resp = None;
     p
 }
 
@@ -482,7 +498,10 @@ mod tests {
         assert!(!consumer_writes.is_empty());
         assert!(consumer_writes.iter().all(|s| s.ends_with(".*.alice")));
         assert!(!p.publish.allow.iter().any(|s| s.starts_with("_INBOX")));
-        assert_eq!(p.resp, Some(ResponsePermission { max: 1, ttl: 0 }));
+        assert_eq!(
+            p.resp, None,
+            "a reply permission would let it publish anywhere"
+        );
     }
 
     #[test]

@@ -295,12 +295,18 @@ pub fn reissue_account(
     write_record(ctx, state, space, &updated)?;
     // Revocations the plan added (users of members whose grant changed) join the ledger, the
     // record every later plan compares the JWT with. Only ever added.
+    // Remembered like the record: a reload that does not confirm puts both back.
     let mut ledger = crate::store::users::load(ctx.root, space, account)?;
     let before = ledger.revoked.len();
     for (key, at) in revocations {
         ledger.revoked.entry(key.clone()).or_insert(*at);
     }
     if ledger.revoked.len() != before {
+        super::undo::remember(
+            &mut state.undo,
+            &ctx.root
+                .space_file(space, crate::store::paths::SpaceFile::Users),
+        )?;
         crate::store::users::save(ctx.root, space, &ledger)?;
     }
     fault::point(Point::AfterRecordWritten);
@@ -628,7 +634,7 @@ pub fn write_acl(
         space,
         &current.account.public,
         "cotal-acl",
-        permissions::bucket_keeper(&format!("cotal_acl_{}", space.token())),
+        permissions::acl_keeper(&space.token()),
     )?
     .ok_or_else(|| Error::other(format!("the record of {} disappeared", space.quoted())))?;
     broker.write_acl(space, &writer, writes)?;

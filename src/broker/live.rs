@@ -382,89 +382,121 @@ impl Nats {
         })
     }
 
-    /// Write a space's members' acl records as `creds` may (the acl bucket only): each put a
-    /// whole record, compare-and-set on the revision it holds then (its `revision` field one
-    /// more), retried when another writer moved it between the read and the write, as the
-    /// original's `commitAcl` does; each deletion a purge, compare-and-set, of a record that is
-    /// still cotal's (one a tenant rewrote since is left to it). The records are cotal's by
-    /// their mark, so a put needs no rebase: what it writes is the declaration.
+    /// Write a space's members' acl records as `creds` may (the acl bucket, and the members'
+    /// consumers on the chat stream): each put a whole record (its `revision` one more than the
+    /// record it replaces, `updatedAt` now), each deletion a purge; both compare-and-set on the
+    /// revision the plan saw, so a record changed since is [`Error::conflict`], naming it, and
+    /// the writes before it are kept. After each record, the member's consumer on the chat
+    /// stream (a durable pull consumer named after its user, filtered to its read patterns) is
+    /// made or updated, or deleted with the member (or when it reads nothing): the member pulls
+    /// from it and never makes one (a consumer's config names where it delivers).
     pub fn write_acl(
         &self,
         creds: &str,
         space: &crate::model::SpaceName,
         writes: &[channels::Write],
     ) -> Result<()> {
+        use crate::members::{AclRecord, Principal};
+        let token = space.token();
         self.rt.block_on(async {
             let client = connect(&self.url, creds)
                 .await
                 .map_err(refused_connection("acl connect"))?;
             let js = jetstream::new(client);
-            let bucket = format!("cotal_acl_{}", space.token());
+            let bucket = format!("cotal_acl_{token}");
             let kv = js
                 .get_key_value(&bucket)
                 .await
                 .map_err(|e| Failed::of(&e).at(format!("acl bucket {bucket}")))?;
+            let chat = js
+                .get_stream_no_info(format!("CHAT_{token}"))
+                .await
+                .map_err(|e| Failed::of(&e).at(format!("chat stream of {}", space.quoted())))?;
             for w in writes {
                 let key = w.key.as_str();
-                let mut last = String::new();
-                let mut done = false;
-                for _ in 0..5 {
-                    let current = kv
-                        .entry(key)
-                        .await
-                        .map_err(|e| Failed::of(&e).at(format!("reading acl {key:?}")))?
-                        .filter(|e| e.operation == kv::Operation::Put);
-                    let held: Option<crate::members::AclRecord> = current
-                        .as_ref()
-                        .and_then(|e| serde_json::from_slice(&e.value).ok());
-                    let result = match &w.value {
-                        Some(planned) => {
-                            let mut record: crate::members::AclRecord =
-                                serde_json::from_str(planned).map_err(|e| Error::other(e.to_string()))?;
-                            record.revision = held.as_ref().map_or(0, |h| h.revision) + 1;
-                            let bytes = serde_json::to_vec(&record)
-                                .map_err(|e| Error::other(e.to_string()))?;
-                            match &current {
-                                None => kv
-                                    .create(key, bytes.into())
-                                    .await
-                                    .map(|_| ())
-                                    .map_err(|e| e.to_string()),
-                                Some(e) => kv
-                                    .update(key, bytes.into(), e.revision)
-                                    .await
-                                    .map(|_| ())
-                                    .map_err(|e| e.to_string()),
-                            }
-                        }
-                        None => match (&current, &held) {
-                            (Some(e), Some(h))
-                                if h.managed_by.as_deref() == Some(crate::members::MANAGED_BY) =>
-                            {
-                                kv.purge_expect_revision(key, Some(e.revision))
-                                    .await
-                                    .map_err(|e| e.to_string())
-                            }
-                            // Gone, or no longer cotal's: nothing of cotal's to delete.
-                            _ => Ok(()),
-                        },
-                    };
-                    match result {
-                        Ok(()) => {
-                            done = true;
-                            break;
-                        }
-                        Err(e) => last = e,
-                    }
-                }
-                if !done {
+                let current = kv
+                    .entry(key)
+                    .await
+                    .map_err(|e| Failed::of(&e).at(format!("reading acl {key:?}")))?
+                    .filter(|e| e.operation == kv::Operation::Put);
+                let moved = match (&w.expect, &current) {
+                    (channels::Expect::Any, _) | (channels::Expect::Absent, None) => false,
+                    (channels::Expect::Revision(r), Some(e)) => e.revision != *r,
+                    _ => true,
+                };
+                if moved {
                     return Err(Error::conflict(
                         Diagnostic::new(format!(
-                            "the acl record {key:?} of space {} kept changing while cotal wrote it ({last}); nothing more was written to this space.",
+                            "the acl record {key:?} of space {} changed since the plan; nothing more was written to this space.",
                             space.quoted()
                         ))
-                        .next("stop the client that writes it, then apply again"),
+                        .next("run `cotal plan` to see it, then apply again"),
                     ));
+                }
+                let held: Option<AclRecord> = current
+                    .as_ref()
+                    .and_then(|e| serde_json::from_slice(&e.value).ok());
+                let read = match &w.value {
+                    Some(planned) => {
+                        let mut record: AclRecord = serde_json::from_str(planned)
+                            .map_err(|e| Error::other(e.to_string()))?;
+                        record.revision = held.as_ref().map_or(0, |h| h.revision) + 1;
+                        record.updated_at = crate::clock::now() * 1000;
+                        let bytes = serde_json::to_vec(&record)
+                            .map_err(|e| Error::other(e.to_string()))?;
+                        let written = match &current {
+                            None => kv.create(key, bytes.into()).await.map(|_| ()).map_err(|e| e.to_string()),
+                            Some(e) => kv
+                                .update(key, bytes.into(), e.revision)
+                                .await
+                                .map(|_| ())
+                                .map_err(|e| e.to_string()),
+                        };
+                        written.map_err(|why| {
+                            Error::conflict(
+                                Diagnostic::new(format!(
+                                    "the acl record {key:?} of space {} could not be written ({why}); nothing more was written to this space.",
+                                    space.quoted()
+                                ))
+                                .next("run `cotal plan` to see it, then apply again"),
+                            )
+                        })?;
+                        record.allow_subscribe
+                    }
+                    None => {
+                        if let Some(e) = &current {
+                            kv.purge_expect_revision(key, Some(e.revision))
+                                .await
+                                .map_err(|e| Failed::of(&e).at(format!("deleting acl {key:?}")))?;
+                        }
+                        Vec::new()
+                    }
+                };
+                let Ok(principal) = Principal::parse(key) else {
+                    continue;
+                };
+                let user = principal.user_name();
+                if read.is_empty() {
+                    match chat.delete_consumer(&user).await {
+                        Ok(_) => {}
+                        Err(e) if e.to_string().contains("not found") => {}
+                        Err(e) => {
+                            return Err(Failed::of(&e).at(format!("deleting consumer {user}")));
+                        }
+                    }
+                    continue;
+                }
+                let config = jetstream::consumer::pull::Config {
+                    durable_name: Some(user.clone()),
+                    filter_subjects: crate::members::consumer_filters(&token, &read),
+                    ..Default::default()
+                };
+                if chat.create_consumer(config.clone()).await.is_err() {
+                    // A config nats-server does not update in place: made again.
+                    let _ = chat.delete_consumer(&user).await;
+                    chat.create_consumer(config)
+                        .await
+                        .map_err(|e| Failed::of(&e).at(format!("consumer {user}")))?;
                 }
             }
             Ok(())

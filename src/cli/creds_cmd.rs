@@ -48,6 +48,31 @@ pub enum Command {
     List(ListArgs),
 }
 
+/// A `--user` is never named as a declared member's users are: it would share the member's
+/// consumer and inbox prefix.
+fn refuse_member_name(root: &crate::store::Root, space: &SpaceName, user: &str) -> Result<()> {
+    let Some(text) = crate::store::desired_file::read(root)? else {
+        return Ok(());
+    };
+    let Ok(desired) = crate::desired::parse(&text, "cotal.toml") else {
+        return Ok(());
+    };
+    if let Some(p) = desired
+        .members
+        .get(space)
+        .and_then(|m| m.keys().find(|p| p.user_name() == user))
+    {
+        return Err(Error::input(
+            Diagnostic::new(format!(
+                "{user:?} is the user name of member {p} of space {} (its consumer and inbox); nothing was minted.",
+                space.quoted()
+            ))
+            .next(format!("mint the member's creds with `--member {p}`, or give this user another name")),
+        ));
+    }
+    Ok(())
+}
+
 /// The grant cotal.toml declares for `raw` in `space`, or why there is none.
 fn declared_member(
     root: &crate::store::Root,
@@ -113,7 +138,7 @@ pub struct MintArgs {
     /// A member cotal.toml declares (`[spaces.SPACE.members."OWNER.ACTOR"]`): its user may post
     /// only to its post channels and read only its read channels (live, and their history
     /// through its own consumer); named OWNER_ACTOR. A changed grant revokes it at the apply.
-    #[arg(long, value_name = "OWNER.ACTOR", conflicts_with_all = ["user", "system"])]
+    #[arg(long, value_name = "OWNER.ACTOR", conflicts_with_all = ["user", "system", "profile"])]
     pub member: Option<String>,
     /// What the user may do: `member` publishes and subscribes under `cotal.<space>.>`, reads
     /// streams through consumers named after it and writes bucket keys, but cannot create,
@@ -261,7 +286,10 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         .transpose()?;
     let user = match (&member, args.user) {
         (Some((principal, _)), _) => principal.user_name(),
-        (None, Some(user)) => user,
+        (None, Some(user)) => {
+            refuse_member_name(&root, &space, &user)?;
+            user
+        }
         (None, None) => return Err(Error::input("give the space and --user NAME")),
     };
     crate::permissions::valid_user_name(&user).map_err(Error::input)?;

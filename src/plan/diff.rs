@@ -17,8 +17,9 @@ pub struct Reissue {
     /// A new signing key (`cotal rotate account`).
     pub rotate_signing: bool,
     /// Users of declared members the re-issue revokes (their grant changed, or the member is
-    /// no longer declared): added to the account's revocations and to its ledger.
-    pub member_revocations: Vec<String>,
+    /// no longer declared), each at its issue time: added to the account's revocations and to
+    /// its ledger.
+    pub member_revocations: Vec<(String, i64)>,
     pub fields: Vec<FieldChange>,
     pub transition: Transition,
 }
@@ -166,12 +167,7 @@ pub fn diff(
                     && spec.state == SpaceState::Active
                     && let Some(declared) = desired.members.get(name)
                 {
-                    let p = crate::members::plan(
-                        declared,
-                        Some(&Default::default()),
-                        &[],
-                        observed.now * 1000,
-                    );
+                    let p = crate::members::plan(declared, Some(&Default::default()), &[]);
                     if !p.is_empty() {
                         out.members.insert(name.clone(), p);
                     }
@@ -205,7 +201,7 @@ pub fn diff(
                 RegistryState::Missing if running => Some(&empty),
                 _ => None,
             };
-            crate::members::plan(&declared, acl, &space.member_users, observed.now * 1000)
+            crate::members::plan(&declared, acl, &space.member_users)
         };
         let member_revocations = members.revoked();
         if !members.is_empty() {

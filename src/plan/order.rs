@@ -131,8 +131,8 @@ pub fn steps(
                 transition: reissue.transition,
                 revocations: {
                     let mut r = inv.spaces[name].revoked.clone();
-                    for key in &reissue.member_revocations {
-                        r.entry(key.clone()).or_insert(observed.now);
+                    for (key, at) in &reissue.member_revocations {
+                        r.entry(key.clone()).or_insert(*at);
                     }
                     r
                 },

@@ -39,6 +39,19 @@ async fn settled(client: &Client) {
         .unwrap();
 }
 
+/// The filters of alice's consumer as an admin reads them (`None`: there is none).
+fn consumer_filters(b: &Broker, admin: &Client) -> Option<Vec<String>> {
+    b.rt.block_on(async {
+        let chat = jetstream::new(admin.client.clone())
+            .get_stream("CHAT_design")
+            .await
+            .unwrap();
+        let mut c: jetstream::consumer::PullConsumer =
+            chat.get_consumer("acme_alice").await.ok()?;
+        Some(c.info().await.unwrap().config.filter_subjects.clone())
+    })
+}
+
 /// Mint alice's creds and connect with her inbox prefix.
 fn alice(b: &Broker) -> (String, Client) {
     let creds = b.mint("design", &["--member", "acme.alice"]);
@@ -191,8 +204,9 @@ fn a_members_grant_is_enforced_by_the_broker_and_narrowing_it_revokes_its_creds(
     });
     assert_eq!(got.payload.as_ref(), b"ship it");
 
-    // History: its consumer filtered inside a read pattern works and reads; filtered to
-    // another channel it is refused, and so is a direct get by sequence.
+    // History: through the consumer cotal made for it (filtered to its read patterns) it reads
+    // its read channels only; making a consumer of its own (whose config could deliver
+    // anywhere) is refused, and so is a direct get by sequence.
     let random_seq = b.rt.block_on(async {
         jetstream::new(admin.client.clone())
             .publish("cotal.design.chat.acme.bob.random", "secret".into())
@@ -206,24 +220,28 @@ fn a_members_grant_is_enforced_by_the_broker_and_narrowing_it_revokes_its_creds(
         let mut js = jetstream::new(alice_c.client.clone());
         js.set_timeout(Duration::from_secs(3));
         let chat = js.get_stream_no_info("CHAT_design").await.unwrap();
-        let config = |filter: &str| jetstream::consumer::pull::Config {
-            name: Some("acme_alice".into()),
-            filter_subject: filter.into(),
-            ..Default::default()
-        };
         assert!(
-            chat.create_consumer(config("cotal.design.chat.*.*.random"))
-                .await
-                .is_err(),
-            "a consumer of a channel it may not read"
-        );
-        let consumer = chat
-            .create_consumer(config("cotal.design.chat.*.*.team.>"))
+            chat.create_consumer(jetstream::consumer::pull::Config {
+                name: Some("acme_alice".into()),
+                filter_subject: "cotal.design.chat.*.*.random".into(),
+                ..Default::default()
+            })
             .await
-            .expect("a consumer inside its read pattern");
-        let mut messages = consumer.fetch().max_messages(2).messages().await.unwrap();
-        let first = messages.next().await.unwrap().unwrap();
-        assert_eq!(first.payload.as_ref(), b"build failed");
+            .is_err(),
+            "a consumer of its own"
+        );
+        let consumer: jetstream::consumer::PullConsumer = chat
+            .get_consumer("acme_alice")
+            .await
+            .expect("the consumer cotal made for it");
+        let mut messages = consumer.fetch().max_messages(3).messages().await.unwrap();
+        let mut read = Vec::new();
+        while let Some(m) = messages.next().await {
+            let m = m.unwrap();
+            read.push(String::from_utf8(m.payload.to_vec()).unwrap());
+            m.ack().await.unwrap();
+        }
+        assert_eq!(read, ["build failed", "ship it"], "its read channels only");
         assert!(
             chat.direct_get(random_seq).await.is_err(),
             "a direct get by sequence reaches any channel"
@@ -241,19 +259,59 @@ fn a_members_grant_is_enforced_by_the_broker_and_narrowing_it_revokes_its_creds(
         "Publish to",
         "$JS.API.DIRECT.GET.CHAT_design",
     );
+    // No reply permission: a message it sends itself with a chosen reply subject does not let
+    // it publish there.
+    b.rt.block_on(async {
+        let mut dm = alice_c
+            .client
+            .subscribe("cotal.design.inst.acme.alice.>")
+            .await
+            .unwrap();
+        settled(&alice_c).await;
+        alice_c
+            .client
+            .publish_with_reply(
+                "cotal.design.inst.acme.alice.acme.alice",
+                "$JS.API.STREAM.INFO.CHAT_design",
+                "{}".into(),
+            )
+            .await
+            .unwrap();
+        let m = tokio::time::timeout(Duration::from_secs(10), dm.next())
+            .await
+            .unwrap()
+            .unwrap();
+        alice_c
+            .client
+            .publish(m.reply.unwrap(), "{}".into())
+            .await
+            .unwrap();
+        alice_c.client.flush().await.unwrap();
+    });
+    refused(
+        &b,
+        &mut alice_c,
+        "Publish to",
+        "$JS.API.STREAM.INFO.CHAT_design",
+    );
 
     // Narrowed: the plan says what it takes away, the apply revokes the old creds (their
     // connection is closed), and new creds carry the narrow grant.
     b.desire(&declared("\"team.api\""));
     let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
     assert!(
-        plan.contains("~ member acme.alice: [team.>] -> reads team.api; posts team.backend; 1 user(s) minted under the old grant revoked"),
+        plan.contains("~ member acme.alice: reads +team.api -team.>; 1 user(s) minted under the old grant revoked"),
         "{plan}"
     );
     b.root.apply().success();
     assert_eq!(
         acl(&b, &admin, "acme.alice").unwrap()["allowSubscribe"],
         serde_json::json!(["team.api"])
+    );
+    assert_eq!(
+        consumer_filters(&b, &admin).unwrap(),
+        ["cotal.design.chat.*.*.team.api"],
+        "its consumer narrowed with the grant"
     );
     eventually(
         "the revoked creds' connection is closed",
@@ -298,6 +356,7 @@ fn a_members_grant_is_enforced_by_the_broker_and_narrowing_it_revokes_its_creds(
     );
     b.root.apply().success();
     assert_eq!(acl(&b, &admin, "acme.alice"), None);
+    assert_eq!(consumer_filters(&b, &admin), None, "its consumer deleted");
     b.root
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
