@@ -365,21 +365,12 @@ impl Nats {
         spaces: Vec<(crate::model::SpaceName, String, String)>,
     ) -> BTreeMap<crate::model::SpaceName, std::result::Result<Option<channels::Registry>, String>>
     {
-        use futures::StreamExt;
-        let url = self.url.clone();
-        self.rt.block_on(async {
-            futures::stream::iter(spaces)
-                .map(|(name, token, creds)| {
-                    let url = url.clone();
-                    let bucket = streams::registry_bucket(&token);
-                    async move { (name, read_bucket(&url, &bucket, &creds).await) }
-                })
-                .buffer_unordered(32)
-                .collect::<Vec<_>>()
-                .await
+        self.buckets(
+            spaces
                 .into_iter()
-                .collect()
-        })
+                .map(|(name, token, creds)| (name, streams::registry_bucket(&token), creds))
+                .collect(),
+        )
     }
 
     /// Write a space's members' acl records as `creds` may (the acl bucket, and the members'
