@@ -757,19 +757,11 @@ fn read_registries(
         }
         // The live figures already say which registries hold nothing: a bucket whose stream
         // does not exist, or holds no message, reads as missing or empty without connecting.
-        let bucket = streams::registry_stream(&name.token());
-        // (A single server's figures only: a cluster's may come from a replica that is behind.)
-        match space.usage.streams.iter().find(|s| s.name == bucket) {
-            _ if clustered => {}
-            None => {
-                known.push((name.clone(), RegistryState::Missing));
-                continue;
-            }
-            Some(s) if s.messages == Some(0) => {
-                known.push((name.clone(), RegistryState::Read(Default::default())));
-                continue;
-            }
-            Some(_) => {}
+        if let Some(state) =
+            known_from_figures(space, &streams::registry_stream(&name.token()), clustered)
+        {
+            known.push((name.clone(), state));
+            continue;
         }
         // Unchanged since the last apply read it: its stream has the same fingerprint.
         if let Some(registry) = space
@@ -780,19 +772,16 @@ fn read_registries(
             known.push((name.clone(), RegistryState::Read(registry.clone())));
             continue;
         }
-        let record = crate::store::account_record::load(root, name)?;
-        if record.account.public != space.account_pub {
-            continue;
-        }
-        let creds = mint::user(
-            &space.account_pub,
-            &record.account.signing_seed,
+        let Some(creds) = bucket_reader(
+            root,
+            name,
+            space,
             "cotal-registry",
             permissions::registry(&name.token()),
-            Some(permissions::EPHEMERAL),
-        )
-        .map_err(Error::other)?
-        .creds;
+        )?
+        else {
+            continue;
+        };
         wanted.push((name.clone(), name.token(), creds));
     }
     tracing::debug!(
@@ -811,58 +800,97 @@ fn read_registries(
     let results = live::Nats::new(&listener.host, listener.port)?.registries(wanted);
     for (name, result) in results {
         if let Some(space) = inventory.spaces.get_mut(&name) {
-            space.registry = match result {
-                Ok(Some(registry)) => RegistryState::Read(registry),
-                Ok(None) => RegistryState::Missing,
-                Err(e) => RegistryState::Failed(e),
-            };
+            space.registry = bucket_state(result);
         }
     }
     Ok(())
 }
 
+/// What the live figures already say of a space's bucket (its stream `stream`) without
+/// connecting: missing (no stream) or empty (no message). `None`: it must be read; always on a
+/// cluster, whose figures may come from a replica that is behind.
+fn known_from_figures(
+    space: &crate::observed::ObservedSpace,
+    stream: &str,
+    clustered: bool,
+) -> Option<crate::observed::RegistryState> {
+    use crate::observed::RegistryState;
+    if clustered {
+        return None;
+    }
+    match space.usage.streams.iter().find(|s| s.name == stream) {
+        None => Some(RegistryState::Missing),
+        Some(s) if s.messages == Some(0) => Some(RegistryState::Read(Default::default())),
+        Some(_) => None,
+    }
+}
+
+/// The creds of an ephemeral user of `space` named `user` with `permissions` (a bucket's
+/// reader); `None` when its record no longer holds the account observed.
+fn bucket_reader(
+    root: &Root,
+    name: &SpaceName,
+    space: &crate::observed::ObservedSpace,
+    user: &str,
+    permissions: crate::jwt::Permissions,
+) -> Result<Option<String>> {
+    let record = crate::store::account_record::load(root, name)?;
+    if record.account.public != space.account_pub {
+        return Ok(None);
+    }
+    let creds = mint::user(
+        &space.account_pub,
+        &record.account.signing_seed,
+        user,
+        permissions,
+        Some(permissions::EPHEMERAL),
+    )
+    .map_err(Error::other)?
+    .creds;
+    Ok(Some(creds))
+}
+
+/// A bucket as read: its keys, missing (no bucket yet), or why reading it failed.
+fn bucket_state(
+    result: std::result::Result<Option<crate::channels::Registry>, String>,
+) -> crate::observed::RegistryState {
+    use crate::observed::RegistryState;
+    match result {
+        Ok(Some(keys)) => RegistryState::Read(keys),
+        Ok(None) => RegistryState::Missing,
+        Err(e) => RegistryState::Failed(e),
+    }
+}
+
 /// Read the members' acl records of every active space whose acl bucket the live figures show
-/// holding a record (one with none, or none yet, is known without connecting), as an ephemeral user of the space that may
-/// touch nothing but that bucket.
+/// holding a record (one with none, or none yet, is known without connecting), as an ephemeral
+/// user of the space that may touch nothing but that bucket.
 fn read_acls(
     root: &Root,
     listener: &Listener,
     inventory: &mut Inventory,
     clustered: bool,
 ) -> Result<()> {
-    use crate::observed::RegistryState;
     let mut wanted = Vec::new();
     for (name, space) in inventory.spaces.iter_mut() {
         if space.limits.is_suspended() || space.archived.is_some() {
             continue;
         }
         let bucket = format!("cotal_acl_{}", name.token());
-        let stream = format!("KV_{bucket}");
-        match space.usage.streams.iter().find(|s| s.name == stream) {
-            _ if clustered => {}
-            None => {
-                space.acl = RegistryState::Missing;
-                continue;
-            }
-            Some(s) if s.messages == Some(0) => {
-                space.acl = RegistryState::Read(Default::default());
-                continue;
-            }
-            Some(_) => {}
-        }
-        let record = crate::store::account_record::load(root, name)?;
-        if record.account.public != space.account_pub {
+        if let Some(state) = known_from_figures(space, &format!("KV_{bucket}"), clustered) {
+            space.acl = state;
             continue;
         }
-        let creds = mint::user(
-            &space.account_pub,
-            &record.account.signing_seed,
+        let Some(creds) = bucket_reader(
+            root,
+            name,
+            space,
             "cotal-acl",
             permissions::bucket_keeper(&bucket),
-            Some(permissions::EPHEMERAL),
-        )
-        .map_err(Error::other)?
-        .creds;
+        )?
+        else {
+            continue;
+        };
         wanted.push((name.clone(), bucket, creds));
     }
     if wanted.is_empty() {
@@ -871,11 +899,7 @@ fn read_acls(
     let results = live::Nats::new(&listener.host, listener.port)?.buckets(wanted);
     for (name, result) in results {
         if let Some(space) = inventory.spaces.get_mut(&name) {
-            space.acl = match result {
-                Ok(Some(records)) => RegistryState::Read(records),
-                Ok(None) => RegistryState::Missing,
-                Err(e) => RegistryState::Failed(e),
-            };
+            space.acl = bucket_state(result);
         }
     }
     Ok(())

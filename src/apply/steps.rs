@@ -607,10 +607,33 @@ pub fn reap(ctx: &Context, running: bool, outcome: &mut Outcome, space: &SpaceNa
     fault::point(Point::AfterReap);
 }
 
-/// Write the space's channel registry, as an ephemeral user that may touch only its registry.
-/// `account` empty: a space this apply added (its record names the account).
-/// Write a space's members' acl records as an ephemeral user that may touch only its acl
-/// bucket.
+/// An ephemeral user of `space` named `name` with `permissions` (one bucket's writer), once its
+/// record still holds the account the plan saw (`account` empty: a space this apply added, whose
+/// record names the account).
+fn bucket_writer(
+    ctx: &Context,
+    space: &SpaceName,
+    account: &str,
+    name: &str,
+    permissions: crate::jwt::Permissions,
+) -> Result<String> {
+    let current = account_record::load(ctx.root, space)?;
+    if !account.is_empty() && current.account.public != account {
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "the record of {} changed under the lock (now account {}, the plan saw {account}).",
+                space.quoted(),
+                current.account.public
+            ))
+            .next("run `cotal plan`"),
+        ));
+    }
+    space_user(ctx.root, space, &current.account.public, name, permissions)?
+        .ok_or_else(|| Error::other(format!("the record of {} disappeared", space.quoted())))
+}
+
+/// Write a space's members' acl records (and their consumers) as an ephemeral user that may
+/// touch only those.
 pub fn write_acl(
     ctx: &Context,
     broker: &mut dyn Broker,
@@ -618,30 +641,19 @@ pub fn write_acl(
     account: &str,
     writes: &[crate::channels::Write],
 ) -> Result<()> {
-    let current = account_record::load(ctx.root, space)?;
-    if !account.is_empty() && current.account.public != account {
-        return Err(Error::refused(
-            Diagnostic::new(format!(
-                "the record of {} changed under the lock (now account {}, the plan saw {account}).",
-                space.quoted(),
-                current.account.public
-            ))
-            .next("run `cotal plan`"),
-        ));
-    }
-    let writer = space_user(
-        ctx.root,
+    let writer = bucket_writer(
+        ctx,
         space,
-        &current.account.public,
+        account,
         "cotal-acl",
         permissions::acl_keeper(&space.token()),
-    )?
-    .ok_or_else(|| Error::other(format!("the record of {} disappeared", space.quoted())))?;
+    )?;
     broker.write_acl(space, &writer, writes)?;
     tracing::info!(space = %space, records = writes.len(), "member acl records written");
     Ok(())
 }
 
+/// Write the space's channel registry, as an ephemeral user that may touch only its registry.
 pub fn write_channels(
     ctx: &Context,
     broker: &mut dyn Broker,
@@ -649,25 +661,13 @@ pub fn write_channels(
     account: &str,
     writes: &[crate::channels::Write],
 ) -> Result<Vec<crate::channels::Written>> {
-    let current = account_record::load(ctx.root, space)?;
-    if !account.is_empty() && current.account.public != account {
-        return Err(Error::refused(
-            Diagnostic::new(format!(
-                "the record of {} changed under the lock (now account {}, the plan saw {account}).",
-                space.quoted(),
-                current.account.public
-            ))
-            .next("run `cotal plan`"),
-        ));
-    }
-    let writer = space_user(
-        ctx.root,
+    let writer = bucket_writer(
+        ctx,
         space,
-        &current.account.public,
+        account,
         "cotal-registry",
         permissions::registry(&space.token()),
-    )?
-    .ok_or_else(|| Error::other(format!("the record of {} disappeared", space.quoted())))?;
+    )?;
     let revisions = broker.write_channels(space, &writer, writes)?;
     tracing::info!(space = %space, keys = writes.len(), "channels written");
     Ok(revisions)
