@@ -687,7 +687,7 @@ pub fn describe(s: &Survey) -> String {
         {
             let _ = writeln!(
                 out,
-                "    resolves accounts with a `{}` resolver; cotal serves them from its config (MEMORY), and nats-server keeps its resolver at a reload: the switch is a restart (`cotal down`, `cotal up`), which `cotal apply` says",
+                "    resolves accounts with a `{}` resolver; cotal serves them from its config (MEMORY), and a resolver is set up when nats-server starts: the switch is a restart (`cotal down`, `cotal up`), which `cotal apply` says",
                 server.conf.resolver.as_deref().unwrap_or_default()
             );
         }

@@ -454,9 +454,10 @@ pub fn guard_listener(observed: &Observed, node: &Node) -> Result<(), Refusal> {
 
 /// The monitoring and websocket listeners cannot be opened, moved or closed on reload
 /// (nats-server refuses: "config reload not supported for HTTPHost"): refuse their change
-/// while the broker runs. Nor can it change its account resolver or its log rotation: a broker
-/// adopted on a `full` resolver, or a change of `[broker] log_rotation`, is refused while it
-/// runs, with the restart that applies it.
+/// while the broker runs. Nor can it change its log rotation (measured), and cotal does not
+/// rely on a reload to replace its account resolver: a broker adopted on a `full` resolver,
+/// or a change of `[broker] log_rotation`, is refused while it runs, with the restart that
+/// applies it.
 pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal> {
     if !observed.is_running() {
         return Ok(());
@@ -503,12 +504,13 @@ pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal>
             "`cotal down`, then `cotal apply` (or `cotal up`, which applies it first); give every node on another machine its new include file",
         ));
     }
-    // nats-server keeps its resolver and its log rotation as they were at a reload: a broker
-    // adopted on another resolver, or a change of `log_rotation`, needs a restart.
+    // A resolver is set up when nats-server starts, and its log rotation cannot change at a
+    // reload (measured): a broker adopted on another resolver, or a change of `log_rotation`,
+    // needs a restart.
     if let Some(resolver) = crate::render::resolver_of(conf).filter(|r| r != "MEMORY") {
         return Err(Diagnostic::refusal(
             format!(
-                "the running broker resolves accounts with `resolver: {resolver}`; cotal serves them from its config (`resolver: MEMORY`), and nats-server keeps its resolver as it is at a reload, so the accounts cotal serves would not take."
+                "the running broker resolves accounts with `resolver: {resolver}`; cotal serves them from its config (`resolver: MEMORY`), and a resolver is set up when nats-server starts: cotal does not rely on a reload to replace it."
             ),
             NOTHING_CHANGED,
             "`cotal down`, `cotal apply`, then `cotal up` (a restart drops every tenant's connections briefly)",
