@@ -28,9 +28,10 @@ CLUSTER=${BENCH_CLUSTER:-100}
 COTAL_NATS_SERVER=$(scripts/nats-server.sh)
 export COTAL_NATS_SERVER
 # The most spaces this host lets a broker hold (`cotal up` gives nats-server the hard open-file
-# limit; 12 files a space and 64 of its own), less room for the spaces the runs add on top: a
-# count past it is refused before any change, so the runs are capped at it (and say so).
-capacity=$(( ($(ulimit -Hn) - 64) / 12 - 20 ))
+# limit; one file per stream and bucket of a space, 15, and 64 of its own: `plan/capacity.rs`),
+# less room for the spaces the runs add on top: a count past it is refused before any change, so
+# the runs are capped at it (and say so).
+capacity=$(( ($(ulimit -Hn) - 64) / 15 - 20 ))
 if [ "$BIG" -gt "$capacity" ]; then
   echo "BENCH_BIG $BIG is past this host's capacity: $capacity spaces (hard open-file limit $(ulimit -Hn))" >&2
   BIG=$capacity
@@ -59,11 +60,14 @@ median() {
   local k=$1; shift
   for _ in $(seq "$k"); do took "$@"; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
-# A root at $1 declaring spaces 1..$2, on a free port.
+# A root at $1 declaring spaces 1..$2, on a free port. Each space is capped at 32 MiB of storage:
+# without a cap a space reserves the original's 4 GiB artifact store, and the storage guard
+# (rightly) refuses a thousand of them on one disk.
 new_root() {
   mkdir -p "$1"
   "$cotal" --root "$1" init >/dev/null
-  { printf 'version = 1\n[broker]\nport = %s\n' "$(free_port)"; spaces 1 "$2"; } >"$1/cotal.toml"
+  { printf 'version = 1\n[broker]\nport = %s\n[defaults.limits]\nmax_storage = "32MiB"\n' "$(free_port)"
+    spaces 1 "$2"; } >"$1/cotal.toml"
 }
 spaces() { for i in $(seq "$1" "$2"); do printf '[spaces.s%05d]\n' "$i"; done; }
 # Every path under $1 with its modification and status-change times.
@@ -139,7 +143,7 @@ capply=0; creload=0; sapply=0
 if [ "$CLUSTER" -gt 0 ]; then
   c="$work/c"; mkdir -p "$c"
   "$cotal" --root "$c" init >/dev/null
-  { printf 'version = 1\n[cluster]\nreplicas = 3\n'
+  { printf 'version = 1\n[defaults.limits]\nmax_storage = "32MiB"\n[cluster]\nreplicas = 3\n'
     for i in 1 2 3; do printf '[[cluster.nodes]]\nname = "n%s"\nport = %s\ncluster_port = %s\n' "$i" "$(free_port)" "$(free_port)"; done
     spaces 1 "$CLUSTER"; } >"$c/cotal.toml"
   "$cotal" --root "$c" apply --auto-approve >/dev/null
