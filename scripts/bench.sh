@@ -60,13 +60,14 @@ median() {
   local k=$1; shift
   for _ in $(seq "$k"); do took "$@"; done | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'
 }
-# A root at $1 declaring spaces 1..$2, on a free port. Each space is capped at 32 MiB of storage:
-# without a cap a space reserves the original's 4 GiB artifact store, and the storage guard
-# (rightly) refuses a thousand of them on one disk.
+# Every benchmark root caps a space at 32 MiB of storage: without a cap a space reserves the
+# original's 4 GiB artifact store, and the storage guard (rightly) refuses a thousand of them.
+limits='[defaults.limits]\nmax_storage = "32MiB"\n'
+# A root at $1 declaring spaces 1..$2, on a free port.
 new_root() {
   mkdir -p "$1"
   "$cotal" --root "$1" init >/dev/null
-  { printf 'version = 1\n[broker]\nport = %s\n[defaults.limits]\nmax_storage = "32MiB"\n' "$(free_port)"
+  { printf "version = 1\n$limits[broker]\nport = %s\n" "$(free_port)"
     spaces 1 "$2"; } >"$1/cotal.toml"
 }
 spaces() { for i in $(seq "$1" "$2"); do printf '[spaces.s%05d]\n' "$i"; done; }
@@ -143,7 +144,7 @@ capply=0; creload=0; sapply=0
 if [ "$CLUSTER" -gt 0 ]; then
   c="$work/c"; mkdir -p "$c"
   "$cotal" --root "$c" init >/dev/null
-  { printf 'version = 1\n[defaults.limits]\nmax_storage = "32MiB"\n[cluster]\nreplicas = 3\n'
+  { printf "version = 1\n$limits[cluster]\nreplicas = 3\n"
     for i in 1 2 3; do printf '[[cluster.nodes]]\nname = "n%s"\nport = %s\ncluster_port = %s\n' "$i" "$(free_port)" "$(free_port)"; done
     spaces 1 "$CLUSTER"; } >"$c/cotal.toml"
   "$cotal" --root "$c" apply --auto-approve >/dev/null
