@@ -16,6 +16,7 @@ use crate::observed::{
     ObservedNode, PromotedConfig, ServerInfo, Store, StreamUsage, SysKeysState, SystemObserved,
     Usage, UsageSource,
 };
+use crate::store::signature_memo::SignatureMemo;
 use crate::store::{
     Root, broker_record, desired_file, generation, inventory, jetstream_dir, journal, server_conf,
     space_dir, users,
@@ -105,6 +106,16 @@ pub fn desired_digest(text: &str) -> String {
 
 /// Observe the root.
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
+    observe_with(root, desired, desired_digest, None, None, false).map(|(o, _)| o)
+}
+
+/// [`observe`], and the memo of the signatures it verified or found verified before, for a
+/// caller that has just written to save ([`SignatureMemo::save`]) for the next observation.
+pub fn observe_remembering(
+    root: &Root,
+    desired: &Desired,
+    desired_digest: String,
+) -> Result<(Observed, SignatureMemo)> {
     observe_with(root, desired, desired_digest, None, None, false)
 }
 
@@ -116,7 +127,7 @@ pub fn observe_for_status(
     desired: &Desired,
     desired_digest: String,
 ) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, None, None, true)
+    observe_with(root, desired, desired_digest, None, None, true).map(|(o, _)| o)
 }
 
 /// Observe the root right after an apply, for the state it leaves: every local file is read
@@ -125,6 +136,7 @@ pub fn observe_for_status(
 /// connection per space. The live figures are asked again of the accounts the apply `touched`
 /// only (a few requests, not every stream of the broker); every other space keeps the figures
 /// observed `before` the apply, a second earlier. `touched: None` asks for every account.
+/// With it, the memo of the signatures it verified, for the apply to save.
 pub fn observe_after_apply(
     root: &Root,
     desired: &Desired,
@@ -132,7 +144,7 @@ pub fn observe_after_apply(
     known: BTreeMap<SpaceName, (String, crate::observed::RegistryState)>,
     before: &Observed,
     touched: Option<&std::collections::BTreeSet<SpaceName>>,
-) -> Result<Observed> {
+) -> Result<(Observed, SignatureMemo)> {
     observe_with(
         root,
         desired,
@@ -150,7 +162,7 @@ fn observe_with(
     known_registries: Option<BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     every_view: bool,
-) -> Result<Observed> {
+) -> Result<(Observed, SignatureMemo)> {
     // Every connection this process makes to the broker speaks what the root declares.
     crate::broker::client_tls::configure(root, desired.broker.tls.as_ref());
     let now = crate::clock::now();
@@ -161,12 +173,14 @@ fn observe_with(
         previous_control: false,
         handed_out_revoked: Default::default(),
     };
+    let mut memo = SignatureMemo::none();
     let broker = match broker_record::load(root)? {
         broker_record::Loaded::Absent => BrokerRecordState::Absent,
         broker_record::Loaded::Corrupt { file, reason } => {
             BrokerRecordState::Corrupt { file, reason }
         }
         broker_record::Loaded::Valid((record, trust)) => {
+            memo = SignatureMemo::load(root, record.operator.seed.expose());
             system = system_observed(&record, broker_record::sys_seed_retained(root));
             system.handed_out_revoked =
                 crate::store::users::load_system(root, &record.sys.public)?.revoked;
@@ -174,7 +188,7 @@ fn observe_with(
         }
     };
     let mut inventory = match &broker {
-        BrokerRecordState::Valid(trust) => inventory::read(root, trust)?,
+        BrokerRecordState::Valid(trust) => inventory::read(root, trust, &memo)?,
         _ => Inventory::default(),
     };
     let started = std::time::Instant::now();
@@ -200,16 +214,30 @@ fn observe_with(
     tracing::debug!(took = ?started.elapsed(), "read the live figures");
     // The small per-space files are read on every core: at thousands of spaces they are most
     // of a plan's time.
-    let stores: Vec<std::path::PathBuf> = nodes
+    let stopped = process == BrokerProcess::Stopped;
+    // Each local store with the accounts it holds folders for (listed once when the broker is
+    // stopped: then every space's streams are read from it).
+    let stores: Vec<LocalStore> = nodes
         .iter()
         .filter(|n| !n.remote())
-        .map(|n| n.store_dir.clone())
-        .collect();
-    let stopped = process == BrokerProcess::Stopped;
+        .map(|n| {
+            Ok(LocalStore {
+                accounts: if stopped {
+                    Some(jetstream_dir::account_names(&n.store_dir)?)
+                } else {
+                    None
+                },
+                dir: n.store_dir.clone(),
+            })
+        })
+        .collect::<Result<_>>()?;
     inventory
         .spaces
         .par_iter_mut()
-        .try_for_each(|(name, space)| local_facts(root, name, space, now, stopped, &stores))?;
+        .try_for_each(|(name, space)| {
+            local_facts(root, name, space, now, stopped, &stores, &memo)
+        })?;
+    tracing::debug!(verified = memo.hits(), "signatures the memo vouched for");
     tracing::debug!(
         spaces = inventory.spaces.len(),
         corrupt = inventory.corrupt.len(),
@@ -317,7 +345,7 @@ fn observe_with(
             server.behind_records = Some(behind_records);
         }
     }
-    Ok(observed)
+    Ok((observed, memo))
 }
 
 /// The config digest each node reports (VARZ) once it has loaded the rendering of the observed
@@ -468,6 +496,13 @@ fn observe_live(
     })
 }
 
+/// A node's JetStream store on this machine.
+struct LocalStore {
+    dir: std::path::PathBuf,
+    /// The account folders it holds, when listed.
+    accounts: Option<std::collections::BTreeSet<String>>,
+}
+
 /// What the root's own files say of one space: its $SYS creds and ledger, its protection
 /// record, its live processes, its revoked users, and (broker stopped) its streams on disk.
 /// Reads only; safe to run for many spaces at once.
@@ -477,31 +512,49 @@ fn local_facts(
     space: &mut crate::observed::ObservedSpace,
     now: i64,
     stopped: bool,
-    stores: &[std::path::PathBuf],
+    stores: &[LocalStore],
+    memo: &SignatureMemo,
 ) -> Result<()> {
-    space.sys_creds_present = space_dir::sys_creds_present(root, name, &space.account_pub);
+    use crate::store::paths::SpaceFile;
+    // One listing of the folder; only the files it holds are opened.
+    let listing = space_dir::listing(root, name)?;
+    space.sys_creds_present = listing.has(SpaceFile::Membership)
+        && listing.has(SpaceFile::ObserverCreds)
+        && space_dir::sys_creds_present(root, name, &space.account_pub);
     if space.sys_creds_present {
-        space.sys_users = space_dir::sys_users(root, name);
+        space.sys_users = space_dir::sys_users(root, name, memo);
     }
-    space.sys_issued = space_dir::sys_issued(root, name, &space.account_pub, now);
+    if listing.has(SpaceFile::SysUsers) {
+        space.sys_issued = space_dir::sys_issued(root, name, &space.account_pub, now);
+    }
     // Fail closed: an unreadable protection record counts as protected (and its suspension
     // as unrecorded: the next apply writes the record whole again).
-    (space.protect_recorded, space.suspension_recorded) =
-        match space_dir::load_lifecycle(root, name) {
-            Ok(Some(l)) if l.account == space.account_pub => (l.protect, l.suspension),
-            Ok(_) => (false, None),
-            Err(_) => (true, None),
-        };
-    space.live_processes = space_dir::live_pids(root, name)?;
-    // Fail closed: a record that cannot be read is a move whose state is unknown.
-    space.relocation = match crate::store::relocation::load(root, name, &space.account_pub) {
-        Ok(r) => r,
-        Err(e) => Some(crate::relocation::Relocation::unreadable(
-            &space.account_pub,
-            &e.to_string(),
-        )),
+    let lifecycle = if listing.has(SpaceFile::Lifecycle) {
+        space_dir::load_lifecycle(root, name)
+    } else {
+        Ok(None)
     };
-    let ledger = users::load(root, name, &space.account_pub)?;
+    (space.protect_recorded, space.suspension_recorded) = match lifecycle {
+        Ok(Some(l)) if l.account == space.account_pub => (l.protect, l.suspension),
+        Ok(_) => (false, None),
+        Err(_) => (true, None),
+    };
+    space.live_processes = space_dir::live_pids_listed(root, name, &listing)?;
+    // Fail closed: a record that cannot be read is a move whose state is unknown.
+    if listing.has(SpaceFile::Relocation) {
+        space.relocation = match crate::store::relocation::load(root, name, &space.account_pub) {
+            Ok(r) => r,
+            Err(e) => Some(crate::relocation::Relocation::unreadable(
+                &space.account_pub,
+                &e.to_string(),
+            )),
+        };
+    }
+    let ledger = if listing.has(SpaceFile::Users) {
+        users::load(root, name, &space.account_pub)?
+    } else {
+        users::Ledger::empty(&space.account_pub)
+    };
     space.member_users = ledger
         .minted
         .iter()
@@ -539,8 +592,15 @@ fn local_facts(
     if stopped || unused {
         space.usage.source = UsageSource::Store;
         // Every node's store: a stream of one replica lives on one node only.
-        for dir in stores {
-            for s in jetstream_dir::streams(dir, &space.account_pub)? {
+        for store in stores {
+            if store
+                .accounts
+                .as_ref()
+                .is_some_and(|a| !a.contains(&space.account_pub))
+            {
+                continue;
+            }
+            for s in jetstream_dir::streams(&store.dir, &space.account_pub)? {
                 if !space.usage.streams.iter().any(|k| k.name == s.name) {
                     space.usage.streams.push(s);
                 }

@@ -22,6 +22,7 @@ use crate::permissions;
 use crate::plan::{Plan, Step};
 use crate::render;
 use crate::store::broker_record::BrokerRecord;
+use crate::store::signature_memo::SignatureMemo;
 use crate::store::{NodeFiles, Root, account_record, generation, inventory, server_conf};
 
 /// Which promotion of the apply this is.
@@ -63,7 +64,8 @@ pub fn promote(
         Stage::Fence => &[],
         Stage::Final => &state.journal.removals,
     };
-    let inv = checked_inventory(root, &trust, &state.expected, dropped)?;
+    let memo = SignatureMemo::load(root, record.operator.seed.expose());
+    let inv = checked_inventory(root, &trust, &memo, &state.expected, dropped)?;
     let credential = crate::route_auth::RouteCredential::derive(
         &record.operator.seed,
         ctx.observed.route_rotation,
@@ -157,10 +159,11 @@ pub fn promote(
 fn checked_inventory(
     root: &Root,
     trust: &BrokerTrust,
+    memo: &SignatureMemo,
     expected: &ExpectedInventory,
     removals: &[JournaledRemoval],
 ) -> Result<Inventory> {
-    let mut inv = inventory::read(root, trust)?;
+    let mut inv = inventory::read(root, trust, memo)?;
     if let Some(c) = inv.corrupt.first() {
         return Err(Error::refused(
             Diagnostic::new(format!(

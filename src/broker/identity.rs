@@ -127,7 +127,7 @@ pub fn held_by_another_program(
     if sockets.is_empty() || recorded.is_some_and(process_alive) || !root_brokers(node).is_empty() {
         return false;
     }
-    let configured = crate::broker::preflight::binary().and_then(|b| std::fs::canonicalize(b).ok());
+    let configured = configured_binary();
     let holders = socket_holders(sockets);
     for &pid in &holders {
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
@@ -159,25 +159,36 @@ fn socket_holders(sockets: &BTreeSet<u64>) -> Vec<u32> {
 /// Alive, this user's, a nats-server executable, and started on this node's canonical
 /// `server.conf`.
 pub fn is_root_broker(node: &NodeFiles, pid: u32) -> bool {
-    if !process_alive(pid) || process_uid(pid) != Some(nix::unistd::geteuid().as_raw()) {
-        return false;
-    }
+    is_root_broker_of(node, pid, &configured_binary())
+}
+
+/// The nats-server binary cotal starts, canonical (`COTAL_NATS_SERVER` may name any file).
+fn configured_binary() -> Option<PathBuf> {
+    crate::broker::preflight::binary().and_then(|b| std::fs::canonicalize(b).ok())
+}
+
+/// [`is_root_broker`], with the binary cotal starts found once (`configured`). The cheapest
+/// checks first: a kernel thread or another user's process fails at its executable.
+fn is_root_broker_of(node: &NodeFiles, pid: u32, configured: &Option<PathBuf>) -> bool {
     // The executable is a nats-server by name, or the very binary cotal starts (which
     // `COTAL_NATS_SERVER` may name otherwise).
-    let exe = std::fs::read_link(format!("/proc/{pid}/exe")).ok();
-    let configured = crate::broker::preflight::binary().and_then(|b| std::fs::canonicalize(b).ok());
-    let is_nats = exe.as_ref().is_some_and(|exe| {
-        exe.file_name()
-            .is_some_and(|n| n.to_string_lossy().contains("nats-server"))
-            || configured.as_ref() == Some(exe)
-    });
+    let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
+        return false;
+    };
+    let is_nats = exe
+        .file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("nats-server"))
+        || configured.as_ref() == Some(&exe);
+    if !is_nats || !process_alive(pid) || process_uid(pid) != Some(nix::unistd::geteuid().as_raw())
+    {
+        return false;
+    }
     let Some(args) = cmdline(pid) else {
         return false;
     };
-    is_nats
-        && config_arg(&args)
-            .and_then(|c| resolve_against(pid, &c))
-            .is_some_and(|c| c == node.conf)
+    config_arg(&args)
+        .and_then(|c| resolve_against(pid, &c))
+        .is_some_and(|c| c == node.conf)
 }
 
 /// Every process of this user that is a nats-server started on this node's `server.conf`,
@@ -186,10 +197,11 @@ pub fn root_brokers(node: &NodeFiles) -> Vec<u32> {
     let Ok(entries) = std::fs::read_dir("/proc") else {
         return Vec::new();
     };
+    let configured = configured_binary();
     let mut pids: Vec<u32> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|pid| is_root_broker(node, *pid))
+        .filter(|pid| is_root_broker_of(node, *pid, &configured))
         .collect();
     pids.sort_unstable();
     pids
@@ -256,32 +268,44 @@ pub fn cmdline(pid: u32) -> Option<Vec<String>> {
 
 /// Whether `pid` has one of `sockets` open.
 pub fn owns_any(pid: u32, sockets: &BTreeSet<u64>) -> bool {
-    !sockets.is_empty() && socket_inodes(pid).iter().any(|i| sockets.contains(i))
+    !sockets.is_empty() && !holds(pid, sockets, 1).is_empty()
 }
 
 /// Whether `pid` has every one of `sockets` (at least one) open.
 pub fn owns_all(pid: u32, sockets: &BTreeSet<u64>) -> bool {
-    let open = socket_inodes(pid);
-    !sockets.is_empty() && sockets.iter().all(|s| open.contains(s))
+    !sockets.is_empty() && holds(pid, sockets, sockets.len()).len() == sockets.len()
 }
 
-/// The socket inodes a process has open (empty when it is gone or not ours to read).
-fn socket_inodes(pid: u32) -> BTreeSet<u64> {
-    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+/// Which of `sockets` the process has open, looked for among its descriptors in ascending
+/// order and no further than the `enough`-th found (empty when it is gone or not ours to
+/// read). A broker of thousands of spaces holds tens of thousands of store files; its
+/// listeners are among its first descriptors.
+fn holds(pid: u32, sockets: &BTreeSet<u64>, enough: usize) -> BTreeSet<u64> {
+    let dir = format!("/proc/{pid}/fd");
+    let Ok(entries) = std::fs::read_dir(&dir) else {
         return BTreeSet::new();
     };
-    entries
+    let mut fds: Vec<u32> = entries
         .flatten()
-        .filter_map(|e| std::fs::read_link(e.path()).ok())
-        .filter_map(|target| {
-            target
-                .to_str()?
-                .strip_prefix("socket:[")?
-                .strip_suffix(']')?
-                .parse()
-                .ok()
-        })
-        .collect()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    fds.sort_unstable();
+    let mut found = BTreeSet::new();
+    for fd in fds {
+        let Ok(target) = std::fs::read_link(format!("{dir}/{fd}")) else {
+            continue;
+        };
+        let inode = target
+            .to_str()
+            .and_then(|t| t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok());
+        if let Some(inode) = inode.filter(|i| sockets.contains(i)) {
+            found.insert(inode);
+            if found.len() >= enough {
+                break;
+            }
+        }
+    }
+    found
 }
 
 /// Inodes of the TCP sockets listening where `listener` would bind: the same port on one of its

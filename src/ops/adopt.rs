@@ -9,6 +9,7 @@ use crate::adopt::{
 };
 use crate::store::account_record::{AccountKeys, AccountRecord};
 use crate::store::broker_record::{BrokerRecord, OperatorKeys, SysAccount};
+use crate::store::signature_memo::SignatureMemo;
 use serde::Deserialize;
 
 /// The legacy monolith: the broker's trust and its one space in one document (the original's
@@ -112,6 +113,7 @@ fn read(root: &Root) -> Result<(Survey, Option<Monolith>)> {
             true,
             Some(&bytes),
             &trust,
+            &SignatureMemo::none(),
         )
         .map_err(|c| format!("its account: {}", c.reason))?;
         Ok((m, trust, valid))
@@ -136,7 +138,7 @@ fn read(root: &Root) -> Result<(Survey, Option<Monolith>)> {
     let root_material = material_in(&root.state_dir())?;
     let mut space_material = BTreeMap::new();
     if let Some(trust) = &trust {
-        let inv = inventory::read(root, trust)?;
+        let inv = inventory::read(root, trust, &SignatureMemo::none())?;
         for (name, s) in inv.spaces {
             let protect = space_dir::load_lifecycle(root, &name)
                 .ok()

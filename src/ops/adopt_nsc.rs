@@ -18,6 +18,7 @@ use crate::secret::Seed;
 use crate::store::account_record::{self, AccountKeys, AccountRecord};
 use crate::store::atomic::{self, Found};
 use crate::store::broker_record::{self, BrokerRecord, Loaded, OperatorKeys, SysAccount};
+use crate::store::signature_memo::SignatureMemo;
 use crate::store::{Root, desired_file, inventory, lock};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -423,7 +424,7 @@ fn done(root: &Root, import: &Import, server: Option<&Server>) -> Result<Done> {
             done.broker = true;
             // The first apply replaced the identity seed by scoped keys: nothing to write.
             done.sys_seed = record.sys.keys.is_some();
-            let inv = inventory::read(root, &trust)?;
+            let inv = inventory::read(root, &trust, &SignatureMemo::none())?;
             for (name, s) in &import.spaces {
                 match inv.spaces.get(name) {
                     Some(have) if have.account_pub == s.account_pub => {

@@ -12,6 +12,15 @@ pub fn export(root: &Root) -> Result<Vec<u8>> {
     encode(root, &observe::observe(root, &desired, digest)?)
 }
 
+/// [`export`], with the memo of the signatures its observation verified.
+fn export_remembering(
+    root: &Root,
+) -> Result<(Vec<u8>, crate::store::signature_memo::SignatureMemo)> {
+    let (desired, digest, _) = observe::desired_for_reading(root)?;
+    let (observed, memo) = observe::observe_remembering(root, &desired, digest)?;
+    Ok((encode(root, &observed)?, memo))
+}
+
 /// The state of `observed` as JSON, signed with the root's state key (made now if the root
 /// has none).
 fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> {
@@ -28,7 +37,8 @@ fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> 
 }
 
 /// After `up` or `down`: `.cotal/state.json` again when what it records moved (the broker
-/// running or not, its open-file limit, the config `up` promoted), under the root's lock.
+/// running or not, its open-file limit, the config `up` promoted), under the root's lock, and
+/// with it the memo of the signatures verified (`store::signature_memo`).
 /// Returns whether it was written. Skipped (`Ok(false)`) when another cotal holds the root,
 /// when `cotal.toml` cannot be read (a state of a default topology would be wrong), and when
 /// the state cannot be exported (a journal is open, a record is untrusted: the next apply
@@ -42,8 +52,11 @@ pub fn refresh(root: &Root) -> Result<bool> {
     if observe::desired_for_reading(root)?.2.is_some() {
         return Ok(false);
     }
-    let bytes = match export(root) {
-        Ok(b) => b,
+    let bytes = match export_remembering(root) {
+        Ok((b, memo)) => {
+            save_memo(root, &memo);
+            b
+        }
         Err(e) => {
             tracing::info!(error = %e, "state.json left as it is");
             return Ok(false);
@@ -170,6 +183,16 @@ pub fn write_after_apply(
         before,
         touched.as_ref(),
     )
-    .and_then(|o| encode(root, &o))
+    .and_then(|(o, memo)| {
+        save_memo(root, &memo);
+        encode(root, &o)
+    })
     .and_then(|b| atomic::write(&root.state_file(), &b, atomic::PUBLIC))
+}
+
+/// Save the memo of verified signatures for the next plan; a failure costs only its speed.
+fn save_memo(root: &Root, memo: &crate::store::signature_memo::SignatureMemo) {
+    if let Err(e) = memo.save(root) {
+        tracing::warn!(error = %e, "the memo of verified signatures was not written");
+    }
 }

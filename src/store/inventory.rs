@@ -13,6 +13,7 @@ use crate::observed::{BrokerTrust, CorruptRecord, Inventory, ObservedSpace, Usag
 use crate::store::Root;
 use crate::store::account_record;
 use crate::store::paths::{ACCOUNT_PREFIX, ACCOUNT_SUFFIX};
+use crate::store::signature_memo::SignatureMemo;
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -30,13 +31,15 @@ pub struct ValidRecord {
     pub kept_claims: Vec<String>,
 }
 
-/// Validate one namespace entry. Pure apart from its inputs.
+/// Validate one namespace entry. Pure apart from its inputs (`memo` spares the signature
+/// arithmetic of a JWT verified before; every other check runs).
 pub fn validate(
     path: &Path,
     file_name: &str,
     is_regular_file: bool,
     bytes: Option<&[u8]>,
     trust: &BrokerTrust,
+    memo: &SignatureMemo,
 ) -> Result<ValidRecord, CorruptRecord> {
     let corrupt = |reason: String, foreign_issuer: Option<String>| CorruptRecord {
         file: path.to_path_buf(),
@@ -70,7 +73,8 @@ pub fn validate(
             None,
         ));
     }
-    let claims: jwt::Claims<AccountNats> = jwt::decode_verified(&record.account.jwt)
+    let claims: jwt::Claims<AccountNats> = memo
+        .decode_verified(&record.account.jwt)
         .map_err(|e| corrupt(format!("account JWT: {e}"), None))?;
     if !trust.signs_accounts(&claims.iss) {
         return Err(corrupt(
@@ -117,7 +121,7 @@ pub fn validate(
 /// Read every entry of the namespace. IO errors on the directory itself are errors; anything
 /// wrong with one entry makes that entry corrupt. Usage and process fields are left empty for
 /// the observer to fill.
-pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
+pub fn read(root: &Root, trust: &BrokerTrust, memo: &SignatureMemo) -> Result<Inventory> {
     let dir = root.auth_dir();
     let mut inventory = Inventory::default();
     let entries = match std::fs::read_dir(&dir) {
@@ -160,7 +164,7 @@ pub fn read(root: &Root, trust: &BrokerTrust) -> Result<Inventory> {
                 Ok(crate::store::atomic::Found::NotRegular(_)) => (false, None),
                 Err(_) => (true, None),
             };
-            Some(validate(path, name, is_file, bytes.as_deref(), trust))
+            Some(validate(path, name, is_file, bytes.as_deref(), trust, memo))
         })
         .collect();
     for result in results {

@@ -37,6 +37,21 @@ pub fn staging_dir(store_dir: &Path, account: &str) -> PathBuf {
     jetstream(store_dir).join(account).join(".cotal-restore")
 }
 
+/// The names of the store's account folders (empty when it has none yet): an observation of
+/// thousands of spaces looks for the streams of only the accounts listed.
+pub fn account_names(store_dir: &Path) -> Result<std::collections::BTreeSet<String>> {
+    let js = jetstream(store_dir);
+    let entries = match std::fs::read_dir(&js) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Default::default()),
+        other => other.at(&js)?,
+    };
+    let mut names = std::collections::BTreeSet::new();
+    for entry in entries {
+        names.insert(entry.at(&js)?.file_name().to_string_lossy().into_owned());
+    }
+    Ok(names)
+}
+
 /// Every account folder of the store with its stream folders, in name order.
 pub fn list_store(store_dir: &Path) -> Result<std::collections::BTreeMap<String, Vec<String>>> {
     let js = jetstream(store_dir);

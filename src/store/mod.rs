@@ -21,6 +21,7 @@ pub mod registry_cache;
 pub mod relocation;
 pub mod route_rotation;
 pub mod server_conf;
+pub mod signature_memo;
 pub mod space_dir;
 pub mod state_key;
 pub mod users;

@@ -9,6 +9,7 @@ use crate::error::{IoContext, Result};
 use crate::model::SpaceName;
 use crate::store::paths::SpaceFile;
 use crate::store::record::{self, Layout, Record};
+use crate::store::signature_memo::SignatureMemo;
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};
 
@@ -131,9 +132,13 @@ fn record_sys_users(
 }
 
 /// The $SYS user a creds text holds, as its JWT says.
-fn sys_user_of(role: crate::permissions::SysRole, creds: &str) -> Option<crate::observed::SysUser> {
+fn sys_user_of(
+    role: crate::permissions::SysRole,
+    creds: &str,
+    memo: &SignatureMemo,
+) -> Option<crate::observed::SysUser> {
     let token = crate::jwt::creds_jwt(creds)?;
-    let claims = crate::jwt::decode_verified::<crate::jwt::UserNats>(token).ok()?;
+    let claims = memo.decode_verified::<crate::jwt::UserNats>(token).ok()?;
     Some(crate::observed::SysUser {
         role,
         key: claims.sub,
@@ -160,7 +165,7 @@ pub fn save_sys_creds(
         (SysRole::Evictor, evictor),
     ]
     .into_iter()
-    .filter_map(|(role, creds)| sys_user_of(role, creds?))
+    .filter_map(|(role, creds)| sys_user_of(role, creds?, &SignatureMemo::none()))
     .collect();
     record_sys_users(root, space, account, &minted, crate::clock::now())?;
     let file = |f: SpaceFile| root.space_file(space, f);
@@ -204,8 +209,13 @@ pub fn sys_creds_present(root: &Root, space: &SpaceName, account: &str) -> bool 
 }
 
 /// The $SYS users the space's creds files hold, as their JWTs say (a file that is absent, a
-/// link, or does not decode is skipped: the planner re-mints what it does not see).
-pub fn sys_users(root: &Root, space: &SpaceName) -> Vec<crate::observed::SysUser> {
+/// link, or does not decode is skipped: the planner re-mints what it does not see). `memo`
+/// spares the signature arithmetic of a JWT verified before.
+pub fn sys_users(
+    root: &Root,
+    space: &SpaceName,
+    memo: &SignatureMemo,
+) -> Vec<crate::observed::SysUser> {
     use crate::permissions::SysRole;
     [
         (SysRole::Observer, SpaceFile::ObserverCreds),
@@ -214,7 +224,7 @@ pub fn sys_users(root: &Root, space: &SpaceName) -> Vec<crate::observed::SysUser
     .into_iter()
     .filter_map(|(role, f)| {
         let bytes = atomic::read_optional(&root.space_file(space, f)).ok()??;
-        sys_user_of(role, &String::from_utf8_lossy(&bytes))
+        sys_user_of(role, &String::from_utf8_lossy(&bytes), memo)
     })
     .collect()
 }
@@ -242,16 +252,47 @@ pub fn save_lifecycle(root: &Root, space: &SpaceName, lifecycle: &Lifecycle) -> 
     )
 }
 
-/// Pids recorded in `*.pid` files of the space's folder that are alive.
-pub fn live_pids(root: &Root, space: &SpaceName) -> Result<Vec<u32>> {
+/// The names in a space's folder, read once, so an observation opens only the files that are
+/// there (at thousands of spaces, the opens of absent files were a large part of a plan).
+/// Invariant: a name is listed whatever its type: a link or folder where a record is expected
+/// still reaches the reader that refuses it.
+#[derive(Debug, Default)]
+pub struct Listing {
+    names: std::collections::BTreeSet<std::ffi::OsString>,
+}
+
+impl Listing {
+    /// Whether the folder held an entry named as `file`.
+    pub fn has(&self, file: SpaceFile) -> bool {
+        self.names.contains(std::ffi::OsStr::new(file.name()))
+    }
+}
+
+/// The names in the space's folder (empty when it has none).
+pub fn listing(root: &Root, space: &SpaceName) -> Result<Listing> {
     let dir = root.space_dir(space);
     let entries = match std::fs::read_dir(&dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Listing::default()),
         other => other.at(&dir)?,
     };
+    let mut names = std::collections::BTreeSet::new();
+    for entry in entries {
+        names.insert(entry.at(&dir)?.file_name());
+    }
+    Ok(Listing { names })
+}
+
+/// Pids recorded in `*.pid` files of the space's folder that are alive.
+pub fn live_pids(root: &Root, space: &SpaceName) -> Result<Vec<u32>> {
+    live_pids_listed(root, space, &listing(root, space)?)
+}
+
+/// [`live_pids`] of the `*.pid` files `listing` holds.
+pub fn live_pids_listed(root: &Root, space: &SpaceName, listing: &Listing) -> Result<Vec<u32>> {
+    let dir = root.space_dir(space);
     let mut pids = Vec::new();
-    for entry in entries.flatten() {
-        let path = entry.path();
+    for name in &listing.names {
+        let path = dir.join(name);
         if path.extension().and_then(|e| e.to_str()) != Some("pid") {
             continue;
         }

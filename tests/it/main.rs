@@ -24,6 +24,7 @@ mod plan_snapshots;
 mod readers_never_panic;
 mod reference;
 mod schema;
+mod signature_memo;
 mod support;
 
 #[cfg(feature = "real-broker")]
