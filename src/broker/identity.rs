@@ -133,11 +133,7 @@ pub fn held_by_another_program(
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
             return false;
         };
-        let nats = exe
-            .file_name()
-            .is_some_and(|n| n.to_string_lossy().contains("nats-server"))
-            || configured.as_ref() == Some(&exe);
-        if nats {
+        if is_nats_executable(&exe, &configured) {
             return false;
         }
     }
@@ -167,19 +163,23 @@ fn configured_binary() -> Option<PathBuf> {
     crate::broker::preflight::binary().and_then(|b| std::fs::canonicalize(b).ok())
 }
 
+/// Whether an executable is a nats-server: by its name, or the very binary cotal starts (which
+/// `COTAL_NATS_SERVER` may name otherwise; `configured`, canonical).
+fn is_nats_executable(exe: &Path, configured: &Option<PathBuf>) -> bool {
+    exe.file_name()
+        .is_some_and(|n| n.to_string_lossy().contains("nats-server"))
+        || configured.as_deref() == Some(exe)
+}
+
 /// [`is_root_broker`], with the binary cotal starts found once (`configured`). The cheapest
 /// checks first: a kernel thread or another user's process fails at its executable.
 fn is_root_broker_of(node: &NodeFiles, pid: u32, configured: &Option<PathBuf>) -> bool {
-    // The executable is a nats-server by name, or the very binary cotal starts (which
-    // `COTAL_NATS_SERVER` may name otherwise).
     let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
         return false;
     };
-    let is_nats = exe
-        .file_name()
-        .is_some_and(|n| n.to_string_lossy().contains("nats-server"))
-        || configured.as_ref() == Some(&exe);
-    if !is_nats || !process_alive(pid) || process_uid(pid) != Some(nix::unistd::geteuid().as_raw())
+    if !is_nats_executable(&exe, configured)
+        || !process_alive(pid)
+        || process_uid(pid) != Some(nix::unistd::geteuid().as_raw())
     {
         return false;
     }
