@@ -8,8 +8,7 @@ use crate::store::{Root, atomic};
 
 /// The root's state as JSON.
 pub fn export(root: &Root) -> Result<Vec<u8>> {
-    let (desired, digest, _) = observe::desired_for_reading(root)?;
-    encode(root, &observe::observe(root, &desired, digest)?)
+    export_remembering(root).map(|(bytes, _)| bytes)
 }
 
 /// [`export`], with the memo of the signatures its observation verified.

@@ -79,13 +79,6 @@ impl SignatureMemo {
         Self::keyed(operator_seed, known)
     }
 
-    fn tag(&self, key: &ring::hmac::Key, token: &str) -> Tag {
-        let full = ring::hmac::sign(key, token.as_bytes());
-        let mut tag = [0u8; TAG_LEN];
-        tag.copy_from_slice(&full.as_ref()[..TAG_LEN]);
-        tag
-    }
-
     /// [`jwt::decode_verified`], skipping the signature arithmetic for a token verified before
     /// (the caller checks the issuer, as it would without the memo).
     pub fn decode_verified<T: DeserializeOwned>(
@@ -95,7 +88,7 @@ impl SignatureMemo {
         let Some(key) = &self.key else {
             return jwt::decode_verified(token);
         };
-        let tag = self.tag(key, token);
+        let tag = tag_of(key, token);
         let vouched = self.known.binary_search(&tag).is_ok();
         let claims = jwt::decode_checked(token, vouched)?;
         if vouched {
@@ -125,6 +118,14 @@ impl SignatureMemo {
         atomic::ensure_dir(&root.maintenance_dir(), atomic::PRIVATE_DIR)?;
         atomic::write(&path(root), &seen.concat(), atomic::SECRET)
     }
+}
+
+/// A token's tag: the first 16 bytes of its HMAC under the memo key (pure).
+fn tag_of(key: &ring::hmac::Key, token: &str) -> Tag {
+    let full = ring::hmac::sign(key, token.as_bytes());
+    let mut tag = [0u8; TAG_LEN];
+    tag.copy_from_slice(&full.as_ref()[..TAG_LEN]);
+    tag
 }
 
 pub fn path(root: &Root) -> std::path::PathBuf {
