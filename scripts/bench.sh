@@ -11,10 +11,13 @@
 #   first apply of N spaces (broker stopped)                   (the bulk add)
 #   up provisioning N new spaces                               vs a tight concurrent client
 #   the same add on a 3-node cluster of CLUSTER spaces         vs the single server's
+#   a sibling space's JetStream publish during the add         vs the same publisher just before
+#     (at N spaces and at the sweep's largest: `examples/sibling_publish`)
 #
-# and sweeps apply time against the number of spaces (SWEEP), next to the broker's reload and a
-# restart (down + up), drawing docs/bench/apply-vs-spaces.png from its own figures (data beside
-# it in docs/bench/sweep.tsv; the table in docs/bench/results.md).
+# and sweeps apply time against the number of spaces (SWEEP, up to the largest broker this host
+# allows), next to the broker's reload, a restart (down + up) and the sibling's publish latency
+# during the apply, drawing docs/bench/apply-vs-spaces.png from its own figures (data beside it
+# in docs/bench/sweep.tsv; the table in docs/bench/results.md).
 #
 # Environment: BENCH_SPACES (N, default 1000), BENCH_BIG (default 10000), BENCH_SWEEP (default
 # "10 30 100 300 1000 3000"), BENCH_CLUSTER (default 100; 0 skips the cluster row), BENCH_DIR
@@ -36,12 +39,16 @@ if [ "$BIG" -gt "$capacity" ]; then
   echo "BENCH_BIG $BIG is past this host's capacity: $capacity spaces (hard open-file limit $(ulimit -Hn))" >&2
   BIG=$capacity
 fi
-SWEEP=$(for n in $SWEEP; do if [ "$n" -le "$capacity" ]; then echo "$n"; fi; done | tr '\n' ' ')
-cargo build --quiet --release --bin cotal --example read_records --example provision_floor
+# A sweep point past the capacity is replaced by the capacity itself: the picture ends at the
+# largest broker this host allows.
+SWEEP=$(for n in $SWEEP; do if [ "$n" -le "$capacity" ]; then echo "$n"; else echo "$capacity"; fi; done | sort -nu | tr '\n' ' ')
+cargo build --quiet --release --bin cotal --example read_records --example provision_floor \
+  --example sibling_publish
 repo=$PWD
 cotal="$repo/target/release/cotal"
 read_records="$repo/target/release/examples/read_records"
 provision_floor="$repo/target/release/examples/provision_floor"
+sibling_publish="$repo/target/release/examples/sibling_publish"
 out="$repo/docs/bench"
 mkdir -p "$out"
 work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/cotal-bench.XXXXXX")
@@ -83,6 +90,23 @@ add_one() {
   t0=$(now)
   text=$("$cotal" --root "$1" apply --auto-approve)
   echo "$(echo "$(now) - $t0" | bc) $(echo "$(printf '%s\n' "$text" | reload_ms) / 1000" | bc -l)"
+}
+# Run "$@" while a tenant of the space $2 of the running root $1 publishes to its chat stream
+# (`examples/sibling_publish`): print "$@"'s output, then the publisher's baseline just before
+# and its figures during, each "count max_ms p99_ms failed".
+with_sibling() {
+  local root=$1 space=$2 port result base during wfd
+  shift 2
+  port=$(sed -n 's/^port = //p' "$root/cotal.toml")
+  coproc SIBLING { "$sibling_publish" "$root" "nats://127.0.0.1:$port" "$space"; }
+  read -r _ base <&"${SIBLING[0]}"
+  result=$("$@")
+  # Its standard input closed ends the phase measured during "$@".
+  wfd=${SIBLING[1]}
+  exec {wfd}>&-
+  read -r _ during <&"${SIBLING[0]}"
+  wait "$SIBLING_PID"
+  echo "$result $base $during"
 }
 # Time an apply removing space $2 from the running root $1 (its table deleted): "apply_s
 # fence_reload_s final_reload_s".
@@ -129,7 +153,8 @@ up=$(took "$cotal" --root "$a" up)
 # The first apply after `up` reads every registry; it caches them, so the next one does not.
 read -r hot_first reload_first < <(add_one "$a" added)
 plan_running=$(median 3 "$cotal" --root "$a" plan)
-read -r hot reload < <(add_one "$a" added2)
+read -r hot reload _ sib_base_max _ _ _ sib_max sib_p99 sib_failed \
+  < <(with_sibling "$a" s00001 add_one "$a" added2)
 read -r rm_apply rm_fence rm_final < <(rm_one "$a" added2)
 "$cotal" --root "$a" down >/dev/null
 
@@ -169,7 +194,8 @@ new_root "$w" "$first"
 "$cotal" --root "$w" apply --auto-approve >/dev/null
 "$cotal" --root "$w" up >/dev/null
 have=$first
-printf 'spaces\tapply_s\treload_s\trestart_s\n' >"$out/sweep.tsv"
+printf 'spaces\tapply_s\treload_s\trestart_s\tsibling_before_max_ms\tsibling_max_ms\tsibling_p99_ms\tsibling_failed\n' \
+  >"$out/sweep.tsv"
 for n in $SWEEP; do
   if [ "$n" -gt "$have" ]; then
     spaces $((have + 1)) "$n" >>"$w/cotal.toml"
@@ -179,9 +205,11 @@ for n in $SWEEP; do
   # The apply after a growth (or a restart) reads the registries it has not read; the next one
   # is the steady state measured.
   add_one "$w" "warm$n" >/dev/null
-  read -r sw_apply sw_reload < <(add_one "$w" "extra$n")
+  read -r sw_apply sw_reload _ sw_base_max _ _ _ sw_max sw_p99 sw_failed \
+    < <(with_sibling "$w" s00001 add_one "$w" "extra$n")
   t0=$(now); "$cotal" --root "$w" down >/dev/null; "$cotal" --root "$w" up >/dev/null; t1=$(now)
-  printf '%s\t%s\t%s\t%s\n' "$n" "$sw_apply" "$sw_reload" "$(echo "$t1 - $t0" | bc)" >>"$out/sweep.tsv"
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$n" "$sw_apply" "$sw_reload" "$(echo "$t1 - $t0" | bc)" \
+    "$sw_base_max" "$sw_max" "$sw_p99" "$sw_failed" >>"$out/sweep.tsv"
 done
 "$cotal" --root "$w" down >/dev/null
 
@@ -189,13 +217,15 @@ version=$("$COTAL_NATS_SERVER" --version | sed 's/.*v//')
 python3 - "$out" "$N" "$BIG" "$CLUSTER" "$version" "$(nproc)" \
   "$bulk" "$noop" "$written" "$plan_n" "$floor_n" "$client" "$up" "$plan_running" "$hot" "$reload" \
   "$hot_first" "$reload_first" "$rm_apply" "$rm_fence" "$rm_final" \
-  "$bulk_big" "$plan_big" "$floor_big" "$mem_big" "$capply" "$creload" "$sapply" <<'PY'
+  "$bulk_big" "$plan_big" "$floor_big" "$mem_big" "$capply" "$creload" "$sapply" \
+  "$sib_base_max" "$sib_max" "$sib_p99" "$sib_failed" <<'PY'
 import sys, datetime
 a = sys.argv[1:]
 out, n, big, cluster, version, cores = a[0], int(a[1]), int(a[2]), int(a[3]), a[4], a[5]
 (bulk, noop, written, plan_n, floor_n, client, up, plan_running, hot, reload,
  hot_first, reload_first, rm_apply, rm_fence, rm_final,
- bulk_big, plan_big, floor_big, mem_big, capply, creload, sapply) = a[6:]
+ bulk_big, plan_big, floor_big, mem_big, capply, creload, sapply,
+ sib_base_max, sib_max, sib_p99, sib_failed) = a[6:]
 f = float
 ms = lambda s: f"{f(s) * 1000:.0f} ms" if f(s) < 10 else f"{f(s):.1f} s"
 ratio = lambda x, y: f"{f(x) / f(y):.2f}x" if f(y) > 0 else "n/a"
@@ -211,6 +241,14 @@ rows = [
     ("`up` provisioning %d new spaces (15 streams and buckets each)" % n, ms(up), "tight concurrent client: " + ms(client), ratio(up, client), "at most 1.5x"),
     ("`plan`, broker running, %d spaces (registries cached)" % n, ms(plan_running), "", "", ""),
 ]
+sweep = [l.split("\t") for l in open(f"{out}/sweep.tsv").read().splitlines()[1:]]
+def sibling(max_ms, p99_ms, failed):
+    return "max %.1f ms, p99 %.1f ms, %s failed" % (f(max_ms), f(p99_ms), failed)
+rows.append(("a sibling's JetStream publish during that apply (%d spaces)" % n, sibling(sib_max, sib_p99, sib_failed),
+             "the same publisher just before: max %.1f ms" % f(sib_base_max), ratio(sib_max, sib_base_max), "reported"))
+last = sweep[-1]
+rows.append(("the same at the largest broker of the sweep (%s spaces)" % last[0], sibling(last[5], last[6], last[7]),
+             "the same publisher just before: max %.1f ms" % f(last[4]), ratio(last[5], last[4]), "max < 100 ms"))
 if cluster:
     rows.append(("`apply` adding 1 space, 3-node cluster of %d (replicas 3)" % cluster, ms(capply), "single server, same add: %s; slowest node's reload: %s" % (ms(sapply), ms(creload)), ratio(capply, sapply), ""))
 lines = ["| what | measured | floor or peer, same run | ratio | goal |", "|---|---|---|---|---|"]
@@ -220,12 +258,11 @@ text = head + "\n\n" + "\n".join(lines) + "\n"
 print(text)
 open(f"{out}/results.md", "w").write(text)
 
-rows = [l.split("\t") for l in open(f"{out}/sweep.tsv").read().splitlines()[1:]]
-spaces = [int(r[0]) for r in rows]
-apply_s, reload_s, restart_s = ([f(r[i]) for r in rows] for i in (1, 2, 3))
-print("spaces  apply    reload   restart")
-for s, x, y, z in zip(spaces, apply_s, reload_s, restart_s):
-    print(f"{s:6d}  {x*1000:6.0f}ms {y*1000:6.0f}ms {z:6.2f}s")
+spaces = [int(r[0]) for r in sweep]
+apply_s, reload_s, restart_s, before_ms, sib_ms, p99_ms = ([f(r[i]) for r in sweep] for i in (1, 2, 3, 4, 5, 6))
+print("spaces  apply    reload   restart  sibling max (before)  p99")
+for s, x, y, z, b, m, p in zip(spaces, apply_s, reload_s, restart_s, before_ms, sib_ms, p99_ms):
+    print(f"{s:6d}  {x*1000:6.0f}ms {y*1000:6.0f}ms {z:6.2f}s  {m:6.1f}ms ({b:5.1f}ms) {p:6.1f}ms")
 try:
     import matplotlib
     matplotlib.use("Agg")
@@ -233,7 +270,7 @@ try:
 except ImportError:
     print("(matplotlib is not installed: no picture; pip install matplotlib)")
     sys.exit(0)
-fig, ax = plt.subplots(figsize=(7, 4.2), dpi=110)
+fig, (ax, sx) = plt.subplots(1, 2, figsize=(11, 4.2), dpi=110, width_ratios=(3, 2))
 ax.plot(spaces, restart_s, "s-", label="restart (down + up)", color="#b33")
 ax.plot(spaces, apply_s, "o-", label="cotal apply adding one space", color="#1565c0")
 ax.plot(spaces, reload_s, "^--", label="nats-server's own reload", color="#555")
@@ -241,6 +278,14 @@ ax.set_xscale("log"); ax.set_yscale("log")
 ax.set_xlabel("spaces on the broker"); ax.set_ylabel("seconds")
 ax.set_title(f"Hot apply vs reload vs restart (nats-server {version}, {datetime.date.today()})", fontsize=10)
 ax.grid(True, which="both", alpha=0.3); ax.legend()
+sx.plot(spaces, sib_ms, "o-", label="max during the apply", color="#1565c0")
+sx.plot(spaces, p99_ms, "^--", label="p99 during the apply", color="#555")
+sx.plot(spaces, before_ms, "s:", label="max just before it", color="#2e7d32")
+sx.axhline(100, color="#b33", linewidth=0.8, label="goal: max < 100 ms")
+sx.set_xscale("log")
+sx.set_xlabel("spaces on the broker"); sx.set_ylabel("milliseconds")
+sx.set_title("A sibling space's JetStream publish (ack latency)", fontsize=10)
+sx.grid(True, which="both", alpha=0.3); sx.legend(fontsize=8)
 fig.tight_layout()
 fig.savefig(f"{out}/apply-vs-spaces.png")
 print(f"wrote {out}/apply-vs-spaces.png, {out}/sweep.tsv and {out}/results.md")
