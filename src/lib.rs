@@ -17,7 +17,7 @@
 //! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view | pure |
 //! | [`route_auth`] | the cluster's route credential, derived from the operator seed, and its include file | pure |
 //! | [`apply`] | the executor: the journal, one `match` over `Step`, promotion stages, rollback, audit | edge |
-//! | [`broker`] | the only async IO boundary: identity from `/proc`, the process, the system account's control plane, provisioning | edge (IO) |
+//! | [`broker`] | the only async IO boundary: identity from `/proc` and the kernel's socket table (`sock_diag`), the process, the system account's control plane, provisioning | edge (IO) |
 //! | [`store`] | every artifact under the root, one module each; atomic writes, no-follow reads | edge (IO) |
 //! | [`lifecycle`] | a space's derived state and servability | pure |
 //! | [`relocation`] | a space's move to another broker: the source's record, the destination's receipt, and the check of one against the other | pure |

@@ -9,6 +9,7 @@
 use crate::jwt::BrokerTrust;
 use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
+use rayon::prelude::*;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -329,21 +330,48 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
             "refusing to render a config with zero spaces: a broker needs at least one (the last space is removed by the broker-wide teardown)".into(),
         );
     }
+    // The first preload (in order) that is refused: a repeated account, or (decoded on every
+    // core, where most of a render's time at thousands of spaces goes) a token of another
+    // issuer or subject. The same refusal whatever the number of cores.
     let mut seen = BTreeSet::from([broker.sys_pub.as_str()]);
-    for p in preloads {
-        // A pending token is a placeholder of the plan's display; only real keys must be unique.
-        if matches!(p.token, Token::Signed(_)) && !seen.insert(p.account) {
-            return Err(format!(
-                "account {} is preloaded twice (space {:?} repeats it)",
-                p.account,
-                p.space.as_str()
-            ));
-        }
-        if let Token::Signed(token) = p.token {
-            check_issuer(broker, p, token)?;
-        }
+    // A pending token is a placeholder of the plan's display; only real keys must be unique.
+    let repeated = preloads
+        .iter()
+        .position(|p| matches!(p.token, Token::Signed(_)) && !seen.insert(p.account));
+    let refused = preloads
+        .par_iter()
+        .enumerate()
+        .map(|(i, p)| match p.token {
+            Token::Signed(token) => check_issuer(broker, p, token).map_err(|e| (i, e)),
+            Token::Pending(_) => Ok(()),
+        })
+        .find_first(Result::is_err)
+        .and_then(Result::err);
+    let repeat_first = match (repeated, &refused) {
+        (Some(i), Some((j, _))) => i <= *j,
+        (repeated, _) => repeated.is_some(),
+    };
+    if let (true, Some(i)) = (repeat_first, repeated) {
+        let p = &preloads[i];
+        return Err(format!(
+            "account {} is preloaded twice (space {:?} repeats it)",
+            p.account,
+            p.space.as_str()
+        ));
     }
+    if let Some((_, refusal)) = refused {
+        return Err(refusal);
+    }
+    // The text and the digest are built side by side.
+    let (text, digest) = rayon::join(
+        || text(broker, preloads, node),
+        || digest(broker, preloads, node),
+    );
+    Ok(Rendered { text, digest })
+}
 
+/// The text of [`render`], its preloads checked.
+fn text(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
     let mut out = String::with_capacity(256 + preloads.len() * 700);
     out.push_str(HEADER);
     out.push('\n');
@@ -436,10 +464,7 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
     out.push_str("  # system account\n");
     let _ = writeln!(out, "  {}: {}", broker.sys_pub, quote(&broker.sys_jwt));
     out.push_str("}\n");
-    Ok(Rendered {
-        text: out,
-        digest: digest(broker, preloads, node),
-    })
+    out
 }
 
 const MAX_CONTROL_LINE: u64 = 65536;
@@ -519,7 +544,7 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
             parsed["cluster"]["tls"] = parsed_tls(t, true);
         }
     }
-    let mut encoded = go_html_safe(&parsed.to_string());
+    let mut encoded = go_html_safe(parsed.to_string());
     encoded.push('\n');
     crate::digest::sha256(encoded.as_bytes())
 }
@@ -543,7 +568,13 @@ fn parsed_tls(t: &ListenerTls, timeout: bool) -> serde_json::Value {
 
 /// Go's `encoding/json` escapes `<`, `>`, `&`, U+2028 and U+2029 inside strings; serde_json
 /// does not. Outside strings JSON never holds these characters, so a plain replace is exact.
-fn go_html_safe(json: &str) -> String {
+fn go_html_safe(json: String) -> String {
+    // Almost always none of them is there (a JWT is base64url): then the text is returned as
+    // it is, after a scan of its bytes (`&`, `<`, `>`, and 0xE2, the first byte of U+2028 and
+    // U+2029 in UTF-8), rather than copied a character at a time.
+    if !json.bytes().any(|b| matches!(b, b'<' | b'>' | b'&' | 0xE2)) {
+        return json;
+    }
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
         match c {
@@ -781,8 +812,23 @@ mod tests {
     #[test]
     fn the_digest_escapes_strings_as_go_does() {
         assert_eq!(
-            go_html_safe("{\"a\":\"<&>\u{2028}\u{2029}\"}"),
+            go_html_safe("{\"a\":\"<&>\u{2028}\u{2029}\"}".into()),
             "{\"a\":\"\\u003c\\u0026\\u003e\\u2028\\u2029\"}"
         );
+        // Each alone takes the escaping path, and text without any is returned unchanged
+        // (other characters whose UTF-8 begins with 0xE2 included).
+        for (raw, want) in [
+            ("\"<\"", "\"\\u003c\""),
+            ("\">\"", "\"\\u003e\""),
+            ("\"&\"", "\"\\u0026\""),
+            ("\"\u{2028}\"", "\"\\u2028\""),
+            ("\"\u{2029}\"", "\"\\u2029\""),
+            (
+                "\"eyJ0eXAi.x-_\u{2013}\u{20ac}\"",
+                "\"eyJ0eXAi.x-_\u{2013}\u{20ac}\"",
+            ),
+        ] {
+            assert_eq!(go_html_safe(raw.into()), want, "{raw}");
+        }
     }
 }

@@ -6,7 +6,7 @@
 //!   executable, `/proc/<pid>/exe`) whose `-c` argument resolves (against that process's own
 //!   working directory) to this root's canonical `server.conf`, and owns every listening socket
 //!   on the configured host and port (their inodes are among the process's open files and in
-//!   `/proc/net/tcp{,6}` in state LISTEN): a second listener beside it could answer cotal's
+//!   the kernel's LISTEN sockets, [`crate::broker::listen_table`]): a second listener beside it could answer cotal's
 //!   connection instead.
 //! - *Stopped* only when no nats-server of this root runs at all (the recorded pid is not one, and
 //!   no other process of this user runs a nats-server on this root's `server.conf`, even with
@@ -312,20 +312,11 @@ fn holds(pid: u32, sockets: &BTreeSet<u64>, enough: usize) -> BTreeSet<u64> {
 /// addresses, or on a wildcard address (either side's wildcard conflicts with any address).
 pub fn listening_sockets(listener: &Listener) -> Result<BTreeSet<u64>> {
     let ours = addresses(&listener.host);
-    let mut out = BTreeSet::new();
-    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
-        let text = match std::fs::read_to_string(table) {
-            Ok(t) => t,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(crate::error::Error::io(table, e)),
-        };
-        for entry in parse_table(&text) {
-            if entry.port == listener.port && conflicts(&ours, entry.ip) {
-                out.insert(entry.inode);
-            }
-        }
-    }
-    Ok(out)
+    Ok(crate::broker::listen_table::listening()?
+        .into_iter()
+        .filter(|entry| entry.port == listener.port && conflicts(&ours, entry.ip))
+        .map(|entry| entry.inode)
+        .collect())
 }
 
 /// The addresses a host name stands for (empty when it does not resolve: then only a wildcard
@@ -357,7 +348,8 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// One listening socket of `/proc/net/tcp{,6}`.
+/// One listening TCP socket: its local address, port and inode (from `sock_diag` or
+/// `/proc/net/tcp{,6}`, [`crate::broker::listen_table`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
     pub ip: IpAddr,

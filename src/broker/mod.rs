@@ -11,6 +11,7 @@ pub mod client_tls;
 pub mod control;
 pub mod identity;
 pub mod isolated;
+pub mod listen_table;
 pub mod live;
 pub mod preflight;
 pub mod process;

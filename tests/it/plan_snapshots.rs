@@ -151,6 +151,56 @@ fn render_refuses_zero_spaces_duplicates_and_foreign_accounts() {
     )
     .unwrap_err();
     assert!(err.contains("signed by another operator"), "{err}");
+
+    // Many preloads (the issuers are checked on every core): the refusal is the first one in
+    // order, whichever kind it is and however the work was split.
+    let spaces: Vec<_> = (0..64u8)
+        .map(|i| space(i + 10, &format!("s{i:02}"), &SpaceSpec::default()))
+        .collect();
+    let foreign_of = |i: usize| {
+        let s = &spaces[i].1;
+        cotal::jwt::encode(
+            &mut cotal::jwt::account_claims(
+                &format!("s{i:02}"),
+                &s.account_pub,
+                &s.signing_pub,
+                cotal::jwt::AccountLimits::for_space(&SpaceSpec::default()),
+                IAT,
+            ),
+            &stranger,
+        )
+        .unwrap()
+    };
+    let tokens: Vec<String> = (0..64)
+        .map(|i| match i {
+            40 | 50 => foreign_of(i),
+            _ => spaces[i].1.jwt.clone(),
+        })
+        .collect();
+    let preloads = |repeat_at: Option<usize>| -> Vec<Preload> {
+        (0..64)
+            .map(|i| Preload {
+                space: &spaces[i].0,
+                // The repeat: space `i` preloads the account of the space before it.
+                account: &spaces[if Some(i) == repeat_at { i - 1 } else { i }]
+                    .1
+                    .account_pub,
+                token: Token::Signed(&tokens[i]),
+            })
+            .collect()
+    };
+    let err = render::server_conf(&t, &preloads(None), &node).unwrap_err();
+    assert!(
+        err.contains("signed by another operator") && err.contains("\"s40\""),
+        "{err}"
+    );
+    let err = render::server_conf(&t, &preloads(Some(30)), &node).unwrap_err();
+    assert!(
+        err.contains("preloaded twice") && err.contains("\"s30\""),
+        "{err}"
+    );
+    let err = render::server_conf(&t, &preloads(Some(60)), &node).unwrap_err();
+    assert!(err.contains("\"s40\""), "{err}");
 }
 
 #[test]
