@@ -140,8 +140,12 @@ plan_n=$(median 5 "$cotal" --root "$a" plan)
 floor_n=$(median 5 "$read_records" "$a")
 # Boot: the tight client on a bare server, then `cotal up` on the same empty store.
 port=$(sed -n 's/^port = //p' "$a/cotal.toml")
+# The peer of `up` as a whole: the bare server's start (until its port answers), the wait for
+# every account's JetStream, and the tight client's provisioning.
+t0=$(now)
 pid=$(bare_server "$a")
-client=$("$provision_floor" "$a" "nats://127.0.0.1:$port")
+server_start=$(echo "$(now) - $t0" | bc)
+read -r client readiness < <("$provision_floor" "$a" "nats://127.0.0.1:$port")
 kill "$pid"
 # Not this shell's child (it was started in a command substitution): wait until it is gone.
 while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
@@ -218,14 +222,14 @@ python3 - "$out" "$N" "$BIG" "$CLUSTER" "$version" "$(nproc)" \
   "$bulk" "$noop" "$written" "$plan_n" "$floor_n" "$client" "$up" "$plan_running" "$hot" "$reload" \
   "$hot_first" "$reload_first" "$rm_apply" "$rm_fence" "$rm_final" \
   "$bulk_big" "$plan_big" "$floor_big" "$mem_big" "$capply" "$creload" "$sapply" \
-  "$sib_base_max" "$sib_max" "$sib_p99" "$sib_failed" <<'PY'
+  "$sib_base_max" "$sib_max" "$sib_p99" "$sib_failed" "$server_start" "$readiness" <<'PY'
 import sys, datetime
 a = sys.argv[1:]
 out, n, big, cluster, version, cores = a[0], int(a[1]), int(a[2]), int(a[3]), a[4], a[5]
 (bulk, noop, written, plan_n, floor_n, client, up, plan_running, hot, reload,
  hot_first, reload_first, rm_apply, rm_fence, rm_final,
  bulk_big, plan_big, floor_big, mem_big, capply, creload, sapply,
- sib_base_max, sib_max, sib_p99, sib_failed) = a[6:]
+ sib_base_max, sib_max, sib_p99, sib_failed, server_start, readiness) = a[6:]
 f = float
 ms = lambda s: f"{f(s) * 1000:.0f} ms" if f(s) < 10 else f"{f(s):.1f} s"
 ratio = lambda x, y: f"{f(x) / f(y):.2f}x" if f(y) > 0 else "n/a"
@@ -239,6 +243,8 @@ rows = [
     ("first `apply` of %d spaces (broker stopped)" % n, ms(bulk), "", "", "< 2 s"),
     ("first `apply` of %d spaces (broker stopped)" % big, ms(bulk_big), "", "", ""),
     ("`up` provisioning %d new spaces (15 streams and buckets each)" % n, ms(up), "tight concurrent client: " + ms(client), ratio(up, client), "at most 1.5x"),
+    ("the same `up`, against its peer as a whole", ms(up), "bare server's start %s + every account's JetStream %s + tight client %s" % (ms(server_start), ms(readiness), ms(client)),
+     ratio(up, f(server_start) + f(readiness) + f(client)), ""),
     ("`plan`, broker running, %d spaces (registries cached)" % n, ms(plan_running), "", "", ""),
 ]
 sweep = [l.split("\t") for l in open(f"{out}/sweep.tsv").read().splitlines()[1:]]
