@@ -169,7 +169,8 @@ bulk_big=$(took "$cotal" --root "$b" apply --auto-approve)
 plan_big=$(median 3 "$cotal" --root "$b" plan)
 floor_big=$(median 3 "$read_records" "$b")
 mem_big=$( { /usr/bin/time -f '%M' "$cotal" --root "$b" plan >/dev/null; } 2>&1 | tail -1)
-rm -rf "$b"
+# Moved aside too (the sweep's restarts are timed): the work folder goes at the end.
+mv "$b" "$work/b-done"
 
 # --- the same add on a 3-node cluster ---------------------------------------------------------
 capply=0; creload=0; sapply=0
