@@ -98,6 +98,8 @@ pub fn write_after_apply(
     plan: &crate::plan::Plan,
 ) -> Result<()> {
     use crate::observed::RegistryState;
+    // Each part's time since this began, at `-vv` (the profile of a hot apply's tail).
+    let started = std::time::Instant::now();
     // The registries read before this apply, with their streams' fingerprints then: the next
     // plan reads again only those that moved since (this apply's own writes move them too).
     let mut cache = crate::store::registry_cache::Cache::default();
@@ -119,6 +121,7 @@ pub fn write_after_apply(
     {
         tracing::warn!(error = %e, "the registry cache was not written");
     }
+    tracing::debug!(took = ?started.elapsed(), "saved the registry cache");
     let mut known = std::collections::BTreeMap::new();
     for (name, space) in &before.inventory.spaces {
         let mut state = space.registry.clone();
@@ -183,10 +186,16 @@ pub fn write_after_apply(
         touched.as_ref(),
     )
     .and_then(|(o, memo)| {
+        tracing::debug!(took = ?started.elapsed(), "observed the state after the apply");
         save_memo(root, &memo);
         encode(root, &o)
     })
-    .and_then(|b| atomic::write(&root.state_file(), &b, atomic::PUBLIC))
+    .and_then(|b| {
+        tracing::debug!(took = ?started.elapsed(), "encoded and signed the state");
+        atomic::write(&root.state_file(), &b, atomic::PUBLIC)?;
+        tracing::debug!(took = ?started.elapsed(), "wrote the state");
+        Ok(())
+    })
 }
 
 /// Save the memo of verified signatures for the next plan; a failure costs only its speed.
