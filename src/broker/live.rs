@@ -247,23 +247,18 @@ impl Nats {
                     serde_json::json!({"accounts": accounts, "include_unused": true}).to_string(),
                 ),
             };
-            // The requests go out together: the broker answers STATZ and VARZ while it is
-            // still building the JSZ of every stream, the longest of them.
-            let jsz = futures::future::try_join_all(jsz_bodies.iter().map(|body| {
-                request_all::<Reply<Jsz>>(&client, "$SYS.REQ.SERVER.PING.JSZ", body, jsz_servers)
-            }));
-            let statz = request_all::<Reply<AccStatz>>(
-                &client,
-                "$SYS.REQ.ACCOUNT.PING.STATZ",
-                &statz_body,
-                servers,
-            );
+            let mut jsz: Vec<Reply<Jsz>> = Vec::new();
+            for body in &jsz_bodies {
+                jsz.extend(
+                    request_all(&client, "$SYS.REQ.SERVER.PING.JSZ", body, jsz_servers).await?,
+                );
+            }
+            let statz: Vec<Reply<AccStatz>> =
+                request_all(&client, "$SYS.REQ.ACCOUNT.PING.STATZ", &statz_body, servers).await?;
             // Every running node's VARZ: the first answers for the broker (version, store),
             // each says which config it has loaded.
-            let varzs =
-                request_all::<Reply<Varz>>(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}", servers);
-            let (jsz, statz, varzs) = futures::try_join!(jsz, statz, varzs)?;
-            let jsz: Vec<Reply<Jsz>> = jsz.into_iter().flatten().collect();
+            let varzs: Vec<Reply<Varz>> =
+                request_all(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}", servers).await?;
             let loaded: BTreeMap<String, String> = varzs
                 .iter()
                 .filter(|r| !r.data.config_digest.is_empty())
