@@ -7,8 +7,9 @@
 //!
 //! Invariants: both sources yield the same [`Entry`] for a socket (its local address, port and
 //! inode: the tests bind one and compare); a failed dump (a kernel without `inet_diag`, a
-//! sandbox that refuses the netlink socket) is not an error but the fallback, so the probe's
-//! answer never depends on which source served it.
+//! sandbox that refuses the netlink socket, a socket silent past its deadline, a dump the
+//! kernel ends with an error code) is not an error but the fallback, and never a partial list,
+//! so the probe's answer never depends on which source served it.
 
 use crate::broker::identity::{Entry, parse_table};
 use crate::error::Result;
@@ -46,9 +47,23 @@ pub fn proc_tables() -> Result<Vec<Entry>> {
     Ok(out)
 }
 
-/// The LISTEN sockets of both families through one netlink `sock_diag` socket.
+/// How long the kernel may take to answer one read of the dump (it answers at once; a socket
+/// that stays silent is a refusal, and the probe reads `/proc`).
+const RECEIVE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The LISTEN sockets of both families through one netlink `sock_diag` socket. An error, a
+/// silent socket, or a dump the kernel ends with an error code (`NLMSG_DONE` carrying a
+/// negative errno: a kernel without `tcp_diag`, a dump that failed part way) is an `Err`,
+/// never a partial list.
 pub fn sock_diag() -> std::io::Result<Vec<Entry>> {
     let mut socket = Socket::new(NETLINK_SOCK_DIAG)?;
+    let deadline = nix::sys::time::TimeVal::new(RECEIVE_DEADLINE.as_secs() as i64, 0);
+    nix::sys::socket::setsockopt(
+        &socket,
+        nix::sys::socket::sockopt::ReceiveTimeout,
+        &deadline,
+    )
+    .map_err(std::io::Error::from)?;
     socket.bind_auto()?;
     socket.connect(&SocketAddr::new(0, 0))?;
     let mut out = Vec::new();
@@ -88,29 +103,49 @@ fn dump(socket: &Socket, family: u8, id: SocketId, out: &mut Vec<Entry>) -> std:
                 "the sock_diag socket closed mid-dump",
             ));
         }
-        let mut offset = 0;
-        while offset < size {
-            let message = NetlinkMessage::<SockDiagMessage>::deserialize(&received[offset..size])
-                .map_err(|e| std::io::Error::other(format!("a sock_diag reply: {e}")))?;
-            match message.payload {
-                NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => out.push(Entry {
-                    ip: r.header.socket_id.source_address,
-                    port: r.header.socket_id.source_port,
-                    inode: u64::from(r.header.inode),
-                }),
-                NetlinkPayload::Done(_) => return Ok(()),
-                NetlinkPayload::Error(e) => {
-                    return Err(std::io::Error::other(format!("sock_diag refused: {e:?}")));
-                }
-                _ => {}
-            }
-            let length = message.header.length as usize;
-            if length == 0 {
-                break;
-            }
-            offset += length;
+        if let Read::Done = read_replies(&received[..size], out)? {
+            return Ok(());
         }
     }
+}
+
+/// Whether a dump goes on after one read of its replies.
+#[derive(Debug, PartialEq, Eq)]
+enum Read {
+    More,
+    Done,
+}
+
+/// The messages of one read of a dump (the kernel never splits a message across reads): each
+/// socket into `out`; the kernel's end of the dump is [`Read::Done`], or the error it carries.
+fn read_replies(bytes: &[u8], out: &mut Vec<Entry>) -> std::io::Result<Read> {
+    let mut offset = 0;
+    while offset < bytes.len() {
+        let message = NetlinkMessage::<SockDiagMessage>::deserialize(&bytes[offset..])
+            .map_err(|e| std::io::Error::other(format!("a sock_diag reply: {e}")))?;
+        match message.payload {
+            NetlinkPayload::InnerMessage(SockDiagMessage::InetResponse(r)) => out.push(Entry {
+                ip: r.header.socket_id.source_address,
+                port: r.header.socket_id.source_port,
+                inode: u64::from(r.header.inode),
+            }),
+            NetlinkPayload::Done(done) if done.code < 0 => {
+                return Err(std::io::Error::from_raw_os_error(-done.code));
+            }
+            NetlinkPayload::Done(_) => return Ok(Read::Done),
+            NetlinkPayload::Error(e) if e.code.is_some() => {
+                return Err(std::io::Error::other(format!("sock_diag refused: {e:?}")));
+            }
+            _ => {}
+        }
+        // Each message starts on a 4-byte boundary (`NLMSG_ALIGN`).
+        let length = (message.header.length as usize).next_multiple_of(4);
+        if length == 0 {
+            return Err(std::io::Error::other("a sock_diag reply of length 0"));
+        }
+        offset += length;
+    }
+    Ok(Read::More)
 }
 
 #[cfg(test)]
@@ -130,6 +165,8 @@ mod tests {
         )
     }
 
+    /// Strict on purpose: on the hosts cotal's CI runs on, `sock_diag` answers, and this test
+    /// proves the dump (not the fallback) reports the socket.
     #[test]
     fn sock_diag_and_proc_see_the_same_listening_socket() {
         let v4 = TcpListener::bind("127.0.0.1:0").expect("binds");
@@ -144,6 +181,31 @@ mod tests {
             assert_eq!(diag, proc);
             assert_eq!(diag[0].ip, "::1".parse::<std::net::IpAddr>().unwrap());
         }
+    }
+
+    /// The kernel's end of a dump, carrying `code` (0, or a negative errno).
+    fn done(code: i32) -> Vec<u8> {
+        let mut end = netlink_packet_core::DoneMessage::default();
+        end.code = code;
+        let mut message = NetlinkMessage::<SockDiagMessage>::new(
+            NetlinkHeader::default(),
+            NetlinkPayload::Done(end),
+        );
+        message.finalize();
+        let mut bytes = vec![0; message.buffer_len()];
+        message.serialize(&mut bytes);
+        bytes
+    }
+
+    #[test]
+    fn a_dump_the_kernel_ends_with_an_error_is_an_error_not_an_empty_list() {
+        let mut out = Vec::new();
+        assert_eq!(read_replies(&done(0), &mut out).unwrap(), Read::Done);
+        // A kernel without tcp_diag answers the dump with NLMSG_DONE carrying -ENOENT.
+        let refused = read_replies(&done(-2), &mut out).unwrap_err();
+        assert_eq!(refused.raw_os_error(), Some(2), "{refused}");
+        assert!(out.is_empty());
+        assert_eq!(read_replies(&[], &mut out).unwrap(), Read::More);
     }
 
     #[test]

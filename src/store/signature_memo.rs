@@ -7,9 +7,11 @@
 //! says "these bytes verified under this operator's root"; nothing else is cached.
 //!
 //! Invariants:
-//! - only the signature arithmetic is skipped on a hit: the token is still decoded and parsed
-//!   whole, and every caller still checks who issued it (a record signed by another operator is
-//!   refused with or without the memo), what it names and what it grants;
+//! - only the signature arithmetic is skipped on a hit (the verification, and the decoding of
+//!   the issuer's key it needs: these exact bytes verified under that issuer before): the token
+//!   is still decoded and parsed whole, and every caller still checks who issued it (a record
+//!   signed by another operator is refused with or without the memo), what it names and what
+//!   it grants;
 //! - a tag cannot be made without the operator seed, so a memo written by someone else, or
 //!   copied from another root, vouches for nothing (it just misses);
 //! - any change of a token's bytes (its claims, its issuer, its signature) changes its tag;
