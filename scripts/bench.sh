@@ -96,17 +96,22 @@ add_one() {
 # (`examples/sibling_publish`): print "$@"'s output, then the publisher's baseline just before
 # and its figures during, each "count max_ms p99_ms failed".
 with_sibling() {
-  local root=$1 space=$2 port result base during wfd
+  local root=$1 space=$2 port result base during pid rfd wfd
   shift 2
   port=$(sed -n 's/^port = //p' "$root/cotal.toml")
   coproc SIBLING { "$sibling_publish" "$root" "nats://127.0.0.1:$port" "$space"; }
-  read -r _ base <&"${SIBLING[0]}"
+  pid=$SIBLING_PID
+  # Its output is read through a copy: bash closes a coproc's descriptors once it has exited,
+  # which it may do before its last line is read.
+  exec {rfd}<&"${SIBLING[0]}"
+  read -r _ base <&"$rfd"
   result=$("$@")
   # Its standard input closed ends the phase measured during "$@".
   wfd=${SIBLING[1]}
   exec {wfd}>&-
-  read -r _ during <&"${SIBLING[0]}"
-  wait "$SIBLING_PID"
+  read -r _ during <&"$rfd"
+  exec {rfd}<&-
+  wait "$pid"
   echo "$result $base $during"
 }
 # Time an apply removing space $2 from the running root $1 (its table deleted): "apply_s
