@@ -438,7 +438,18 @@ fn observe_live(
             .map(|s| s.account_pub.clone())
             .collect()
     });
-    let figures = match live_figures(root, listener, jsz_servers, running, touched.as_deref()) {
+    let mut fetched = live_figures(root, listener, jsz_servers, running, touched.as_deref());
+    // One node's view is the whole only once every replica is placed: right after a rescale
+    // up, the node that answers may not hold its new replicas yet, and a stream it does not
+    // report would read as missing. Then every running node is asked, and their views merged.
+    if jsz_servers < running
+        && let Ok(figures) = &fetched
+        && lacks_a_space_stream(inventory, figures)
+    {
+        tracing::debug!("one node's view lacks a space's stream: asking every running node");
+        fetched = live_figures(root, listener, running, running, touched.as_deref());
+    }
+    let figures = match fetched {
         Ok(figures) => figures,
         Err(e) => {
             return Ok(Live {
@@ -494,6 +505,22 @@ fn observe_live(
         }),
         store: figures.store,
     })
+}
+
+/// Whether `figures` lack one of the streams and buckets cotal makes of a loaded space (not
+/// archived): then one node's view may not be the whole.
+fn lacks_a_space_stream(inventory: &Inventory, figures: &live::Figures) -> bool {
+    inventory
+        .spaces
+        .iter()
+        .filter(|(_, space)| space.archived.is_none())
+        .any(|(name, space)| {
+            let reported = figures.accounts.get(&space.account_pub);
+            streams::expected(&name.token(), None).iter().any(|want| {
+                let stream = want.stream_name();
+                !reported.is_some_and(|a| a.streams.iter().any(|s| s.name == stream))
+            })
+        })
 }
 
 /// A node's JetStream store on this machine.
