@@ -8,16 +8,21 @@ use crate::store::{Root, atomic};
 
 /// The root's state as JSON.
 pub fn export(root: &Root) -> Result<Vec<u8>> {
-    export_remembering(root).map(|(bytes, _)| bytes)
+    export_remembering(root).map(|(bytes, _, _)| bytes)
 }
 
-/// [`export`], with the memo of the signatures its observation verified.
+/// [`export`], with the observation it was made from and the memo of the signatures that
+/// observation verified.
 fn export_remembering(
     root: &Root,
-) -> Result<(Vec<u8>, crate::store::signature_memo::SignatureMemo)> {
+) -> Result<(
+    Vec<u8>,
+    crate::observed::Observed,
+    crate::store::signature_memo::SignatureMemo,
+)> {
     let (desired, digest, _) = observe::desired_for_reading(root)?;
     let (observed, memo) = observe::observe_remembering(root, &desired, digest)?;
-    Ok((encode(root, &observed)?, memo))
+    Ok((encode(root, &observed)?, observed, memo))
 }
 
 /// The state of `observed` as JSON, signed with the root's state key (made now if the root
@@ -37,7 +42,8 @@ fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> 
 
 /// After `up` or `down`: `.cotal/state.json` again when what it records moved (the broker
 /// running or not, its open-file limit, the config `up` promoted), under the root's lock, and
-/// with it the memo of the signatures verified (`store::signature_memo`).
+/// with it the memo of the signatures verified (`store::signature_memo`) and the channel
+/// registries read (`store::registry_cache`).
 /// Returns whether it was written. Skipped (`Ok(false)`) when another cotal holds the root,
 /// when `cotal.toml` cannot be read (a state of a default topology would be wrong), and when
 /// the state cannot be exported (a journal is open, a record is untrusted: the next apply
@@ -52,8 +58,11 @@ pub fn refresh(root: &Root) -> Result<bool> {
         return Ok(false);
     }
     let bytes = match export_remembering(root) {
-        Ok((b, memo)) => {
+        Ok((b, observed, memo)) => {
             save_memo(root, &memo);
+            // The registries this observation read (after `up`, every one): the first apply
+            // after it reads again only those whose stream moved since.
+            save_registry_cache(root, &observed);
             b
         }
         Err(e) => {
@@ -102,25 +111,7 @@ pub fn write_after_apply(
     let started = std::time::Instant::now();
     // The registries read before this apply, with their streams' fingerprints then: the next
     // plan reads again only those that moved since (this apply's own writes move them too).
-    let mut cache = crate::store::registry_cache::Cache::default();
-    for space in before.inventory.spaces.values() {
-        if let (RegistryState::Read(registry), Some(fingerprint)) =
-            (&space.registry, &space.registry_fingerprint)
-        {
-            cache.accounts.insert(
-                space.account_pub.clone(),
-                crate::store::registry_cache::Cached {
-                    fingerprint: fingerprint.clone(),
-                    registry: registry.clone(),
-                },
-            );
-        }
-    }
-    if !cache.accounts.is_empty()
-        && let Err(e) = crate::store::registry_cache::save(root, &cache)
-    {
-        tracing::warn!(error = %e, "the registry cache was not written");
-    }
+    save_registry_cache(root, before);
     tracing::debug!(took = ?started.elapsed(), "saved the registry cache");
     let mut known = std::collections::BTreeMap::new();
     for (name, space) in &before.inventory.spaces {
@@ -196,6 +187,32 @@ pub fn write_after_apply(
         tracing::debug!(took = ?started.elapsed(), "wrote the state");
         Ok(())
     })
+}
+
+/// Cache the channel registries `observed` read, each with its stream's fingerprint just before
+/// the read (`store::registry_cache`), for the next plan; nothing when it read none. A failure
+/// costs only the next plan's speed.
+fn save_registry_cache(root: &Root, observed: &crate::observed::Observed) {
+    use crate::observed::RegistryState;
+    let mut cache = crate::store::registry_cache::Cache::default();
+    for space in observed.inventory.spaces.values() {
+        if let (RegistryState::Read(registry), Some(fingerprint)) =
+            (&space.registry, &space.registry_fingerprint)
+        {
+            cache.accounts.insert(
+                space.account_pub.clone(),
+                crate::store::registry_cache::Cached {
+                    fingerprint: fingerprint.clone(),
+                    registry: registry.clone(),
+                },
+            );
+        }
+    }
+    if !cache.accounts.is_empty()
+        && let Err(e) = crate::store::registry_cache::save(root, &cache)
+    {
+        tracing::warn!(error = %e, "the registry cache was not written");
+    }
 }
 
 /// Save the memo of verified signatures for the next plan; a failure costs only its speed.

@@ -336,6 +336,26 @@ fn a_registry_is_read_again_exactly_when_its_stream_moved_since_the_last_apply()
     );
 }
 
+#[test]
+fn the_first_plan_after_up_reads_no_registry_up_read_and_one_that_moved_since() {
+    // `up` reads every registry when it observes the broker it started (its state refresh);
+    // it caches them, so the first plan after it reads none again.
+    let b = Broker::start(DECLARED);
+    assert!(b.root.file(".cotal/maintenance/registries.json").exists());
+    let (read, _) = registries_read(&b);
+    assert_eq!(read, 0, "every registry is known from up's read");
+    // The cache is bypassed for a registry whose stream moved since: read again, and the
+    // tenant's channel is seen.
+    let client = b.client("design").unwrap();
+    write(&b, &client, "rogue", r#"{"deliveryClass":"live"}"#);
+    let (read, plan) = registries_read(&b);
+    assert_eq!(read, 1, "only the registry that moved is read");
+    assert!(
+        plan.contains("rogue"),
+        "the client's channel is seen: {plan}"
+    );
+}
+
 /// A tenant's 900 KB registry values are bounded before anything copies them: the plan, the
 /// state and the output name their size and fingerprint, never their bytes; a declared channel
 /// holding one is restored, an undeclared key is kept as the tenant wrote it.
