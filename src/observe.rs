@@ -442,12 +442,16 @@ fn observe_live(
     // One node's view is the whole only once every replica is placed: right after a rescale
     // up, the node that answers may not hold its new replicas yet, and a stream it does not
     // report would read as missing. Then every running node is asked, and their views merged.
+    // A second view that cannot be had leaves the first one standing.
     if jsz_servers < running
         && let Ok(figures) = &fetched
-        && lacks_a_space_stream(inventory, figures)
+        && lacks_a_space_stream(inventory, figures, touched.as_deref())
     {
         tracing::debug!("one node's view lacks a space's stream: asking every running node");
-        fetched = live_figures(root, listener, running, running, touched.as_deref());
+        match live_figures(root, listener, running, running, touched.as_deref()) {
+            Ok(merged) => fetched = Ok(merged),
+            Err(e) => tracing::debug!(error = %e, "every running node's view: kept the one node's"),
+        }
     }
     let figures = match fetched {
         Ok(figures) => figures,
@@ -507,13 +511,20 @@ fn observe_live(
     })
 }
 
-/// Whether `figures` lack one of the streams and buckets cotal makes of a loaded space (not
-/// archived): then one node's view may not be the whole.
-fn lacks_a_space_stream(inventory: &Inventory, figures: &live::Figures) -> bool {
+/// Whether `figures` lack one of the streams and buckets cotal makes of a space in use (not
+/// archived, not suspended: nats-server recovers a suspended account's streams only when a
+/// client first uses it) among those asked about (`only`: the accounts asked for; `None`:
+/// every account): then one node's view may not be the whole.
+fn lacks_a_space_stream(
+    inventory: &Inventory,
+    figures: &live::Figures,
+    only: Option<&[String]>,
+) -> bool {
     inventory
         .spaces
         .iter()
-        .filter(|(_, space)| space.archived.is_none())
+        .filter(|(_, space)| space.archived.is_none() && !space.limits.is_suspended())
+        .filter(|(_, space)| only.is_none_or(|asked| asked.contains(&space.account_pub)))
         .any(|(name, space)| {
             let reported = figures.accounts.get(&space.account_pub);
             streams::expected(&name.token(), None).iter().any(|want| {
@@ -1229,6 +1240,68 @@ pub fn broker_process_moving(
 #[cfg(test)]
 mod tests {
     use super::desired_digest;
+
+    #[test]
+    fn one_nodes_view_lacks_a_stream_only_of_a_space_in_use_among_those_asked() {
+        use super::{Inventory, lacks_a_space_stream, streams};
+        use crate::broker::live::{AccountFigures, Figures, StreamFigures};
+        let space =
+            |n: u8, name: &str| crate::testing::fixed_space(n, name, &Default::default(), 0);
+        let (a, sa) = space(1, "a");
+        let (b, mut sb) = space(2, "b");
+        // Every stream of `name`'s, or all but its first.
+        let reported = |name: &crate::model::SpaceName, all: bool| AccountFigures {
+            streams: streams::expected(&name.token(), None)
+                .iter()
+                .skip(usize::from(!all))
+                .map(|want| StreamFigures {
+                    name: want.stream_name(),
+                    messages: 0,
+                    bytes: 0,
+                    shape: None,
+                    replication: None,
+                    num_replicas: None,
+                    fingerprint: crate::observed::RegistryFingerprint {
+                        created: String::new(),
+                        first_seq: 0,
+                        last_seq: 0,
+                        messages: 0,
+                    },
+                })
+                .collect(),
+            connections: 0,
+        };
+        let (a_pub, b_pub) = (sa.account_pub.clone(), sb.account_pub.clone());
+        let figures = |b_whole: bool| Figures {
+            version: String::new(),
+            start: String::new(),
+            now: String::new(),
+            accounts: [
+                (a_pub.clone(), reported(&a, true)),
+                (b_pub.clone(), reported(&b, b_whole)),
+            ]
+            .into(),
+            store: None,
+            loaded: Default::default(),
+        };
+        let mut inventory = Inventory::default();
+        inventory.spaces.insert(a.clone(), sa.clone());
+        inventory.spaces.insert(b.clone(), sb.clone());
+        assert!(!lacks_a_space_stream(&inventory, &figures(true), None));
+        assert!(lacks_a_space_stream(&inventory, &figures(false), None));
+        // Only the accounts asked about count (after an apply, the ones it touched).
+        let only_a = [a_pub.clone()];
+        assert!(!lacks_a_space_stream(
+            &inventory,
+            &figures(false),
+            Some(&only_a)
+        ));
+        // A suspended space's streams are not recovered until a client uses it.
+        sb.limits.conn = 0;
+        sb.limits.leaf = 0;
+        inventory.spaces.insert(b.clone(), sb);
+        assert!(!lacks_a_space_stream(&inventory, &figures(false), None));
+    }
 
     #[test]
     fn the_desired_digest_ignores_comments_and_layout_but_not_values() {

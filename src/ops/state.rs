@@ -43,7 +43,8 @@ fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> 
 /// After `up` or `down`: `.cotal/state.json` again when what it records moved (the broker
 /// running or not, its open-file limit, the config `up` promoted), under the root's lock, and
 /// with it the memo of the signatures verified (`store::signature_memo`) and the channel
-/// registries read (`store::registry_cache`).
+/// registries read (`store::registry_cache`; after `up` only: a stopped broker's are not read,
+/// and the cache is kept).
 /// Returns whether it was written. Skipped (`Ok(false)`) when another cotal holds the root,
 /// when `cotal.toml` cannot be read (a state of a default topology would be wrong), and when
 /// the state cannot be exported (a journal is open, a record is untrusted: the next apply

@@ -1,6 +1,6 @@
 //! `.cotal/maintenance/registries.json`: the channel registries the last apply (or the state
-//! refresh after `up` and `down`) read, each with the fingerprint its stream had just before
-//! that read, keyed by account. The next plan reads again only the registries whose stream
+//! refresh after `up`) read, each with the fingerprint its stream had just before that read,
+//! keyed by account. The next plan reads again only the registries whose stream
 //! moved since: reading one costs a connection into its account, thousands of them most of a
 //! plan over a running broker.
 //!
