@@ -55,19 +55,13 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
     let loaded = observed.loads(&space.account_pub);
     let streams_complete = match space.usage.source {
         UsageSource::Unknown => None,
-        _ => {
-            let present: Vec<&str> = space
-                .usage
-                .streams
-                .iter()
-                .map(|s| s.name.as_str())
-                .collect();
-            Some(
-                streams::expected(&name.token(), None)
-                    .iter()
-                    .all(|e| present.contains(&e.stream_name().as_str())),
+        _ => Some(
+            streams::missing(
+                &name.token(),
+                space.usage.streams.iter().map(|s| s.name.as_str()),
             )
-        }
+            .is_empty(),
+        ),
     };
     let running = observed.is_running();
     let state = if removing {

@@ -527,10 +527,8 @@ fn lacks_a_space_stream(
         .filter(|(_, space)| only.is_none_or(|asked| asked.contains(&space.account_pub)))
         .any(|(name, space)| {
             let reported = figures.accounts.get(&space.account_pub);
-            streams::expected(&name.token(), None).iter().any(|want| {
-                let stream = want.stream_name();
-                !reported.is_some_and(|a| a.streams.iter().any(|s| s.name == stream))
-            })
+            let present = reported.into_iter().flat_map(|a| &a.streams);
+            !streams::missing(&name.token(), present.map(|s| s.name.as_str())).is_empty()
         })
 }
 

@@ -337,7 +337,16 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
     // A pending token is a placeholder of the plan's display; only real keys must be unique.
     let repeated = preloads
         .iter()
-        .position(|p| matches!(p.token, Token::Signed(_)) && !seen.insert(p.account));
+        .position(|p| matches!(p.token, Token::Signed(_)) && !seen.insert(p.account))
+        .map(|i| {
+            let p = &preloads[i];
+            let why = format!(
+                "account {} is preloaded twice (space {:?} repeats it)",
+                p.account,
+                p.space.as_str()
+            );
+            (i, why)
+        });
     let refused = preloads
         .par_iter()
         .enumerate()
@@ -347,20 +356,14 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
         })
         .find_first(Result::is_err)
         .and_then(Result::err);
-    let repeat_first = match (repeated, &refused) {
-        (Some(i), Some((j, _))) => i <= *j,
-        (repeated, _) => repeated.is_some(),
-    };
-    if let (true, Some(i)) = (repeat_first, repeated) {
-        let p = &preloads[i];
-        return Err(format!(
-            "account {} is preloaded twice (space {:?} repeats it)",
-            p.account,
-            p.space.as_str()
-        ));
-    }
-    if let Some((_, refusal)) = refused {
-        return Err(refusal);
+    // The earlier preload's refusal; at the same preload the repeat's (`min_by_key` keeps the
+    // first of equals), as when each preload was checked for both in turn.
+    if let Some((_, why)) = [repeated, refused]
+        .into_iter()
+        .flatten()
+        .min_by_key(|(i, _)| *i)
+    {
+        return Err(why);
     }
     // The text and the digest are built side by side.
     let (text, digest) = rayon::join(

@@ -170,6 +170,17 @@ pub fn artifact_cap(quota: Option<u64>) -> u64 {
 /// The channel registry bucket kind (its keys: [`crate::channels`]).
 pub const REGISTRY: &str = "channels";
 
+/// The names of the streams and buckets a space with wire token `t` must hold (see
+/// [`expected`]) that are not among `present`, in [`expected`]'s order.
+pub fn missing<'a>(t: &str, present: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let present: std::collections::BTreeSet<&str> = present.into_iter().collect();
+    expected(t, None)
+        .iter()
+        .map(Expected::stream_name)
+        .filter(|name| !present.contains(name.as_str()))
+        .collect()
+}
+
 /// Everything a space with wire token `t` and storage quota `quota` (`None`: unlimited) must
 /// hold, streams first. Only the artifact store's cap depends on the quota.
 pub fn expected(t: &str, quota: Option<u64>) -> Vec<Expected> {

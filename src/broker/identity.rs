@@ -6,8 +6,8 @@
 //!   executable, `/proc/<pid>/exe`) whose `-c` argument resolves (against that process's own
 //!   working directory) to this root's canonical `server.conf`, and owns every listening socket
 //!   on the configured host and port (their inodes are among the process's open files and in
-//!   the kernel's LISTEN sockets, [`crate::broker::listen_table`]): a second listener beside it could answer cotal's
-//!   connection instead.
+//!   the kernel's LISTEN sockets, [`crate::broker::listen_table`]): a second listener beside
+//!   it could answer cotal's connection instead.
 //! - *Stopped* only when no nats-server of this root runs at all (the recorded pid is not one, and
 //!   no other process of this user runs a nats-server on this root's `server.conf`, even with
 //!   its pidfile lost or its file deleted) and nothing listens on the port.

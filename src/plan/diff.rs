@@ -331,20 +331,12 @@ pub fn provisioning_work(
     if space.usage.source != UsageSource::Live {
         return Vec::new();
     }
-    let present: BTreeSet<&str> = space
-        .usage
-        .streams
-        .iter()
-        .map(|s| s.name.as_str())
-        .collect();
-    let expected = crate::streams::expected(&name.token(), None);
-    let missing: Vec<String> = expected
-        .iter()
-        .map(|e| e.stream_name())
-        .filter(|n| !present.contains(n.as_str()))
-        .collect();
+    let missing = crate::streams::missing(
+        &name.token(),
+        space.usage.streams.iter().map(|s| s.name.as_str()),
+    );
     let mut work = Vec::new();
-    if missing.len() == expected.len() {
+    if missing.len() == crate::streams::expected(&name.token(), None).len() {
         work.push(format!(
             "create all {} streams and buckets, seed the default delivery class",
             missing.len()
