@@ -1741,8 +1741,10 @@ fn a_node_config_path_never_reads_or_replaces_a_file_cotal_did_not_render() {
 #[test]
 fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
     let root = TestRoot::init();
+    // With quotas, so that the refusal is the open files' whatever the test machine's disk.
+    let quotas = "[defaults.limits]\nmax_storage = \"4MiB\"\n";
     let spaces: String = (0..8).map(|i| format!("[spaces.s{i}]\n")).collect();
-    root.desire(&spaces);
+    root.desire(&format!("{quotas}{spaces}"));
     let before = root.snapshot();
     // The limit `cotal up` would give the broker is this process's hard limit: lowered to 150
     // (room for 5 spaces of 15 streams and buckets, and 64 files of the broker's own).
@@ -1757,7 +1759,7 @@ fn an_add_past_the_open_file_limit_is_refused_before_any_change() {
     assert_eq!(root.snapshot(), before);
     // Five fit.
     let five: String = (0..5).map(|i| format!("[spaces.s{i}]\n")).collect();
-    root.desire(&five);
+    root.desire(&format!("{quotas}{five}"));
     assert!(
         crate::support::limited(&root, "-n 150", &["apply", "--auto-approve"])
             .status

@@ -373,9 +373,12 @@ fn a_space_whose_provisioning_fails_is_reported_and_the_others_are_provisioned()
 #[test]
 fn after_eight_spaces_fail_in_a_row_the_next_failure_stops_the_apply() {
     let root = TestRoot::init();
-    root.desire("[spaces.keep]\n");
+    // With quotas, so that the store holds thirteen spaces whatever the test machine's disk
+    // (without them each reserves 4 GiB, and a CI disk of 67 GiB free fits only twelve).
+    let quotas = "[defaults.limits]\nmax_storage = \"4MiB\"\n";
+    root.desire(&format!("{quotas}[spaces.keep]\n"));
     root.apply().success();
-    let mut text = "[spaces.keep]\n".to_string();
+    let mut text = format!("{quotas}[spaces.keep]\n");
     for i in 0..12 {
         text.push_str(&format!("\n[spaces.s{i:02}]\n"));
     }
