@@ -187,13 +187,21 @@ fn observe_with(
             BrokerRecordState::Valid(trust)
         }
     };
-    let mut inventory = match &broker {
-        BrokerRecordState::Valid(trust) => inventory::read(root, trust, &memo)?,
-        _ => Inventory::default(),
-    };
+    // The records are read on every core while the nodes are looked for (a scan of `/proc`).
+    let (inventory, nodes) = rayon::join(
+        || match &broker {
+            BrokerRecordState::Valid(trust) => inventory::read(root, trust, &memo),
+            _ => Ok(Inventory::default()),
+        },
+        || {
+            let started = std::time::Instant::now();
+            let nodes = observe_nodes(root, desired);
+            tracing::debug!(took = ?started.elapsed(), "observed the nodes");
+            nodes
+        },
+    );
+    let (mut inventory, nodes) = (inventory?, nodes?);
     let started = std::time::Instant::now();
-    let nodes = observe_nodes(root, desired)?;
-    tracing::debug!(took = ?started.elapsed(), "observed the nodes");
     // The broker as a whole: unknown when a node is, and the node cotal reaches it through.
     let process = crate::observed::nodes_process(&nodes);
     let listener = crate::observed::via(&nodes).listener.clone();

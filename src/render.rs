@@ -314,17 +314,32 @@ pub struct Rendered {
     pub digest: String,
 }
 
-/// Render a node's `server.conf`. `preloads` must be in space-name order (a `BTreeMap`'s order).
+/// Render a node's `server.conf` (its text alone: a plan compares and shows it, and the
+/// digest would cost more than the text). `preloads` must be in space-name order (a
+/// `BTreeMap`'s order).
 pub fn server_conf(
     broker: &BrokerTrust,
     preloads: &[Preload],
     node: &Node,
 ) -> Result<String, String> {
-    render(broker, preloads, node).map(|r| r.text)
+    check(broker, preloads)?;
+    Ok(text(broker, preloads, node))
 }
 
 /// Render a node's `server.conf` with its digest (see [`Rendered::digest`]).
 pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result<Rendered, String> {
+    check(broker, preloads)?;
+    // The text and the digest are built side by side.
+    let (text, digest) = rayon::join(
+        || text(broker, preloads, node),
+        || digest(broker, preloads, node),
+    );
+    Ok(Rendered { text, digest })
+}
+
+/// What every render refuses: zero preloads, and the first preload (in order) repeated or of
+/// another issuer or subject.
+fn check(broker: &BrokerTrust, preloads: &[Preload]) -> Result<(), String> {
     if preloads.is_empty() {
         return Err(
             "refusing to render a config with zero spaces: a broker needs at least one (the last space is removed by the broker-wide teardown)".into(),
@@ -365,12 +380,7 @@ pub fn render(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> Result
     {
         return Err(why);
     }
-    // The text and the digest are built side by side.
-    let (text, digest) = rayon::join(
-        || text(broker, preloads, node),
-        || digest(broker, preloads, node),
-    );
-    Ok(Rendered { text, digest })
+    Ok(())
 }
 
 /// The text of [`render`], its preloads checked.

@@ -140,8 +140,19 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     super::capacity::guard_open_files(desired, observed, diff.adds.keys())?;
 
     let described = describe::describe(desired, observed, &removals, &diff);
-    let mut promotion =
-        promotion::promotion(&trust, observed, &removals, &diff, system.as_ref(), &nodes)?;
+    // The pins (two digests of a few MB at thousands of spaces) are made beside the promotion.
+    let (promotion, pins) = rayon::join(
+        || promotion::promotion(&trust, observed, &removals, &diff, system.as_ref(), &nodes),
+        || Pins {
+            generation: observed.generation.generation(),
+            desired_digest: observed.desired_digest.clone(),
+            inventory_digest: render::preloads_digest(&crate::observed::preloads(
+                &observed.inventory.spaces,
+            )),
+            config_digest: observed.config_pin(),
+        },
+    );
+    let mut promotion = promotion?;
     let fence = super::fence::fence(observed, &removals, &diff, &described);
     // The fence is a promotion of its own: the final one starts from the generation it made.
     if fence.is_some()
@@ -171,14 +182,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     Ok(Plan {
         notice: None,
         format_version: super::FORMAT_VERSION,
-        pins: Pins {
-            generation: observed.generation.generation(),
-            desired_digest: observed.desired_digest.clone(),
-            inventory_digest: render::preloads_digest(&crate::observed::preloads(
-                &observed.inventory.spaces,
-            )),
-            config_digest: observed.config_pin(),
-        },
+        pins,
         broker_running: observed.is_running(),
         summary: Summary {
             add: count(Action::Add),

@@ -386,11 +386,25 @@ pub fn read_no_follow_within(path: &Path, limit: u64) -> Result<Found> {
     if meta.len() > limit {
         return Err(too_large());
     }
-    let mut bytes = Vec::with_capacity(meta.len() as usize);
-    (&file)
-        .take(limit.saturating_add(1))
-        .read_to_end(&mut bytes)
-        .at(path)?;
+    // One read of the size the file has and a byte more: a regular file's read returns fewer
+    // bytes than asked only at its end, so a short read is the whole file (one system call
+    // where `read_to_end` makes two, which at thousands of small records counted). A file that
+    // grew since its size was taken is read on to its end, still within the limit.
+    let asked = meta.len() + 1;
+    let mut bytes = vec![0; asked as usize];
+    let got = loop {
+        match (&file).read(&mut bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => break other.at(path)?,
+        }
+    };
+    bytes.truncate(got);
+    if got as u64 == asked {
+        (&file)
+            .take(limit.saturating_add(1) - asked)
+            .read_to_end(&mut bytes)
+            .at(path)?;
+    }
     if bytes.len() as u64 > limit {
         return Err(too_large());
     }
@@ -523,6 +537,39 @@ mod tests {
             read_no_follow(&target).unwrap(),
             Found::File(b"secret".to_vec())
         );
+    }
+
+    #[test]
+    fn reads_return_the_whole_file_and_refuse_one_over_the_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f");
+        for len in [0usize, 1, 1370, 70_000] {
+            let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+            fs::write(&path, &bytes).unwrap();
+            assert_eq!(read_no_follow(&path).unwrap(), Found::File(bytes.clone()));
+            assert_eq!(
+                read_no_follow_within(&path, len as u64).unwrap(),
+                Found::File(bytes)
+            );
+            if len > 0 {
+                let err = read_no_follow_within(&path, len as u64 - 1).unwrap_err();
+                assert!(err.to_string().contains("larger than"), "{err}");
+            }
+        }
+        // A file longer than the size it reports (a `/proc` file reports 0, as a file grown
+        // since its size was taken would) is read on to its end, and within the limit.
+        let status = std::path::Path::new("/proc/self/status");
+        let Found::File(bytes) = read_no_follow(status).unwrap() else {
+            panic!("a regular file");
+        };
+        assert_eq!(fs::metadata(status).unwrap().len(), 0, "reports no size");
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.starts_with("Name:") && text.contains("\nPid:"),
+            "{text}"
+        );
+        let err = read_no_follow_within(status, 16).unwrap_err();
+        assert!(err.to_string().contains("larger than 16 bytes"), "{err}");
     }
 
     #[test]
