@@ -279,34 +279,47 @@ pub fn owns_all(pid: u32, sockets: &BTreeSet<u64>) -> bool {
 /// Which of `sockets` the process has open, looked for among its descriptors in ascending
 /// order and no further than the `enough`-th found (empty when it is gone or not ours to
 /// read). A broker of thousands of spaces holds tens of thousands of store files; its
-/// listeners are among its first descriptors.
+/// listeners are among its first descriptors, so the first [`FIRST_DESCRIPTORS`] are looked at
+/// by number, and the listing of them all (15 ms at 1,000 spaces) is read only when those do
+/// not hold enough.
 fn holds(pid: u32, sockets: &BTreeSet<u64>, enough: usize) -> BTreeSet<u64> {
     let dir = format!("/proc/{pid}/fd");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return BTreeSet::new();
-    };
-    let mut fds: Vec<u32> = entries
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .collect();
-    fds.sort_unstable();
     let mut found = BTreeSet::new();
-    for fd in fds {
+    // Whether the descriptor made `found` enough.
+    let look = |fd: u32, found: &mut BTreeSet<u64>| -> bool {
         let Ok(target) = std::fs::read_link(format!("{dir}/{fd}")) else {
-            continue;
+            return false;
         };
         let inode = target
             .to_str()
             .and_then(|t| t.strip_prefix("socket:[")?.strip_suffix(']')?.parse().ok());
         if let Some(inode) = inode.filter(|i| sockets.contains(i)) {
             found.insert(inode);
-            if found.len() >= enough {
-                break;
-            }
+        }
+        found.len() >= enough
+    };
+    if (0..FIRST_DESCRIPTORS).any(|fd| look(fd, &mut found)) {
+        return found;
+    }
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return found;
+    };
+    let mut fds: Vec<u32> = entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .filter(|fd| *fd >= FIRST_DESCRIPTORS)
+        .collect();
+    fds.sort_unstable();
+    for fd in fds {
+        if look(fd, &mut found) {
+            break;
         }
     }
     found
 }
+
+/// How many of a process's first descriptors [`holds`] looks at by number before it lists them.
+const FIRST_DESCRIPTORS: u32 = 64;
 
 /// Inodes of the TCP sockets listening where `listener` would bind: the same port on one of its
 /// addresses, or on a wildcard address (either side's wildcard conflicts with any address).
@@ -433,6 +446,31 @@ mod tests {
    0: 00000000000000000000000001000000:1092 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 99 1 0000000000000000 100 0 0 10 0
    1: 0000000000000000FFFF00000100007F:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 98 1 0000000000000000 100 0 0 10 0
 ";
+
+    /// A socket among a process's first descriptors and one past them are both found: the
+    /// first by number, the second in the listing.
+    #[test]
+    fn a_socket_is_found_among_the_first_descriptors_and_past_them() {
+        use std::os::fd::{AsFd, AsRawFd};
+        let inode = |l: &std::net::TcpListener| nix::sys::stat::fstat(l.as_fd()).unwrap().st_ino;
+        let early = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        // Enough descriptors that the next one is past the first ones looked at by number.
+        let filler: Vec<std::fs::File> = (0..FIRST_DESCRIPTORS)
+            .map(|_| std::fs::File::open("/proc/self/status").unwrap())
+            .collect();
+        let late = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        assert!(early.as_raw_fd() < FIRST_DESCRIPTORS as i32);
+        assert!(late.as_raw_fd() >= FIRST_DESCRIPTORS as i32);
+        let pid = std::process::id();
+        let both = BTreeSet::from([inode(&early), inode(&late)]);
+        assert_eq!(holds(pid, &both, 2), both);
+        assert!(owns_all(pid, &both));
+        assert!(owns_any(pid, &BTreeSet::from([inode(&late)])));
+        // A socket no descriptor holds is not found, even after every descriptor was read.
+        let foreign = BTreeSet::from([inode(&late), u64::MAX]);
+        assert!(!owns_all(pid, &foreign));
+        drop(filler);
+    }
 
     #[test]
     fn listening_entries_are_parsed_with_their_addresses() {

@@ -659,12 +659,14 @@ impl Stranger {
         // stranger is started again on other ports until it is ready.
         for _ in 0..5 {
             let stranger = Stranger::spawn(b, routes, route_tls, identity);
+            // Ready once its route listener is up, which nats-server opens after it says
+            // "Server is ready" (and may then fail to bind, as a fatal error).
             let ready = eventually("the stranger started", Duration::from_secs(20), || {
                 let log = stranger.log();
-                if log.contains("Server is ready") {
-                    Ok(true)
-                } else if log.contains("[FTL]") {
+                if log.contains("[FTL]") {
                     Ok(false)
+                } else if log.contains("Listening for route connections") {
+                    Ok(true)
                 } else {
                     Err(log)
                 }
@@ -684,7 +686,14 @@ impl Stranger {
     ) -> Stranger {
         let dir = tempfile::tempdir().unwrap();
         let conf = std::fs::read_to_string(b.root.file(".cotal/node.n1/server.conf")).unwrap();
-        let (port, http, listen) = (super::free_port(), super::free_port(), super::free_port());
+        // Three different ports (each was free when asked; the same one can be handed out
+        // twice).
+        let mut ports = std::collections::BTreeSet::new();
+        while ports.len() < 3 {
+            ports.insert(super::free_port());
+        }
+        let [port, http, listen] =
+            <[u16; 3]>::try_from(ports.into_iter().collect::<Vec<_>>()).expect("three ports");
         let mut text = String::new();
         let mut in_jetstream = false;
         let mut in_route_tls = false;
