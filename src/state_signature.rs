@@ -55,9 +55,11 @@ fn signed_bytes(state: &State) -> Vec<u8> {
 
 /// Sign `state` with `key` (replacing any signature it had).
 pub fn sign(state: &mut State, key: &nkeys::KeyPair) {
-    let sig = key
-        .sign(&signed_bytes(state))
-        .expect("a key pair made from a seed signs");
+    // The bytes of the state without its signature (a state without one serializes without
+    // the field), without the copy of a few MB that `signed_bytes` makes.
+    state.signature = None;
+    let bytes = serde_json::to_vec(&*state).expect("the state serializes");
+    let sig = key.sign(&bytes).expect("a key pair made from a seed signs");
     state.signature = Some(Signature {
         key: key.public_key(),
         sig: URL_SAFE_NO_PAD.encode(sig),
