@@ -205,23 +205,6 @@ fn observe_with(
     // The broker as a whole: unknown when a node is, and the node cotal reaches it through.
     let process = crate::observed::nodes_process(&nodes);
     let listener = crate::observed::via(&nodes).listener.clone();
-    let live = if let (true, BrokerRecordState::Valid(_)) = (process.is_running(), &broker) {
-        observe_live(
-            root,
-            desired,
-            &nodes,
-            &listener,
-            &mut inventory,
-            known_registries.as_ref(),
-            reuse,
-            every_view,
-        )?
-    } else {
-        Live::default()
-    };
-    tracing::debug!(took = ?started.elapsed(), "read the live figures");
-    // The small per-space files are read on every core: at thousands of spaces they are most
-    // of a plan's time.
     let stopped = process == BrokerProcess::Stopped;
     // Each local store with the accounts it holds folders for (listed once when the broker is
     // stopped: then every space's streams are read from it).
@@ -239,12 +222,56 @@ fn observe_with(
             })
         })
         .collect::<Result<_>>()?;
+    let request = match (process.is_running(), &broker) {
+        (true, BrokerRecordState::Valid(_)) => {
+            Some(live_request(desired, &nodes, &inventory, reuse, every_view))
+        }
+        _ => None,
+    };
+    // The small per-space files are read on every core (at thousands of spaces they are most
+    // of a plan's time) while the broker answers for its live figures: none of them depends
+    // on the other.
+    let (fetched, local) = rayon::join(
+        || {
+            request.as_ref().map(|r| {
+                live_figures(
+                    root,
+                    &listener,
+                    r.jsz_servers,
+                    r.running,
+                    r.touched.as_deref(),
+                )
+            })
+        },
+        || {
+            inventory
+                .spaces
+                .par_iter_mut()
+                .try_for_each(|(name, space)| local_files(root, name, space, now, &memo))
+        },
+    );
+    local?;
+    let live = match (request, fetched) {
+        (Some(request), Some(fetched)) => observe_live(
+            root,
+            desired,
+            &nodes,
+            &listener,
+            &mut inventory,
+            known_registries.as_ref(),
+            reuse,
+            request,
+            fetched,
+        )?,
+        _ => Live::default(),
+    };
+    tracing::debug!(took = ?started.elapsed(), "read the live figures and the local files");
+    // What a space's store folders hold, where the broker does not report it (after the live
+    // figures, which say which spaces it does).
     inventory
         .spaces
         .par_iter_mut()
-        .try_for_each(|(name, space)| {
-            local_facts(root, name, space, now, stopped, &stores, &memo)
-        })?;
+        .try_for_each(|(_, space)| stored_streams(space, stopped, &stores))?;
     tracing::debug!(verified = memo.hits(), "signatures the memo vouched for");
     tracing::debug!(
         spaces = inventory.spaces.len(),
@@ -415,17 +442,21 @@ struct Live {
 /// (`reuse`), only the touched accounts are asked again; the others keep what was observed
 /// before.
 #[allow(clippy::too_many_arguments)]
-fn observe_live(
-    root: &Root,
+/// What the live figures are asked for: how many nodes' JSZ and how many running nodes, and
+/// after an apply the accounts it touched.
+struct LiveRequest {
+    jsz_servers: usize,
+    running: usize,
+    touched: Option<Vec<String>>,
+}
+
+fn live_request(
     desired: &Desired,
     nodes: &[ObservedNode],
-    listener: &Listener,
-    inventory: &mut Inventory,
-    known_registries: Option<&BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
+    inventory: &Inventory,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     every_view: bool,
-) -> Result<Live> {
-    let started = std::time::Instant::now();
+) -> LiveRequest {
     let topology = &desired.topology;
     let running = nodes.iter().filter(|n| n.process.is_running()).count();
     // Streams are read from every running node unless each holds a replica of every
@@ -446,7 +477,34 @@ fn observe_live(
             .map(|s| s.account_pub.clone())
             .collect()
     });
-    let mut fetched = live_figures(root, listener, jsz_servers, running, touched.as_deref());
+    LiveRequest {
+        jsz_servers,
+        running,
+        touched,
+    }
+}
+
+/// The live figures `fetched` for `request` into the inventory, with the channel registries
+/// and ACLs (read now, or `known_registries`).
+#[allow(clippy::too_many_arguments)]
+fn observe_live(
+    root: &Root,
+    desired: &Desired,
+    nodes: &[ObservedNode],
+    listener: &Listener,
+    inventory: &mut Inventory,
+    known_registries: Option<&BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
+    reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
+    request: LiveRequest,
+    mut fetched: Result<live::Figures>,
+) -> Result<Live> {
+    let started = std::time::Instant::now();
+    let LiveRequest {
+        jsz_servers,
+        running,
+        touched,
+    } = request;
+    let topology = &desired.topology;
     // One node's view is the whole only once every replica is placed: right after a rescale
     // up, the node that answers may not hold its new replicas yet, and a stream it does not
     // report would read as missing. Then every running node is asked, and their views merged.
@@ -548,15 +606,14 @@ struct LocalStore {
 }
 
 /// What the root's own files say of one space: its $SYS creds and ledger, its protection
-/// record, its live processes, its revoked users, and (broker stopped) its streams on disk.
-/// Reads only; safe to run for many spaces at once.
-fn local_facts(
+/// record, its live processes, its revoked users (its streams on disk: [`stored_streams`]).
+/// Reads only, and nothing the live figures bring: safe to run for many spaces at once, and
+/// while the broker is asked for them.
+fn local_files(
     root: &Root,
     name: &SpaceName,
     space: &mut crate::observed::ObservedSpace,
     now: i64,
-    stopped: bool,
-    stores: &[LocalStore],
     memo: &SignatureMemo,
 ) -> Result<()> {
     use crate::store::paths::SpaceFile;
@@ -627,6 +684,17 @@ fn local_facts(
             .map(|(k, t)| (k.clone(), *t))
             .collect();
     }
+    Ok(())
+}
+
+/// The streams a space's store folders hold, when the broker does not report them: it is
+/// stopped, or the space is not in use. Runs after the live figures (which say whether the
+/// broker reported the space's streams).
+fn stored_streams(
+    space: &mut crate::observed::ObservedSpace,
+    stopped: bool,
+    stores: &[LocalStore],
+) -> Result<()> {
     // An archived space is not loaded, so the broker does not report it (unless a return
     // rolled back left its streams running), and a suspended one brought back by a reload is
     // loaded but not in use (nats-server recovers an account's streams when a client first
