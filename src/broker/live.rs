@@ -1380,20 +1380,14 @@ mod tests {
     /// field a shape holds, each set and unset, beside fields it does not read.
     #[test]
     fn jsz_configs_read_as_async_nats_reads_them() {
-        let base = Shape {
-            subjects: vec!["cotal.s.chat.>".into(), "cotal.s.x".into()],
-            retention: Retention::Limits,
-            max_msgs_per_subject: -1,
-            discard_new: false,
-            allow_direct: false,
-            max_age: Duration::ZERO,
-            max_bytes: -1,
-            in_memory: false,
-            sealed: false,
-            deny_delete: false,
-            deny_purge: false,
-            allow_rollup: false,
-        };
+        // A stream cotal provisions, then each field changed from it.
+        let base = streams::expected("s", None)
+            .into_iter()
+            .find_map(|e| match e {
+                Expected::Stream { shape, .. } => Some(shape),
+                _ => None,
+            })
+            .expect("a space has streams");
         let mut configs = vec![stream_config("S", &base, 0)];
         let varied: [fn(&mut stream::Config); 13] = [
             |c| c.subjects.clear(),
