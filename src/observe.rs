@@ -436,12 +436,6 @@ struct Live {
     store: Option<live::StoreFigures>,
 }
 
-/// Ask the running broker for its figures and apply them to `inventory`: every stream and
-/// connection (from one node when each holds every stream, else from every running node), and
-/// each space's channel registry (read, or taken from `known` after an apply). After an apply
-/// (`reuse`), only the touched accounts are asked again; the others keep what was observed
-/// before.
-#[allow(clippy::too_many_arguments)]
 /// What the live figures are asked for: how many nodes' JSZ and how many running nodes, and
 /// after an apply the accounts it touched.
 struct LiveRequest {
@@ -484,8 +478,12 @@ fn live_request(
     }
 }
 
-/// The live figures `fetched` for `request` into the inventory, with the channel registries
-/// and ACLs (read now, or `known_registries`).
+/// Apply the running broker's figures (`fetched` for `request`) to `inventory`: every stream
+/// and connection (from one node when each holds every stream, else from every running node;
+/// asked again of every running node when one node's view lacks a space's stream), and each
+/// space's channel registry and ACL (read now, or taken from `known_registries` after an
+/// apply). After an apply (`reuse`), only the touched accounts were asked again; the others
+/// keep what was observed before.
 #[allow(clippy::too_many_arguments)]
 fn observe_live(
     root: &Root,

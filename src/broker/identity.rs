@@ -283,6 +283,16 @@ pub fn owns_all(pid: u32, sockets: &BTreeSet<u64>) -> bool {
 /// by number, and the listing of them all (15 ms at 1,000 spaces) is read only when those do
 /// not hold enough.
 fn holds(pid: u32, sockets: &BTreeSet<u64>, enough: usize) -> BTreeSet<u64> {
+    holds_looking_first_at(pid, sockets, enough, FIRST_DESCRIPTORS)
+}
+
+/// [`holds`], looking at the first `first` descriptors by number.
+fn holds_looking_first_at(
+    pid: u32,
+    sockets: &BTreeSet<u64>,
+    enough: usize,
+    first: u32,
+) -> BTreeSet<u64> {
     let dir = format!("/proc/{pid}/fd");
     let mut found = BTreeSet::new();
     // Whether the descriptor made `found` enough.
@@ -298,7 +308,7 @@ fn holds(pid: u32, sockets: &BTreeSet<u64>, enough: usize) -> BTreeSet<u64> {
         }
         found.len() >= enough
     };
-    if (0..FIRST_DESCRIPTORS).any(|fd| look(fd, &mut found)) {
+    if (0..first).any(|fd| look(fd, &mut found)) {
         return found;
     }
     let Ok(entries) = std::fs::read_dir(&dir) else {
@@ -307,7 +317,7 @@ fn holds(pid: u32, sockets: &BTreeSet<u64>, enough: usize) -> BTreeSet<u64> {
     let mut fds: Vec<u32> = entries
         .flatten()
         .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .filter(|fd| *fd >= FIRST_DESCRIPTORS)
+        .filter(|fd| *fd >= first)
         .collect();
     fds.sort_unstable();
     for fd in fds {
@@ -448,28 +458,33 @@ mod tests {
 ";
 
     /// A socket among a process's first descriptors and one past them are both found: the
-    /// first by number, the second in the listing.
+    /// first by number, the second in the listing. (Where the first ones end is set from the
+    /// descriptors' numbers, not assumed: other tests of this process open and close their
+    /// own meanwhile.)
     #[test]
     fn a_socket_is_found_among_the_first_descriptors_and_past_them() {
         use std::os::fd::{AsFd, AsRawFd};
         let inode = |l: &std::net::TcpListener| nix::sys::stat::fstat(l.as_fd()).unwrap().st_ino;
-        let early = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        // Enough descriptors that the next one is past the first ones looked at by number.
-        let filler: Vec<std::fs::File> = (0..FIRST_DESCRIPTORS)
-            .map(|_| std::fs::File::open("/proc/self/status").unwrap())
-            .collect();
-        let late = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        assert!(early.as_raw_fd() < FIRST_DESCRIPTORS as i32);
-        assert!(late.as_raw_fd() >= FIRST_DESCRIPTORS as i32);
+        let a = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let b = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let (early, late) = if a.as_raw_fd() < b.as_raw_fd() {
+            (a, b)
+        } else {
+            (b, a)
+        };
+        // The first descriptors looked at by number end at the early one.
+        let first = early.as_raw_fd() as u32 + 1;
+        assert!(late.as_raw_fd() as u32 >= first);
         let pid = std::process::id();
         let both = BTreeSet::from([inode(&early), inode(&late)]);
-        assert_eq!(holds(pid, &both, 2), both);
+        assert_eq!(holds_looking_first_at(pid, &both, 2, first), both);
+        // Looking at none by number, or at every one of them, finds the same.
+        assert_eq!(holds_looking_first_at(pid, &both, 2, 0), both);
+        assert_eq!(holds_looking_first_at(pid, &both, 2, first + 2000), both);
         assert!(owns_all(pid, &both));
-        assert!(owns_any(pid, &BTreeSet::from([inode(&late)])));
         // A socket no descriptor holds is not found, even after every descriptor was read.
         let foreign = BTreeSet::from([inode(&late), u64::MAX]);
         assert!(!owns_all(pid, &foreign));
-        drop(filler);
     }
 
     #[test]

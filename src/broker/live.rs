@@ -1231,8 +1231,11 @@ pub(super) struct JszStream {
 
 /// The part of a stream's config a plan reads: [`Shape`]'s fields and the replica count,
 /// under the names and in the encodings async-nats's `stream::Config` reads them with (its
-/// enums; what it requires, this requires). At 1,000 spaces JSZ's reply is 12 MB of 15,000
-/// streams' configs, and reading every field of each was most of its parse.
+/// enums; of these fields, what it requires, this requires). At 1,000 spaces JSZ's reply is
+/// 12 MB of 15,000 streams' configs, and reading every field of each was most of its parse.
+/// The fields it does not read are not checked either: a stream whose config async-nats could
+/// not read whole (a newer nats-server's value in a field cotal does not check) no longer
+/// fails the whole reply, which left every space's live figures unknown.
 #[derive(Deserialize)]
 struct JszConfig {
     #[serde(default)]

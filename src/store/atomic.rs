@@ -386,18 +386,27 @@ pub fn read_no_follow_within(path: &Path, limit: u64) -> Result<Found> {
     if meta.len() > limit {
         return Err(too_large());
     }
-    // One read of the size the file has and a byte more: a regular file's read returns fewer
-    // bytes than asked only at its end, so a short read is the whole file (one system call
-    // where `read_to_end` makes two, which at thousands of small records counted). A file that
-    // grew since its size was taken is read on to its end, still within the limit.
+    // Read the size the file has and a byte more. When a read returns exactly that size, the
+    // file is whole: one system call where `read_to_end` makes two, which at thousands of small
+    // records counted (had it grown since, the read would have returned the byte more). A
+    // shorter read (a filesystem that returns less at a time, or a file over 2 GiB) is read on;
+    // a file that grew since its size was taken is read on to its end, within the limit.
     let asked = meta.len() + 1;
     let mut bytes = vec![0; asked as usize];
-    let got = loop {
-        match (&file).read(&mut bytes) {
+    let mut got = 0;
+    loop {
+        match (&file).read(&mut bytes[got..]) {
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            other => break other.at(path)?,
+            Err(e) => return Err(Error::io(path, e)),
+            Ok(0) => break,
+            Ok(n) => {
+                got += n;
+                if got as u64 >= meta.len() {
+                    break;
+                }
+            }
         }
-    };
+    }
     bytes.truncate(got);
     if got as u64 == asked {
         (&file)
