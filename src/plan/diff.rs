@@ -336,7 +336,7 @@ pub fn provisioning_work(
         space.usage.streams.iter().map(|s| s.name.as_str()),
     );
     let mut work = Vec::new();
-    if missing.len() == crate::streams::expected(&name.token(), None).len() {
+    if missing.len() == crate::streams::count() {
         work.push(format!(
             "create all {} streams and buckets, seed the default delivery class",
             missing.len()
