@@ -444,6 +444,8 @@ struct LiveRequest {
     touched: Option<Vec<String>>,
 }
 
+/// What to ask the running broker for, from the topology, the nodes running and (after an
+/// apply, `reuse`) the spaces it touched.
 fn live_request(
     desired: &Desired,
     nodes: &[ObservedNode],

@@ -383,7 +383,7 @@ fn check(broker: &BrokerTrust, preloads: &[Preload]) -> Result<(), String> {
     Ok(())
 }
 
-/// The text of [`render`], its preloads checked.
+/// The text of a render, of preloads [`check`] passed (it checks nothing itself).
 fn text(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
     let mut out = String::with_capacity(256 + preloads.len() * 700);
     out.push_str(HEADER);

@@ -1058,24 +1058,25 @@ async fn request<T: for<'de> Deserialize<'de>>(
         .map_err(|e| BrokerError::reply(subject, format!("unexpected reply: {e}")).into())
 }
 
+/// The shape of a config async-nats read whole (a created stream's, one read after error
+/// 10058): the same fields, mapped to a shape by the one mapping, [`JszConfig::shape`].
 fn shape_of(c: &stream::Config) -> Shape {
-    Shape {
+    JszConfig {
         subjects: c.subjects.clone(),
-        retention: match c.retention {
-            stream::RetentionPolicy::WorkQueue => Retention::WorkQueue,
-            _ => Retention::Limits,
-        },
-        max_msgs_per_subject: c.max_messages_per_subject,
-        discard_new: c.discard == stream::DiscardPolicy::New,
+        retention: c.retention,
+        max_messages_per_subject: c.max_messages_per_subject,
+        discard: c.discard,
         allow_direct: c.allow_direct,
-        max_age: c.max_age,
+        max_age: u64::try_from(c.max_age.as_nanos()).unwrap_or(u64::MAX),
         max_bytes: c.max_bytes,
-        in_memory: c.storage == stream::StorageType::Memory,
+        storage: c.storage,
         sealed: c.sealed,
         deny_delete: c.deny_delete,
         deny_purge: c.deny_purge,
         allow_rollup: c.allow_rollup,
+        num_replicas: c.num_replicas,
     }
+    .shape()
 }
 
 /// The config cotal creates the stream `name` with (`replicas` 0: the server's default).
@@ -1264,6 +1265,7 @@ struct JszConfig {
 }
 
 impl JszConfig {
+    /// The shape these fields make: the one mapping of a stream's config to a [`Shape`].
     fn shape(&self) -> Shape {
         Shape {
             subjects: self.subjects.clone(),
