@@ -129,6 +129,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         return Ok(0);
     }
     prepared.announce()?;
+    tracing::debug!("announced");
     if !json {
         print!("{shown}");
     }

@@ -104,6 +104,7 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
         relocated: crate::ops::relocation::read_receipts(&req.relocated)?,
     };
     let observed = observe::observe(root, &desired, digest)?;
+    let planning = std::time::Instant::now();
     // What was observed is only this cotal's to act on while its lock is still the root's.
     lock.verify()?;
     if let (Some(verb), Some(only)) = (req.verb, &req.only) {
@@ -156,6 +157,7 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
         }
         None => plan::compute(&desired, &observed, &intent)?,
     };
+    tracing::debug!(took = ?planning.elapsed(), steps = plan.steps.len(), "planned");
     if let Some(saved) = &req.saved {
         check_stale(saved, &plan)?;
     }

@@ -34,10 +34,10 @@ fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> 
                 .blast("none, nothing was written."),
         )
     })?;
-    crate::state_signature::sign(&mut state, &crate::store::state_key::load_or_create(root)?);
-    let mut bytes = serde_json::to_vec_pretty(&state).expect("the state serializes");
-    bytes.push(b'\n');
-    Ok(bytes)
+    Ok(crate::state_signature::sign_pretty(
+        &mut state,
+        &crate::store::state_key::load_or_create(root)?,
+    ))
 }
 
 /// After `up` or `down`: `.cotal/state.json` again when what it records moved (the broker
@@ -180,6 +180,7 @@ pub fn write_after_apply(
     .and_then(|(o, memo)| {
         tracing::debug!(took = ?started.elapsed(), "observed the state after the apply");
         save_memo(root, &memo);
+        tracing::debug!(took = ?started.elapsed(), "saved the signature memo");
         encode(root, &o)
     })
     .and_then(|b| {

@@ -45,10 +45,18 @@ pub struct Lock {
     /// Who holds it, and whether `lock.json` says so yet (see [`Lock::announce`]).
     holder: Holder,
     announced: bool,
+    /// The sweep of a killed writer's temp files (see [`Lock::announce`]), running beside the
+    /// holder's work; joined before the lock is released.
+    sweep: Option<std::thread::JoinHandle<usize>>,
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
+        if let Some(removed) = self.sweep.take().and_then(|s| s.join().ok())
+            && removed > 0
+        {
+            tracing::info!(removed, "removed temp files a killed writer left");
+        }
         // Only the holder of the file at the path, who wrote the note, may remove it.
         if self.announced && self.still_at_path() {
             let _ = atomic::remove_file(&self.root.lock_info());
@@ -69,11 +77,17 @@ impl Lock {
                 atomic::SECRET,
             )?;
             self.announced = true;
-            // The writer that holds the root removes what a killed writer left (best effort).
-            let removed = atomic::sweep_orphaned_temps(&self.root.state_dirs(), ORPHANED_AFTER);
-            if removed > 0 {
-                tracing::info!(removed, "removed temp files a killed writer left");
-            }
+            // The writer that holds the root removes what a killed writer left (best effort),
+            // on a thread of its own: it lists every space's folder (a thousand at a thousand
+            // spaces), which the holder's work need not wait for. It removes only temp files
+            // older than [`ORPHANED_AFTER`], never one this holder is writing, and it ends
+            // before the lock does (`Drop`), so no other writer ever runs beside it.
+            // A thread that cannot be made leaves the sweep to the next writer.
+            let root = self.root.clone();
+            self.sweep = std::thread::Builder::new()
+                .name("cotal-sweep".into())
+                .spawn(move || atomic::sweep_orphaned_temps(&root.state_dirs(), ORPHANED_AFTER))
+                .ok();
         }
         Ok(())
     }
@@ -186,6 +200,7 @@ pub fn take(root: &Root, holder: &Holder, timeout: Duration) -> Result<Lock> {
         root: root.clone(),
         holder: holder.clone(),
         announced: false,
+        sweep: None,
     })
 }
 

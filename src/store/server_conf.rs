@@ -10,7 +10,10 @@ use crate::store::{NodeFiles, atomic};
 use std::path::PathBuf;
 
 pub fn read(node: &NodeFiles) -> Result<Option<String>> {
-    Ok(atomic::read_optional(&node.conf)?.map(|b| String::from_utf8_lossy(&b).into_owned()))
+    // Valid UTF-8 (what cotal writes) is taken as it is, without the copy a lossy read makes.
+    Ok(atomic::read_optional(&node.conf)?.map(|b| {
+        String::from_utf8(b).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+    }))
 }
 
 /// Write the candidate config beside the live one.

@@ -82,7 +82,24 @@ pub fn sys_issued(
     account: &str,
     now: i64,
 ) -> Vec<crate::observed::SysUser> {
-    match record::read::<SysLedger>(&root.space_file(space, SpaceFile::SysUsers)) {
+    issued_in(&root.space_file(space, SpaceFile::SysUsers), account, now)
+}
+
+/// [`sys_issued`] of the ledger a listing holds (none when it holds no ledger).
+pub fn sys_issued_listed(
+    listing: &Listing,
+    account: &str,
+    now: i64,
+) -> Vec<crate::observed::SysUser> {
+    if !listing.has(SpaceFile::SysUsers) {
+        return Vec::new();
+    }
+    issued_in(&listing.path(SpaceFile::SysUsers), account, now)
+}
+
+/// The ledger at `path`'s users bound to `account` and not expired at `now`.
+fn issued_in(path: &std::path::Path, account: &str, now: i64) -> Vec<crate::observed::SysUser> {
+    match record::read::<SysLedger>(path) {
         Ok(Record::Valid(l)) if l.account == account => l
             .users
             .into_iter()
@@ -195,38 +212,42 @@ pub fn save_sys_creds(
     )
 }
 
-/// Whether the space's $SYS creds exist for `account` (the observer's; the evictor's are
-/// optional).
-pub fn sys_creds_present(root: &Root, space: &SpaceName, account: &str) -> bool {
-    let file = |f: SpaceFile| root.space_file(space, f);
-    let regular =
-        |f: SpaceFile| std::fs::symlink_metadata(file(f)).is_ok_and(|m| m.file_type().is_file());
+/// Whether the space's $SYS creds exist for `account` (its `membership.json` names that
+/// account and its observer's creds are a regular file; the evictor's are optional), and the
+/// $SYS users its creds files hold, as their JWTs say. Opens only the files `listing` holds,
+/// and each once: a creds file that is a link, or does not decode, holds no user (the planner
+/// re-mints what it does not see); an observer's creds file that is there but cannot be read
+/// still counts as present, as a regular file does. `memo` spares the signature arithmetic of
+/// a JWT verified before.
+pub fn sys_creds(
+    listing: &Listing,
+    account: &str,
+    memo: &SignatureMemo,
+) -> (bool, Vec<crate::observed::SysUser>) {
+    use crate::permissions::SysRole;
+    if !listing.has(SpaceFile::Membership) || !listing.has(SpaceFile::ObserverCreds) {
+        return (false, Vec::new());
+    }
     let bound = matches!(
-        record::read::<Membership>(&file(SpaceFile::Membership)),
+        record::read::<Membership>(&listing.path(SpaceFile::Membership)),
         Ok(Record::Valid(m)) if m.account_id == account
     );
-    bound && regular(SpaceFile::ObserverCreds)
-}
-
-/// The $SYS users the space's creds files hold, as their JWTs say (a file that is absent, a
-/// link, or does not decode is skipped: the planner re-mints what it does not see). `memo`
-/// spares the signature arithmetic of a JWT verified before.
-pub fn sys_users(
-    root: &Root,
-    space: &SpaceName,
-    memo: &SignatureMemo,
-) -> Vec<crate::observed::SysUser> {
-    use crate::permissions::SysRole;
-    [
-        (SysRole::Observer, SpaceFile::ObserverCreds),
-        (SysRole::Evictor, SpaceFile::EvictorCreds),
-    ]
-    .into_iter()
-    .filter_map(|(role, f)| {
-        let bytes = atomic::read_optional(&root.space_file(space, f)).ok()??;
-        sys_user_of(role, &String::from_utf8_lossy(&bytes), memo)
-    })
-    .collect()
+    if !bound {
+        return (false, Vec::new());
+    }
+    let user = |role, bytes: &[u8]| sys_user_of(role, &String::from_utf8_lossy(bytes), memo);
+    let mut users = Vec::new();
+    match atomic::read_no_follow(&listing.path(SpaceFile::ObserverCreds)) {
+        Ok(atomic::Found::File(bytes)) => users.extend(user(SysRole::Observer, &bytes)),
+        Ok(atomic::Found::Absent | atomic::Found::NotRegular(_)) => return (false, Vec::new()),
+        Err(_) => {}
+    }
+    if listing.has(SpaceFile::EvictorCreds)
+        && let Ok(Some(bytes)) = atomic::read_optional(&listing.path(SpaceFile::EvictorCreds))
+    {
+        users.extend(user(SysRole::Evictor, &bytes));
+    }
+    (true, users)
 }
 
 /// The space's membership-observer creds, if written (secret). A link is never followed.
@@ -240,6 +261,14 @@ pub fn observer_creds(root: &Root, space: &SpaceName) -> Option<String> {
 /// The protection last applied to the space, if recorded.
 pub fn load_lifecycle(root: &Root, space: &SpaceName) -> Result<Option<Lifecycle>> {
     record::read_optional(&root.space_file(space, SpaceFile::Lifecycle))
+}
+
+/// [`load_lifecycle`] of the record a listing holds (none when it holds none).
+pub fn load_lifecycle_listed(listing: &Listing) -> Result<Option<Lifecycle>> {
+    if !listing.has(SpaceFile::Lifecycle) {
+        return Ok(None);
+    }
+    record::read_optional(&listing.path(SpaceFile::Lifecycle))
 }
 
 pub fn save_lifecycle(root: &Root, space: &SpaceName, lifecycle: &Lifecycle) -> Result<()> {
@@ -256,8 +285,11 @@ pub fn save_lifecycle(root: &Root, space: &SpaceName, lifecycle: &Lifecycle) -> 
 /// there (at thousands of spaces, the opens of absent files were a large part of a plan).
 /// Invariant: a name is listed whatever its type: a link or folder where a record is expected
 /// still reaches the reader that refuses it.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Listing {
+    /// The space's folder (its path made once: at thousands of spaces, making it for every
+    /// file counted).
+    dir: std::path::PathBuf,
     names: std::collections::BTreeSet<std::ffi::OsString>,
 }
 
@@ -266,33 +298,37 @@ impl Listing {
     pub fn has(&self, file: SpaceFile) -> bool {
         self.names.contains(std::ffi::OsStr::new(file.name()))
     }
+
+    /// The path of `file` in the space's folder.
+    pub fn path(&self, file: SpaceFile) -> std::path::PathBuf {
+        self.dir.join(file.name())
+    }
 }
 
 /// The names in the space's folder (empty when it has none).
 pub fn listing(root: &Root, space: &SpaceName) -> Result<Listing> {
     let dir = root.space_dir(space);
+    let mut names = std::collections::BTreeSet::new();
     let entries = match std::fs::read_dir(&dir) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Listing::default()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Listing { dir, names }),
         other => other.at(&dir)?,
     };
-    let mut names = std::collections::BTreeSet::new();
     for entry in entries {
         names.insert(entry.at(&dir)?.file_name());
     }
-    Ok(Listing { names })
+    Ok(Listing { dir, names })
 }
 
 /// Pids recorded in `*.pid` files of the space's folder that are alive.
 pub fn live_pids(root: &Root, space: &SpaceName) -> Result<Vec<u32>> {
-    live_pids_listed(root, space, &listing(root, space)?)
+    live_pids_listed(&listing(root, space)?)
 }
 
 /// [`live_pids`] of the `*.pid` files `listing` holds.
-pub fn live_pids_listed(root: &Root, space: &SpaceName, listing: &Listing) -> Result<Vec<u32>> {
-    let dir = root.space_dir(space);
+pub fn live_pids_listed(listing: &Listing) -> Result<Vec<u32>> {
     let mut pids = Vec::new();
     for name in &listing.names {
-        let path = dir.join(name);
+        let path = listing.dir.join(name);
         if path.extension().and_then(|e| e.to_str()) != Some("pid") {
             continue;
         }
