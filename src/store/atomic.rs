@@ -144,11 +144,14 @@ pub fn deferred_pending() -> usize {
 }
 
 /// Remove the temp files of atomic writes (`.cotal-tmp.*`, regular files) in `dirs` that were
-/// last modified more than `older_than` ago: what a writer killed between its temp file and
-/// its rename left behind. Best effort; returns how many were removed. Never follows a link,
-/// never descends.
-pub fn sweep_orphaned_temps(dirs: &[PathBuf], older_than: std::time::Duration) -> usize {
-    let now = std::time::SystemTime::now();
+/// last modified more than `older_than` before `now`: what a writer killed between its temp
+/// file and its rename left behind. Best effort; returns how many were removed. Never follows
+/// a link, never descends.
+pub fn sweep_orphaned_temps(
+    dirs: &[PathBuf],
+    now: std::time::SystemTime,
+    older_than: std::time::Duration,
+) -> usize {
     let mut removed = 0;
     for dir in dirs {
         let Ok(entries) = fs::read_dir(dir) else {
@@ -458,6 +461,33 @@ pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn the_sweep_removes_only_temp_files_older_than_its_reference_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let at = std::time::SystemTime::now();
+        let minute = std::time::Duration::from_secs(60);
+        let file = |name: &str, modified: std::time::SystemTime| {
+            let path = dir.path().join(name);
+            fs::File::create(&path)
+                .unwrap()
+                .set_modified(modified)
+                .unwrap();
+            path
+        };
+        let orphan = file(".cotal-tmp.orphan", at - 11 * minute);
+        // Written after the reference time by the clock of the file system (a wall clock that
+        // stepped back, a shared root's server): never taken for an orphan.
+        let younger = file(".cotal-tmp.younger", at + minute);
+        let recent = file(".cotal-tmp.recent", at - 9 * minute);
+        let record = file("record.json", at - 60 * minute);
+        assert_eq!(
+            sweep_orphaned_temps(&[dir.path().to_path_buf()], at, 10 * minute),
+            1
+        );
+        assert!(!orphan.exists());
+        assert!(younger.exists() && recent.exists() && record.exists());
+    }
 
     #[test]
     fn deferred_writes_are_in_place_at_once_and_pending_until_the_flush() {

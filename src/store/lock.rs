@@ -66,8 +66,9 @@ impl Drop for Lock {
 }
 
 impl Lock {
-    /// Write `lock.json`, naming this holder to whoever waits. A holder that ends up changing
-    /// nothing (a no-op apply) never announces itself, so it writes nothing at all.
+    /// Write `lock.json`, naming this holder to whoever waits, and start the sweep of a killed
+    /// writer's temp files beside the holder's work. A holder that ends up changing nothing (a
+    /// no-op apply) never announces itself, so it writes nothing at all.
     pub fn announce(&mut self) -> Result<()> {
         if !self.announced {
             record::write(
@@ -80,13 +81,21 @@ impl Lock {
             // The writer that holds the root removes what a killed writer left (best effort),
             // on a thread of its own: it lists every space's folder (a thousand at a thousand
             // spaces), which the holder's work need not wait for. It removes only temp files
-            // older than [`ORPHANED_AFTER`], never one this holder is writing, and it ends
-            // before the lock does (`Drop`), so no other writer ever runs beside it.
-            // A thread that cannot be made leaves the sweep to the next writer.
+            // last modified [`ORPHANED_AFTER`] before `lock.json` was, by the file system's own
+            // clock: every temp file this holder writes is younger than `lock.json` whatever
+            // the wall clock does meanwhile (a step back, a shared root's server clock), so it
+            // is never one of them. It ends before the lock does (`Drop`), so no other writer
+            // ever runs beside it. A thread that cannot be made leaves the sweep to the next
+            // writer.
             let root = self.root.clone();
+            let announced_at = std::fs::symlink_metadata(root.lock_info())
+                .and_then(|m| m.modified())
+                .unwrap_or_else(|_| std::time::SystemTime::now());
             self.sweep = std::thread::Builder::new()
                 .name("cotal-sweep".into())
-                .spawn(move || atomic::sweep_orphaned_temps(&root.state_dirs(), ORPHANED_AFTER))
+                .spawn(move || {
+                    atomic::sweep_orphaned_temps(&root.state_dirs(), announced_at, ORPHANED_AFTER)
+                })
                 .ok();
         }
         Ok(())

@@ -237,9 +237,15 @@ pub fn sys_creds(
     }
     let user = |role, bytes: &[u8]| sys_user_of(role, &String::from_utf8_lossy(bytes), memo);
     let mut users = Vec::new();
-    match atomic::read_no_follow(&listing.path(SpaceFile::ObserverCreds)) {
+    let observer = listing.path(SpaceFile::ObserverCreds);
+    match atomic::read_no_follow(&observer) {
         Ok(atomic::Found::File(bytes)) => users.extend(user(SysRole::Observer, &bytes)),
         Ok(atomic::Found::Absent | atomic::Found::NotRegular(_)) => return (false, Vec::new()),
+        // Not opened: present only if it is a regular file (a socket or a device node that
+        // cannot be opened is not creds, and the planner writes them again).
+        Err(_) if !std::fs::symlink_metadata(&observer).is_ok_and(|m| m.is_file()) => {
+            return (false, Vec::new());
+        }
         Err(_) => {}
     }
     if listing.has(SpaceFile::EvictorCreds)
@@ -358,5 +364,111 @@ pub fn reap(root: &Root, space: &SpaceName, account: &str) -> Result<bool> {
     match owner {
         Some(a) if a != account => Ok(false),
         _ => atomic::remove_tree(&dir),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A root with one space whose `membership.json` names `account`, and the path of its
+    /// observer's creds (not written).
+    fn space_bound_to(account: &str) -> (tempfile::TempDir, Root, SpaceName) {
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::at(dir.path()).unwrap();
+        let space = SpaceName::parse("alpha").unwrap();
+        std::fs::create_dir_all(root.space_dir(&space)).unwrap();
+        record::write(
+            &root.space_file(&space, SpaceFile::Membership),
+            &Membership {
+                account_id: account.into(),
+                inbox_prefix: String::new(),
+            },
+            Layout::Compact,
+            atomic::SECRET,
+        )
+        .unwrap();
+        (dir, root, space)
+    }
+
+    fn creds_of_a_sys_user() -> (String, String) {
+        let sys = nkeys::KeyPair::new_account();
+        let user = nkeys::KeyPair::new_user();
+        let mut claims = crate::jwt::user_claims(
+            "observer",
+            &user.public_key(),
+            "",
+            Default::default(),
+            1,
+            None,
+        );
+        let token = crate::jwt::encode(&mut claims, &sys).unwrap();
+        (
+            crate::jwt::creds_file(&token, &user.seed().unwrap()),
+            user.public_key(),
+        )
+    }
+
+    fn observed(root: &Root, space: &SpaceName, account: &str) -> (bool, Vec<String>) {
+        let (present, users) = sys_creds(
+            &listing(root, space).unwrap(),
+            account,
+            &SignatureMemo::none(),
+        );
+        (present, users.into_iter().map(|u| u.key).collect())
+    }
+
+    #[test]
+    fn observer_creds_count_as_present_only_when_bound_and_a_regular_file() {
+        let (_dir, root, space) = space_bound_to("ACCOUNT");
+        let observer = root.space_file(&space, SpaceFile::ObserverCreds);
+        assert_eq!(observed(&root, &space, "ACCOUNT"), (false, vec![]), "none");
+
+        let (creds, key) = creds_of_a_sys_user();
+        std::fs::write(&observer, &creds).unwrap();
+        assert_eq!(
+            observed(&root, &space, "ACCOUNT"),
+            (true, vec![key.clone()])
+        );
+        // Bound to another account: not this account's creds.
+        assert_eq!(observed(&root, &space, "OTHER"), (false, vec![]));
+        // The evictor's, when listed, are read too; its garbage holds no user.
+        let evictor = root.space_file(&space, SpaceFile::EvictorCreds);
+        std::fs::write(&evictor, "not creds").unwrap();
+        assert_eq!(observed(&root, &space, "ACCOUNT"), (true, vec![key]));
+        std::fs::remove_file(&evictor).unwrap();
+
+        // A regular file that does not decode is there (no user read from it).
+        std::fs::write(&observer, "not creds").unwrap();
+        assert_eq!(observed(&root, &space, "ACCOUNT"), (true, vec![]));
+
+        // Nothing but a regular file counts: a link (never followed), a folder, a FIFO, a
+        // socket (which cannot even be opened).
+        std::fs::remove_file(&observer).unwrap();
+        let elsewhere = root.space_dir(&space).join("elsewhere");
+        std::fs::write(&elsewhere, &creds).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &observer).unwrap();
+        assert_eq!(observed(&root, &space, "ACCOUNT"), (false, vec![]), "link");
+        std::fs::remove_file(&observer).unwrap();
+        std::fs::create_dir(&observer).unwrap();
+        assert_eq!(
+            observed(&root, &space, "ACCOUNT"),
+            (false, vec![]),
+            "folder"
+        );
+        std::fs::remove_dir(&observer).unwrap();
+        nix::unistd::mkfifo(&observer, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert_eq!(observed(&root, &space, "ACCOUNT"), (false, vec![]), "FIFO");
+        std::fs::remove_file(&observer).unwrap();
+        let _socket = std::os::unix::net::UnixListener::bind(&observer).unwrap();
+        assert!(
+            atomic::read_no_follow(&observer).is_err(),
+            "a socket cannot be opened: this reaches the path where the open failed"
+        );
+        assert_eq!(
+            observed(&root, &space, "ACCOUNT"),
+            (false, vec![]),
+            "socket"
+        );
     }
 }
