@@ -107,13 +107,33 @@ pub fn write_after_apply(
     outcome: &crate::apply::Outcome,
     plan: &crate::plan::Plan,
 ) -> Result<()> {
-    use crate::observed::RegistryState;
     // Each part's time since this began, at `-vv` (the profile of a hot apply's tail).
     let started = std::time::Instant::now();
     // The registries read before this apply, with their streams' fingerprints then: the next
     // plan reads again only those that moved since (this apply's own writes move them too).
-    save_registry_cache(root, before);
-    tracing::debug!(took = ?started.elapsed(), "saved the registry cache");
+    // Written (and synced) on a thread of its own while the state is observed and written: the
+    // two share no file, and the state's observation takes what it knows of the registries
+    // from `before`, not from the cache.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            save_registry_cache(root, before);
+            tracing::debug!(took = ?started.elapsed(), "saved the registry cache");
+        });
+        observe_and_write(root, desired, before, outcome, plan, started)
+    })
+}
+
+/// [`write_after_apply`]'s state: observed again (the registries `before` knew, patched with
+/// what `outcome` wrote), encoded, signed and written, with the signature memo beside it.
+fn observe_and_write(
+    root: &Root,
+    desired: &crate::desired::Desired,
+    before: &crate::observed::Observed,
+    outcome: &crate::apply::Outcome,
+    plan: &crate::plan::Plan,
+    started: std::time::Instant,
+) -> Result<()> {
+    use crate::observed::RegistryState;
     let mut known = std::collections::BTreeMap::new();
     for (name, space) in &before.inventory.spaces {
         let mut state = space.registry.clone();
@@ -179,9 +199,15 @@ pub fn write_after_apply(
     )
     .and_then(|(o, memo)| {
         tracing::debug!(took = ?started.elapsed(), "observed the state after the apply");
-        save_memo(root, &memo);
-        tracing::debug!(took = ?started.elapsed(), "saved the signature memo");
-        encode(root, &o)
+        // The memo (a file of its own, synced) is saved while the state is encoded.
+        let ((), encoded) = rayon::join(
+            || {
+                save_memo(root, &memo);
+                tracing::debug!(took = ?started.elapsed(), "saved the signature memo");
+            },
+            || encode(root, &o),
+        );
+        encoded
     })
     .and_then(|b| {
         tracing::debug!(took = ?started.elapsed(), "encoded and signed the state");
