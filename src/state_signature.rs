@@ -55,15 +55,20 @@ fn signed_bytes(state: &State) -> Vec<u8> {
 
 /// Sign `state` with `key` (replacing any signature it had).
 pub fn sign(state: &mut State, key: &nkeys::KeyPair) {
-    // The bytes of the state without its signature (a state without one serializes without
-    // the field), without the copy of a few MB that `signed_bytes` makes.
     state.signature = None;
-    let bytes = serde_json::to_vec(&*state).expect("the state serializes");
+    state.signature = Some(signature_of(state, key));
+}
+
+/// `key`'s signature of `unsigned` (a state without its signature, which serializes without
+/// the field: no copy of a few MB as `signed_bytes` makes).
+fn signature_of(unsigned: &State, key: &nkeys::KeyPair) -> Signature {
+    debug_assert!(unsigned.signature.is_none());
+    let bytes = serde_json::to_vec(unsigned).expect("the state serializes");
     let sig = key.sign(&bytes).expect("a key pair made from a seed signs");
-    state.signature = Some(Signature {
+    Signature {
         key: key.public_key(),
         sig: URL_SAFE_NO_PAD.encode(sig),
-    });
+    }
 }
 
 /// Sign `state` with `key` and return it as `state.json` holds it: pretty JSON and a newline,
@@ -76,17 +81,10 @@ pub fn sign(state: &mut State, key: &nkeys::KeyPair) {
 pub fn sign_pretty(state: &mut State, key: &nkeys::KeyPair) -> Vec<u8> {
     state.signature = None;
     let unsigned: &State = state;
-    let (sig, mut text) = rayon::join(
-        || {
-            let bytes = serde_json::to_vec(unsigned).expect("the state serializes");
-            key.sign(&bytes).expect("a key pair made from a seed signs")
-        },
+    let (signature, mut text) = rayon::join(
+        || signature_of(unsigned, key),
         || serde_json::to_vec_pretty(unsigned).expect("the state serializes"),
     );
-    let signature = Signature {
-        key: key.public_key(),
-        sig: URL_SAFE_NO_PAD.encode(sig),
-    };
     /// The signature as the last field of an object, written pretty: `{\n  "signature": …\n}`.
     #[derive(Serialize)]
     struct Last<'a> {

@@ -374,7 +374,15 @@ pub fn read_no_follow_within(path: &Path, limit: u64) -> Result<Found> {
         Err(e) if e.raw_os_error() == Some(nix::errno::Errno::ELOOP as i32) => {
             return Ok(Found::NotRegular("a symbolic link"));
         }
-        Err(e) => return Err(Error::io(path, e)),
+        // What cannot even be opened (a socket, a device node without its driver, one that
+        // refuses its reader) is said to be what it is: only a regular file's failure to open
+        // is an error of reading it.
+        Err(e) => {
+            return match fs::symlink_metadata(path) {
+                Ok(meta) if !meta.is_file() => Ok(Found::NotRegular(kind_of(&meta.file_type()))),
+                _ => Err(Error::io(path, e)),
+            };
+        }
     };
     let meta = file.metadata().at(path)?;
     if !meta.is_file() {
@@ -461,6 +469,24 @@ pub fn read_optional(path: &Path) -> Result<Option<Vec<u8>>> {
 mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
+
+    #[test]
+    fn what_cannot_be_opened_is_named_for_what_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let socket = dir.path().join("record.json");
+        let _listener = std::os::unix::net::UnixListener::bind(&socket).unwrap();
+        // Opening a socket fails (ENXIO): the open's failure is not taken for a read error.
+        assert!(fs::File::open(&socket).is_err());
+        assert_eq!(
+            read_no_follow(&socket).unwrap(),
+            Found::NotRegular("a socket")
+        );
+        let refusal = read_optional(&socket).unwrap_err().to_string();
+        assert!(
+            refusal.contains("is a socket, not a regular file"),
+            "{refusal}"
+        );
+    }
 
     #[test]
     fn the_sweep_removes_only_temp_files_older_than_its_reference_time() {

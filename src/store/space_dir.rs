@@ -91,10 +91,9 @@ pub fn sys_issued_listed(
     account: &str,
     now: i64,
 ) -> Vec<crate::observed::SysUser> {
-    if !listing.has(SpaceFile::SysUsers) {
-        return Vec::new();
-    }
-    issued_in(&listing.path(SpaceFile::SysUsers), account, now)
+    listing
+        .listed(SpaceFile::SysUsers)
+        .map_or_else(Vec::new, |path| issued_in(&path, account, now))
 }
 
 /// The ledger at `path`'s users bound to `account` and not expired at `now`.
@@ -241,15 +240,11 @@ pub fn sys_creds(
     match atomic::read_no_follow(&observer) {
         Ok(atomic::Found::File(bytes)) => users.extend(user(SysRole::Observer, &bytes)),
         Ok(atomic::Found::Absent | atomic::Found::NotRegular(_)) => return (false, Vec::new()),
-        // Not opened: present only if it is a regular file (a socket or a device node that
-        // cannot be opened is not creds, and the planner writes them again).
-        Err(_) if !std::fs::symlink_metadata(&observer).is_ok_and(|m| m.is_file()) => {
-            return (false, Vec::new());
-        }
+        // A regular file that could not be read is there.
         Err(_) => {}
     }
-    if listing.has(SpaceFile::EvictorCreds)
-        && let Ok(Some(bytes)) = atomic::read_optional(&listing.path(SpaceFile::EvictorCreds))
+    if let Some(path) = listing.listed(SpaceFile::EvictorCreds)
+        && let Ok(Some(bytes)) = atomic::read_optional(&path)
     {
         users.extend(user(SysRole::Evictor, &bytes));
     }
@@ -271,10 +266,9 @@ pub fn load_lifecycle(root: &Root, space: &SpaceName) -> Result<Option<Lifecycle
 
 /// [`load_lifecycle`] of the record a listing holds (none when it holds none).
 pub fn load_lifecycle_listed(listing: &Listing) -> Result<Option<Lifecycle>> {
-    if !listing.has(SpaceFile::Lifecycle) {
-        return Ok(None);
-    }
-    record::read_optional(&listing.path(SpaceFile::Lifecycle))
+    listing
+        .listed(SpaceFile::Lifecycle)
+        .map_or(Ok(None), |path| record::read_optional(&path))
 }
 
 pub fn save_lifecycle(root: &Root, space: &SpaceName, lifecycle: &Lifecycle) -> Result<()> {
@@ -308,6 +302,11 @@ impl Listing {
     /// The path of `file` in the space's folder.
     pub fn path(&self, file: SpaceFile) -> std::path::PathBuf {
         self.dir.join(file.name())
+    }
+
+    /// The path of `file` when the folder held an entry of its name.
+    pub fn listed(&self, file: SpaceFile) -> Option<std::path::PathBuf> {
+        self.has(file).then(|| self.path(file))
     }
 }
 
@@ -462,7 +461,7 @@ mod tests {
         std::fs::remove_file(&observer).unwrap();
         let _socket = std::os::unix::net::UnixListener::bind(&observer).unwrap();
         assert!(
-            atomic::read_no_follow(&observer).is_err(),
+            std::fs::File::open(&observer).is_err(),
             "a socket cannot be opened: this reaches the path where the open failed"
         );
         assert_eq!(
