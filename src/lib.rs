@@ -12,6 +12,7 @@
 //! | [`model`] | the vocabulary: space names (and how they are shown), states, limits, sizes, listeners | pure |
 //! | [`observe`] | reads everything a plan may depend on into an [`observed::Observed`] | edge (IO) |
 //! | [`observed`] | what observation found, as plain data | pure |
+//! | [`drift_verdicts`] | verdicts on stream configs and what vouches for them (the drift cache's data) | pure |
 //! | [`plan`] | `(desired, observed, intent) -> Plan` in named stages (`plan::Intent`: the rotations and `--allow-degraded` of one run); the closed `Step` set; refusals | pure |
 //! | [`report`] | a plan as text, JSON and markdown; the versioned JSON documents of what each verb did | pure |
 //! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view | pure |
@@ -67,6 +68,7 @@ pub mod credentials;
 pub mod desired;
 pub mod diagnostic;
 pub mod digest;
+pub mod drift_verdicts;
 pub mod edit;
 pub mod error;
 pub mod fault;

@@ -8,6 +8,7 @@ use crate::broker::live;
 use crate::desired::{self, Desired};
 use crate::diagnostic::Diagnostic;
 use crate::digest;
+use crate::drift_verdicts::{DriftCache, Verdict};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::ObservedSpace;
@@ -111,7 +112,22 @@ pub fn desired_digest(text: &str) -> String {
 
 /// Observe the root.
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, None, None, false).map(|(o, _)| o)
+    observe_with(root, desired, desired_digest, None, None, Purpose::Plan).map(|(o, _)| o)
+}
+
+/// What an observation is for: what it asks the broker and what it prepares.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Purpose {
+    /// A plan (an apply's included).
+    Plan,
+    /// `status`: every node's view of the streams on a cluster.
+    Status,
+    /// The state a write leaves, whose caches the caller saves: the verdicts on stream
+    /// configs whose counters its own bucket reads moved are judged again (`up` reads every
+    /// registry).
+    Remembered,
+    /// The state after an apply ([`observe_after_apply`]).
+    AfterApply,
 }
 
 /// [`observe`], and the memo of the signatures it verified or found verified before, for a
@@ -121,7 +137,14 @@ pub fn observe_remembering(
     desired: &Desired,
     desired_digest: String,
 ) -> Result<(Observed, SignatureMemo)> {
-    observe_with(root, desired, desired_digest, None, None, false)
+    observe_with(
+        root,
+        desired,
+        desired_digest,
+        None,
+        None,
+        Purpose::Remembered,
+    )
 }
 
 /// [`observe`] for `status`: on a cluster every node's view of the streams is gathered, so
@@ -132,7 +155,7 @@ pub fn observe_for_status(
     desired: &Desired,
     desired_digest: String,
 ) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, None, None, true).map(|(o, _)| o)
+    observe_with(root, desired, desired_digest, None, None, Purpose::Status).map(|(o, _)| o)
 }
 
 /// Observe the root right after an apply, for the state it leaves: every local file is read
@@ -156,7 +179,7 @@ pub fn observe_after_apply(
         desired_digest,
         Some(known),
         touched.map(|t| (before, t)),
-        false,
+        Purpose::AfterApply,
     )
 }
 
@@ -166,7 +189,7 @@ fn observe_with(
     desired_digest: String,
     known_registries: Option<BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
-    every_view: bool,
+    purpose: Purpose,
 ) -> Result<(Observed, SignatureMemo)> {
     // Every connection this process makes to the broker speaks what the root declares.
     crate::broker::client_tls::configure(root, desired.broker.tls.as_ref());
@@ -229,10 +252,26 @@ fn observe_with(
         .collect::<Result<_>>()?;
     let request = match (process.is_running(), &broker) {
         (true, BrokerRecordState::Valid(_)) => {
-            Some(live_request(desired, &nodes, &inventory, reuse, every_view))
+            Some(live_request(desired, &nodes, &inventory, reuse, purpose))
         }
         _ => None,
     };
+    // The verdicts on stream configs the last apply or `up` cached, with the expectation each
+    // space's records make now: what lets the broker leave out the configs it vouches for.
+    let drift = request
+        .as_ref()
+        .filter(|r| {
+            // After an apply, the accounts it re-signed are asked afresh, never vouched for
+            // by verdicts cached before it (enabling an account's JetStream again resets its
+            // counters).
+            r.purpose != Purpose::AfterApply
+                && r.touched.is_none()
+                && r.jsz_servers == 1
+                && r.running == 1
+                && !desired.topology.is_cluster()
+        })
+        .and_then(|_| crate::store::drift_cache::load(root))
+        .map(|cache| DriftVouch::new(cache, &inventory));
     // The small per-space files are read on every core (at thousands of spaces they are most
     // of a plan's time) while the broker answers for its live figures: none of them depends
     // on the other.
@@ -245,6 +284,13 @@ fn observe_with(
                     r.jsz_servers,
                     r.running,
                     r.touched.as_deref(),
+                    drift
+                        .as_ref()
+                        .map(|d| live::Vouch {
+                            server_id: &d.cache.server_id,
+                            holds: &d.holds,
+                        })
+                        .as_ref(),
                 )
             })
         },
@@ -267,6 +313,7 @@ fn observe_with(
             reuse,
             request,
             fetched,
+            drift.as_ref().map(|d| &*d.cache),
         )?,
         _ => Live::default(),
     };
@@ -442,11 +489,12 @@ struct Live {
 }
 
 /// What the live figures are asked for: how many nodes' JSZ and how many running nodes, and
-/// after an apply the accounts it touched.
+/// after an apply the accounts it touched; and what the observation is for.
 struct LiveRequest {
     jsz_servers: usize,
     running: usize,
     touched: Option<Vec<String>>,
+    purpose: Purpose,
 }
 
 /// What to ask the running broker for, from the topology, the nodes running and (after an
@@ -456,7 +504,7 @@ fn live_request(
     nodes: &[ObservedNode],
     inventory: &Inventory,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
-    every_view: bool,
+    purpose: Purpose,
 ) -> LiveRequest {
     let topology = &desired.topology;
     let running = nodes.iter().filter(|n| n.process.is_running()).count();
@@ -465,7 +513,7 @@ fn live_request(
     // Connections are always summed over every node.
     let whole_on_each =
         topology.replicas as usize >= topology.nodes.len() && running == topology.nodes.len();
-    let jsz_servers = if whole_on_each && !every_view {
+    let jsz_servers = if whole_on_each && purpose != Purpose::Status {
         1
     } else {
         running
@@ -482,6 +530,7 @@ fn live_request(
         jsz_servers,
         running,
         touched,
+        purpose,
     }
 }
 
@@ -502,12 +551,14 @@ fn observe_live(
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     request: LiveRequest,
     mut fetched: Result<live::Figures>,
+    drift_cache: Option<&DriftCache>,
 ) -> Result<Live> {
     let started = std::time::Instant::now();
     let LiveRequest {
         jsz_servers,
         running,
         touched,
+        purpose,
     } = request;
     let topology = &desired.topology;
     // One node's view is the whole only once every replica is placed: right after a rescale
@@ -519,7 +570,7 @@ fn observe_live(
         && lacks_a_space_stream(inventory, figures, touched.as_deref())
     {
         tracing::debug!("one node's view lacks a space's stream: asking every running node");
-        match live_figures(root, listener, running, running, touched.as_deref()) {
+        match live_figures(root, listener, running, running, touched.as_deref(), None) {
             Ok(merged) => fetched = Ok(merged),
             Err(e) => tracing::debug!(error = %e, "every running node's view: kept the one node's"),
         }
@@ -538,14 +589,46 @@ fn observe_live(
         &figures,
         topology.is_cluster().then_some(topology.replicas as usize),
     );
+    if let Some(cache) = drift_cache {
+        take_vouched_verdicts(inventory, &figures, cache);
+    }
+    let mut verdicts = (!topology.is_cluster())
+        .then(|| judged(inventory, &figures))
+        .flatten();
     if let (Some((before, _)), Some(touched)) = (reuse, &touched) {
         keep_untouched_figures(inventory, before, touched);
+        // The untouched accounts' verdicts as observed before (what vouched for them then
+        // still does).
+        if let (Some(verdicts), Some(before)) = (
+            verdicts.as_mut(),
+            before.server.as_ref().and_then(|s| s.drift_cache.as_ref()),
+        ) {
+            verdicts.carry(before, |account| !touched.iter().any(|t| t == account));
+        }
     }
     match known_registries {
         None => {
-            read_registries(root, listener, inventory, topology.is_cluster())?;
-            read_acls(root, listener, inventory, topology.is_cluster())?;
+            let mut read = read_registries(root, listener, inventory, topology.is_cluster())?;
+            read.extend(read_acls(root, listener, inventory, topology.is_cluster())?);
             tracing::debug!(took = ?started.elapsed(), "read the channel registries and acls");
+            // A bucket read asks its account's JetStream API: the counters the verdicts were
+            // judged with have moved, by cotal's own hand. For a state whose caches are saved
+            // (`up`'s refresh reads every registry) those accounts are judged again from a
+            // report after the reads; otherwise their verdicts are left out (the next plan
+            // asks them again).
+            if let Some(verdicts) = verdicts.as_mut()
+                && !read.is_empty()
+            {
+                read.sort_unstable();
+                read.dedup();
+                if purpose == Purpose::Remembered {
+                    judge_again(root, listener, inventory, verdicts, &read);
+                } else {
+                    verdicts
+                        .accounts
+                        .retain(|a, _| read.binary_search(a).is_err());
+                }
+            }
         }
         Some(known) => {
             for (name, space) in inventory.spaces.iter_mut() {
@@ -577,6 +660,7 @@ fn observe_live(
             },
             behind: Vec::new(),
             behind_records: None,
+            drift_cache: verdicts,
         }),
         store: figures.store,
     })
@@ -890,13 +974,14 @@ pub fn live_figures(
     jsz_servers: usize,
     servers: usize,
     only: Option<&[String]>,
+    vouch: Option<&live::Vouch>,
 ) -> Result<live::Figures> {
     let nats = live::Nats::new(&listener.host, listener.port)?;
     // The previous control key, when kept, reaches a broker still running the system JWT of
     // an interrupted key change.
     let mut last = None;
     for creds in mint::system_users(root, "cotal-monitor", permissions::monitor())? {
-        match nats.figures_of(&creds, only, jsz_servers, servers) {
+        match nats.figures_of(&creds, only, jsz_servers, servers, vouch) {
             Ok(figures) => return Ok(figures),
             Err(e) => last = Some(e),
         }
@@ -913,7 +998,7 @@ fn read_registries(
     listener: &Listener,
     inventory: &mut Inventory,
     clustered: bool,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     use crate::observed::RegistryState;
     let mut wanted = Vec::new();
     let mut known = Vec::new();
@@ -962,15 +1047,27 @@ fn read_registries(
         }
     }
     if wanted.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
+    let read = accounts_of(inventory, wanted.iter().map(|(name, _, _)| name));
     let results = live::Nats::new(&listener.host, listener.port)?.registries(wanted);
     for (name, result) in results {
         if let Some(space) = inventory.spaces.get_mut(&name) {
             space.registry = bucket_state(result);
         }
     }
-    Ok(())
+    Ok(read)
+}
+
+/// The accounts of the spaces `names`.
+fn accounts_of<'a>(
+    inventory: &Inventory,
+    names: impl Iterator<Item = &'a SpaceName>,
+) -> Vec<String> {
+    names
+        .filter_map(|n| inventory.spaces.get(n))
+        .map(|s| s.account_pub.clone())
+        .collect()
 }
 
 /// What the live figures already say of a space's bucket (its stream `stream`) without
@@ -1037,7 +1134,7 @@ fn read_acls(
     listener: &Listener,
     inventory: &mut Inventory,
     clustered: bool,
-) -> Result<()> {
+) -> Result<Vec<String>> {
     let mut wanted = Vec::new();
     for (name, space) in inventory.spaces.iter_mut() {
         if space.limits.is_suspended() || space.archived.is_some() {
@@ -1061,15 +1158,161 @@ fn read_acls(
         wanted.push((name.clone(), bucket, creds));
     }
     if wanted.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
+    let read = accounts_of(inventory, wanted.iter().map(|(name, _, _)| name));
     let results = live::Nats::new(&listener.host, listener.port)?.buckets(wanted);
     for (name, result) in results {
         if let Some(space) = inventory.spaces.get_mut(&name) {
             space.acl = bucket_state(result);
         }
     }
-    Ok(())
+    Ok(read)
+}
+
+/// The verdicts on stream configs cached (`cache`), with the expectation each space's records
+/// make now (its token and storage quota, by account): what says whether a verdict still holds.
+struct DriftVouch {
+    cache: std::sync::Arc<DriftCache>,
+    #[allow(clippy::type_complexity)]
+    holds: Box<dyn Fn(&str, &str, &str, &crate::drift_verdicts::Voucher) -> bool + Sync>,
+}
+
+impl DriftVouch {
+    fn new(cache: DriftCache, inventory: &Inventory) -> Self {
+        let expected: std::collections::HashMap<String, (String, Option<u64>)> = inventory
+            .spaces
+            .iter()
+            .map(|(name, space)| {
+                (
+                    space.account_pub.clone(),
+                    (name.token(), space.limits.storage_quota()),
+                )
+            })
+            .collect();
+        let cache = std::sync::Arc::new(cache);
+        let judged = cache.clone();
+        let holds = move |server: &str, loaded: &str, account: &str, voucher: &_| {
+            expected.get(account).is_some_and(|(token, quota)| {
+                judged
+                    .verdict(server, loaded, account, token, *quota, voucher)
+                    .is_some()
+            })
+        };
+        DriftVouch {
+            cache,
+            holds: Box::new(holds),
+        }
+    }
+}
+
+/// Give each space whose configs the broker left out (the cached verdict vouched for them) that
+/// verdict: its streams' drift and its artifact store's cap.
+fn take_vouched_verdicts(inventory: &mut Inventory, figures: &live::Figures, cache: &DriftCache) {
+    for space in inventory.spaces.values_mut() {
+        if let Some(verdict) = figures
+            .accounts
+            .get(&space.account_pub)
+            .filter(|a| a.configs_vouched)
+            .and_then(|_| cache.accounts.get(&space.account_pub))
+        {
+            space.stream_drift = verdict.drift.clone();
+            space.artifact_max_bytes = verdict.artifact_max_bytes;
+        }
+    }
+}
+
+/// Of a single server's figures: each space's verdict on its stream configs (as the figures
+/// gave it, fresh or vouched for, and as `inventory` now holds it), with what vouches for it,
+/// for an apply or `up` to cache.
+fn judged(inventory: &Inventory, figures: &live::Figures) -> Option<DriftCache> {
+    let server_id = figures.server_id.as_ref()?;
+    let loaded = figures
+        .loaded
+        .values()
+        .next()
+        .map(String::as_str)
+        .unwrap_or("");
+    let mut cache = DriftCache::new(server_id, loaded);
+    for (name, space) in &inventory.spaces {
+        let Some(account) = figures.accounts.get(&space.account_pub) else {
+            continue;
+        };
+        let Some(voucher) = &account.voucher else {
+            continue;
+        };
+        if !account.configs_vouched && account.streams.iter().any(|s| s.shape.is_none()) {
+            continue;
+        }
+        cache.accounts.insert(
+            space.account_pub.clone(),
+            Verdict {
+                api: voucher.api,
+                streams: voucher.streams.clone(),
+                token: name.token(),
+                quota: space.limits.storage_quota(),
+                drift: space.stream_drift.clone(),
+                artifact_max_bytes: space.artifact_max_bytes,
+            },
+        );
+    }
+    Some(cache)
+}
+
+/// The verdict on the stream configs of the space `name` (storage `quota`) in a single
+/// server's report of its account, every config in it; `None` otherwise.
+fn verdict_of(
+    name: &SpaceName,
+    quota: Option<u64>,
+    account: &live::AccountFigures,
+) -> Option<Verdict> {
+    let voucher = account.voucher.as_ref()?;
+    if account.streams.iter().any(|s| s.shape.is_none()) {
+        return None;
+    }
+    let (drift, artifact_max_bytes) = judge(name, quota, account, None);
+    Some(Verdict {
+        api: voucher.api,
+        streams: voucher.streams.clone(),
+        token: name.token(),
+        quota,
+        drift,
+        artifact_max_bytes,
+    })
+}
+
+/// Judge again the verdicts of the accounts `read` (sorted) from a report of their configs
+/// asked now (of every account's, past [`live::CONFIGS_ASKED_ONE_BY_ONE`]); a verdict that
+/// cannot be judged again is left out.
+fn judge_again(
+    root: &Root,
+    listener: &Listener,
+    inventory: &Inventory,
+    verdicts: &mut DriftCache,
+    read: &[String],
+) {
+    let only = (read.len() <= live::CONFIGS_ASKED_ONE_BY_ONE).then_some(read);
+    let after = match live_figures(root, listener, 1, 1, only, None) {
+        Ok(after) if after.server_id.as_deref() == Some(verdicts.server_id.as_str()) => after,
+        _ => {
+            verdicts
+                .accounts
+                .retain(|a, _| read.binary_search(a).is_err());
+            return;
+        }
+    };
+    for (name, space) in &inventory.spaces {
+        if read.binary_search(&space.account_pub).is_err() {
+            continue;
+        }
+        verdicts.accounts.remove(&space.account_pub);
+        let Some(account) = after.accounts.get(&space.account_pub) else {
+            continue;
+        };
+        if let Some(verdict) = verdict_of(name, space.limits.storage_quota(), account) {
+            verdicts.accounts.insert(space.account_pub.clone(), verdict);
+        }
+    }
 }
 
 /// Give every space whose account was not `touched` the live figures observed `before`.
@@ -1137,32 +1380,45 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
                     .reduce(|(a, x), (b, y)| (a.min(b), x && y))
             })
             .flatten();
-        let artifacts = streams::artifact_stream(&name.token());
-        space.artifact_max_bytes = account
-            .streams
-            .iter()
-            .find(|s| s.name == artifacts)
-            .and_then(|s| s.shape.as_ref())
-            .map(|shape| shape.max_bytes);
-        for want in streams::expected(&name.token(), space.limits.storage_quota()) {
-            let stream_name = want.stream_name();
-            let live = account.streams.iter().find(|s| s.name == stream_name);
-            if let Some(shape) = live.and_then(|s| s.shape.as_ref()) {
-                let mut fields = streams::drift(&want.shape(), shape);
-                // On a cluster the declared replicas are part of the shape (updatable in place).
-                if let (Some(want), Some(have)) = (replicas, live.and_then(|s| s.num_replicas))
-                    && want != have
-                {
-                    fields.push("replicas");
-                }
-                if !fields.is_empty() {
-                    space
-                        .stream_drift
-                        .push((stream_name, fields.iter().map(|f| f.to_string()).collect()));
-                }
+        (space.stream_drift, space.artifact_max_bytes) =
+            judge(name, space.limits.storage_quota(), account, replicas);
+    }
+}
+
+/// The verdict on a space's stream configs in its account's figures: the streams whose config
+/// differs from the shape cotal expects (with the fields), and its artifact store's cap.
+/// `replicas`: the declared replica count on a cluster.
+fn judge(
+    name: &SpaceName,
+    quota: Option<u64>,
+    account: &live::AccountFigures,
+    replicas: Option<usize>,
+) -> (Vec<(String, Vec<String>)>, Option<i64>) {
+    let artifacts = streams::artifact_stream(&name.token());
+    let artifact_max_bytes = account
+        .streams
+        .iter()
+        .find(|s| s.name == artifacts)
+        .and_then(|s| s.shape.as_ref())
+        .map(|shape| shape.max_bytes);
+    let mut drift = Vec::new();
+    for want in streams::expected(&name.token(), quota) {
+        let stream_name = want.stream_name();
+        let live = account.streams.iter().find(|s| s.name == stream_name);
+        if let Some(shape) = live.and_then(|s| s.shape.as_ref()) {
+            let mut fields = streams::drift(&want.shape(), shape);
+            // On a cluster the declared replicas are part of the shape (updatable in place).
+            if let (Some(want), Some(have)) = (replicas, live.and_then(|s| s.num_replicas))
+                && want != have
+            {
+                fields.push("replicas");
+            }
+            if !fields.is_empty() {
+                drift.push((stream_name, fields.iter().map(|f| f.to_string()).collect()));
             }
         }
     }
+    (drift, artifact_max_bytes)
 }
 
 /// What the broker's JetStream can hold: the configured store sizes, else what the running
@@ -1338,7 +1594,7 @@ mod tests {
                     },
                 })
                 .collect(),
-            connections: 0,
+            ..AccountFigures::default()
         };
         let (a_pub, b_pub) = (sa.account_pub.clone(), sb.account_pub.clone());
         let figures = |b_whole: bool| Figures {
@@ -1352,6 +1608,7 @@ mod tests {
             .into(),
             store: None,
             loaded: Default::default(),
+            server_id: None,
         };
         let mut inventory = Inventory::default();
         inventory.spaces.insert(a.clone(), sa.clone());

@@ -548,6 +548,10 @@ pub struct ServerInfo {
     /// the promoted config, so an interrupted apply's fence it holds is in force.
     #[serde(skip)]
     pub behind_records: Option<Vec<String>>,
+    /// Of a single server: each account's verdict on its stream configs and what vouches for
+    /// it (`store::drift_cache`), for an apply or `up` to cache. Not for planning.
+    #[serde(skip)]
+    pub drift_cache: Option<crate::drift_verdicts::DriftCache>,
 }
 
 /// Everything the planner may look at.

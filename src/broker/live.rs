@@ -6,6 +6,7 @@
 
 use crate::channels;
 use crate::diagnostic::Diagnostic;
+use crate::drift_verdicts::{ApiCounters, Voucher, names_digest};
 use crate::error::{BrokerError, Error, Result};
 use crate::streams::{self, Expected, Retention, Shape};
 use async_nats::jetstream::{self, kv, stream};
@@ -15,6 +16,13 @@ use std::time::Duration;
 
 /// Connect and request timeout.
 const TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The subject every server answers JSZ on.
+const JSZ: &str = "$SYS.REQ.SERVER.PING.JSZ";
+
+/// Up to how many accounts whose stream configs the cache does not vouch for are asked one by
+/// one (more are asked for in one request for every account).
+pub const CONFIGS_ASKED_ONE_BY_ONE: usize = 32;
 
 /// A connection target with its own runtime.
 pub struct Nats {
@@ -210,55 +218,64 @@ impl Nats {
     /// gathered from `jsz_servers` servers (every running node of a cluster, unless each holds a
     /// replica of every stream), connections summed over `servers` (every running node).
     pub fn figures(&self, sys_creds: &str, jsz_servers: usize, servers: usize) -> Result<Figures> {
-        self.figures_of(sys_creds, None, jsz_servers, servers)
+        self.figures_of(sys_creds, None, jsz_servers, servers, None)
     }
 
     /// [`Nats::figures`] of `only` these accounts (`None`: every account): one JSZ request per
-    /// account named, one STATZ request for all of them.
+    /// account named, one STATZ and one VARZ request for all of them, all three at once.
+    ///
+    /// Of a single server, with `vouch` (what says whether a cached verdict on an account's
+    /// configs still holds, `store::drift_cache`), every account's streams are asked for
+    /// without their configs: those of the accounts `vouch` does not vouch for are asked again,
+    /// one request per account, or in one request for every account when more than
+    /// [`CONFIGS_ASKED_ONE_BY_ONE`] are. Of a single server, each account's figures carry what
+    /// would vouch for a verdict on them.
     pub fn figures_of(
         &self,
         sys_creds: &str,
         only: Option<&[String]>,
         jsz_servers: usize,
         servers: usize,
+        vouch: Option<&Vouch>,
     ) -> Result<Figures> {
+        let single = jsz_servers == 1 && servers == 1;
         self.rt.block_on(async {
             let client = connect(&self.url, sys_creds)
                 .await
                 .map_err(refused_connection("system connect"))?;
-            // JSZ lists 1024 accounts unless told otherwise, and pages only in a sorted order
-            // its first page does not use: one reply holds every account.
-            let (jsz_bodies, statz_body) = match only {
-                None => (
-                    vec![
-                        r#"{"accounts":true,"streams":true,"config":true,"limit":1000000000}"#
-                            .to_string(),
-                    ],
-                    r#"{"include_unused":true}"#.to_string(),
-                ),
-                Some(accounts) => (
-                    accounts
-                        .iter()
-                        .map(|a| {
-                            serde_json::json!({"account": a, "streams": true, "config": true})
-                                .to_string()
-                        })
-                        .collect(),
-                    serde_json::json!({"accounts": accounts, "include_unused": true}).to_string(),
-                ),
+            // The configs are left out only when the verdicts were judged on this very process
+            // (else every one would be asked again).
+            let lean = single
+                && only.is_none()
+                && vouch.is_some_and(|v| v.server_id == client.server_info().server_id);
+            let statz_body = match only {
+                None => r#"{"include_unused":true}"#.to_string(),
+                Some(accounts) => {
+                    serde_json::json!({"accounts": accounts, "include_unused": true}).to_string()
+                }
             };
-            let mut jsz: Vec<Reply<Jsz>> = Vec::new();
-            for body in &jsz_bodies {
-                jsz.extend(
-                    request_all(&client, "$SYS.REQ.SERVER.PING.JSZ", body, jsz_servers).await?,
-                );
-            }
-            let statz: Vec<Reply<AccStatz>> =
-                request_all(&client, "$SYS.REQ.ACCOUNT.PING.STATZ", &statz_body, servers).await?;
-            // Every running node's VARZ: the first answers for the broker (version, store),
-            // each says which config it has loaded.
-            let varzs: Vec<Reply<Varz>> =
-                request_all(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}", servers).await?;
+            let jsz = async {
+                match only {
+                    None => {
+                        let body = jsz_of_every_account(!lean);
+                        request_all::<Reply<Jsz>>(&client, JSZ, &body, jsz_servers).await
+                    }
+                    Some(accounts) => jsz_of_accounts(&client, accounts, jsz_servers).await,
+                }
+            };
+            let (jsz, statz, varzs) = tokio::join!(
+                jsz,
+                request_all::<Reply<AccStatz>>(
+                    &client,
+                    "$SYS.REQ.ACCOUNT.PING.STATZ",
+                    &statz_body,
+                    servers
+                ),
+                // Every running node's VARZ: the first answers for the broker (version, store),
+                // each says which config it has loaded.
+                request_all::<Reply<Varz>>(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}", servers),
+            );
+            let (jsz, statz, varzs) = (jsz?, statz?, varzs?);
             let loaded: BTreeMap<String, String> = varzs
                 .iter()
                 .filter(|r| !r.data.config_digest.is_empty())
@@ -268,9 +285,75 @@ impl Nats {
                 .into_iter()
                 .next()
                 .expect("request_all returns at least one reply");
+            // Of a single server: the process that answered (its ID, fresh at every start).
+            let server_id =
+                single.then(|| jsz.first().map(|r| r.server.id.clone()).unwrap_or_default());
+            let mut details: Vec<JszAccount> = jsz
+                .into_iter()
+                .flat_map(|r| r.data.account_details)
+                .collect();
+            let voucher = |a: &JszAccount| Voucher {
+                api: a.api.counters(),
+                streams: names_digest(a.stream_detail.iter().map(|s| s.name.as_str())),
+            };
+            // Each account's voucher, and whether it vouched for the configs not asked for.
+            let mut vouchers: Vec<Option<(Voucher, bool)>> = Vec::with_capacity(details.len());
+            let mut ask: Vec<usize> = Vec::new();
+            for (i, a) in details.iter().enumerate() {
+                let Some(id) = &server_id else {
+                    vouchers.push(None);
+                    continue;
+                };
+                let v = voucher(a);
+                let lacking = a.stream_detail.iter().any(|s| s.config.is_none());
+                let vouched = lacking
+                    && vouch.is_some_and(|f| (f.holds)(id, &varz.data.config_digest, &a.id, &v));
+                if lacking && !vouched {
+                    ask.push(i);
+                }
+                vouchers.push(Some((v, vouched)));
+            }
+            tracing::debug!(
+                lean,
+                vouched = vouchers.iter().flatten().filter(|(_, v)| *v).count(),
+                asked = ask.len(),
+                "stream configs vouched for by the drift cache, and to ask"
+            );
+            if ask.len() > CONFIGS_ASKED_ONE_BY_ONE {
+                // Every account's again, configs and all.
+                details = request_all::<Reply<Jsz>>(&client, JSZ, &jsz_of_every_account(true), 1)
+                    .await?
+                    .into_iter()
+                    .flat_map(|r| r.data.account_details)
+                    .collect();
+                vouchers = details.iter().map(|a| Some((voucher(a), false))).collect();
+            } else if !ask.is_empty() {
+                let accounts: Vec<String> = ask.iter().map(|&i| details[i].id.clone()).collect();
+                tracing::trace!(?accounts, "asked for their stream configs");
+                let mut fresh = jsz_of_accounts(&client, &accounts, 1).await?;
+                for &i in &ask {
+                    // As it is now (with no stream if it is gone since).
+                    let id = details[i].id.clone();
+                    let detail = fresh
+                        .iter_mut()
+                        .flat_map(|r| r.data.account_details.iter_mut())
+                        .find(|a| a.id == id)
+                        .map(std::mem::take)
+                        .unwrap_or(JszAccount {
+                            id,
+                            ..JszAccount::default()
+                        });
+                    vouchers[i] = Some((voucher(&detail), false));
+                    details[i] = detail;
+                }
+            }
             let mut accounts: BTreeMap<String, AccountFigures> = BTreeMap::new();
-            for a in jsz.into_iter().flat_map(|r| r.data.account_details) {
+            for (a, voucher) in details.into_iter().zip(vouchers) {
                 let entry = accounts.entry(a.id.clone()).or_default();
+                if let Some((voucher, vouched)) = voucher {
+                    entry.voucher = Some(voucher);
+                    entry.configs_vouched = vouched;
+                }
                 for s in a.stream_detail {
                     // The count is the config's (a rescale's peers leave the group a moment
                     // later); the currency is the group's.
@@ -329,6 +412,7 @@ impl Nats {
                 accounts,
                 store,
                 loaded,
+                server_id,
             })
         })
     }
@@ -1025,6 +1109,32 @@ async fn connect(url: &str, creds: &str) -> std::result::Result<async_nats::Clie
     options.connect(url).await.map_err(|e| e.to_string())
 }
 
+/// JSZ's request for every account's streams, with their configs or not. JSZ lists 1024
+/// accounts unless told otherwise, and pages only in a sorted order its first page does not
+/// use: one reply holds every account.
+fn jsz_of_every_account(config: bool) -> String {
+    format!(r#"{{"accounts":true,"streams":true,"config":{config},"limit":1000000000}}"#)
+}
+
+/// The JSZ of each of `accounts`, configs and all, asked at once, each of `servers` servers.
+async fn jsz_of_accounts(
+    client: &async_nats::Client,
+    accounts: &[String],
+    servers: usize,
+) -> Result<Vec<Reply<Jsz>>> {
+    let bodies: Vec<String> = accounts
+        .iter()
+        .map(|a| serde_json::json!({"account": a, "streams": true, "config": true}).to_string())
+        .collect();
+    let replies = futures::future::try_join_all(
+        bodies
+            .iter()
+            .map(|body| request_all::<Reply<Jsz>>(client, JSZ, body, servers)),
+    )
+    .await?;
+    Ok(replies.into_iter().flatten().collect())
+}
+
 /// One request answered by `n` servers: every reply within the deadline, at most `n` (fewer when
 /// a server does not answer in time; at least one, or an error).
 async fn request_all<T: for<'de> Deserialize<'de>>(
@@ -1159,6 +1269,19 @@ pub struct Figures {
     /// Each node that answered, by its server name: the digest of the config it has loaded
     /// (VARZ `config_digest`).
     pub loaded: BTreeMap<String, String>,
+    /// Of a single server: the ID of the process that answered (fresh at every start).
+    pub server_id: Option<String>,
+}
+
+/// What says whether a cached verdict on an account's stream configs still holds
+/// (`store::drift_cache`).
+pub struct Vouch<'a> {
+    /// The server process the verdicts were judged on: JSZ is asked to leave the configs out
+    /// only when the connection reaches that process.
+    pub server_id: &'a str,
+    /// Whether the verdict on an account holds, given the answering server's ID, the digest of
+    /// the config it has loaded, the account, and the account's voucher.
+    pub holds: &'a (dyn Fn(&str, &str, &str, &Voucher) -> bool + Sync),
 }
 
 /// The broker's JetStream stores: their size and their use.
@@ -1174,6 +1297,11 @@ pub struct StoreFigures {
 pub struct AccountFigures {
     pub streams: Vec<StreamFigures>,
     pub connections: u64,
+    /// Of a single server: what would vouch for a verdict on these streams' configs.
+    pub voucher: Option<Voucher>,
+    /// Whether the configs were not asked for, the cached verdict vouched for (the streams
+    /// then have no shape).
+    pub configs_vouched: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -1202,6 +1330,9 @@ struct Reply<T> {
 struct ReplyServer {
     #[serde(default)]
     name: String,
+    /// The server process's ID (fresh at every start).
+    #[serde(default)]
+    id: String,
 }
 
 #[derive(Deserialize)]
@@ -1210,12 +1341,33 @@ struct Jsz {
     account_details: Vec<JszAccount>,
 }
 
-/// One account of a JSZ reply: its streams (also what [`super::control`] waits on).
-#[derive(Deserialize)]
+/// One account of a JSZ reply: its streams (also what [`super::control`] waits on) and its
+/// JetStream API counters.
+#[derive(Deserialize, Default)]
 pub(super) struct JszAccount {
     pub(super) id: String,
     #[serde(default)]
     pub(super) stream_detail: Vec<JszStream>,
+    #[serde(default)]
+    api: JszApi,
+}
+
+/// An account's JetStream API requests answered (JSZ `api`).
+#[derive(Deserialize, Default)]
+struct JszApi {
+    #[serde(default)]
+    total: u64,
+    #[serde(default)]
+    errors: u64,
+}
+
+impl JszApi {
+    fn counters(&self) -> ApiCounters {
+        ApiCounters {
+            total: self.total,
+            errors: self.errors,
+        }
+    }
 }
 
 #[derive(Deserialize)]

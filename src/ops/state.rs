@@ -64,6 +64,7 @@ pub fn refresh(root: &Root) -> Result<bool> {
             // The registries this observation read (after `up`, every one): the first apply
             // after it reads again only those whose stream moved since.
             save_registry_cache(root, &observed);
+            save_drift_cache(root, &observed);
             b
         }
         Err(e) => {
@@ -199,11 +200,13 @@ fn observe_and_write(
     )
     .and_then(|(o, memo)| {
         tracing::debug!(took = ?started.elapsed(), "observed the state after the apply");
-        // The memo (a file of its own, synced) is saved while the state is encoded.
+        // The memo and the drift cache (files of their own, synced) are saved while the
+        // state is encoded.
         let ((), encoded) = rayon::join(
             || {
                 save_memo(root, &memo);
-                tracing::debug!(took = ?started.elapsed(), "saved the signature memo");
+                save_drift_cache(root, &o);
+                tracing::debug!(took = ?started.elapsed(), "saved the memo and the drift cache");
             },
             || encode(root, &o),
         );
@@ -240,6 +243,20 @@ fn save_registry_cache(root: &Root, observed: &crate::observed::Observed) {
         && let Err(e) = crate::store::registry_cache::save(root, &cache)
     {
         tracing::warn!(error = %e, "the registry cache was not written");
+    }
+}
+
+/// Cache the verdicts on the stream configs `observed` holds, with what vouches for them
+/// (`store::drift_cache`), for the next plan; nothing when it holds none (a cluster, a stopped
+/// broker). A failure costs only the next plan's speed.
+fn save_drift_cache(root: &Root, observed: &crate::observed::Observed) {
+    if let Some(cache) = observed
+        .server
+        .as_ref()
+        .and_then(|s| s.drift_cache.as_ref())
+        && let Err(e) = crate::store::drift_cache::save(root, cache)
+    {
+        tracing::warn!(error = %e, "the drift cache was not written");
     }
 }
 

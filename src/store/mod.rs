@@ -10,6 +10,7 @@ pub mod audit;
 pub mod broker_record;
 pub mod cut;
 pub mod desired_file;
+pub mod drift_cache;
 pub mod generation;
 pub mod inventory;
 pub mod jetstream_dir;

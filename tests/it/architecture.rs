@@ -15,6 +15,7 @@ const PURE: &[&str] = &[
     "src/route_auth.rs",
     "src/digest.rs",
     "src/observed.rs",
+    "src/drift_verdicts.rs",
     "src/lifecycle.rs",
     "src/relocation.rs",
     "src/permissions.rs",

@@ -1747,6 +1747,88 @@ fn a_stream_whose_config_drifted_is_a_change_and_apply_repairs_it() {
     assert_eq!(b.space_status("design").unwrap()["servable"], true);
 }
 
+/// The configs-left-out figures of a plan's debug log: (whether JSZ left the configs out, the
+/// accounts the drift cache vouched for, the accounts asked for their configs again).
+fn configs_vouched(root: &TestRoot) -> (bool, usize, usize) {
+    let out = root
+        .cotal(&["plan"])
+        .env("RUST_LOG", "cotal=debug")
+        .assert()
+        .success();
+    let log = crate::support::stderr(&out);
+    let line = log
+        .lines()
+        .find(|l| l.contains("stream configs vouched for by the drift cache"))
+        .unwrap_or_else(|| panic!("the plan asked for the live figures: {log}"));
+    let field = |name: &str| -> String {
+        line.split(&format!("{name}="))
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_alphanumeric()).next())
+            .unwrap_or_else(|| panic!("{name} in {line}"))
+            .to_string()
+    };
+    (
+        field("lean") == "true",
+        field("vouched").parse().unwrap(),
+        field("asked").parse().unwrap(),
+    )
+}
+
+/// The drift cache (`.cotal/maintenance/drift.json`) spares a plan every config the broker's
+/// API counters vouch for, and is bypassed for an account whose tenant changed a stream since,
+/// and wholly for another server process: the drift is found either way.
+#[test]
+fn the_drift_cache_spares_unchanged_configs_and_a_tenants_update_is_still_found() {
+    let b = Broker::start("[spaces.design]\n[spaces.release]\n");
+    assert!(
+        b.root.file(".cotal/maintenance/drift.json").exists(),
+        "up's state refresh judged every account"
+    );
+    assert_eq!(
+        configs_vouched(&b.root),
+        (true, 2, 0),
+        "no config is asked for: the cache vouches for both accounts"
+    );
+    let client = b.client("design").unwrap();
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(client.client.clone());
+        let mut chat = js.get_stream("CHAT_design").await.unwrap();
+        let mut config = chat.info().await.unwrap().config.clone();
+        config.max_messages_per_subject = 10;
+        js.update_stream(config).await.unwrap();
+    });
+    assert_eq!(
+        configs_vouched(&b.root),
+        (true, 1, 1),
+        "the tenant's API requests void its account's verdict, and only its"
+    );
+    let plan = b
+        .root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(2);
+    assert!(
+        stdout(&plan).contains("update CHAT_design (drifted: max_msgs_per_subject)"),
+        "{}",
+        stdout(&plan)
+    );
+    b.root.apply().success();
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    // Another server process: the verdicts judged on the one before vouch for nothing.
+    let judged_before = std::fs::read(b.root.file(".cotal/maintenance/drift.json")).unwrap();
+    b.root.cotal(&["down"]).assert().success();
+    b.root.cotal(&["up"]).assert().success();
+    std::fs::write(b.root.file(".cotal/maintenance/drift.json"), judged_before).unwrap();
+    assert_eq!(
+        configs_vouched(&b.root),
+        (false, 0, 0),
+        "JSZ is asked for every config at once"
+    );
+}
+
 #[test]
 fn a_thousand_spaces_with_the_starter_defaults_boot_on_a_machine_of_this_size() {
     // `cotal init` writes the starter file, whose [defaults.limits] every space takes.
