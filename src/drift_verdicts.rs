@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 use sha2::Digest;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// The verdicts a server's reports gave.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +23,8 @@ pub struct DriftCache {
     pub loaded: String,
     /// The stream table of the cotal that judged ([`table`]).
     pub table: String,
+    /// The server's JetStream API counters over every account in the latest report judged.
+    pub server_api: ApiCounters,
     /// By account public key.
     pub accounts: BTreeMap<String, Verdict>,
 }
@@ -52,6 +54,22 @@ pub struct ApiCounters {
     pub errors: u64,
 }
 
+impl ApiCounters {
+    /// The later of two counts of the same server (the higher total).
+    pub fn max_by_total(self, other: ApiCounters) -> ApiCounters {
+        if (other.total, other.errors) > (self.total, self.errors) {
+            other
+        } else {
+            self
+        }
+    }
+
+    /// Whether either count is lower than in `then`: counted again from zero since.
+    pub fn lower_than(&self, then: &ApiCounters) -> bool {
+        self.total < then.total || self.errors < then.errors
+    }
+}
+
 /// What vouches for an account's cached verdict, as a report must match it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Voucher {
@@ -59,13 +77,58 @@ pub struct Voucher {
     pub streams: String,
 }
 
+/// The drift cache read for one report, with the expectation each space's records make now
+/// (by account: the space's token and storage quota): what decides which accounts' configs the
+/// report may leave out.
+pub struct Vouching<'a> {
+    pub cache: &'a DriftCache,
+    pub expected: &'a HashMap<String, (String, Option<u64>)>,
+}
+
+impl Vouching<'_> {
+    /// Whether the cache may vouch for anything in the report of `server_id` with `loaded` in
+    /// force, whose counters are `server_api` over every account and `accounts` each: the same
+    /// process, config and stream table, and no counter lower than judged. A JetStream started
+    /// again in place (after running out of space, by a reload of the same config) counts
+    /// every account from zero again, with the same ID and digest: a tenant could bring its
+    /// own counters back to the judged ones, but not every account's and the server's.
+    pub fn intact<'b>(
+        &self,
+        server_id: &str,
+        loaded: &str,
+        server_api: ApiCounters,
+        mut accounts: impl Iterator<Item = (&'b str, ApiCounters)>,
+    ) -> bool {
+        self.cache.vouchers(server_id, loaded).is_some()
+            && !server_api.lower_than(&self.cache.server_api)
+            && !accounts.any(|(account, api)| {
+                self.cache
+                    .accounts
+                    .get(account)
+                    .is_some_and(|v| api.lower_than(&v.api))
+            })
+    }
+
+    /// Whether the verdict on `account` holds for `voucher` (in a report found
+    /// [`Vouching::intact`]).
+    pub fn holds(&self, server_id: &str, loaded: &str, account: &str, voucher: &Voucher) -> bool {
+        self.expected.get(account).is_some_and(|(token, quota)| {
+            self.cache
+                .verdict(server_id, loaded, account, token, *quota, voucher)
+                .is_some()
+        })
+    }
+}
+
 impl DriftCache {
-    /// An empty cache of what `server_id` reported with `loaded` in force, judged by this build.
-    pub fn new(server_id: &str, loaded: &str) -> Self {
+    /// An empty cache of what `server_id` reported with `loaded` in force and `server_api`
+    /// counted, judged by this build.
+    pub fn new(server_id: &str, loaded: &str, server_api: ApiCounters) -> Self {
         DriftCache {
             server_id: server_id.to_string(),
             loaded: loaded.to_string(),
             table: table().to_string(),
+            server_api,
             accounts: BTreeMap::new(),
         }
     }
@@ -128,13 +191,19 @@ pub fn names_digest<'a>(names: impl IntoIterator<Item = &'a str>) -> String {
     hex::encode(&hash.finalize()[..16])
 }
 
-/// This build's stream table: the digest of the shapes it expects of sample spaces (and of
-/// its version), so a verdict judged by another table is judged again.
+/// The version of the judgement itself (`observe::judge`, `streams::drift`, the mapping of a
+/// reported config to a shape): bumped by hand whenever one of them changes, so verdicts judged
+/// by the old rules are judged again.
+const JUDGEMENT: u32 = 1;
+
+/// This build's stream table: the digest of the shapes it expects of sample spaces, of its
+/// version and of [`JUDGEMENT`], so a verdict judged by another table is judged again.
 pub fn table() -> &'static str {
     static TABLE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     TABLE.get_or_init(|| {
         let mut hash = sha2::Sha256::new();
         hash.update(env!("CARGO_PKG_VERSION").as_bytes());
+        hash.update(JUDGEMENT.to_le_bytes());
         for quota in [None, Some(1), Some(32 << 20), Some(4 << 30)] {
             hash.update(format!("{:?}", crate::streams::expected("t", quota)).as_bytes());
         }
@@ -151,6 +220,11 @@ mod tests {
         errors: 1,
     };
 
+    const SERVER_API: ApiCounters = ApiCounters {
+        total: 54,
+        errors: 2,
+    };
+
     fn voucher(api: ApiCounters, names: &[&str]) -> Voucher {
         Voucher {
             api,
@@ -159,7 +233,7 @@ mod tests {
     }
 
     fn judged() -> DriftCache {
-        let mut cache = DriftCache::new("NSERVER", "sha256:loaded");
+        let mut cache = DriftCache::new("NSERVER", "sha256:loaded", SERVER_API);
         for account in ["AAA", "BBB"] {
             cache.accounts.insert(
                 account.into(),
@@ -305,9 +379,60 @@ mod tests {
     }
 
     #[test]
+    fn a_jetstream_counting_again_from_zero_voids_every_verdict() {
+        let cache = judged();
+        let expected: HashMap<String, (String, Option<u64>)> = ["AAA", "BBB"]
+            .into_iter()
+            .map(|a| (a.to_string(), ("design".to_string(), Some(1 << 20))))
+            .collect();
+        let vouching = Vouching {
+            cache: &cache,
+            expected: &expected,
+        };
+        let names = ["CHAT_design", "KV_x"];
+        let counted = |total, errors| ApiCounters { total, errors };
+        let intact = |server: ApiCounters, a: ApiCounters, b: ApiCounters| {
+            vouching.intact(
+                "NSERVER",
+                "sha256:loaded",
+                server,
+                [("AAA", a), ("BBB", b), ("NEW", counted(0, 0))].into_iter(),
+            )
+        };
+        assert!(intact(SERVER_API, API, API), "as judged");
+        assert!(
+            intact(counted(90, 2), counted(40, 1), API),
+            "counted on since: only AAA's verdict is void"
+        );
+        assert!(vouching.holds("NSERVER", "sha256:loaded", "BBB", &voucher(API, &names)));
+        assert!(!vouching.holds(
+            "NSERVER",
+            "sha256:loaded",
+            "AAA",
+            &voucher(counted(40, 1), &names)
+        ));
+        assert!(
+            !intact(counted(60, 2), API, counted(3, 0)),
+            "a tenant brought AAA's counters back after JetStream started again: BBB's are lower"
+        );
+        assert!(
+            !intact(counted(30, 2), API, API),
+            "the server's count is lower than judged"
+        );
+        assert!(
+            !intact(SERVER_API, counted(27, 0), API),
+            "fewer errors than judged"
+        );
+        assert!(
+            !vouching.holds("NSERVER", "sha256:loaded", "CCC", &voucher(API, &names)),
+            "an account no space of the records has"
+        );
+    }
+
+    #[test]
     fn carried_verdicts_come_only_from_the_same_server_and_never_replace_fresh_ones() {
         let before = judged();
-        let mut after = DriftCache::new("NSERVER", "sha256:reloaded");
+        let mut after = DriftCache::new("NSERVER", "sha256:reloaded", SERVER_API);
         let fresh = Verdict {
             drift: Vec::new(),
             ..before.accounts["AAA"].clone()
@@ -319,7 +444,7 @@ mod tests {
             after.accounts["BBB"], before.accounts["BBB"],
             "an untouched account is carried, under the config now loaded"
         );
-        let mut restarted = DriftCache::new("NOTHER", "sha256:reloaded");
+        let mut restarted = DriftCache::new("NOTHER", "sha256:reloaded", SERVER_API);
         restarted.carry(&before, |_| true);
         assert!(restarted.accounts.is_empty(), "another server process");
     }

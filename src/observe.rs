@@ -8,7 +8,7 @@ use crate::broker::live;
 use crate::desired::{self, Desired};
 use crate::diagnostic::Diagnostic;
 use crate::digest;
-use crate::drift_verdicts::{DriftCache, Verdict};
+use crate::drift_verdicts::{DriftCache, Verdict, Vouching};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::ObservedSpace;
@@ -284,13 +284,7 @@ fn observe_with(
                     r.jsz_servers,
                     r.running,
                     r.touched.as_deref(),
-                    drift
-                        .as_ref()
-                        .map(|d| live::Vouch {
-                            server_id: &d.cache.server_id,
-                            holds: &d.holds,
-                        })
-                        .as_ref(),
+                    drift.as_ref().map(DriftVouch::vouching).as_ref(),
                 )
             })
         },
@@ -313,7 +307,7 @@ fn observe_with(
             reuse,
             request,
             fetched,
-            drift.as_ref().map(|d| &*d.cache),
+            drift.as_ref().map(|d| &d.cache),
         )?,
         _ => Live::default(),
     };
@@ -974,7 +968,7 @@ pub fn live_figures(
     jsz_servers: usize,
     servers: usize,
     only: Option<&[String]>,
-    vouch: Option<&live::Vouch>,
+    vouch: Option<&Vouching>,
 ) -> Result<live::Figures> {
     let nats = live::Nats::new(&listener.host, listener.port)?;
     // The previous control key, when kept, reaches a broker still running the system JWT of
@@ -1173,14 +1167,13 @@ fn read_acls(
 /// The verdicts on stream configs cached (`cache`), with the expectation each space's records
 /// make now (its token and storage quota, by account): what says whether a verdict still holds.
 struct DriftVouch {
-    cache: std::sync::Arc<DriftCache>,
-    #[allow(clippy::type_complexity)]
-    holds: Box<dyn Fn(&str, &str, &str, &crate::drift_verdicts::Voucher) -> bool + Sync>,
+    cache: DriftCache,
+    expected: std::collections::HashMap<String, (String, Option<u64>)>,
 }
 
 impl DriftVouch {
     fn new(cache: DriftCache, inventory: &Inventory) -> Self {
-        let expected: std::collections::HashMap<String, (String, Option<u64>)> = inventory
+        let expected = inventory
             .spaces
             .iter()
             .map(|(name, space)| {
@@ -1190,18 +1183,13 @@ impl DriftVouch {
                 )
             })
             .collect();
-        let cache = std::sync::Arc::new(cache);
-        let judged = cache.clone();
-        let holds = move |server: &str, loaded: &str, account: &str, voucher: &_| {
-            expected.get(account).is_some_and(|(token, quota)| {
-                judged
-                    .verdict(server, loaded, account, token, *quota, voucher)
-                    .is_some()
-            })
-        };
-        DriftVouch {
-            cache,
-            holds: Box::new(holds),
+        DriftVouch { cache, expected }
+    }
+
+    fn vouching(&self) -> Vouching<'_> {
+        Vouching {
+            cache: &self.cache,
+            expected: &self.expected,
         }
     }
 }
@@ -1233,7 +1221,7 @@ fn judged(inventory: &Inventory, figures: &live::Figures) -> Option<DriftCache> 
         .next()
         .map(String::as_str)
         .unwrap_or("");
-    let mut cache = DriftCache::new(server_id, loaded);
+    let mut cache = DriftCache::new(server_id, loaded, figures.server_api);
     for (name, space) in &inventory.spaces {
         let Some(account) = figures.accounts.get(&space.account_pub) else {
             continue;
@@ -1609,6 +1597,7 @@ mod tests {
             store: None,
             loaded: Default::default(),
             server_id: None,
+            server_api: Default::default(),
         };
         let mut inventory = Inventory::default();
         inventory.spaces.insert(a.clone(), sa.clone());
@@ -1627,6 +1616,108 @@ mod tests {
         sb.limits.leaf = 0;
         inventory.spaces.insert(b.clone(), sb);
         assert!(!lacks_a_space_stream(&inventory, &figures(false), None));
+    }
+
+    #[test]
+    fn a_vouched_verdict_gives_its_space_the_drift_and_cap_judged_and_a_fresh_one_is_judged() {
+        use super::{Inventory, judged, streams, take_vouched_verdicts};
+        use crate::broker::live::{AccountFigures, Figures, StreamFigures};
+        use crate::drift_verdicts::{ApiCounters, DriftCache, Verdict, Voucher};
+        let (a, sa) = crate::testing::fixed_space(1, "a", &Default::default(), 0);
+        let (b, sb) = crate::testing::fixed_space(2, "b", &Default::default(), 0);
+        let api = ApiCounters {
+            total: 27,
+            errors: 0,
+        };
+        // `a`'s configs left out (vouched for); `b`'s reported, its chat stream drifted.
+        let reported = |name: &crate::model::SpaceName, vouched: bool| AccountFigures {
+            streams: streams::expected(&name.token(), None)
+                .iter()
+                .map(|want| StreamFigures {
+                    name: want.stream_name(),
+                    messages: 0,
+                    bytes: 0,
+                    shape: (!vouched).then(|| {
+                        let mut shape = want.shape();
+                        if want.stream_name().starts_with("CHAT_") {
+                            shape.max_msgs_per_subject = 10;
+                        }
+                        shape
+                    }),
+                    replication: None,
+                    num_replicas: None,
+                    fingerprint: crate::observed::RegistryFingerprint {
+                        created: String::new(),
+                        first_seq: 0,
+                        last_seq: 0,
+                        messages: 0,
+                    },
+                })
+                .collect(),
+            voucher: Some(Voucher {
+                api,
+                streams: "names".into(),
+            }),
+            configs_vouched: vouched,
+            ..AccountFigures::default()
+        };
+        let figures = Figures {
+            version: String::new(),
+            start: String::new(),
+            now: String::new(),
+            accounts: [
+                (sa.account_pub.clone(), reported(&a, true)),
+                (sb.account_pub.clone(), reported(&b, false)),
+            ]
+            .into(),
+            store: None,
+            loaded: [("n1".to_string(), "sha256:loaded".to_string())].into(),
+            server_id: Some("NSERVER".into()),
+            server_api: api,
+        };
+        let judged_before = Verdict {
+            api,
+            streams: "names".into(),
+            token: a.token(),
+            quota: None,
+            drift: vec![(format!("DM_{}", a.token()), vec!["max_age".into()])],
+            artifact_max_bytes: Some(4096),
+        };
+        let mut cache = DriftCache::new("NSERVER", "sha256:loaded", api);
+        cache
+            .accounts
+            .insert(sa.account_pub.clone(), judged_before.clone());
+        let mut inventory = Inventory::default();
+        inventory.spaces.insert(a.clone(), sa.clone());
+        inventory.spaces.insert(b.clone(), sb.clone());
+        super::apply_figures(&mut inventory, &figures, None);
+        take_vouched_verdicts(&mut inventory, &figures, &cache);
+        assert_eq!(inventory.spaces[&a].stream_drift, judged_before.drift);
+        assert_eq!(inventory.spaces[&a].artifact_max_bytes, Some(4096));
+        let chat_b = format!("CHAT_{}", b.token());
+        assert_eq!(
+            inventory.spaces[&b].stream_drift,
+            vec![(chat_b.clone(), vec!["max_msgs_per_subject".to_string()])],
+            "a reported config is judged"
+        );
+        let saved = judged(&inventory, &figures).expect("a single server's figures");
+        assert_eq!(
+            saved.accounts[&sa.account_pub], judged_before,
+            "carried as judged"
+        );
+        assert_eq!(
+            saved.accounts[&sb.account_pub].drift,
+            vec![(chat_b, vec!["max_msgs_per_subject".to_string()])]
+        );
+        assert_eq!(saved.server_api, api);
+        let cluster = Figures {
+            server_id: None,
+            ..figures
+        };
+        assert!(
+            judged(&inventory, &cluster).is_none(),
+            "a cluster's figures judge nothing"
+        );
     }
 
     #[test]

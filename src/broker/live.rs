@@ -6,7 +6,7 @@
 
 use crate::channels;
 use crate::diagnostic::Diagnostic;
-use crate::drift_verdicts::{ApiCounters, Voucher, names_digest};
+use crate::drift_verdicts::{ApiCounters, Voucher, Vouching, names_digest};
 use crate::error::{BrokerError, Error, Result};
 use crate::streams::{self, Expected, Retention, Shape};
 use async_nats::jetstream::{self, kv, stream};
@@ -236,7 +236,7 @@ impl Nats {
         only: Option<&[String]>,
         jsz_servers: usize,
         servers: usize,
-        vouch: Option<&Vouch>,
+        vouch: Option<&Vouching>,
     ) -> Result<Figures> {
         let single = jsz_servers == 1 && servers == 1;
         self.rt.block_on(async {
@@ -247,7 +247,7 @@ impl Nats {
             // (else every one would be asked again).
             let lean = single
                 && only.is_none()
-                && vouch.is_some_and(|v| v.server_id == client.server_info().server_id);
+                && vouch.is_some_and(|v| v.cache.server_id == client.server_info().server_id);
             let statz_body = match only {
                 None => r#"{"include_unused":true}"#.to_string(),
                 Some(accounts) => {
@@ -263,7 +263,12 @@ impl Nats {
                     Some(accounts) => jsz_of_accounts(&client, accounts, jsz_servers).await,
                 }
             };
-            let (jsz, statz, varzs) = tokio::join!(
+            // Every running node's VARZ: the first answers for the broker (version, store), each
+            // says which config it has loaded. Asked first: the loaded config a verdict is filed
+            // under is never one loaded after the counters that vouch for it were read.
+            let varzs: Vec<Reply<Varz>> =
+                request_all(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}", servers).await?;
+            let (jsz, statz) = tokio::join!(
                 jsz,
                 request_all::<Reply<AccStatz>>(
                     &client,
@@ -271,11 +276,8 @@ impl Nats {
                     &statz_body,
                     servers
                 ),
-                // Every running node's VARZ: the first answers for the broker (version, store),
-                // each says which config it has loaded.
-                request_all::<Reply<Varz>>(&client, "$SYS.REQ.SERVER.PING.VARZ", "{}", servers),
             );
-            let (jsz, statz, varzs) = (jsz?, statz?, varzs?);
+            let (jsz, statz) = (jsz?, statz?);
             let loaded: BTreeMap<String, String> = varzs
                 .iter()
                 .filter(|r| !r.data.config_digest.is_empty())
@@ -288,10 +290,29 @@ impl Nats {
             // Of a single server: the process that answered (its ID, fresh at every start).
             let server_id =
                 single.then(|| jsz.first().map(|r| r.server.id.clone()).unwrap_or_default());
+            // The server's count over every account (of the latest reply when there are several).
+            let server_api = |replies: &[Reply<Jsz>]| {
+                replies
+                    .iter()
+                    .map(|r| r.data.api.counters())
+                    .fold(ApiCounters::default(), ApiCounters::max_by_total)
+            };
+            let mut counted = server_api(&jsz);
             let mut details: Vec<JszAccount> = jsz
                 .into_iter()
                 .flat_map(|r| r.data.account_details)
                 .collect();
+            let loaded_now = varz.data.config_digest.as_str();
+            // Whether the cache may vouch for anything in this report (no counter went back).
+            let intact = match (&server_id, vouch) {
+                (Some(id), Some(v)) if lean => v.intact(
+                    id,
+                    loaded_now,
+                    counted,
+                    details.iter().map(|a| (a.id.as_str(), a.api.counters())),
+                ),
+                _ => false,
+            };
             let voucher = |a: &JszAccount| Voucher {
                 api: a.api.counters(),
                 streams: names_digest(a.stream_detail.iter().map(|s| s.name.as_str())),
@@ -306,8 +327,8 @@ impl Nats {
                 };
                 let v = voucher(a);
                 let lacking = a.stream_detail.iter().any(|s| s.config.is_none());
-                let vouched = lacking
-                    && vouch.is_some_and(|f| (f.holds)(id, &varz.data.config_digest, &a.id, &v));
+                let vouched =
+                    lacking && intact && vouch.is_some_and(|f| f.holds(id, loaded_now, &a.id, &v));
                 if lacking && !vouched {
                     ask.push(i);
                 }
@@ -321,8 +342,10 @@ impl Nats {
             );
             if ask.len() > CONFIGS_ASKED_ONE_BY_ONE {
                 // Every account's again, configs and all.
-                details = request_all::<Reply<Jsz>>(&client, JSZ, &jsz_of_every_account(true), 1)
-                    .await?
+                let again =
+                    request_all::<Reply<Jsz>>(&client, JSZ, &jsz_of_every_account(true), 1).await?;
+                counted = server_api(&again);
+                details = again
                     .into_iter()
                     .flat_map(|r| r.data.account_details)
                     .collect();
@@ -331,6 +354,7 @@ impl Nats {
                 let accounts: Vec<String> = ask.iter().map(|&i| details[i].id.clone()).collect();
                 tracing::trace!(?accounts, "asked for their stream configs");
                 let mut fresh = jsz_of_accounts(&client, &accounts, 1).await?;
+                counted = counted.max_by_total(server_api(&fresh));
                 for &i in &ask {
                     // As it is now (with no stream if it is gone since).
                     let id = details[i].id.clone();
@@ -413,6 +437,7 @@ impl Nats {
                 store,
                 loaded,
                 server_id,
+                server_api: counted,
             })
         })
     }
@@ -1271,17 +1296,8 @@ pub struct Figures {
     pub loaded: BTreeMap<String, String>,
     /// Of a single server: the ID of the process that answered (fresh at every start).
     pub server_id: Option<String>,
-}
-
-/// What says whether a cached verdict on an account's stream configs still holds
-/// (`store::drift_cache`).
-pub struct Vouch<'a> {
-    /// The server process the verdicts were judged on: JSZ is asked to leave the configs out
-    /// only when the connection reaches that process.
-    pub server_id: &'a str,
-    /// Whether the verdict on an account holds, given the answering server's ID, the digest of
-    /// the config it has loaded, the account, and the account's voucher.
-    pub holds: &'a (dyn Fn(&str, &str, &str, &Voucher) -> bool + Sync),
+    /// The JetStream API requests the server answered over every account (JSZ `api`).
+    pub server_api: ApiCounters,
 }
 
 /// The broker's JetStream stores: their size and their use.
@@ -1339,6 +1355,9 @@ struct ReplyServer {
 struct Jsz {
     #[serde(default)]
     account_details: Vec<JszAccount>,
+    /// The server's count over every account.
+    #[serde(default)]
+    api: JszApi,
 }
 
 /// One account of a JSZ reply: its streams (also what [`super::control`] waits on) and its

@@ -183,10 +183,14 @@ fn observe_and_write(
             .steps
             .iter()
             .any(|s| matches!(s, Step::ReissueSystemAccount { .. }));
+        // A fence names no one space (it fences several), yet re-signs each one's account.
         let names: std::collections::BTreeSet<_> = plan
             .steps
             .iter()
-            .filter_map(|s| s.space().cloned())
+            .flat_map(|s| match s {
+                Step::Fence { spaces, .. } => spaces.iter().map(|f| f.space.clone()).collect(),
+                _ => s.space().cloned().into_iter().collect::<Vec<_>>(),
+            })
             .collect();
         (!whole && names.len() <= TOUCHED_ASKED_ONE_BY_ONE).then_some(names)
     };

@@ -6,21 +6,31 @@
 //! the time the broker takes to write it and cotal to read it.
 //!
 //! What vouches for a verdict: the same server process (its ID, fresh at every start) with the
-//! same config loaded; the account's JetStream API counters and stream names unchanged; and the
-//! same expectation (the space's token and storage quota, and this build's stream table).
-//! nats-server creates, updates, deletes and restores a stream only through the account's
-//! JetStream API, and counts every API request it answers in the account's `api.total` (and
+//! same config loaded; the account's JetStream API counters and stream names unchanged, and no
+//! counter (the account's, any other's, the server's over every account) lower than judged; and
+//! the same expectation (the space's token and storage quota, and this build's stream table and
+//! judgement). nats-server creates, updates and deletes a stream only through the account's
+//! JetStream API, and counts every request it answers in the account's `api.total` (and
 //! `api.errors`) once the change is made (`trackAPI`, called by `sendAPIResponse` after
-//! `mset.update`); JSZ reads an account's counters before its streams. So equal counters mean
-//! no request changed a config since the verdict. What resets the counters: a restart (the
-//! server ID) and an account's JetStream enabled again, which only a reload that changes the
-//! account's JWT does. cotal never pushes claims; its apply asks the accounts it re-signed
-//! afresh (`observe::observe_after_apply`), and a config another hand loaded voids the file.
+//! `mset.update`); JSZ reads an account's counters before its streams. A restore is counted
+//! when it starts, before its stream exists, and the system account's purge of an account
+//! is counted on the system account: both change the stream names, which vouch too. So equal
+//! counters and names mean no request changed a config since the verdict.
 //!
-//! Invariants: a verdict is used only when every part of what vouches for it is equal; only a
-//! single server's verdicts are kept (on a cluster a follower applies an update after its
-//! leader has counted the request); the file is an optimisation, never a source of truth:
-//! anything wrong with it counts as an empty cache, which costs one JSZ with every config.
+//! What counts from zero again: a restart (another ID); an account's JetStream enabled again,
+//! which a reload that changes the account's JWT does (cotal never pushes claims, and the state
+//! after its apply asks every account it re-signed afresh; a config loaded by another hand has
+//! another digest); a rolled-back apply's reload of the previous config, which enables a fenced
+//! account again under the old digest (every apply removes this file before it changes
+//! anything, [`void`]); and JetStream started again in place, after it ran out of space, by a
+//! reload of the same config, which counts every account and the server from zero: a tenant
+//! can bring its own counters back to the judged ones, not every account's and the server's.
+//!
+//! Invariants: a verdict is used only when every part of what vouches for it is equal and no
+//! counter went back; only a single server's verdicts are kept (on a cluster a follower applies
+//! an update after its leader has counted the request); the file is an optimisation, never a
+//! source of truth: anything wrong with it counts as an empty cache, which costs one JSZ with
+//! every config.
 
 use crate::drift_verdicts::DriftCache;
 use crate::error::Result;
@@ -39,6 +49,20 @@ pub fn load(root: &Root) -> Option<DriftCache> {
     }
 }
 
+/// Remove the cache before an apply changes anything: an apply that fails after its reload
+/// (a rollback to the previous config enables a fenced account's JetStream again, counting
+/// from zero under the same digest) leaves none; the apply that finishes saves a fresh one.
+/// Not synced: a removal a crash undoes comes back with the machine, and so with a broker
+/// started again, under another ID.
+pub fn void(root: &Root) -> Result<()> {
+    match std::fs::remove_file(path(root)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            Err(crate::error::Error::io(path(root), e))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Replace the cache (0600, atomic).
 pub fn save(root: &Root, cache: &DriftCache) -> Result<()> {
     atomic::ensure_dir(&root.maintenance_dir(), atomic::PRIVATE_DIR)?;
@@ -51,7 +75,7 @@ mod tests {
     use crate::drift_verdicts::{ApiCounters, Verdict, names_digest};
 
     fn judged() -> DriftCache {
-        let mut cache = DriftCache::new("NSERVER", "sha256:loaded");
+        let mut cache = DriftCache::new("NSERVER", "sha256:loaded", ApiCounters::default());
         cache.accounts.insert(
             "AAA".into(),
             Verdict {

@@ -1775,32 +1775,53 @@ fn configs_vouched(root: &TestRoot) -> (bool, usize, usize) {
 }
 
 /// The drift cache (`.cotal/maintenance/drift.json`) spares a plan every config the broker's
-/// API counters vouch for, and is bypassed for an account whose tenant changed a stream since,
-/// and wholly for another server process: the drift is found either way.
+/// API counters vouch for; one API request of a tenant voids its account's verdict, and only its,
+/// so its drift is found; an apply judges again what it touched and carries the rest; a verdict
+/// judged on another server process vouches for nothing.
 #[test]
 fn the_drift_cache_spares_unchanged_configs_and_a_tenants_update_is_still_found() {
     let b = Broker::start("[spaces.design]\n[spaces.release]\n");
-    assert!(
-        b.root.file(".cotal/maintenance/drift.json").exists(),
-        "up's state refresh judged every account"
-    );
+    // `up`'s refresh read both registries (API requests of their own) and judged both accounts
+    // again after the reads.
+    assert!(b.root.file(".cotal/maintenance/drift.json").exists());
     assert_eq!(
         configs_vouched(&b.root),
         (true, 2, 0),
         "no config is asked for: the cache vouches for both accounts"
     );
+    // The tenant reads its stream's config (requests counted), then the broker starts again:
+    // `up`'s refresh judges every account anew, on the new process.
     let client = b.client("design").unwrap();
-    b.rt.block_on(async {
+    let mut config = b.rt.block_on(async {
         let js = async_nats::jetstream::new(client.client.clone());
         let mut chat = js.get_stream("CHAT_design").await.unwrap();
-        let mut config = chat.info().await.unwrap().config.clone();
-        config.max_messages_per_subject = 10;
-        js.update_stream(config).await.unwrap();
+        chat.info().await.unwrap().config.clone()
     });
+    b.root.cotal(&["down"]).assert().success();
+    b.root.cotal(&["up"]).assert().success();
+    assert_eq!(configs_vouched(&b.root), (true, 2, 0));
+    // One API request: the update.
+    config.max_messages_per_subject = 10;
+    let client = b.client("design").unwrap();
+    let answer = b.rt.block_on(async {
+        client
+            .client
+            .request(
+                "$JS.API.STREAM.UPDATE.CHAT_design",
+                serde_json::to_vec(&config).unwrap().into(),
+            )
+            .await
+            .unwrap()
+    });
+    assert!(
+        !String::from_utf8_lossy(&answer.payload).contains("\"error\""),
+        "{:?}",
+        answer.payload
+    );
     assert_eq!(
         configs_vouched(&b.root),
         (true, 1, 1),
-        "the tenant's API requests void its account's verdict, and only its"
+        "one API request voids its account's verdict, and only its"
     );
     let plan = b
         .root
@@ -1813,6 +1834,11 @@ fn the_drift_cache_spares_unchanged_configs_and_a_tenants_update_is_still_found(
         stdout(&plan)
     );
     b.root.apply().success();
+    assert_eq!(
+        configs_vouched(&b.root),
+        (true, 2, 0),
+        "the apply judged the account it repaired again and carried the other's verdict"
+    );
     b.root
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
@@ -1859,6 +1885,9 @@ fn a_thousand_spaces_with_the_starter_defaults_boot_on_a_machine_of_this_size() 
         .filter(|s| s["servable"] == true)
         .count();
     assert_eq!(servable, 1000, "every space has its streams and buckets");
+    // `up`'s refresh read every registry (past 32 accounts: judged again from one report of
+    // every config after the reads): the next plan asks for no config.
+    assert_eq!(configs_vouched(&root), (true, 1000, 0));
     for store in ["file", "memory"] {
         let s = &status["jetstream"][store];
         assert!(
