@@ -180,6 +180,12 @@ pub struct Entry {
 /// A space's channel registry as read, key by key (deleted keys are absent).
 pub type Registry = BTreeMap<String, Entry>;
 
+/// The registry provisioning leaves when it seeds the defaults at `revision` into an empty one.
+pub fn seeded(revision: u64) -> Registry {
+    let value = serde_json::from_str(SEEDED_DEFAULTS).expect("the seed is JSON");
+    [(DEFAULTS_KEY.to_string(), Entry { value, revision })].into()
+}
+
 /// What a write expects of the key it writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]

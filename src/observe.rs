@@ -115,6 +115,15 @@ pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result
     observe_with(root, desired, desired_digest, None, None, Purpose::Plan).map(|(o, _)| o)
 }
 
+/// What the state after an apply knows of the channel registries without reading them: each
+/// space's as observed before the apply (with its account), patched with what the apply wrote,
+/// and the revision at which provisioning seeded a registry (known to hold the seed alone when
+/// its stream's fingerprint after the apply shows that one message).
+pub struct KnownRegistries {
+    pub read: BTreeMap<SpaceName, (String, crate::observed::RegistryState)>,
+    pub seeded: BTreeMap<SpaceName, u64>,
+}
+
 /// What an observation is for: what it asks the broker and what it prepares.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Purpose {
@@ -169,7 +178,7 @@ pub fn observe_after_apply(
     root: &Root,
     desired: &Desired,
     desired_digest: String,
-    known: BTreeMap<SpaceName, (String, crate::observed::RegistryState)>,
+    known: KnownRegistries,
     before: &Observed,
     touched: Option<&std::collections::BTreeSet<SpaceName>>,
 ) -> Result<(Observed, SignatureMemo)> {
@@ -187,7 +196,7 @@ fn observe_with(
     root: &Root,
     desired: &Desired,
     desired_digest: String,
-    known_registries: Option<BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
+    known_registries: Option<KnownRegistries>,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     purpose: Purpose,
 ) -> Result<(Observed, SignatureMemo)> {
@@ -541,7 +550,7 @@ fn observe_live(
     nodes: &[ObservedNode],
     listener: &Listener,
     inventory: &mut Inventory,
-    known_registries: Option<&BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
+    known_registries: Option<&KnownRegistries>,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     request: LiveRequest,
     mut fetched: Result<live::Figures>,
@@ -627,10 +636,20 @@ fn observe_live(
         Some(known) => {
             for (name, space) in inventory.spaces.iter_mut() {
                 // Only the same account's: a name removed and added again is new.
-                if let Some((account, r)) = known.get(name)
+                if let Some((account, r)) = known.read.get(name)
                     && *account == space.account_pub
                 {
                     space.registry = r.clone();
+                }
+                // A registry provisioning seeded holds that seed alone when its stream, asked
+                // after the seed, holds exactly one message, at the seed's revision.
+                if let Some(&revision) = known.seeded.get(name)
+                    && space.registry_fingerprint.as_ref().is_some_and(|f| {
+                        f.first_seq == revision && f.last_seq == revision && f.messages == 1
+                    })
+                {
+                    space.registry =
+                        crate::observed::RegistryState::Read(crate::channels::seeded(revision));
                 }
             }
         }

@@ -60,6 +60,9 @@ pub struct Outcome {
     /// The registry keys written per space, with the value written (`None`: deleted) and the
     /// revision the broker gave it: what the state after the apply knows without reading again.
     pub channels_written: BTreeMap<SpaceName, Vec<WrittenKey>>,
+    /// The spaces whose channel registry provisioning seeded, with the seed's revision: what
+    /// the state after the apply may know without reading it (see `ops::state`).
+    pub registry_seeded: BTreeMap<SpaceName, u64>,
     /// The per-space steps that failed after the promotion (or in a plan without one), in
     /// the plan's order: each space's failure is its own, every other step ran. Non-empty
     /// means "partly applied"; the next apply plans what is left.
@@ -213,7 +216,8 @@ struct State {
     expected: ExpectedInventory,
     undo: UndoLog,
     /// Results of provisioning done ahead, for a run of provisioning steps done at once.
-    provisioned: BTreeMap<SpaceName, Result<()>>,
+    /// Each space provisioned ahead of its step: the revision of its registry's seed, if any.
+    provisioned: BTreeMap<SpaceName, Result<Option<u64>>>,
 }
 
 /// How many consecutive provisioning steps run at once: the lock is checked before each such
@@ -743,10 +747,16 @@ fn run_step(
             outcome.generation = Some(generations);
             system::forget_previous_control(ctx.root, record)
         }
-        Step::Provision { space, .. } => match state.provisioned.remove(space) {
-            Some(done) => done,
-            None => steps::provision(ctx, broker, space),
-        },
+        Step::Provision { space, .. } => {
+            let seed = match state.provisioned.remove(space) {
+                Some(done) => done,
+                None => steps::provision(ctx, broker, space),
+            }?;
+            if let Some(revision) = seed {
+                outcome.registry_seeded.insert(space.clone(), revision);
+            }
+            Ok(())
+        }
         Step::WriteChannels {
             space,
             account,

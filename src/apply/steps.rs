@@ -471,8 +471,9 @@ pub fn record_suspension(
     space_dir::save_lifecycle(ctx.root, space, &lifecycle)
 }
 
-/// Create the space's missing streams and buckets under an ephemeral provisioner.
-pub fn provision(ctx: &Context, broker: &mut dyn Broker, space: &SpaceName) -> Result<()> {
+/// Create the space's missing streams and buckets under an ephemeral provisioner. Returns the
+/// revision at which it seeded the channel registry's defaults, if it did.
+pub fn provision(ctx: &Context, broker: &mut dyn Broker, space: &SpaceName) -> Result<Option<u64>> {
     provision_many(ctx, broker, std::slice::from_ref(space))
         .pop()
         .expect("one result per space")
@@ -485,7 +486,7 @@ pub fn provision_many(
     ctx: &Context,
     broker: &mut dyn Broker,
     spaces: &[SpaceName],
-) -> Vec<Result<()>> {
+) -> Vec<Result<Option<u64>>> {
     let creds: Vec<Result<(String, Option<u64>)>> = spaces
         .iter()
         .map(|space| {
@@ -532,9 +533,9 @@ pub fn provision_many(
         .zip(creds)
         .map(|(space, c)| {
             c?;
-            let work = done.next().expect("one result per space provisioned")?;
-            tracing::info!(space = %space, work = ?work, "provisioned");
-            Ok(())
+            let done = done.next().expect("one result per space provisioned")?;
+            tracing::info!(space = %space, work = ?done.work, "provisioned");
+            Ok(done.registry_seed)
         })
         .collect()
 }

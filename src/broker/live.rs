@@ -76,7 +76,7 @@ impl Nats {
         &self,
         work: &super::Provisioning,
         replicas: Option<usize>,
-    ) -> Result<Vec<String>> {
+    ) -> Result<super::Provisioned> {
         self.rt.block_on(provision_space(&self.url, work, replicas))
     }
 
@@ -86,7 +86,7 @@ impl Nats {
         &self,
         work: &[super::Provisioning],
         replicas: Option<usize>,
-    ) -> Vec<Result<Vec<String>>> {
+    ) -> Vec<Result<super::Provisioned>> {
         use futures::StreamExt;
         self.rt.block_on(
             futures::stream::iter(work)
@@ -765,7 +765,7 @@ async fn provision_space(
     url: &str,
     work: &super::Provisioning,
     replicas: Option<usize>,
-) -> Result<Vec<String>> {
+) -> Result<super::Provisioned> {
     let token = &work.space.token();
     let client = connect(url, &work.creds)
         .await
@@ -804,15 +804,21 @@ async fn provision_space(
         .get_key_value(streams::registry_bucket(token))
         .await
         .map_err(|e| Failed::of(&e).at("channel registry"))?;
-    match registry
+    let registry_seed = match registry
         .create(channels::DEFAULTS_KEY, channels::SEEDED_DEFAULTS.into())
         .await
     {
-        Ok(_) => done.push("set the default delivery class to durable".into()),
-        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
+        Ok(revision) => {
+            done.push("set the default delivery class to durable".into());
+            Some(revision)
+        }
+        Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => None,
         Err(e) => return Err(Failed::of(&e).at("seeding the channel registry")),
-    }
-    Ok(done)
+    };
+    Ok(super::Provisioned {
+        work: done,
+        registry_seed,
+    })
 }
 
 /// One space's registry: the keys its stream holds (one stream-info request with a subject

@@ -71,6 +71,14 @@ pub enum Expectation {
 }
 
 /// What apply asks of the broker.
+/// What provisioning a space did: the work, for the log, and the revision at which it seeded
+/// the channel registry's defaults (`None`: they were set already).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Provisioned {
+    pub work: Vec<String>,
+    pub registry_seed: Option<u64>,
+}
+
 /// One space to provision.
 #[derive(Debug, Clone)]
 pub struct Provisioning {
@@ -120,7 +128,7 @@ pub trait Broker {
     /// Check the data plane: every expectation holds.
     fn verify(&mut self, expectations: &[Expectation]) -> Result<()>;
     /// Create the space's missing streams and buckets, update drifted ones.
-    fn provision(&mut self, work: &Provisioning) -> Result<Vec<String>>;
+    fn provision(&mut self, work: &Provisioning) -> Result<Provisioned>;
     /// Use the space's account as `creds` (a user of it: nats-server enables an account's
     /// JetStream, and recovers its streams from disk, when it first uses it), then wait until
     /// the broker serves every one of `streams` (a space brought back from its archive, before
@@ -134,7 +142,7 @@ pub trait Broker {
     ) -> Result<()>;
     /// [`Broker::provision`] for many spaces, as concurrently as the broker allows; each result
     /// in the order given.
-    fn provision_many(&mut self, work: &[Provisioning]) -> Vec<Result<Vec<String>>> {
+    fn provision_many(&mut self, work: &[Provisioning]) -> Vec<Result<Provisioned>> {
         work.iter().map(|w| self.provision(w)).collect()
     }
     /// Write the space's channel registry as `writer` (compare-and-set per key; a key that
@@ -217,7 +225,7 @@ impl Broker for Stopped {
             space.quoted()
         )))
     }
-    fn provision(&mut self, work: &Provisioning) -> Result<Vec<String>> {
+    fn provision(&mut self, work: &Provisioning) -> Result<Provisioned> {
         Err(Error::process(format!(
             "cannot provision {}: the broker is not running (`cotal up` provisions it)",
             work.space.quoted()
@@ -773,10 +781,10 @@ impl Broker for Running {
             BrokerError::reply(format!("bringing {} back", space.quoted()), why).into()
         })
     }
-    fn provision(&mut self, work: &Provisioning) -> Result<Vec<String>> {
+    fn provision(&mut self, work: &Provisioning) -> Result<Provisioned> {
         self.nats.provision(work, self.replicas)
     }
-    fn provision_many(&mut self, work: &[Provisioning]) -> Vec<Result<Vec<String>>> {
+    fn provision_many(&mut self, work: &[Provisioning]) -> Vec<Result<Provisioned>> {
         self.nats.provision_many(work, self.replicas)
     }
     fn write_channels(

@@ -63,7 +63,7 @@ pub fn refresh(root: &Root) -> Result<bool> {
             save_memo(root, &memo);
             // The registries this observation read (after `up`, every one): the first apply
             // after it reads again only those whose stream moved since.
-            save_registry_cache(root, &observed);
+            save_registry_cache(root, &observed, None);
             save_drift_cache(root, &observed);
             b
         }
@@ -96,11 +96,13 @@ const TOUCHED_ASKED_ONE_BY_ONE: usize = 32;
 
 /// After a successful apply: `.cotal/state.json`, so the state the review loop needs is always
 /// the latest. The registries are not read again: what the apply observed before, patched with
-/// what it wrote (a space whose registry was not read before, or that this apply provisioned,
-/// is left unknown). The live figures are asked again only of the spaces the plan touched (see
-/// [`observe::observe_after_apply`]). The registries read before the apply are cached for the
-/// next plan (`store::registry_cache`). A failure is the caller's to report as a warning: the
-/// apply itself is done.
+/// what it wrote (a space whose registry was not read before is left unknown, but one that this
+/// apply's provisioning seeded is known when its stream holds that seed alone). The live
+/// figures are asked again only of the spaces the plan touched (see
+/// [`observe::observe_after_apply`]). The registries read before the apply, and those seeded,
+/// are cached for the next plan (`store::registry_cache`), beside the memo and the drift cache,
+/// while the state is encoded. A failure is the caller's to report as a warning: the apply
+/// itself is done.
 pub fn write_after_apply(
     root: &Root,
     desired: &crate::desired::Desired,
@@ -110,18 +112,7 @@ pub fn write_after_apply(
 ) -> Result<()> {
     // Each part's time since this began, at `-vv` (the profile of a hot apply's tail).
     let started = std::time::Instant::now();
-    // The registries read before this apply, with their streams' fingerprints then: the next
-    // plan reads again only those that moved since (this apply's own writes move them too).
-    // Written (and synced) on a thread of its own while the state is observed and written: the
-    // two share no file, and the state's observation takes what it knows of the registries
-    // from `before`, not from the cache.
-    std::thread::scope(|scope| {
-        scope.spawn(|| {
-            save_registry_cache(root, before);
-            tracing::debug!(took = ?started.elapsed(), "saved the registry cache");
-        });
-        observe_and_write(root, desired, before, outcome, plan, started)
-    })
+    observe_and_write(root, desired, before, outcome, plan, started)
 }
 
 /// [`write_after_apply`]'s state: observed again (the registries `before` knew, patched with
@@ -194,6 +185,10 @@ fn observe_and_write(
             .collect();
         (!whole && names.len() <= TOUCHED_ASKED_ONE_BY_ONE).then_some(names)
     };
+    let known = observe::KnownRegistries {
+        read: known,
+        seeded: outcome.registry_seeded.clone(),
+    };
     observe::observe_after_apply(
         root,
         desired,
@@ -210,7 +205,8 @@ fn observe_and_write(
             || {
                 save_memo(root, &memo);
                 save_drift_cache(root, &o);
-                tracing::debug!(took = ?started.elapsed(), "saved the memo and the drift cache");
+                save_registry_cache(root, before, Some((&o, &outcome.registry_seeded)));
+                tracing::debug!(took = ?started.elapsed(), "saved the memo and the caches");
             },
             || encode(root, &o),
         );
@@ -225,12 +221,28 @@ fn observe_and_write(
 }
 
 /// Cache the channel registries `observed` read, each with its stream's fingerprint just before
-/// the read (`store::registry_cache`), for the next plan; nothing when it read none. A failure
-/// costs only the next plan's speed.
-fn save_registry_cache(root: &Root, observed: &crate::observed::Observed) {
+/// the read (`store::registry_cache`), and (`seeded`: the state after an apply, and the spaces
+/// its provisioning seeded) each seeded registry that state knows, with the fingerprint that
+/// showed the seed alone; for the next plan; nothing when there is none. A failure costs only
+/// the next plan's speed.
+fn save_registry_cache(
+    root: &Root,
+    observed: &crate::observed::Observed,
+    seeded: Option<(
+        &crate::observed::Observed,
+        &std::collections::BTreeMap<crate::model::SpaceName, u64>,
+    )>,
+) {
     use crate::observed::RegistryState;
     let mut cache = crate::store::registry_cache::Cache::default();
-    for space in observed.inventory.spaces.values() {
+    // The registries read (before an apply, or by `up`'s refresh) and, after an apply, those
+    // its provisioning seeded that the state after it found holding the seed alone.
+    let after = seeded.into_iter().flat_map(|(after, seeded)| {
+        seeded
+            .keys()
+            .filter_map(|name| after.inventory.spaces.get(name))
+    });
+    for space in observed.inventory.spaces.values().chain(after) {
         if let (RegistryState::Read(registry), Some(fingerprint)) =
             (&space.registry, &space.registry_fingerprint)
         {

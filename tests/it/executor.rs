@@ -104,7 +104,10 @@ impl Broker for Fake {
         self.loaded.push((format!("{space} recovered"), true));
         Ok(())
     }
-    fn provision(&mut self, work: &cotal::broker::Provisioning) -> Result<Vec<String>> {
+    fn provision(
+        &mut self,
+        work: &cotal::broker::Provisioning,
+    ) -> Result<cotal::broker::Provisioned> {
         let space = &work.space;
         assert!(work.creds.contains("BEGIN NATS USER JWT"));
         self.provisioned.push(space.to_string());
@@ -117,7 +120,10 @@ impl Broker for Fake {
                 cotal::error::BrokerError::api("stream create", "insufficient resources").into(),
             );
         }
-        Ok(vec!["created".into()])
+        Ok(cotal::broker::Provisioned {
+            work: vec!["created".into()],
+            registry_seed: None,
+        })
     }
     fn write_acl(
         &mut self,

@@ -311,6 +311,44 @@ fn registries_read(b: &Broker) -> (usize, String) {
     (read, stdout(&out))
 }
 
+/// A space added to a running broker has its registry seeded by provisioning: the state after
+/// the apply knows it (its stream, asked after the seed, holds that seed alone) and caches it,
+/// so the next plan reads no registry; a tenant's write since is read.
+#[test]
+fn a_space_added_hot_has_its_seeded_registry_known_and_a_write_since_is_read() {
+    let b = Broker::start(DECLARED);
+    b.root.apply().success();
+    b.desire(&format!("{DECLARED}[spaces.fresh]\n"));
+    b.root.apply().success();
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(b.root.file(".cotal/state.json")).unwrap()).unwrap();
+    let seeded = &state["spaces"]["fresh"]["channels"]["=defaults"];
+    assert_eq!(
+        seeded["value"],
+        serde_json::json!({"deliveryClass": "durable"}),
+        "the state after the apply knows the seeded registry: {}",
+        state["spaces"]["fresh"]
+    );
+    let (read, _) = registries_read(&b);
+    assert_eq!(read, 0, "the added space's registry is known, not read");
+    let client = b.client("fresh").unwrap();
+    b.rt.block_on(async {
+        let kv = jetstream::new(client.client.clone())
+            .get_key_value("cotal_channels_fresh")
+            .await
+            .unwrap();
+        kv.put("rogue", r#"{"deliveryClass":"live"}"#.to_string().into())
+            .await
+            .unwrap();
+    });
+    let (read, plan) = registries_read(&b);
+    assert_eq!(read, 1, "the registry that moved since is read");
+    assert!(
+        plan.contains("rogue"),
+        "the tenant's channel is seen: {plan}"
+    );
+}
+
 #[test]
 fn a_registry_is_read_again_exactly_when_its_stream_moved_since_the_last_apply() {
     let b = Broker::start(DECLARED);
