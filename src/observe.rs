@@ -112,15 +112,25 @@ pub fn desired_digest(text: &str) -> String {
 
 /// Observe the root.
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, None, None, Purpose::Plan).map(|(o, _)| o)
+    observe_with(
+        root,
+        desired,
+        desired_digest,
+        KnownRegistries::default(),
+        None,
+        Purpose::Plan,
+    )
+    .map(|(o, _)| o)
 }
 
-/// What the state after an apply knows of the channel registries without reading them: each
-/// space's as observed before the apply (with its account), patched with what the apply wrote,
-/// and the revision at which provisioning seeded a registry (known to hold the seed alone when
-/// its stream's fingerprint after the apply shows that one message).
+/// What an observation knows of the channel registries without reading them. `read`: after an
+/// apply, each space's as observed before it (with its account), patched with what the apply
+/// wrote, and no registry is read (`None`: every registry not otherwise known is read).
+/// `seeded`: the revision at which this process's provisioning seeded a registry, known to hold
+/// the seed alone when its stream's fingerprint, asked after the seed, shows that one message.
+#[derive(Default)]
 pub struct KnownRegistries {
-    pub read: BTreeMap<SpaceName, (String, crate::observed::RegistryState)>,
+    pub read: Option<BTreeMap<SpaceName, (String, crate::observed::RegistryState)>>,
     pub seeded: BTreeMap<SpaceName, u64>,
 }
 
@@ -141,16 +151,18 @@ enum Purpose {
 
 /// [`observe`], and the memo of the signatures it verified or found verified before, for a
 /// caller that has just written to save ([`SignatureMemo::save`]) for the next observation.
+/// `seeded`: the registries this process's provisioning seeded (`up`'s), each at its revision.
 pub fn observe_remembering(
     root: &Root,
     desired: &Desired,
     desired_digest: String,
+    seeded: BTreeMap<SpaceName, u64>,
 ) -> Result<(Observed, SignatureMemo)> {
     observe_with(
         root,
         desired,
         desired_digest,
-        None,
+        KnownRegistries { read: None, seeded },
         None,
         Purpose::Remembered,
     )
@@ -164,7 +176,15 @@ pub fn observe_for_status(
     desired: &Desired,
     desired_digest: String,
 ) -> Result<Observed> {
-    observe_with(root, desired, desired_digest, None, None, Purpose::Status).map(|(o, _)| o)
+    observe_with(
+        root,
+        desired,
+        desired_digest,
+        KnownRegistries::default(),
+        None,
+        Purpose::Status,
+    )
+    .map(|(o, _)| o)
 }
 
 /// Observe the root right after an apply, for the state it leaves: every local file is read
@@ -186,7 +206,7 @@ pub fn observe_after_apply(
         root,
         desired,
         desired_digest,
-        Some(known),
+        known,
         touched.map(|t| (before, t)),
         Purpose::AfterApply,
     )
@@ -196,7 +216,7 @@ fn observe_with(
     root: &Root,
     desired: &Desired,
     desired_digest: String,
-    known_registries: Option<KnownRegistries>,
+    known_registries: KnownRegistries,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     purpose: Purpose,
 ) -> Result<(Observed, SignatureMemo)> {
@@ -312,7 +332,7 @@ fn observe_with(
             &nodes,
             &listener,
             &mut inventory,
-            known_registries.as_ref(),
+            &known_registries,
             reuse,
             request,
             fetched,
@@ -550,7 +570,7 @@ fn observe_live(
     nodes: &[ObservedNode],
     listener: &Listener,
     inventory: &mut Inventory,
-    known_registries: Option<&KnownRegistries>,
+    known_registries: &KnownRegistries,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     request: LiveRequest,
     mut fetched: Result<live::Figures>,
@@ -609,16 +629,28 @@ fn observe_live(
             verdicts.carry(before, |account| !touched.iter().any(|t| t == account));
         }
     }
-    match known_registries {
+    // The registries this process's provisioning seeded, where their streams show the seed
+    // alone: known without reading them.
+    for (name, space) in inventory.spaces.iter_mut() {
+        if let Some(&revision) = known_registries.seeded.get(name)
+            && space.registry_fingerprint.as_ref().is_some_and(|f| {
+                f.first_seq == revision && f.last_seq == revision && f.messages == 1
+            })
+        {
+            space.registry =
+                crate::observed::RegistryState::Read(crate::channels::seeded(revision));
+        }
+    }
+    match &known_registries.read {
         None => {
             let mut read = read_registries(root, listener, inventory, topology.is_cluster())?;
             read.extend(read_acls(root, listener, inventory, topology.is_cluster())?);
             tracing::debug!(took = ?started.elapsed(), "read the channel registries and acls");
             // A bucket read asks its account's JetStream API: the counters the verdicts were
             // judged with have moved, by cotal's own hand. For a state whose caches are saved
-            // (`up`'s refresh reads every registry) those accounts are judged again from a
-            // report after the reads; otherwise their verdicts are left out (the next plan
-            // asks them again).
+            // (`up`'s refresh, which reads every registry its provisioning did not seed) those
+            // accounts are judged again from a report after the reads; otherwise their verdicts
+            // are left out (the next plan asks them again).
             if let Some(verdicts) = verdicts.as_mut()
                 && !read.is_empty()
             {
@@ -635,21 +667,16 @@ fn observe_live(
         }
         Some(known) => {
             for (name, space) in inventory.spaces.iter_mut() {
+                if matches!(space.registry, crate::observed::RegistryState::Read(_))
+                    && known_registries.seeded.contains_key(name)
+                {
+                    continue;
+                }
                 // Only the same account's: a name removed and added again is new.
-                if let Some((account, r)) = known.read.get(name)
+                if let Some((account, r)) = known.get(name)
                     && *account == space.account_pub
                 {
                     space.registry = r.clone();
-                }
-                // A registry provisioning seeded holds that seed alone when its stream, asked
-                // after the seed, holds exactly one message, at the seed's revision.
-                if let Some(&revision) = known.seeded.get(name)
-                    && space.registry_fingerprint.as_ref().is_some_and(|f| {
-                        f.first_seq == revision && f.last_seq == revision && f.messages == 1
-                    })
-                {
-                    space.registry =
-                        crate::observed::RegistryState::Read(crate::channels::seeded(revision));
                 }
             }
         }
@@ -1016,8 +1043,14 @@ fn read_registries(
     let mut wanted = Vec::new();
     let mut known = Vec::new();
     let cache = crate::store::registry_cache::load(root);
+    let mut seeded = 0usize;
     for (name, space) in &inventory.spaces {
         if space.limits.is_suspended() {
+            continue;
+        }
+        // Known already: a registry this process's provisioning seeded.
+        if matches!(space.registry, RegistryState::Read(_)) {
+            seeded += 1;
             continue;
         }
         // The live figures already say which registries hold nothing: a bucket whose stream
@@ -1051,6 +1084,7 @@ fn read_registries(
     }
     tracing::debug!(
         known = known.len(),
+        seeded,
         read = wanted.len(),
         "channel registries known from the live figures or the cache, and to read"
     );

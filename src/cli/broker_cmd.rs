@@ -86,8 +86,11 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
                 progress.elapsed()
             ))
         );
-        if matches!(served, Served::Started { .. }) {
-            refresh_state(&root);
+        if let Served::Started {
+            registry_seeded, ..
+        } = served
+        {
+            refresh_state(&root, registry_seeded);
         }
         return Ok(0);
     }
@@ -115,22 +118,30 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
                 }
             );
         }
-        Served::Started { spaces, generation } => {
+        Served::Started {
+            spaces,
+            generation,
+            registry_seeded,
+        } => {
             println!(
                 "{spaces} space{} served; generation {generation}; up in {}.",
                 if spaces == 1 { "" } else { "s" },
                 super::progress::took(progress.elapsed())
             );
-            refresh_state(&root);
+            refresh_state(&root, registry_seeded);
         }
     }
     Ok(0)
 }
 
-/// `.cotal/state.json` again after `up` or `down` changed what it records; a failure is a
-/// warning (the broker is up or down either way).
-fn refresh_state(root: &crate::store::Root) {
-    if let Err(e) = crate::ops::state::refresh(root) {
+/// `.cotal/state.json` again after `up` or `down` changed what it records (`seeded`: the
+/// registries `up`'s provisioning seeded); a failure is a warning (the broker is up or down
+/// either way).
+fn refresh_state(
+    root: &crate::store::Root,
+    seeded: std::collections::BTreeMap<crate::model::SpaceName, u64>,
+) {
+    if let Err(e) = crate::ops::state::refresh(root, seeded) {
         eprintln!(
             "warning: {} could not be brought up to date: {e}",
             root.state_file().display()
@@ -174,7 +185,7 @@ pub fn down(global: &Global, args: DownArgs) -> Result<i32> {
         },
     )?;
     if !matches!(stopped, Stopped::NeverInitialised) {
-        refresh_state(&root);
+        refresh_state(&root, Default::default());
     }
     if args.format == Format::Json {
         print!(

@@ -45,7 +45,13 @@ pub enum Served {
     /// Every node already ran (`pid`: a single server's).
     AlreadyRunning { pid: Option<u32> },
     /// The broker runs and serves these spaces at this generation.
-    Started { spaces: usize, generation: u64 },
+    Started {
+        spaces: usize,
+        generation: u64,
+        /// The registries its provisioning seeded, each at its revision (for the state
+        /// refresh that follows: `ops::state::refresh`).
+        registry_seeded: std::collections::BTreeMap<crate::model::SpaceName, u64>,
+    },
     /// An interrupted apply's journal is open: the nodes that were not running were started on
     /// the config they last ran, and nothing was promoted or provisioned (the next `cotal apply`
     /// finishes the journal, which may need every node running: a cluster's removal does).
@@ -262,10 +268,11 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         matches!(s, Step::Provision { space, .. }
             if observed.inventory.spaces.get(space).is_some_and(|o| !o.limits.is_suspended() && o.archived.is_none()))
     });
+    let mut registry_seeded = Default::default();
     if !provisioning.is_empty() {
         // The executor runs them, with its journal and audit, as apply would.
         let mut broker = Running::connect(root, topology, &observed)?;
-        execute(
+        registry_seeded = execute(
             root,
             &desired,
             &observed,
@@ -287,6 +294,7 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
             .filter(|s| s.archived.is_none() && !s.limits.is_suspended())
             .count(),
         generation: observed.generation.generation(),
+        registry_seeded,
     })
 }
 
@@ -299,7 +307,7 @@ fn execute(
     progress: &dyn Progress,
     to_run: &plan::Plan,
     broker: &mut dyn crate::broker::Broker,
-) -> Result<()> {
+) -> Result<std::collections::BTreeMap<crate::model::SpaceName, u64>> {
     let nodes = plan::nodes(desired, observed);
     let ctx = Context {
         root,
@@ -309,7 +317,7 @@ fn execute(
         lock,
         progress,
     };
-    apply::execute(&ctx, to_run, broker).map(|_| ())
+    apply::execute(&ctx, to_run, broker).map(|outcome| outcome.registry_seeded)
 }
 
 /// Wait until the cluster's JetStream has a meta leader and its meta group counts every running

@@ -8,20 +8,21 @@ use crate::store::{Root, atomic};
 
 /// The root's state as JSON.
 pub fn export(root: &Root) -> Result<Vec<u8>> {
-    export_remembering(root).map(|(bytes, _, _)| bytes)
+    export_remembering(root, Default::default()).map(|(bytes, _, _)| bytes)
 }
 
 /// [`export`], with the observation it was made from and the memo of the signatures that
 /// observation verified.
 fn export_remembering(
     root: &Root,
+    seeded: std::collections::BTreeMap<crate::model::SpaceName, u64>,
 ) -> Result<(
     Vec<u8>,
     crate::observed::Observed,
     crate::store::signature_memo::SignatureMemo,
 )> {
     let (desired, digest, _) = observe::desired_for_reading(root)?;
-    let (observed, memo) = observe::observe_remembering(root, &desired, digest)?;
+    let (observed, memo) = observe::observe_remembering(root, &desired, digest, seeded)?;
     Ok((encode(root, &observed)?, observed, memo))
 }
 
@@ -49,7 +50,10 @@ fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> 
 /// when `cotal.toml` cannot be read (a state of a default topology would be wrong), and when
 /// the state cannot be exported (a journal is open, a record is untrusted: the next apply
 /// writes it).
-pub fn refresh(root: &Root) -> Result<bool> {
+pub fn refresh(
+    root: &Root,
+    seeded: std::collections::BTreeMap<crate::model::SpaceName, u64>,
+) -> Result<bool> {
     let Ok(_lock) =
         crate::store::lock::take(root, &crate::operator::holder(), std::time::Duration::ZERO)
     else {
@@ -58,7 +62,7 @@ pub fn refresh(root: &Root) -> Result<bool> {
     if observe::desired_for_reading(root)?.2.is_some() {
         return Ok(false);
     }
-    let bytes = match export_remembering(root) {
+    let bytes = match export_remembering(root, seeded) {
         Ok((b, observed, memo)) => {
             save_memo(root, &memo);
             // The registries this observation read (after `up`, every one): the first apply
@@ -186,7 +190,7 @@ fn observe_and_write(
         (!whole && names.len() <= TOUCHED_ASKED_ONE_BY_ONE).then_some(names)
     };
     let known = observe::KnownRegistries {
-        read: known,
+        read: Some(known),
         seeded: outcome.registry_seeded.clone(),
     };
     observe::observe_after_apply(

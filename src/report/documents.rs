@@ -121,7 +121,9 @@ impl Up {
                 doc.status = UpStatus::AlreadyRunning;
                 doc.running_pid = *pid;
             }
-            Served::Started { spaces, generation } => {
+            Served::Started {
+                spaces, generation, ..
+            } => {
                 doc.spaces = Some(*spaces);
                 doc.generation = Some(*generation);
             }

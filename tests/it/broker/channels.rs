@@ -311,6 +311,51 @@ fn registries_read(b: &Broker) -> (usize, String) {
     (read, stdout(&out))
 }
 
+/// `up`'s state refresh knows the registries `up`'s own provisioning seeded (their streams hold
+/// the seed alone): it reads none, caches them, and so does the first plan after it.
+#[test]
+fn ups_refresh_knows_the_registries_its_provisioning_seeded_and_reads_none() {
+    let root = crate::support::TestRoot::init();
+    root.desire_on(super::free_port(), DECLARED);
+    root.apply().success();
+    let up = root
+        .cotal(&["up"])
+        .env("RUST_LOG", "cotal=debug")
+        .assert()
+        .success();
+    let log = stderr(&up);
+    let line = log
+        .lines()
+        .rfind(|l| l.contains("channel registries known from the live figures"))
+        .unwrap_or_else(|| panic!("up's refresh looked at the registries: {log}"));
+    assert!(
+        line.contains("seeded=2") && line.contains("read=0"),
+        "both registries known from their seed, none read: {line}"
+    );
+    let state: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.file(".cotal/state.json")).unwrap()).unwrap();
+    assert_eq!(
+        state["spaces"]["design"]["channels"]["=defaults"]["value"],
+        serde_json::json!({"deliveryClass": "durable"}),
+        "{}",
+        state["spaces"]["design"]
+    );
+    let plan = root
+        .cotal(&["plan"])
+        .env("RUST_LOG", "cotal=debug")
+        .assert()
+        .success();
+    let log = stderr(&plan);
+    assert!(
+        log.lines().any(
+            |l| l.contains("channel registries known from the live figures")
+                && l.contains("read=0")
+        ),
+        "the first plan after up reads none: {log}"
+    );
+    root.cotal(&["down"]).assert().success();
+}
+
 /// A space added to a running broker has its registry seeded by provisioning: the state after
 /// the apply knows it (its stream, asked after the seed, holds that seed alone) and caches it,
 /// so the next plan reads no registry; a tenant's write since is read.

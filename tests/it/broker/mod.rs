@@ -1781,16 +1781,16 @@ fn configs_vouched(root: &TestRoot) -> (bool, usize, usize) {
 #[test]
 fn the_drift_cache_spares_unchanged_configs_and_a_tenants_update_is_still_found() {
     let b = Broker::start("[spaces.design]\n[spaces.release]\n");
-    // `up`'s refresh read both registries (API requests of their own) and judged both accounts
-    // again after the reads.
+    // `up`'s refresh judged both accounts (their registries known from `up`'s own seed).
     assert!(b.root.file(".cotal/maintenance/drift.json").exists());
     assert_eq!(
         configs_vouched(&b.root),
         (true, 2, 0),
         "no config is asked for: the cache vouches for both accounts"
     );
-    // The tenant reads its stream's config (requests counted), then the broker starts again:
-    // `up`'s refresh judges every account anew, on the new process.
+    // The tenant reads its stream's config (requests counted), then the broker starts again
+    // with no registry cached: `up`'s refresh reads both registries (API requests of their
+    // own) and judges both accounts again after the reads, on the new process.
     let client = b.client("design").unwrap();
     let mut config = b.rt.block_on(async {
         let js = async_nats::jetstream::new(client.client.clone());
@@ -1798,7 +1798,19 @@ fn the_drift_cache_spares_unchanged_configs_and_a_tenants_update_is_still_found(
         chat.info().await.unwrap().config.clone()
     });
     b.root.cotal(&["down"]).assert().success();
-    b.root.cotal(&["up"]).assert().success();
+    std::fs::remove_file(b.root.file(".cotal/maintenance/registries.json")).unwrap();
+    let up = b
+        .root
+        .cotal(&["up"])
+        .env("RUST_LOG", "cotal=debug")
+        .assert()
+        .success();
+    assert!(
+        crate::support::stderr(&up)
+            .lines()
+            .any(|l| l.contains("channel registries known") && l.contains("read=2")),
+        "the refresh read both registries"
+    );
     assert_eq!(configs_vouched(&b.root), (true, 2, 0));
     // One API request: the update.
     config.max_messages_per_subject = 10;
@@ -1885,8 +1897,14 @@ fn a_thousand_spaces_with_the_starter_defaults_boot_on_a_machine_of_this_size() 
         .filter(|s| s["servable"] == true)
         .count();
     assert_eq!(servable, 1000, "every space has its streams and buckets");
-    // `up`'s refresh read every registry (past 32 accounts: judged again from one report of
-    // every config after the reads): the next plan asks for no config.
+    // `up`'s refresh knew every registry from its own seed: the next plan asks for no config.
+    assert_eq!(configs_vouched(&root), (true, 1000, 0));
+    // Started again with no registry cached, the refresh reads every registry, so every
+    // account's counters move: past 32, they are judged again from one report of every config
+    // after the reads, and the next plan still asks for none.
+    root.cotal(&["down"]).assert().success();
+    std::fs::remove_file(root.file(".cotal/maintenance/registries.json")).unwrap();
+    root.cotal(&["up"]).assert().success();
     assert_eq!(configs_vouched(&root), (true, 1000, 0));
     for store in ["file", "memory"] {
         let s = &status["jetstream"][store];
