@@ -1607,10 +1607,32 @@ pub fn broker_process_moving(
 mod tests {
     use super::desired_digest;
 
+    /// A stream as a node reports it: nothing stored, with `shape` (`None`: its config left
+    /// out).
+    fn reported_stream(
+        name: String,
+        shape: Option<crate::streams::Shape>,
+    ) -> crate::broker::live::StreamFigures {
+        crate::broker::live::StreamFigures {
+            name,
+            messages: 0,
+            bytes: 0,
+            shape,
+            replication: None,
+            num_replicas: None,
+            fingerprint: crate::observed::RegistryFingerprint {
+                created: String::new(),
+                first_seq: 0,
+                last_seq: 0,
+                messages: 0,
+            },
+        }
+    }
+
     #[test]
     fn one_nodes_view_lacks_a_stream_only_of_a_space_in_use_among_those_asked() {
         use super::{Inventory, lacks_a_space_stream, streams};
-        use crate::broker::live::{AccountFigures, Figures, StreamFigures};
+        use crate::broker::live::{AccountFigures, Figures};
         let space =
             |n: u8, name: &str| crate::testing::fixed_space(n, name, &Default::default(), 0);
         let (a, sa) = space(1, "a");
@@ -1620,20 +1642,7 @@ mod tests {
             streams: streams::expected(&name.token(), None)
                 .iter()
                 .skip(usize::from(!all))
-                .map(|want| StreamFigures {
-                    name: want.stream_name(),
-                    messages: 0,
-                    bytes: 0,
-                    shape: None,
-                    replication: None,
-                    num_replicas: None,
-                    fingerprint: crate::observed::RegistryFingerprint {
-                        created: String::new(),
-                        first_seq: 0,
-                        last_seq: 0,
-                        messages: 0,
-                    },
-                })
+                .map(|want| reported_stream(want.stream_name(), None))
                 .collect(),
             ..AccountFigures::default()
         };
@@ -1674,7 +1683,7 @@ mod tests {
     #[test]
     fn a_vouched_verdict_gives_its_space_the_drift_and_cap_judged_and_a_fresh_one_is_judged() {
         use super::{Inventory, judged, streams, take_vouched_verdicts};
-        use crate::broker::live::{AccountFigures, Figures, StreamFigures};
+        use crate::broker::live::{AccountFigures, Figures};
         use crate::drift_verdicts::{ApiCounters, DriftCache, Verdict, Voucher};
         let (a, sa) = crate::testing::fixed_space(1, "a", &Default::default(), 0);
         let (b, sb) = crate::testing::fixed_space(2, "b", &Default::default(), 0);
@@ -1686,25 +1695,15 @@ mod tests {
         let reported = |name: &crate::model::SpaceName, vouched: bool| AccountFigures {
             streams: streams::expected(&name.token(), None)
                 .iter()
-                .map(|want| StreamFigures {
-                    name: want.stream_name(),
-                    messages: 0,
-                    bytes: 0,
-                    shape: (!vouched).then(|| {
+                .map(|want| {
+                    let shape = (!vouched).then(|| {
                         let mut shape = want.shape();
                         if want.stream_name().starts_with("CHAT_") {
                             shape.max_msgs_per_subject = 10;
                         }
                         shape
-                    }),
-                    replication: None,
-                    num_replicas: None,
-                    fingerprint: crate::observed::RegistryFingerprint {
-                        created: String::new(),
-                        first_seq: 0,
-                        last_seq: 0,
-                        messages: 0,
-                    },
+                    });
+                    reported_stream(want.stream_name(), shape)
                 })
                 .collect(),
             voucher: Some(Voucher {
