@@ -112,13 +112,23 @@ pub fn desired_digest(text: &str) -> String {
 
 /// Observe the root.
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
+    observe_for(root, desired, desired_digest, Purpose::Plan)
+}
+
+/// An observation for `purpose` that knows no registry beforehand, and keeps no memo.
+fn observe_for(
+    root: &Root,
+    desired: &Desired,
+    desired_digest: String,
+    purpose: Purpose,
+) -> Result<Observed> {
     observe_with(
         root,
         desired,
         desired_digest,
         KnownRegistries::default(),
         None,
-        Purpose::Plan,
+        purpose,
     )
     .map(|(o, _)| o)
 }
@@ -176,15 +186,7 @@ pub fn observe_for_status(
     desired: &Desired,
     desired_digest: String,
 ) -> Result<Observed> {
-    observe_with(
-        root,
-        desired,
-        desired_digest,
-        KnownRegistries::default(),
-        None,
-        Purpose::Status,
-    )
-    .map(|(o, _)| o)
+    observe_for(root, desired, desired_digest, Purpose::Status)
 }
 
 /// Observe the root right after an apply, for the state it leaves: every local file is read
@@ -1287,17 +1289,33 @@ fn judged(inventory: &Inventory, figures: &live::Figures) -> Option<DriftCache> 
         }
         cache.accounts.insert(
             space.account_pub.clone(),
-            Verdict {
-                api: voucher.api,
-                streams: voucher.streams.clone(),
-                token: name.token(),
-                quota: space.limits.storage_quota(),
-                drift: space.stream_drift.clone(),
-                artifact_max_bytes: space.artifact_max_bytes,
-            },
+            verdict(
+                name,
+                space.limits.storage_quota(),
+                voucher,
+                (space.stream_drift.clone(), space.artifact_max_bytes),
+            ),
         );
     }
     Some(cache)
+}
+
+/// The verdict `judgement` (drift, artifact cap) on the space `name` (storage `quota`), with
+/// what vouches for it.
+fn verdict(
+    name: &SpaceName,
+    quota: Option<u64>,
+    voucher: &crate::drift_verdicts::Voucher,
+    (drift, artifact_max_bytes): (Vec<(String, Vec<String>)>, Option<i64>),
+) -> Verdict {
+    Verdict {
+        api: voucher.api,
+        streams: voucher.streams.clone(),
+        token: name.token(),
+        quota,
+        drift,
+        artifact_max_bytes,
+    }
 }
 
 /// The verdict on the stream configs of the space `name` (storage `quota`) in a single
@@ -1311,15 +1329,12 @@ fn verdict_of(
     if account.streams.iter().any(|s| s.shape.is_none()) {
         return None;
     }
-    let (drift, artifact_max_bytes) = judge(name, quota, account, None);
-    Some(Verdict {
-        api: voucher.api,
-        streams: voucher.streams.clone(),
-        token: name.token(),
+    Some(verdict(
+        name,
         quota,
-        drift,
-        artifact_max_bytes,
-    })
+        voucher,
+        judge(name, quota, account, None),
+    ))
 }
 
 /// Judge again the verdicts of the accounts `read` (sorted) from a report of their configs
