@@ -17,6 +17,7 @@ use crate::observed::{
     ObservedNode, PromotedConfig, ServerInfo, Store, StreamUsage, SysKeysState, SystemObserved,
     Usage, UsageSource,
 };
+use crate::store::folder_cache::{self, FolderCache};
 use crate::store::signature_memo::SignatureMemo;
 use crate::store::{
     Root, broker_record, desired_file, generation, inventory, jetstream_dir, journal, server_conf,
@@ -133,6 +134,15 @@ fn observe_for(
     .map(|(o, _)| o)
 }
 
+/// What an observation made for a caller that has just written to save for the next one: the
+/// memo of the signatures it verified or found verified before ([`SignatureMemo::save`]), and
+/// what each space's folder said, stamped (`store::folder_cache`; `None` when the file system
+/// gave no reference time).
+pub struct ForNext {
+    pub memo: SignatureMemo,
+    pub folders: Option<FolderCache>,
+}
+
 /// What an observation knows of the channel registries without reading them. `read`: after an
 /// apply, each space's as observed before it (with its account), patched with what the apply
 /// wrote, and no registry is read (`None`: every registry not otherwise known is read).
@@ -167,7 +177,7 @@ pub fn observe_remembering(
     desired: &Desired,
     desired_digest: String,
     seeded: BTreeMap<SpaceName, u64>,
-) -> Result<(Observed, SignatureMemo)> {
+) -> Result<(Observed, ForNext)> {
     observe_with(
         root,
         desired,
@@ -203,7 +213,7 @@ pub fn observe_after_apply(
     known: KnownRegistries,
     before: &Observed,
     touched: Option<&std::collections::BTreeSet<SpaceName>>,
-) -> Result<(Observed, SignatureMemo)> {
+) -> Result<(Observed, ForNext)> {
     observe_with(
         root,
         desired,
@@ -221,10 +231,50 @@ fn observe_with(
     known_registries: KnownRegistries,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     purpose: Purpose,
-) -> Result<(Observed, SignatureMemo)> {
-    // Every connection this process makes to the broker speaks what the root declares.
-    crate::broker::client_tls::configure(root, desired.broker.tls.as_ref());
-    let now = crate::clock::now();
+) -> Result<(Observed, ForNext)> {
+    observe_from(
+        root,
+        DesiredFrom::Given(desired, desired_digest),
+        known_registries,
+        reuse,
+        purpose,
+    )
+    .map(|(_, observed, next)| (observed, next))
+}
+
+/// A plan's inputs: `cotal.toml` parsed (and digested) while the records are read, and the
+/// observation of the root.
+pub fn observe_parsing(root: &Root) -> Result<(Desired, Observed)> {
+    observe_from(
+        root,
+        DesiredFrom::Parse,
+        KnownRegistries::default(),
+        None,
+        Purpose::Plan,
+    )
+    .map(|(desired, observed, _)| (desired.into_owned(), observed))
+}
+
+/// Where an observation's desired state comes from: given (with its digest), or `cotal.toml`,
+/// parsed beside the records read.
+enum DesiredFrom<'a> {
+    Given(&'a Desired, String),
+    Parse,
+}
+
+/// The root's local records: the broker record (with the signature memo and the system
+/// account's state it gives) and the account records.
+struct Records {
+    broker: BrokerRecordState,
+    system: SystemObserved,
+    memo: SignatureMemo,
+    inventory: Inventory,
+    /// What the folders said last (`store::folder_cache`).
+    folders: Option<folder_cache::Loaded>,
+}
+
+/// Read the root's [`Records`], each account record on every core.
+fn read_records(root: &Root, now: i64) -> Result<Records> {
     let mut system = SystemObserved {
         keys: SysKeysState::None,
         revocations: Default::default(),
@@ -246,20 +296,68 @@ fn observe_with(
             BrokerRecordState::Valid(trust)
         }
     };
-    // The records are read on every core while the nodes are looked for (a scan of `/proc`).
-    let (inventory, nodes) = rayon::join(
-        || match &broker {
-            BrokerRecordState::Valid(trust) => inventory::read(root, trust, &memo),
-            _ => Ok(Inventory::default()),
-        },
-        || {
+    let (inventory, folders) = match &broker {
+        BrokerRecordState::Valid(trust) => rayon::join(
+            || inventory::read(root, trust, &memo),
+            || folder_cache::load(root, &trust.operator_pub, now),
+        ),
+        _ => (Ok(Inventory::default()), None),
+    };
+    Ok(Records {
+        broker,
+        system,
+        memo,
+        inventory: inventory?,
+        folders,
+    })
+}
+
+fn observe_from<'a>(
+    root: &Root,
+    from: DesiredFrom<'a>,
+    known_registries: KnownRegistries,
+    reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
+    purpose: Purpose,
+) -> Result<(std::borrow::Cow<'a, Desired>, Observed, ForNext)> {
+    let now = crate::clock::now();
+    // An observation whose caller saves what it read stamps every space's folder before it
+    // reads it, against a time the file system stamped before any read (`store::folder_cache`).
+    let reference = matches!(purpose, Purpose::Remembered | Purpose::AfterApply)
+        .then(|| folder_cache::reference(root))
+        .flatten();
+    // The records are read on every core while `cotal.toml` is parsed (when it is not given)
+    // and the nodes are looked for (a scan of `/proc`).
+    let (records, given) = rayon::join(
+        || read_records(root, now),
+        || -> Result<_> {
+            let (desired, digest) = match from {
+                DesiredFrom::Given(desired, digest) => {
+                    (std::borrow::Cow::Borrowed(desired), digest)
+                }
+                DesiredFrom::Parse => {
+                    let (desired, digest) = desired(root)?;
+                    (std::borrow::Cow::Owned(desired), digest)
+                }
+            };
             let started = std::time::Instant::now();
-            let nodes = observe_nodes(root, desired);
+            let nodes = observe_nodes(root, &desired);
             tracing::debug!(took = ?started.elapsed(), "observed the nodes");
-            nodes
+            Ok((desired, digest, nodes))
         },
     );
-    let (mut inventory, nodes) = (inventory?, nodes?);
+    // `cotal.toml`'s error first, as when it was parsed before anything was read.
+    let (desired_owned, desired_digest, nodes) = given?;
+    let desired: &Desired = &desired_owned;
+    let Records {
+        broker,
+        system,
+        memo,
+        inventory,
+        folders,
+    } = records?;
+    let (mut inventory, nodes) = (inventory, nodes?);
+    // Every connection this process makes to the broker speaks what the root declares.
+    crate::broker::client_tls::configure(root, desired.broker.tls.as_ref());
     let started = std::time::Instant::now();
     // The broker as a whole: unknown when a node is, and the node cotal reaches it through.
     let process = crate::observed::nodes_process(&nodes);
@@ -323,10 +421,31 @@ fn observe_with(
             inventory
                 .spaces
                 .par_iter_mut()
-                .try_for_each(|(name, space)| local_files(root, name, space, now, &memo))
+                .map(|(name, space)| {
+                    let known = Folders {
+                        cache: folders.as_ref(),
+                        reference: reference.as_ref(),
+                    };
+                    local_files(root, name, space, now, &memo, known)
+                })
+                .collect::<Result<Vec<_>>>()
         },
     );
-    local?;
+    let read = local?;
+    tracing::debug!(
+        vouched = read.iter().filter(|r| r.vouched).count(),
+        read = read.iter().filter(|r| !r.vouched).count(),
+        "space folders the folder cache vouched for, and read"
+    );
+    let for_next_folders = reference.map(|reference| {
+        let operator = match &broker {
+            BrokerRecordState::Valid(trust) => trust.operator_pub.as_str(),
+            _ => "",
+        };
+        let mut cache = FolderCache::new(operator, now);
+        cache.extend_settled(read.into_iter().filter_map(|r| r.entry), &reference);
+        cache
+    });
     let live = match (request, fetched) {
         (Some(request), Some(fetched)) => observe_live(
             root,
@@ -457,7 +576,14 @@ fn observe_with(
             server.behind_records = Some(behind_records);
         }
     }
-    Ok((observed, memo))
+    Ok((
+        desired_owned,
+        observed,
+        ForNext {
+            memo,
+            folders: for_next_folders,
+        },
+    ))
 }
 
 /// The config digest each node reports (VARZ) once it has loaded the rendering of the observed
@@ -740,27 +866,56 @@ struct LocalStore {
 /// record, its live processes, its revoked users (its streams on disk: [`stored_streams`]).
 /// Reads only, and nothing the live figures bring: safe to run for many spaces at once, and
 /// while the broker is asked for them.
+/// What [`local_files`] may rely on: what the folders said last, and (for a caller that saves
+/// what is read) the reference their stamps are taken against.
+#[derive(Clone, Copy)]
+struct Folders<'a> {
+    cache: Option<&'a folder_cache::Loaded>,
+    reference: Option<&'a folder_cache::Reference>,
+}
+
+/// What [`local_files`] did with a space's folder: whether the cache vouched for it, and its
+/// entry for the next observation's cache (when stamped and read whole, or vouched for).
+struct FolderRead {
+    vouched: bool,
+    entry: Option<folder_cache::Entry>,
+}
+
+/// A space's local files: its folder's facts (from the cache when it vouches for them, else
+/// read), pidfiles, member users and a move.
 fn local_files(
     root: &Root,
     name: &SpaceName,
     space: &mut crate::observed::ObservedSpace,
     now: i64,
     memo: &SignatureMemo,
-) -> Result<()> {
+    folders: Folders,
+) -> Result<FolderRead> {
     use crate::store::paths::SpaceFile;
+    let dir = root.space_dir(name);
+    if let Some(entry) = folders
+        .cache
+        .and_then(|c| c.vouched(&dir, name, &space.account_pub))
+    {
+        // A cached folder holds no pidfile, no member users and no move.
+        set_folder_facts(space, entry.facts_at(now));
+        space.live_processes = Vec::new();
+        space.relocation = None;
+        set_ledger(space, users::Ledger::empty(&space.account_pub));
+        return Ok(FolderRead {
+            vouched: true,
+            entry: folders.reference.map(|_| entry),
+        });
+    }
+    // Stamped before it is listed and its files read (for a caller that saves what it read).
+    let dir_stamp = folders
+        .reference
+        .and_then(|r| folder_cache::stamp_dir(&dir, r));
     // One listing of the folder; only the files it holds are opened.
-    let listing = space_dir::listing(root, name)?;
-    (space.sys_creds_present, space.sys_users) =
-        space_dir::sys_creds(&listing, &space.account_pub, memo);
-    space.sys_issued = space_dir::sys_issued_listed(&listing, &space.account_pub, now);
-    // Fail closed: an unreadable protection record counts as protected (and its suspension
-    // as unrecorded: the next apply writes the record whole again).
-    (space.protect_recorded, space.suspension_recorded) =
-        match space_dir::load_lifecycle_listed(&listing) {
-            Ok(Some(l)) if l.account == space.account_pub => (l.protect, l.suspension),
-            Ok(_) => (false, None),
-            Err(_) => (true, None),
-        };
+    let listing = space_dir::listing_of(dir)?;
+    let stamps = dir_stamp.and_then(|d| folder_cache::stamp_files(d, &listing));
+    let (facts, whole) = space_dir::folder_facts(&listing, &space.account_pub, now, memo);
+    set_folder_facts(space, facts.clone());
     space.live_processes = space_dir::live_pids_listed(&listing)?;
     // Fail closed: a record that cannot be read is a move whose state is unknown.
     if listing.has(SpaceFile::Relocation) {
@@ -777,6 +932,29 @@ fn local_files(
     } else {
         users::Ledger::empty(&space.account_pub)
     };
+    set_ledger(space, ledger);
+    Ok(FolderRead {
+        vouched: false,
+        entry: stamps.filter(|_| whole).map(|stamps| folder_cache::Entry {
+            space: name.clone(),
+            account: space.account_pub.clone(),
+            stamps,
+            facts,
+        }),
+    })
+}
+
+/// What a space's folder says of its `$SYS` users and its protection, on the space.
+fn set_folder_facts(space: &mut crate::observed::ObservedSpace, facts: space_dir::FolderFacts) {
+    space.sys_creds_present = facts.sys_creds_present;
+    space.sys_users = facts.sys_users;
+    space.sys_issued = facts.sys_issued;
+    space.protect_recorded = facts.protect_recorded;
+    space.suspension_recorded = facts.suspension_recorded;
+}
+
+/// The member users `ledger` records (unrevoked, unexpired), and its revocations, on the space.
+fn set_ledger(space: &mut crate::observed::ObservedSpace, ledger: users::Ledger) {
     space.member_users = ledger
         .minted
         .iter()
@@ -805,7 +983,6 @@ fn local_files(
             .map(|(k, t)| (k.clone(), *t))
             .collect();
     }
-    Ok(())
 }
 
 /// The streams a space's store folders hold, when the broker does not report them: it is

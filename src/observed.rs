@@ -19,7 +19,7 @@ pub fn preloads(spaces: &BTreeMap<SpaceName, ObservedSpace>) -> Vec<crate::rende
         .map(|(n, s)| crate::render::Preload {
             space: n,
             account: &s.account_pub,
-            token: crate::render::Token::Signed(&s.jwt),
+            token: crate::render::Token::Verified(&s.jwt),
         })
         .collect()
 }
@@ -42,6 +42,9 @@ pub type BrokerRecordState = Record<BrokerTrust>;
 pub struct ObservedSpace {
     pub account_pub: String,
     pub signing_pub: String,
+    /// Invariant: checked by whoever read it against the broker's trust (issued by the
+    /// operator or one of its signing keys, for `account_pub`: `store::inventory::validate`,
+    /// a state file's reader), so a render preloads it as [`crate::render::Token::Verified`].
     pub jwt: String,
     /// Limits as decoded from the account JWT.
     pub limits: AccountLimits,

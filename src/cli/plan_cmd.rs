@@ -100,14 +100,10 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
             .next("save the plan elsewhere"),
         ));
     }
-    let (desired, digest) = observe::desired(&root)?;
-    let intent = plan::Intent {
-        allow_degraded: args.allow_degraded,
-        relocated: crate::ops::relocation::read_receipts(&args.relocated)?,
-        ..Default::default()
-    };
-    let observed = match &args.state {
+    // On a root, `cotal.toml` is parsed while the records are read.
+    let (desired, observed) = match &args.state {
         Some(file) => {
+            let (desired, digest) = observe::desired(&root)?;
             let trust = match (&args.state_key, args.unverified_state) {
                 (_, true) => Trust::Unverified,
                 (Some(key), false) => Trust::Key(key),
@@ -128,9 +124,14 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 .include
                 .as_ref()
                 .map(|p| crate::include::observe(root.dir(), &p.path, &p.at));
-            observed
+            (desired, observed)
         }
-        None => observe::observe(&root, &desired, digest)?,
+        None => observe::observe_parsing(&root)?,
+    };
+    let intent = plan::Intent {
+        allow_degraded: args.allow_degraded,
+        relocated: crate::ops::relocation::read_receipts(&args.relocated)?,
+        ..Default::default()
     };
     let mut plan = plan::compute(&desired, &observed, &intent)?;
     if args.unverified_state {

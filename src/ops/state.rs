@@ -11,19 +11,15 @@ pub fn export(root: &Root) -> Result<Vec<u8>> {
     export_remembering(root, Default::default()).map(|(bytes, _, _)| bytes)
 }
 
-/// [`export`], with the observation it was made from and the memo of the signatures that
-/// observation verified.
+/// [`export`], with the observation it was made from and what it made for the next one (the
+/// memo of the signatures it verified, the folders it read).
 fn export_remembering(
     root: &Root,
     seeded: std::collections::BTreeMap<crate::model::SpaceName, u64>,
-) -> Result<(
-    Vec<u8>,
-    crate::observed::Observed,
-    crate::store::signature_memo::SignatureMemo,
-)> {
+) -> Result<(Vec<u8>, crate::observed::Observed, observe::ForNext)> {
     let (desired, digest, _) = observe::desired_for_reading(root)?;
-    let (observed, memo) = observe::observe_remembering(root, &desired, digest, seeded)?;
-    Ok((encode(root, &observed)?, observed, memo))
+    let (observed, next) = observe::observe_remembering(root, &desired, digest, seeded)?;
+    Ok((encode(root, &observed)?, observed, next))
 }
 
 /// The state of `observed` as JSON, signed with the root's state key (made now if the root
@@ -63,8 +59,8 @@ pub fn refresh(
         return Ok(false);
     }
     let bytes = match export_remembering(root, seeded) {
-        Ok((b, observed, memo)) => {
-            save_memo(root, &memo);
+        Ok((b, observed, next)) => {
+            save_for_next(root, &next);
             // The registries this observation read (after `up`, every one): the first apply
             // after it reads again only those whose stream moved since.
             save_registry_cache(root, &observed, None);
@@ -201,13 +197,13 @@ fn observe_and_write(
         before,
         touched.as_ref(),
     )
-    .and_then(|(o, memo)| {
+    .and_then(|(o, next)| {
         tracing::debug!(took = ?started.elapsed(), "observed the state after the apply");
-        // The memo and the drift cache (files of their own, synced) are saved while the
-        // state is encoded.
+        // The memo and the caches (files of their own, synced) are saved while the state is
+        // encoded.
         let ((), encoded) = rayon::join(
             || {
-                save_memo(root, &memo);
+                save_for_next(root, &next);
                 save_drift_cache(root, &o);
                 save_registry_cache(root, before, Some((&o, &outcome.registry_seeded)));
                 tracing::debug!(took = ?started.elapsed(), "saved the memo and the caches");
@@ -280,9 +276,15 @@ fn save_drift_cache(root: &Root, observed: &crate::observed::Observed) {
     }
 }
 
-/// Save the memo of verified signatures for the next plan; a failure costs only its speed.
-fn save_memo(root: &Root, memo: &crate::store::signature_memo::SignatureMemo) {
-    if let Err(e) = memo.save(root) {
+/// Save the memo of verified signatures and the folder cache for the next plan; a failure
+/// costs only its speed.
+fn save_for_next(root: &Root, next: &observe::ForNext) {
+    if let Err(e) = next.memo.save(root) {
         tracing::warn!(error = %e, "the memo of verified signatures was not written");
+    }
+    if let Some(folders) = &next.folders
+        && let Err(e) = crate::store::folder_cache::save(root, folders)
+    {
+        tracing::warn!(error = %e, "the folder cache was not written");
     }
 }

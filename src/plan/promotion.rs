@@ -85,7 +85,7 @@ pub fn reasons(
         .map(|(n, s)| Preload {
             space: n,
             account: &s.account_pub,
-            token: Token::Signed(&s.jwt),
+            token: Token::Verified(&s.jwt),
         })
         .collect();
     if base.is_empty() {
@@ -296,7 +296,7 @@ fn projected_preloads<'a>(
         let token = if diff.reissues.contains_key(name) {
             Token::Pending("(re-issued at apply)")
         } else {
-            Token::Signed(&space.jwt)
+            Token::Verified(&space.jwt)
         };
         out.insert(
             name,

@@ -11,6 +11,7 @@ pub mod broker_record;
 pub mod cut;
 pub mod desired_file;
 pub mod drift_cache;
+pub mod folder_cache;
 pub mod generation;
 pub mod inventory;
 pub mod jetstream_dir;

@@ -85,33 +85,47 @@ pub fn sys_issued(
     issued_in(&root.space_file(space, SpaceFile::SysUsers), account, now)
 }
 
-/// [`sys_issued`] of the ledger a listing holds (none when it holds no ledger).
-pub fn sys_issued_listed(
+/// [`sys_issued`] of the ledger a listing holds (none when it holds no ledger), and whether it
+/// was read whole (not when reading it failed: a bad ledger, as one that parses, reads whole).
+fn sys_issued_listed(
     listing: &Listing,
     account: &str,
     now: i64,
-) -> Vec<crate::observed::SysUser> {
-    listing
-        .listed(SpaceFile::SysUsers)
-        .map_or_else(Vec::new, |path| issued_in(&path, account, now))
+) -> (Vec<crate::observed::SysUser>, bool) {
+    listing.listed(SpaceFile::SysUsers).map_or_else(
+        || (Vec::new(), true),
+        |path| issued_read(&path, account, now),
+    )
 }
 
 /// The ledger at `path`'s users bound to `account` and not expired at `now`.
 fn issued_in(path: &std::path::Path, account: &str, now: i64) -> Vec<crate::observed::SysUser> {
+    issued_read(path, account, now).0
+}
+
+/// [`issued_in`], and whether the ledger was read (an unreadable one reads as empty).
+fn issued_read(
+    path: &std::path::Path,
+    account: &str,
+    now: i64,
+) -> (Vec<crate::observed::SysUser>, bool) {
     match record::read::<SysLedger>(path) {
-        Ok(Record::Valid(l)) if l.account == account => l
-            .users
-            .into_iter()
-            .filter(|u| u.expires_at.is_none_or(|e| e > now))
-            .map(|u| crate::observed::SysUser {
-                role: u.role,
-                key: u.key,
-                issuer: u.issuer,
-                issued_at: u.issued_at,
-                expires_at: u.expires_at,
-            })
-            .collect(),
-        _ => Vec::new(),
+        Ok(Record::Valid(l)) if l.account == account => (
+            l.users
+                .into_iter()
+                .filter(|u| u.expires_at.is_none_or(|e| e > now))
+                .map(|u| crate::observed::SysUser {
+                    role: u.role,
+                    key: u.key,
+                    issuer: u.issuer,
+                    issued_at: u.issued_at,
+                    expires_at: u.expires_at,
+                })
+                .collect(),
+            true,
+        ),
+        Ok(_) => (Vec::new(), true),
+        Err(_) => (Vec::new(), false),
     }
 }
 
@@ -223,32 +237,97 @@ pub fn sys_creds(
     account: &str,
     memo: &SignatureMemo,
 ) -> (bool, Vec<crate::observed::SysUser>) {
+    let (present, users, _) = sys_creds_read(listing, account, memo);
+    (present, users)
+}
+
+/// [`sys_creds`], and whether every file it opened was read (an error reading one is no fact
+/// to remember: [`FolderFacts`]).
+fn sys_creds_read(
+    listing: &Listing,
+    account: &str,
+    memo: &SignatureMemo,
+) -> (bool, Vec<crate::observed::SysUser>, bool) {
     use crate::permissions::SysRole;
     if !listing.has(SpaceFile::Membership) || !listing.has(SpaceFile::ObserverCreds) {
-        return (false, Vec::new());
+        return (false, Vec::new(), true);
     }
-    let bound = matches!(
-        record::read::<Membership>(&listing.path(SpaceFile::Membership)),
-        Ok(Record::Valid(m)) if m.account_id == account
-    );
+    let bound = match record::read::<Membership>(&listing.path(SpaceFile::Membership)) {
+        Ok(Record::Valid(m)) => m.account_id == account,
+        Ok(_) => false,
+        Err(_) => return (false, Vec::new(), false),
+    };
     if !bound {
-        return (false, Vec::new());
+        return (false, Vec::new(), true);
     }
     let user = |role, bytes: &[u8]| sys_user_of(role, &String::from_utf8_lossy(bytes), memo);
     let mut users = Vec::new();
+    let mut whole = true;
     let observer = listing.path(SpaceFile::ObserverCreds);
     match atomic::read_no_follow(&observer) {
         Ok(atomic::Found::File(bytes)) => users.extend(user(SysRole::Observer, &bytes)),
-        Ok(atomic::Found::Absent | atomic::Found::NotRegular(_)) => return (false, Vec::new()),
+        Ok(atomic::Found::Absent | atomic::Found::NotRegular(_)) => {
+            return (false, Vec::new(), true);
+        }
         // A regular file that could not be read is there.
-        Err(_) => {}
+        Err(_) => whole = false,
     }
-    if let Some(path) = listing.listed(SpaceFile::EvictorCreds)
-        && let Ok(Some(bytes)) = atomic::read_optional(&path)
-    {
-        users.extend(user(SysRole::Evictor, &bytes));
+    if let Some(path) = listing.listed(SpaceFile::EvictorCreds) {
+        match atomic::read_optional(&path) {
+            Ok(Some(bytes)) => users.extend(user(SysRole::Evictor, &bytes)),
+            Ok(None) => {}
+            Err(_) => whole = false,
+        }
     }
-    (true, users)
+    (true, users, whole)
+}
+
+/// What a space's folder says of its `$SYS` users and its protection, bound to one account:
+/// what the observation reads of it besides pidfiles, member users and a move (a folder that
+/// holds any of those is read whole every time). Public, no secret: cached by
+/// `store::folder_cache`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FolderFacts {
+    /// Its `$SYS` creds are written and bound to the account ([`sys_creds`]).
+    pub sys_creds_present: bool,
+    /// The users its `$SYS` creds hold.
+    pub sys_users: Vec<crate::observed::SysUser>,
+    /// The `$SYS` users its ledger names, bound to the account, unexpired when read.
+    pub sys_issued: Vec<crate::observed::SysUser>,
+    /// Its protection record's: protected (an unreadable record counts as protected).
+    pub protect_recorded: bool,
+    pub suspension_recorded: Option<Suspension>,
+}
+
+/// The [`FolderFacts`] `listing`'s files give for `account` at `now`, and whether every file
+/// was read (false when reading one failed, or its protection record does not parse: what
+/// fails closed then is no fact to remember).
+pub fn folder_facts(
+    listing: &Listing,
+    account: &str,
+    now: i64,
+    memo: &SignatureMemo,
+) -> (FolderFacts, bool) {
+    let (sys_creds_present, sys_users, creds_whole) = sys_creds_read(listing, account, memo);
+    let (sys_issued, issued_whole) = sys_issued_listed(listing, account, now);
+    // Fail closed: an unreadable protection record counts as protected (and its suspension
+    // as unrecorded: the next apply writes the record whole again).
+    let ((protect_recorded, suspension_recorded), lifecycle_whole) =
+        match load_lifecycle_listed(listing) {
+            Ok(Some(l)) if l.account == account => ((l.protect, l.suspension), true),
+            Ok(_) => ((false, None), true),
+            Err(_) => ((true, None), false),
+        };
+    (
+        FolderFacts {
+            sys_creds_present,
+            sys_users,
+            sys_issued,
+            protect_recorded,
+            suspension_recorded,
+        },
+        creds_whole && issued_whole && lifecycle_whole,
+    )
 }
 
 /// The space's membership-observer creds, if written (secret). A link is never followed.
@@ -308,11 +387,25 @@ impl Listing {
     pub fn listed(&self, file: SpaceFile) -> Option<std::path::PathBuf> {
         self.has(file).then(|| self.path(file))
     }
+
+    /// The space's folder.
+    pub fn dir(&self) -> &std::path::Path {
+        &self.dir
+    }
+
+    /// Every name the folder held, in order.
+    pub fn names(&self) -> impl Iterator<Item = &std::ffi::OsStr> {
+        self.names.iter().map(|n| n.as_os_str())
+    }
 }
 
 /// The names in the space's folder (empty when it has none).
 pub fn listing(root: &Root, space: &SpaceName) -> Result<Listing> {
-    let dir = root.space_dir(space);
+    listing_of(root.space_dir(space))
+}
+
+/// The names in the space's folder `dir` (empty when there is none).
+pub fn listing_of(dir: std::path::PathBuf) -> Result<Listing> {
     let mut names = std::collections::BTreeSet::new();
     let entries = match std::fs::read_dir(&dir) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Listing { dir, names }),

@@ -17,6 +17,7 @@ mod cli;
 mod cli_snapshots;
 mod converge;
 mod executor;
+mod folder_cache;
 #[path = "docs/generate.rs"]
 mod generate_docs;
 mod hostile;
