@@ -339,6 +339,9 @@ fn observe_from<'a>(
                     (std::borrow::Cow::Owned(desired), digest)
                 }
             };
+            // Every connection this process makes to the broker speaks what the root declares
+            // (looking for a cluster's remote nodes makes the first).
+            crate::broker::client_tls::configure(root, desired.broker.tls.as_ref());
             let started = std::time::Instant::now();
             let nodes = observe_nodes(root, &desired);
             tracing::debug!(took = ?started.elapsed(), "observed the nodes");
@@ -356,8 +359,6 @@ fn observe_from<'a>(
         folders,
     } = records?;
     let (mut inventory, nodes) = (inventory, nodes?);
-    // Every connection this process makes to the broker speaks what the root declares.
-    crate::broker::client_tls::configure(root, desired.broker.tls.as_ref());
     let started = std::time::Instant::now();
     // The broker as a whole: unknown when a node is, and the node cotal reaches it through.
     let process = crate::observed::nodes_process(&nodes);

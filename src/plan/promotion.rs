@@ -94,9 +94,19 @@ pub fn reasons(
     let mut explained = !reasons.is_empty();
     let mut missing = false;
     let mut drifted = false;
-    for node in nodes {
-        let base_render =
-            render::server_conf(trust, &base, node).map_err(super::guards::render_refusal)?;
+    // The base rendered for every node while its digest (compared with the generation
+    // record's below) is made on another core.
+    let (renders, base_digest) = rayon::join(
+        || {
+            nodes
+                .iter()
+                .map(|node| render::server_conf(trust, &base, node))
+                .collect::<Result<Vec<_>, _>>()
+        },
+        || render::preloads_digest(&base),
+    );
+    let renders = renders.map_err(super::guards::render_refusal)?;
+    for (node, base_render) in nodes.iter().zip(renders) {
         match observed.node_conf_text(&node.name) {
             None => missing = true,
             Some(conf) if conf != base_render => {
@@ -150,7 +160,7 @@ pub fn reasons(
         });
     }
     match &observed.generation {
-        GenerationState::Valid(g) if g.inventory_digest == render::preloads_digest(&base) => {}
+        GenerationState::Valid(g) if g.inventory_digest == base_digest => {}
         _ if !reasons.is_empty() => {}
         GenerationState::Valid(_) => reasons.push(Reason::GenerationBehind),
         _ => reasons.push(Reason::NoGeneration),

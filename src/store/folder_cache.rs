@@ -24,9 +24,13 @@
 //! the files [`FolderFacts`] come from (each a regular file, on the file system of `.cotal`) and
 //! was read whole is cached: pidfiles, member users and a move are read every time. A clock
 //! that went back (now earlier than the save) voids it, since the ledger's users were filtered
-//! by expiry at the save's time. Whoever could write this file could write the files it
-//! describes: it vouches for nothing they could not say themselves (unlike the signature memo,
-//! which is keyed from the operator seed because records are checked against the operator).
+//! by expiry at the save's time, and a reference later than the wall clock caches nothing.
+//! Whoever could write this file could write the files it describes, and read the operator
+//! seed beside them: unlike the signature memo (keyed from that seed, because a record is
+//! checked against the operator), it is not keyed. What a stamp cannot see: a file system
+//! that answers a status call from a cache where an open would look again (NFS's attribute
+//! cache), and data a crash left on disk without its new times (`lazytime`); git's index has
+//! the same limits.
 
 use crate::error::Result;
 use crate::model::SpaceName;
@@ -40,7 +44,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 /// The format this build writes and reads (another is an empty cache).
-const VERSION: u32 = 1;
+const VERSION: u32 = 2;
 /// Larger files are not read (an empty cache): about 1 KB a space.
 const MAX_BYTES: u64 = 64 << 20;
 
@@ -48,14 +52,15 @@ pub fn path(root: &Root) -> std::path::PathBuf {
     root.maintenance_dir().join("folders.jsonl")
 }
 
-/// What identifies a file's content on its file system: inode, size, modification and status
+/// What identifies a file's content: its file system and inode, size, modification and status
 /// change times (nanoseconds since the epoch).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Stamp(u64, u64, i64, i64);
+pub struct Stamp(u64, u64, u64, i64, i64);
 
 impl Stamp {
     fn of(meta: &std::fs::Metadata) -> Stamp {
         Stamp(
+            meta.dev(),
             meta.ino(),
             meta.size(),
             nanos(meta.mtime(), meta.mtime_nsec()),
@@ -65,7 +70,11 @@ impl Stamp {
 
     /// When the file system last changed the file (its status-change time).
     fn changed(&self) -> i64 {
-        self.3
+        self.4
+    }
+
+    fn device(&self) -> u64 {
+        self.0
     }
 }
 
@@ -82,15 +91,25 @@ pub struct Reference {
 }
 
 /// The reference for an observation about to read the root's folders: `None` when `.cotal`
-/// cannot be stamped, or its file system keeps no times (nothing is cached then).
+/// cannot be stamped, its file system keeps no times, or the reference is later than the wall
+/// clock (a clock stepped back since would stamp a change after the read older than it, so
+/// nothing is cached then). The maintenance folder counts only on the file system of `.cotal`.
 pub fn reference(root: &Root) -> Option<Reference> {
     let stamp = |dir: &Path| std::fs::symlink_metadata(dir).ok();
     let state = stamp(&root.state_dir())?;
     let changed = std::iter::once(&state)
-        .chain(stamp(&root.maintenance_dir()).as_ref())
+        .chain(
+            stamp(&root.maintenance_dir())
+                .as_ref()
+                .filter(|m| m.dev() == state.dev()),
+        )
         .map(|m| nanos(m.ctime(), m.ctime_nsec()))
         .max()?;
-    (changed > 0).then_some(Reference {
+    let wall = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .ok()
+        .and_then(|d| i64::try_from(d.as_nanos()).ok())?;
+    (changed > 0 && changed <= wall).then_some(Reference {
         changed,
         device: state.dev(),
     })
@@ -128,7 +147,8 @@ pub fn stamp_files(dir: Stamp, listing: &Listing) -> Option<Stamps> {
             let name = name.to_str()?;
             KNOWN.iter().find(|f| f.name() == name)?;
             let meta = std::fs::symlink_metadata(listing.dir().join(name)).ok()?;
-            meta.is_file().then(|| (name.to_string(), Stamp::of(&meta)))
+            (meta.is_file() && meta.dev() == dir.device())
+                .then(|| (name.to_string(), Stamp::of(&meta)))
         })
         .collect::<Option<Vec<_>>>()?;
     Some(Stamps { dir, files })
