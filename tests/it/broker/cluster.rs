@@ -588,6 +588,31 @@ fn a_node_cotal_does_not_run_reads_its_config_where_it_says_and_confirms_through
 }
 
 #[test]
+fn over_client_tls_the_node_cotal_does_not_run_is_reached_through_the_cluster() {
+    // Looking for a node on another machine connects through a local node: over
+    // `[broker.tls]`, that first connection of the process must already speak TLS, or the
+    // remote node reads as not answering.
+    use super::tls::{ca, leaf, write};
+    let authority = ca();
+    let server = leaf(&authority, &["127.0.0.1"], false);
+    let ca_pem = authority.pem();
+    let tls = "[broker.tls]\ncert = \"tls/server.pem\"\nkey = \"tls/server.key\"\nca = \"tls/ca.pem\"\n\n[spaces.design]\n";
+    let b = Broker::start_cluster_prepared(tls, true, &|root| {
+        write(root, "tls/ca.pem", &ca_pem, 0o644);
+        write(root, "tls/server.pem", &server.cert, 0o644);
+        write(root, "tls/server.key", &server.key, 0o600);
+    });
+    let status = b.status();
+    let n3 = &status["nodes"][2];
+    assert_eq!(n3["remote"], true, "{status}");
+    assert_eq!(n3["state"], "running", "{status}");
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+#[test]
 fn changing_replicas_rescales_every_stream_in_place_and_keeps_the_data() {
     let b = Broker::start_cluster("[spaces.design]\n");
     let c = client_on(&b, 0, "design");
