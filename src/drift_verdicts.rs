@@ -254,18 +254,6 @@ mod tests {
     fn a_verdict_is_used_only_when_everything_that_vouches_for_it_is_equal() {
         let cache = judged();
         let names = ["KV_x", "CHAT_design"];
-        let got = cache
-            .verdict(
-                "NSERVER",
-                "sha256:loaded",
-                "AAA",
-                "design",
-                Some(1 << 20),
-                &voucher(API, &names),
-            )
-            .expect("everything equal, the names in any order");
-        assert_eq!(got.drift.len(), 1);
-        let moved = |total, errors| ApiCounters { total, errors };
         /// One question put to the cache: all as judged but what a case changes.
         #[derive(Clone)]
         struct Ask {
@@ -276,6 +264,18 @@ mod tests {
             quota: Option<u64>,
             voucher: Voucher,
         }
+        impl Ask {
+            fn put<'c>(&self, cache: &'c DriftCache) -> Option<&'c Verdict> {
+                cache.verdict(
+                    self.server,
+                    self.loaded,
+                    self.account,
+                    self.token,
+                    self.quota,
+                    &self.voucher,
+                )
+            }
+        }
         let same = Ask {
             server: "NSERVER",
             loaded: "sha256:loaded",
@@ -284,6 +284,11 @@ mod tests {
             quota: Some(1 << 20),
             voucher: voucher(API, &names),
         };
+        let got = same
+            .put(&cache)
+            .expect("everything equal, the names in any order");
+        assert_eq!(got.drift.len(), 1);
+        let moved = |total, errors| ApiCounters { total, errors };
         let cases = [
             (
                 "a restarted server",
@@ -350,26 +355,12 @@ mod tests {
             ),
         ];
         for (why, a) in cases {
-            assert!(
-                cache
-                    .verdict(a.server, a.loaded, a.account, a.token, a.quota, &a.voucher)
-                    .is_none(),
-                "{why}"
-            );
+            assert!(a.put(&cache).is_none(), "{why}");
         }
         let mut other_table = judged();
         other_table.table = "another build".into();
         assert!(
-            other_table
-                .verdict(
-                    "NSERVER",
-                    "sha256:loaded",
-                    "AAA",
-                    "design",
-                    Some(1 << 20),
-                    &voucher(API, &names)
-                )
-                .is_none(),
+            same.put(&other_table).is_none(),
             "judged by another stream table"
         );
         assert!(

@@ -358,7 +358,8 @@ fn observe_from<'a>(
         inventory,
         folders,
     } = records?;
-    let (mut inventory, nodes) = (inventory, nodes?);
+    let mut inventory = inventory;
+    let nodes = nodes?;
     let started = std::time::Instant::now();
     // The broker as a whole: unknown when a node is, and the node cotal reaches it through.
     let process = crate::observed::nodes_process(&nodes);
@@ -405,6 +406,10 @@ fn observe_from<'a>(
     // The small per-space files are read on every core (at thousands of spaces they are most
     // of a plan's time) while the broker answers for its live figures: none of them depends
     // on the other.
+    let known = Folders {
+        cache: folders.as_ref(),
+        reference: reference.as_ref(),
+    };
     let (fetched, local) = rayon::join(
         || {
             request.as_ref().map(|r| {
@@ -422,13 +427,7 @@ fn observe_from<'a>(
             inventory
                 .spaces
                 .par_iter_mut()
-                .map(|(name, space)| {
-                    let known = Folders {
-                        cache: folders.as_ref(),
-                        reference: reference.as_ref(),
-                    };
-                    local_files(root, name, space, now, &memo, known)
-                })
+                .map(|(name, space)| local_files(root, name, space, now, &memo, known))
                 .collect::<Result<Vec<_>>>()
         },
     );

@@ -105,7 +105,7 @@ pub fn reference(root: &Root) -> Option<Reference> {
         )
         .map(|m| nanos(m.ctime(), m.ctime_nsec()))
         .max()?;
-    let wall = std::time::SystemTime::now()
+    let wall = crate::clock::current()
         .duration_since(std::time::UNIX_EPOCH)
         .ok()
         .and_then(|d| i64::try_from(d.as_nanos()).ok())?;
