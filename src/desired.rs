@@ -334,13 +334,30 @@ fn floor_char_boundary(text: &str, mut i: usize) -> usize {
     i
 }
 
+/// A `cotal.toml` text parsed as TOML (its values not yet read into the model).
+pub type Document<'a> = Spanned<toml::de::DeTable<'a>>;
+
+/// Parse `text` as TOML: the document [`parse_document`] reads, or where it is not TOML.
+pub fn document<'a>(text: &'a str, file: &str) -> Result<Document<'a>, String> {
+    toml::de::DeTable::parse(text).map_err(|e| toml_error(&Located { file, text }, &e))
+}
+
+/// A TOML error at its place in the text.
+fn toml_error(loc: &Located, e: &toml::de::Error) -> String {
+    let offset = e.span().map(|s| s.start).unwrap_or(0);
+    loc.at(offset, e.message().trim_end())
+}
+
 /// Parse and validate the text of a `cotal.toml`. `file` is how errors name it.
 pub fn parse(text: &str, file: &str) -> Result<Desired, String> {
+    parse_document(document(text, file)?, text, file)
+}
+
+/// [`parse`] of a text already parsed as TOML (`document`, of `text`).
+pub fn parse_document(document: Document<'_>, text: &str, file: &str) -> Result<Desired, String> {
     let loc = Located { file, text };
-    let raw: RawFile = toml::from_str(text).map_err(|e| {
-        let offset = e.span().map(|s| s.start).unwrap_or(0);
-        loc.at(offset, e.message().trim_end())
-    })?;
+    let raw = RawFile::deserialize(toml::de::Deserializer::from(document))
+        .map_err(|e| toml_error(&loc, &e))?;
 
     let version = raw
         .version

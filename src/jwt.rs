@@ -23,6 +23,8 @@ use sha2::Digest as _;
 pub const UNLIMITED: i64 = -1;
 
 const HEADER: &str = r#"{"typ":"JWT","alg":"ed25519-nkey"}"#;
+/// [`HEADER`] in base64url, as it opens every token cotal signs.
+const HEADER_B64: &str = "eyJ0eXAiOiJKV1QiLCJhbGciOiJlZDI1NTE5LW5rZXkifQ";
 
 /// The registered claims plus the NATS-specific payload `nats`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -214,11 +216,39 @@ pub struct AccountNats {
 
 /// A signing key of an account: plain (its users carry their own permissions) or scoped (its
 /// users carry none; the template applies to each, `{{name()}}` standing for the user's name).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Written untagged (a string or a scope's object); read by the kind of value found, without
+/// the buffering an untagged enum's derived reader does (every record read reads these).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum SigningKey {
     Plain(String),
     Scoped(UserScope),
+}
+
+impl<'de> Deserialize<'de> for SigningKey {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct Either;
+        impl<'de> serde::de::Visitor<'de> for Either {
+            type Value = SigningKey;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("a signing key: a public key, or a user scope")
+            }
+            fn visit_str<E: serde::de::Error>(self, key: &str) -> Result<SigningKey, E> {
+                Ok(SigningKey::Plain(key.to_string()))
+            }
+            fn visit_string<E: serde::de::Error>(self, key: String) -> Result<SigningKey, E> {
+                Ok(SigningKey::Plain(key))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> Result<SigningKey, A::Error> {
+                UserScope::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(SigningKey::Scoped)
+            }
+        }
+        deserializer.deserialize_any(Either)
+    }
 }
 
 impl SigningKey {
@@ -349,13 +379,16 @@ pub fn decode_checked<T: DeserializeOwned>(
     else {
         return Err("not a JWT (expected three dot-separated parts)".into());
     };
-    let header_json = URL_SAFE_NO_PAD
-        .decode(header)
-        .map_err(|_| "JWT header is not base64url".to_string())?;
-    let header_value: serde_json::Value =
-        serde_json::from_slice(&header_json).map_err(|_| "JWT header is not JSON".to_string())?;
-    if header_value.get("alg").and_then(|v| v.as_str()) != Some("ed25519-nkey") {
-        return Err("JWT algorithm is not ed25519-nkey".into());
+    // The header every token cotal mints carries is known without decoding it.
+    if header != HEADER_B64 {
+        let header_json = URL_SAFE_NO_PAD
+            .decode(header)
+            .map_err(|_| "JWT header is not base64url".to_string())?;
+        let header_value: serde_json::Value = serde_json::from_slice(&header_json)
+            .map_err(|_| "JWT header is not JSON".to_string())?;
+        if header_value.get("alg").and_then(|v| v.as_str()) != Some("ed25519-nkey") {
+            return Err("JWT algorithm is not ed25519-nkey".into());
+        }
     }
     let body_json = URL_SAFE_NO_PAD
         .decode(body)
@@ -593,6 +626,63 @@ mod tests {
         );
         assert!(decode_verified::<OperatorNats>("a.b").is_err());
         assert!(decode_verified::<OperatorNats>("not a token").is_err());
+    }
+
+    #[test]
+    fn the_known_header_is_taken_as_read_and_any_other_is_still_checked() {
+        assert_eq!(URL_SAFE_NO_PAD.encode(HEADER), HEADER_B64);
+        let operator = KeyPair::new_operator();
+        let token = encode(
+            &mut operator_claims(&operator.public_key(), "ASYS", 1),
+            &operator,
+        )
+        .unwrap();
+        assert!(token.starts_with(&format!("{HEADER_B64}.")));
+        let rest = &token[HEADER_B64.len()..];
+        // The same header written another way is decoded and accepted (and the signature,
+        // which covers the header as written, no longer verifies)...
+        let spaced = URL_SAFE_NO_PAD.encode(r#"{"alg":"ed25519-nkey","typ":"JWT"}"#);
+        let reordered = format!("{spaced}{rest}");
+        assert!(decode_checked::<OperatorNats>(&reordered, true).is_ok());
+        assert!(
+            decode_checked::<OperatorNats>(&reordered, false)
+                .unwrap_err()
+                .contains("does not verify")
+        );
+        // ...and another algorithm, or a header that is not base64url or JSON, is refused.
+        for (header, why) in [
+            (
+                URL_SAFE_NO_PAD.encode(r#"{"typ":"JWT","alg":"HS256"}"#),
+                "algorithm",
+            ),
+            ("e30!".to_string(), "not base64url"),
+            (URL_SAFE_NO_PAD.encode("{"), "not JSON"),
+        ] {
+            let err = decode_checked::<OperatorNats>(&format!("{header}{rest}"), true).unwrap_err();
+            assert!(err.contains(why), "{err}");
+        }
+    }
+
+    #[test]
+    fn signing_keys_are_read_as_a_key_or_a_scope_and_nothing_else() {
+        let scope = UserScope::new("AKEY", "member", Permissions::default());
+        let keys = vec![
+            SigningKey::Plain("APLAIN".into()),
+            SigningKey::Scoped(scope),
+        ];
+        let text = serde_json::to_string(&keys).unwrap();
+        assert!(
+            text.starts_with(r#"["APLAIN",{"kind":"user_scope","key":"AKEY""#),
+            "{text}"
+        );
+        let back: Vec<SigningKey> = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, keys);
+        for wrong in ["[1]", "[true]", "[[\"AKEY\"]]", r#"[{"key":"AKEY"}]"#] {
+            assert!(
+                serde_json::from_str::<Vec<SigningKey>>(wrong).is_err(),
+                "{wrong}"
+            );
+        }
     }
 
     #[test]

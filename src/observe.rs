@@ -55,12 +55,14 @@ pub fn desired_for_reading(root: &Root) -> Result<(Desired, String, Option<Strin
 /// Parse a `cotal.toml` text (the file's, or an edit of it); returns the desired state and the
 /// digest of what it says ([`desired_digest`]).
 pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
-    let path = root.desired_file();
-    // The text is parsed twice, into the model and into the values its digest covers: at
-    // thousands of spaces each is a millisecond or two, made at once on two cores.
+    let file = root.desired_file().display().to_string();
+    let document = desired::document(text, &file).map_err(Error::input)?;
+    // The TOML, parsed once, is read into the model and into the values its digest covers at
+    // once, on two cores.
+    let copy = document.clone();
     let (desired, digest) = rayon::join(
-        || desired::parse(text, &path.display().to_string()),
-        || desired_digest(text),
+        || desired::parse_document(copy, text, &file),
+        || digest_of(document, text),
     );
     Ok((desired.map_err(Error::input)?, digest))
 }
@@ -69,44 +71,61 @@ pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
 /// sorted, comments, whitespace, quoting and table layout left out), so an edit of a comment or
 /// of the layout leaves a saved plan valid and any change of a value makes it stale.
 pub fn desired_digest(text: &str) -> String {
-    fn canonical(v: &toml::Value, out: &mut String) {
-        match v {
+    match toml::de::DeTable::parse(text) {
+        Ok(document) => digest_of(document, text),
+        // Text that does not parse is never planned from; its bytes stand for it.
+        Err(_) => digest::sha256(text.as_bytes()),
+    }
+}
+
+/// [`desired_digest`] of `text`, parsed as `document`.
+fn digest_of(document: desired::Document<'_>, text: &str) -> String {
+    use serde::Deserialize;
+    use std::io::Write;
+    fn canonical(v: &toml::Value, out: &mut Vec<u8>) {
+        let json = |out: &mut Vec<u8>, s: &String| {
+            serde_json::to_writer(out, s).expect("a string serializes")
+        };
+        // Writes to a vector do not fail.
+        let _ = match v {
             toml::Value::Table(t) => {
                 let mut keys: Vec<&String> = t.keys().collect();
                 keys.sort();
-                out.push('{');
+                out.push(b'{');
                 for k in keys {
-                    out.push_str(&serde_json::to_string(k).expect("a key serializes"));
-                    out.push(':');
+                    json(out, k);
+                    out.push(b':');
                     canonical(&t[k.as_str()], out);
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push('}');
+                out.push(b'}');
+                Ok(())
             }
             toml::Value::Array(a) => {
-                out.push('[');
+                out.push(b'[');
                 for item in a {
                     canonical(item, out);
-                    out.push(',');
+                    out.push(b',');
                 }
-                out.push(']');
+                out.push(b']');
+                Ok(())
             }
             toml::Value::String(s) => {
-                out.push_str(&serde_json::to_string(s).expect("a string serializes"))
+                json(out, s);
+                Ok(())
             }
-            toml::Value::Integer(i) => out.push_str(&format!("i{i}")),
-            toml::Value::Float(f) => out.push_str(&format!("f{f:?}")),
-            toml::Value::Boolean(b) => out.push_str(&format!("b{b}")),
-            toml::Value::Datetime(d) => out.push_str(&format!("d{d}")),
-        }
+            toml::Value::Integer(i) => write!(out, "i{i}"),
+            toml::Value::Float(f) => write!(out, "f{f:?}"),
+            toml::Value::Boolean(b) => write!(out, "b{b}"),
+            toml::Value::Datetime(d) => write!(out, "d{d}"),
+        };
     }
-    match toml::from_str::<toml::Value>(text) {
+    match toml::Value::deserialize(toml::de::Deserializer::from(document)) {
         Ok(value) => {
-            let mut out = String::new();
+            let mut out = Vec::new();
             canonical(&value, &mut out);
-            digest::sha256(out.as_bytes())
+            digest::sha256(&out)
         }
-        // Text that does not parse is never planned from; its bytes stand for it.
         Err(_) => digest::sha256(text.as_bytes()),
     }
 }
@@ -1797,7 +1816,7 @@ pub fn broker_process_moving(
 
 #[cfg(test)]
 mod tests {
-    use super::desired_digest;
+    use super::{Root, desired_digest, desired_from_text};
 
     /// A stream as a node reports it: nothing stored, with `shape` (`None`: its config left
     /// out).
@@ -1975,5 +1994,34 @@ mod tests {
         assert_ne!(desired_digest(base), desired_digest(&changed));
         let typed = base.replace("port = 4222", "port = \"4222\"");
         assert_ne!(desired_digest(base), desired_digest(&typed));
+    }
+
+    #[test]
+    fn the_desired_digest_of_every_kind_of_value_is_the_one_saved_plans_carry() {
+        // Computed by the code that parsed the text twice: plans saved then stay valid.
+        let every = "version = 1 # c\n[defaults.limits]\nmax_storage = \"32MiB\"\n[broker]\nport = 0x10F\nhost = \"a\\\"b\"\n[spaces.\"d\u{e9}sign\"]\nprotect = true\n[spaces.b]\nstate = \"suspended\"\nx = 1.5\ny = 1979-05-27T07:32:00Z\nz = [1, \"two\", {a = false}]\n";
+        assert_eq!(
+            desired_digest(every),
+            "sha256:adc15e57d5b854534ed226e42f4d60da82bbdb6b77388d5098e7392ec730f48b"
+        );
+        assert_eq!(
+            desired_digest("not [ toml"),
+            "sha256:ed2f9c1d9a2896b812027819718a3292df4133598e48a88b7856bb05e209c9df"
+        );
+        // Through the root's reader, which parses the TOML once for both: the same digest,
+        // and a model error still placed in the text.
+        let dir = tempfile::tempdir().unwrap();
+        let root = Root::at(dir.path()).unwrap();
+        let valid =
+            "version = 1\n[broker]\nport = 0x10F\n[spaces.\"d\u{e9}sign\"]\nprotect = true\n";
+        let (desired, digest) = desired_from_text(&root, valid).unwrap();
+        assert_eq!(digest, desired_digest(valid));
+        assert_eq!(desired.spaces.len(), 1);
+        let err = desired_from_text(&root, every).unwrap_err().to_string();
+        assert!(err.contains("cotal.toml:11:1: unknown field `x`"), "{err}");
+        let err = desired_from_text(&root, "version = 1\n[spaces.a\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("cotal.toml:2:10: unclosed table"), "{err}");
     }
 }

@@ -284,6 +284,15 @@ pub enum Token<'a> {
     Pending(&'a str),
 }
 
+impl<'a> Token<'a> {
+    /// The token as it is preloaded.
+    pub fn text(&self) -> &'a str {
+        match *self {
+            Token::Signed(t) | Token::Verified(t) | Token::Pending(t) => t,
+        }
+    }
+}
+
 /// One account to preload.
 #[derive(Debug, Clone, Copy)]
 pub struct Preload<'a> {
@@ -295,9 +304,11 @@ pub struct Preload<'a> {
 /// The fingerprint of what a render preloads (placeholders included as given): the generation
 /// record's `inventoryDigest`.
 pub fn preloads_digest(preloads: &[Preload]) -> String {
-    crate::digest::inventory(preloads.iter().map(|p| match p.token {
-        Token::Signed(t) | Token::Verified(t) | Token::Pending(t) => (p.space, p.account, t),
-    }))
+    crate::digest::inventory(
+        preloads
+            .iter()
+            .map(|p| (p.space, p.account, p.token.text())),
+    )
 }
 
 /// The first line of every rendered config.
@@ -392,7 +403,16 @@ fn check(broker: &BrokerTrust, preloads: &[Preload]) -> Result<(), String> {
 
 /// The text of a render, of preloads [`check`] passed (it checks nothing itself).
 fn text(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
-    let mut out = String::with_capacity(256 + preloads.len() * 700);
+    // Sized for the preloads, most of the text at thousands of spaces (a buffer grown as it
+    // is written copies it, and touches fresh memory, several times over).
+    let preloaded: usize = preloads
+        .iter()
+        .map(|p| 32 + 2 * p.space.as_str().len() + p.account.len() + p.token.text().len())
+        .sum();
+    let included = node.include.as_ref().map_or(0, |inc| inc.text.len());
+    let mut out = String::with_capacity(
+        4096 + preloaded + included + broker.operator_jwt.len() + broker.sys_jwt.len(),
+    );
     out.push_str(HEADER);
     out.push('\n');
     let _ = writeln!(out, "host: {}", quote(&node.host));
@@ -471,15 +491,13 @@ fn text(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
     out.push_str("resolver: MEMORY\n");
     out.push_str("resolver_preload {\n");
     for p in preloads {
-        let _ = writeln!(
-            out,
-            "  # space {}",
-            serde_json::to_string(p.space.as_str()).expect("string")
-        );
-        let token = match p.token {
-            Token::Signed(t) | Token::Verified(t) | Token::Pending(t) => t,
-        };
-        let _ = writeln!(out, "  {}: {}", p.account, quote(token));
+        out.push_str("  # space ");
+        push_quoted(&mut out, p.space.as_str());
+        out.push_str("\n  ");
+        out.push_str(p.account);
+        out.push_str(": ");
+        push_quoted(&mut out, p.token.text());
+        out.push('\n');
     }
     out.push_str("  # system account\n");
     let _ = writeln!(out, "  {}: {}", broker.sys_pub, quote(&broker.sys_jwt));
@@ -494,10 +512,10 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
     use serde_json::{Value, json};
     let mut preload = serde_json::Map::new();
     for p in preloads {
-        let token = match p.token {
-            Token::Signed(t) | Token::Verified(t) | Token::Pending(t) => t,
-        };
-        preload.insert(p.account.to_string(), Value::String(token.to_string()));
+        preload.insert(
+            p.account.to_string(),
+            Value::String(p.token.text().to_string()),
+        );
     }
     preload.insert(
         broker.sys_pub.clone(),
@@ -697,6 +715,18 @@ fn quote(s: &str) -> String {
     serde_json::to_string(s).expect("string")
 }
 
+/// Append [`quote`]`(s)`, without a copy of `s` when nothing in it is escaped (a token never
+/// is).
+fn push_quoted(out: &mut String, s: &str) {
+    if s.bytes().any(|b| b == b'"' || b == b'\\' || b < 0x20) {
+        out.push_str(&quote(s));
+    } else {
+        out.push('"');
+        out.push_str(s);
+        out.push('"');
+    }
+}
+
 /// Whether a rendered line is one of a node's own (its listener, server name, cluster block or
 /// store), which differ between the nodes of one cluster. `in_cluster` tracks the block.
 fn node_line(line: &str, in_cluster: &mut bool) -> bool {
@@ -826,6 +856,24 @@ mod tests {
             ("port: 4222\n", None),
         ] {
             assert_eq!(resolver_of(text).as_deref(), want, "{text}");
+        }
+    }
+
+    #[test]
+    fn a_string_is_quoted_alike_with_or_without_a_copy() {
+        for s in [
+            "",
+            "plain.token-_9",
+            "d\u{e9}sign",
+            "a\"b",
+            "back\\slash",
+            "tab\there",
+            "nul\u{0}",
+            "\u{7f}del",
+        ] {
+            let mut out = String::from("x");
+            push_quoted(&mut out, s);
+            assert_eq!(out, format!("x{}", quote(s)), "{s:?}");
         }
     }
 

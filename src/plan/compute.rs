@@ -140,19 +140,21 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     super::capacity::guard_open_files(desired, observed, diff.adds.keys())?;
 
     let described = describe::describe(desired, observed, &removals, &diff);
-    // The pins (two digests of a few MB at thousands of spaces) are made beside the promotion.
-    let (promotion, pins) = rayon::join(
+    // The config's pin (a digest of a few MB at thousands of spaces) is made beside the
+    // promotion, whose check makes the inventory's (unless spaces leave).
+    let (promoted, config_digest) = rayon::join(
         || promotion::promotion(&trust, observed, &removals, &diff, system.as_ref(), &nodes),
-        || Pins {
-            generation: observed.generation.generation(),
-            desired_digest: observed.desired_digest.clone(),
-            inventory_digest: render::preloads_digest(&crate::observed::preloads(
-                &observed.inventory.spaces,
-            )),
-            config_digest: observed.config_pin(),
-        },
+        || observed.config_pin(),
     );
-    let mut promotion = promotion?;
+    let (mut promotion, inventory_digest) = promoted?;
+    let pins = Pins {
+        generation: observed.generation.generation(),
+        desired_digest: observed.desired_digest.clone(),
+        inventory_digest: inventory_digest.unwrap_or_else(|| {
+            render::preloads_digest(&crate::observed::preloads(&observed.inventory.spaces))
+        }),
+        config_digest,
+    };
     let fence = super::fence::fence(observed, &removals, &diff, &described);
     // The fence is a promotion of its own: the final one starts from the generation it made.
     if fence.is_some()

@@ -21,14 +21,17 @@ pub struct Promotion {
 }
 
 /// Why the plan promotes the config, in the order people read them. Empty when it need not.
-pub fn reasons(
+/// With them, the digest of the base it compared with the generation record's when that base
+/// is every preload of the inventory (nothing leaves): then it is also the plan's inventory
+/// pin, [`render::preloads_digest`] of [`crate::observed::preloads`], made once.
+fn reasons_and_base(
     trust: &BrokerTrust,
     observed: &Observed,
     removals: &Removals,
     diff: &Diff,
     system: Option<&SystemReissue>,
     nodes: &[Node],
-) -> Result<Vec<Reason>, Refusal> {
+) -> Result<(Vec<Reason>, Option<String>), Refusal> {
     let inv = &observed.inventory;
     let mut reasons = Vec::new();
     if system.is_some() {
@@ -89,8 +92,10 @@ pub fn reasons(
         })
         .collect();
     if base.is_empty() {
-        return Ok(reasons);
+        return Ok((reasons, None));
     }
+    // Both filter the same spaces in the same order; the base leaves out those leaving too.
+    let whole = base.len() == inv.spaces.values().filter(|s| s.archived.is_none()).count();
     let mut explained = !reasons.is_empty();
     let mut missing = false;
     let mut drifted = false;
@@ -165,10 +170,12 @@ pub fn reasons(
         GenerationState::Valid(_) => reasons.push(Reason::GenerationBehind),
         _ => reasons.push(Reason::NoGeneration),
     }
-    Ok(reasons)
+    Ok((reasons, whole.then_some(base_digest)))
 }
 
-/// The promotion of the plan, with the config it will show, when there are reasons for one.
+/// The promotion of the plan, with the config it will show, when there are reasons for one;
+/// beside it, the inventory's digest when the check of the base made it (see
+/// [`reasons_and_base`]).
 pub fn promotion(
     trust: &BrokerTrust,
     observed: &Observed,
@@ -176,12 +183,13 @@ pub fn promotion(
     diff: &Diff,
     system: Option<&SystemReissue>,
     nodes: &[Node],
-) -> Result<Option<Promotion>, Refusal> {
-    let reasons = reasons(trust, observed, removals, diff, system, nodes)?;
+) -> Result<(Option<Promotion>, Option<String>), Refusal> {
+    let (reasons, inventory_digest) =
+        reasons_and_base(trust, observed, removals, diff, system, nodes)?;
     let inv = &observed.inventory;
     let projected = projected_preloads(inv, diff, removals);
     if reasons.is_empty() || projected.is_empty() {
-        return Ok(None);
+        return Ok((None, inventory_digest));
     }
     let mut projected_trust = trust.clone();
     if system.is_some() {
@@ -228,18 +236,21 @@ pub fn promotion(
         "the broker is stopped: the new config takes effect at the next `cotal up`".into()
     };
     let from = observed.generation.generation();
-    Ok(Some(Promotion {
-        step: Step::PromoteConfig {
-            from_generation: from,
-            to_generation: from + 1,
-            reasons,
-            blast: Blast {
-                siblings: Some(siblings),
-                ..Blast::default()
+    Ok((
+        Some(Promotion {
+            step: Step::PromoteConfig {
+                from_generation: from,
+                to_generation: from + 1,
+                reasons,
+                blast: Blast {
+                    siblings: Some(siblings),
+                    ..Blast::default()
+                },
             },
-        },
-        config: config_change(changes, !observed.is_cluster()),
-    }))
+            config: config_change(changes, !observed.is_cluster()),
+        }),
+        inventory_digest,
+    ))
 }
 
 /// The change shown for every node: the first changed node's diff, the nodes whose change is
@@ -410,6 +421,61 @@ mod tests {
         );
         assert!(Reason::Reissues { spaces: vec![] }.is_space_change());
         assert!(!Reason::ConfigDrift.is_space_change());
+    }
+
+    /// Why the plan promotes the config (the digest beside them left out).
+    fn reasons(
+        trust: &BrokerTrust,
+        observed: &Observed,
+        removals: &Removals,
+        diff: &Diff,
+        system: Option<&SystemReissue>,
+        nodes: &[Node],
+    ) -> Result<Vec<Reason>, Refusal> {
+        reasons_and_base(trust, observed, removals, diff, system, nodes).map(|(r, _)| r)
+    }
+
+    #[test]
+    fn the_inventory_pin_is_every_preload_s_digest_whether_or_not_a_space_leaves() {
+        let (trust, mut o, desired) = root_of(&["a", "b", "c"]);
+        let preloads = crate::observed::preloads(&o.inventory.spaces);
+        let whole = render::preloads_digest(&preloads);
+        let pin = |desired: &Desired, o: &Observed| {
+            let intent = crate::plan::Intent::default();
+            crate::plan::compute(desired, o, &intent)
+                .unwrap()
+                .pins
+                .inventory_digest
+        };
+        // Unconverged (no config, no generation): the promotion's check makes it.
+        assert_eq!(pin(&desired, &o), whole);
+        // Converged: no promotion, the check still made it.
+        let nodes = crate::plan::nodes(&desired, &o);
+        let conf = render::server_conf(&trust, &preloads, &nodes[0]).unwrap();
+        o.nodes[0].server_conf = Some(crate::observed::PromotedConfig::new(conf));
+        o.generation = GenerationState::Valid(crate::observed::GenerationRecord {
+            generation: 3,
+            inventory_digest: whole.clone(),
+        });
+        let (_, made) = reasons_and_base(
+            &trust,
+            &o,
+            &Removals::default(),
+            &Diff::default(),
+            None,
+            &nodes,
+        )
+        .unwrap();
+        assert_eq!(made.as_deref(), Some(whole.as_str()));
+        assert_eq!(pin(&desired, &o), whole);
+        // "c" leaves: the base is not every preload, and the pin is still the inventory's.
+        let fewer = crate::desired::parse("version = 1\n[spaces.a]\n[spaces.b]\n", "f").unwrap();
+        let removals = crate::plan::removals::collect(&fewer, &o);
+        assert_eq!(removals.iter().count(), 1);
+        let (_, made) =
+            reasons_and_base(&trust, &o, &removals, &Diff::default(), None, &nodes).unwrap();
+        assert_eq!(made, None);
+        assert_eq!(pin(&fewer, &o), whole);
     }
 
     fn root_of(names: &[&str]) -> (BrokerTrust, Observed, Desired) {

@@ -155,9 +155,13 @@ pub fn read(root: &Root, trust: &BrokerTrust, memo: &SignatureMemo) -> Result<In
         }
         candidates.push((path, file_name.to_string()));
     }
-    let results: Vec<Result<ValidRecord, CorruptRecord>> = candidates
+    // In name order, which is the spaces' order (the hex of a name orders as the name), so the
+    // records come out of the read already sorted.
+    candidates.sort_unstable_by(|a, b| a.1.cmp(&b.1));
+    // One result per candidate, each written in place (`None`: gone since it was listed).
+    let results: Vec<Option<Result<ValidRecord, CorruptRecord>>> = candidates
         .par_iter()
-        .filter_map(|(path, name)| {
+        .map(|(path, name)| {
             let (is_file, bytes) = match crate::store::atomic::read_no_follow(path) {
                 Ok(crate::store::atomic::Found::Absent) => return None,
                 Ok(crate::store::atomic::Found::File(bytes)) => (true, Some(bytes)),
@@ -167,41 +171,49 @@ pub fn read(root: &Root, trust: &BrokerTrust, memo: &SignatureMemo) -> Result<In
             Some(validate(path, name, is_file, bytes.as_deref(), trust, memo))
         })
         .collect();
-    for result in results {
+    let mut valid = Vec::with_capacity(results.len());
+    for result in results.into_iter().flatten() {
         match result {
-            Ok(v) => {
-                inventory.spaces.insert(
-                    v.space,
-                    ObservedSpace {
-                        account_pub: v.account_pub,
-                        signing_pub: v.signing_pub,
-                        jwt: v.jwt,
-                        limits: v.limits,
-                        revocations: v.revocations,
-                        archived: v.archived,
-                        relocation: None,
-                        revoked: Default::default(),
-                        protect_recorded: false,
-                        suspension_recorded: None,
-                        usage: Usage::default(),
-                        live_processes: Vec::new(),
-                        sys_creds_present: false,
-                        sys_users: Vec::new(),
-                        sys_issued: Vec::new(),
-                        stream_drift: Vec::new(),
-                        artifact_max_bytes: None,
-                        registry_fingerprint: None,
-                        registry: Default::default(),
-                        replication: None,
-                        kept_claims: v.kept_claims,
-                        acl: Default::default(),
-                        member_users: Vec::new(),
-                    },
-                );
-            }
+            Ok(v) => valid.push(v),
             Err(c) => inventory.corrupt.push(c),
         }
     }
+    // The map is built from the sorted records at once, node by node: inserted one by one in
+    // the directory's order, a thousand large entries were shifted about within their nodes.
+    valid.sort_by(|a, b| a.space.cmp(&b.space));
+    inventory.spaces = valid
+        .into_iter()
+        .map(|v| {
+            (
+                v.space,
+                ObservedSpace {
+                    account_pub: v.account_pub,
+                    signing_pub: v.signing_pub,
+                    jwt: v.jwt,
+                    limits: v.limits,
+                    revocations: v.revocations,
+                    archived: v.archived,
+                    relocation: None,
+                    revoked: Default::default(),
+                    protect_recorded: false,
+                    suspension_recorded: None,
+                    usage: Usage::default(),
+                    live_processes: Vec::new(),
+                    sys_creds_present: false,
+                    sys_users: Vec::new(),
+                    sys_issued: Vec::new(),
+                    stream_drift: Vec::new(),
+                    artifact_max_bytes: None,
+                    registry_fingerprint: None,
+                    registry: Default::default(),
+                    replication: None,
+                    kept_claims: v.kept_claims,
+                    acl: Default::default(),
+                    member_users: Vec::new(),
+                },
+            )
+        })
+        .collect();
     inventory.corrupt.sort_by(|a, b| a.file.cmp(&b.file));
     Ok(inventory)
 }
