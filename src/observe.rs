@@ -429,7 +429,10 @@ fn observe_from<'a>(
         cache: folders.as_ref(),
         reference: reference.as_ref(),
     };
-    let (fetched, local) = rayon::join(
+    // The registries the last apply read, when this observation reads registries: loaded
+    // beside the figures too (the cache is a few hundred KB at a thousand spaces).
+    let wants_registries = request.is_some() && known_registries.read.is_none();
+    let (fetched, (local, registries)) = rayon::join(
         || {
             request.as_ref().map(|r| {
                 live_figures(
@@ -443,11 +446,13 @@ fn observe_from<'a>(
             })
         },
         || {
-            inventory
+            let registries = wants_registries.then(|| crate::store::registry_cache::load(root));
+            let local = inventory
                 .spaces
                 .par_iter_mut()
                 .map(|(name, space)| local_files(root, name, space, now, &memo, known))
-                .collect::<Result<Vec<_>>>()
+                .collect::<Result<Vec<_>>>();
+            (local, registries)
         },
     );
     let read = local?;
@@ -473,6 +478,7 @@ fn observe_from<'a>(
             &listener,
             &mut inventory,
             &known_registries,
+            registries.unwrap_or_default(),
             reuse,
             request,
             fetched,
@@ -718,6 +724,7 @@ fn observe_live(
     listener: &Listener,
     inventory: &mut Inventory,
     known_registries: &KnownRegistries,
+    registry_cache: crate::store::registry_cache::Cache,
     reuse: Option<(&Observed, &std::collections::BTreeSet<SpaceName>)>,
     request: LiveRequest,
     mut fetched: Result<live::Figures>,
@@ -790,7 +797,13 @@ fn observe_live(
     }
     match &known_registries.read {
         None => {
-            let mut read = read_registries(root, listener, inventory, topology.is_cluster())?;
+            let mut read = read_registries(
+                root,
+                listener,
+                inventory,
+                topology.is_cluster(),
+                &registry_cache,
+            )?;
             read.extend(read_acls(root, listener, inventory, topology.is_cluster())?);
             tracing::debug!(took = ?started.elapsed(), "read the channel registries and acls");
             // A bucket read asks its account's JetStream API: the counters the verdicts were
@@ -1230,17 +1243,18 @@ pub fn live_figures(
 /// Read every active space's channel registry from the running broker, as an ephemeral user of
 /// each space that may touch nothing but its registry (spaces read concurrently). A registry the
 /// live figures show missing or empty is known without a connection, and so is one whose stream
-/// has the fingerprint it had when the last apply read it (`store::registry_cache`).
+/// has the fingerprint it had when the last apply read it (`cache`, the root's
+/// `store::registry_cache` as loaded for this observation).
 fn read_registries(
     root: &Root,
     listener: &Listener,
     inventory: &mut Inventory,
     clustered: bool,
+    cache: &crate::store::registry_cache::Cache,
 ) -> Result<Vec<String>> {
     use crate::observed::RegistryState;
     let mut wanted = Vec::new();
     let mut known = Vec::new();
-    let cache = crate::store::registry_cache::load(root);
     let mut seeded = 0usize;
     for (name, space) in &inventory.spaces {
         if space.limits.is_suspended() {
@@ -1591,11 +1605,13 @@ fn keep_untouched_figures(inventory: &mut Inventory, before: &Observed, touched:
 /// `replicas`: the declared replica count on a cluster (`None` for a single server).
 fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: Option<usize>) {
     let clustered = replicas.is_some();
-    for (name, space) in inventory.spaces.iter_mut() {
+    // Each space's figures are its own: they are applied on every core (at thousands of spaces,
+    // each with its fifteen streams judged, this was milliseconds of a hot apply on one).
+    inventory.spaces.par_iter_mut().for_each(|(name, space)| {
         let account = figures.accounts.get(&space.account_pub);
         if account.is_none() && space.archived.is_some() {
             // Not loaded: its usage is what its store folders hold (read with the local facts).
-            continue;
+            return;
         }
         space.usage = Usage {
             source: UsageSource::Live,
@@ -1613,7 +1629,7 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
                 .unwrap_or_default(),
             connections: Some(account.map(|a| a.connections).unwrap_or(0)),
         };
-        let Some(account) = account else { continue };
+        let Some(account) = account else { return };
         // Only a single server's: a cluster's report may come from a replica that is behind.
         let bucket = streams::registry_stream(&name.token());
         // A server that does not report the creation time gives no fingerprint: a bucket made
@@ -1634,7 +1650,7 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
             .flatten();
         (space.stream_drift, space.artifact_max_bytes) =
             judge(name, space.limits.storage_quota(), account, replicas);
-    }
+    });
 }
 
 /// The verdict on a space's stream configs in its account's figures: the streams whose config
