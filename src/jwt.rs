@@ -217,7 +217,8 @@ pub struct AccountNats {
 /// A signing key of an account: plain (its users carry their own permissions) or scoped (its
 /// users carry none; the template applies to each, `{{name()}}` standing for the user's name).
 /// Written untagged (a string or a scope's object); read by the kind of value found, without
-/// the buffering an untagged enum's derived reader does (every record read reads these).
+/// the buffering an untagged enum's derived reader does (every record read reads these). What
+/// that reader accepted is accepted: a scope may also be written as an array of its fields.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(untagged)]
 pub enum SigningKey {
@@ -244,6 +245,13 @@ impl<'de> Deserialize<'de> for SigningKey {
                 map: A,
             ) -> Result<SigningKey, A::Error> {
                 UserScope::deserialize(serde::de::value::MapAccessDeserializer::new(map))
+                    .map(SigningKey::Scoped)
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                seq: A,
+            ) -> Result<SigningKey, A::Error> {
+                UserScope::deserialize(serde::de::value::SeqAccessDeserializer::new(seq))
                     .map(SigningKey::Scoped)
             }
         }
@@ -677,7 +685,22 @@ mod tests {
         );
         let back: Vec<SigningKey> = serde_json::from_str(&text).unwrap();
         assert_eq!(back, keys);
-        for wrong in ["[1]", "[true]", "[[\"AKEY\"]]", r#"[{"key":"AKEY"}]"#] {
+        // A scope written as an array of its fields, as the untagged reader accepted.
+        let scope = serde_json::to_value(&keys[1]).unwrap();
+        let fields: Vec<&serde_json::Value> = ["kind", "key", "role", "template"]
+            .iter()
+            .map(|f| &scope[f])
+            .collect();
+        let as_array = serde_json::to_string(&[fields]).unwrap();
+        let back: Vec<SigningKey> = serde_json::from_str(&as_array).unwrap();
+        assert_eq!(back[0], keys[1]);
+        for wrong in [
+            "[1]",
+            "[true]",
+            "[null]",
+            "[[\"AKEY\"]]",
+            r#"[{"key":"AKEY"}]"#,
+        ] {
             assert!(
                 serde_json::from_str::<Vec<SigningKey>>(wrong).is_err(),
                 "{wrong}"
