@@ -374,10 +374,9 @@ fn observe_from<'a>(
         broker,
         system,
         memo,
-        inventory,
+        mut inventory,
         folders,
     } = records?;
-    let mut inventory = inventory;
     let nodes = nodes?;
     let started = std::time::Instant::now();
     // The broker as a whole: unknown when a node is, and the node cotal reaches it through.
@@ -894,10 +893,6 @@ struct LocalStore {
     accounts: Option<std::collections::BTreeSet<String>>,
 }
 
-/// What the root's own files say of one space: its $SYS creds and ledger, its protection
-/// record, its live processes, its revoked users (its streams on disk: [`stored_streams`]).
-/// Reads only, and nothing the live figures bring: safe to run for many spaces at once, and
-/// while the broker is asked for them.
 /// What [`local_files`] may rely on: what the folders said last, and (for a caller that saves
 /// what is read) the reference their stamps are taken against.
 #[derive(Clone, Copy)]
@@ -913,8 +908,11 @@ struct FolderRead {
     entry: Option<folder_cache::Entry>,
 }
 
-/// A space's local files: its folder's facts (from the cache when it vouches for them, else
-/// read), pidfiles, member users and a move.
+/// What the root's own files say of one space: its $SYS creds and ledger, its protection
+/// record, its live processes, its revoked users (its streams on disk: [`stored_streams`]);
+/// the folder's facts from the cache when it vouches for them, else read. Reads only, and
+/// nothing the live figures bring: safe to run for many spaces at once, and while the broker
+/// is asked for them.
 fn local_files(
     root: &Root,
     name: &SpaceName,

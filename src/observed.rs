@@ -94,6 +94,45 @@ pub struct ObservedSpace {
     pub member_users: Vec<crate::members::MemberUser>,
 }
 
+impl ObservedSpace {
+    /// What an account record alone says of a space (its keys, token and the token's limits and
+    /// revocations); every fact observed beside it (its folder, usage, registries, processes)
+    /// starts empty, for the observer to fill.
+    pub fn recorded(
+        account_pub: String,
+        signing_pub: String,
+        jwt: String,
+        limits: AccountLimits,
+        revocations: crate::jwt::Revocations,
+    ) -> ObservedSpace {
+        ObservedSpace {
+            account_pub,
+            signing_pub,
+            jwt,
+            limits,
+            revocations,
+            archived: None,
+            relocation: None,
+            revoked: Default::default(),
+            protect_recorded: false,
+            suspension_recorded: None,
+            usage: Usage::default(),
+            live_processes: Vec::new(),
+            sys_creds_present: false,
+            sys_users: Vec::new(),
+            sys_issued: Vec::new(),
+            stream_drift: Vec::new(),
+            artifact_max_bytes: None,
+            registry_fingerprint: None,
+            registry: Default::default(),
+            replication: None,
+            kept_claims: Vec::new(),
+            acl: Default::default(),
+            member_users: Vec::new(),
+        }
+    }
+}
+
 /// What the live figures say of a registry's stream. Any write to the stream moves `last_seq`,
 /// any removal lowers `messages` (and only a write raises it again), and a stream deleted and
 /// made again has another `created`: two equal fingerprints of one account's registry mean it

@@ -279,49 +279,39 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                 name.quoted()
             ));
         }
-        inventory.spaces.insert(
-            name.clone(),
-            ObservedSpace {
-                account_pub: s.account.clone(),
-                signing_pub: s.signing_key.clone(),
-                jwt: s.jwt.clone(),
-                limits: claims.nats.limits,
-                revocations: claims.nats.revocations,
-                archived: s.archived.clone(),
-                relocation: s.relocation.clone(),
-                revoked: s.revoked.clone(),
-                protect_recorded: s.protect,
-                suspension_recorded: s.suspension.clone(),
-                usage: Usage {
-                    source: UsageSource::Unknown,
-                    streams: s
-                        .streams
-                        .iter()
-                        .map(|n| StreamUsage {
-                            name: n.clone(),
-                            messages: None,
-                            bytes: 0,
-                        })
-                        .collect(),
-                    connections: None,
-                },
-                live_processes: Vec::new(),
-                sys_creds_present: s.sys_creds,
-                sys_users: s.sys_users.clone(),
-                sys_issued: s.sys_issued.clone(),
-                stream_drift: Vec::new(),
-                artifact_max_bytes: None,
-                registry_fingerprint: None,
-                registry: match &s.channels {
-                    Some(r) => crate::observed::RegistryState::Read(r.clone()),
-                    None => crate::observed::RegistryState::Unknown,
-                },
-                replication: None,
-                kept_claims: Vec::new(),
-                acl: Default::default(),
-                member_users: Vec::new(),
-            },
+        let mut space = ObservedSpace::recorded(
+            s.account.clone(),
+            s.signing_key.clone(),
+            s.jwt.clone(),
+            claims.nats.limits,
+            claims.nats.revocations,
         );
+        space.archived = s.archived.clone();
+        space.relocation = s.relocation.clone();
+        space.revoked = s.revoked.clone();
+        space.protect_recorded = s.protect;
+        space.suspension_recorded = s.suspension.clone();
+        space.usage = Usage {
+            source: UsageSource::Unknown,
+            streams: s
+                .streams
+                .iter()
+                .map(|n| StreamUsage {
+                    name: n.clone(),
+                    messages: None,
+                    bytes: 0,
+                })
+                .collect(),
+            connections: None,
+        };
+        space.sys_creds_present = s.sys_creds;
+        space.sys_users = s.sys_users.clone();
+        space.sys_issued = s.sys_issued.clone();
+        space.registry = match &s.channels {
+            Some(r) => crate::observed::RegistryState::Read(r.clone()),
+            None => crate::observed::RegistryState::Unknown,
+        };
+        inventory.spaces.insert(name.clone(), space);
     }
     let keys = match &b.system_keys {
         SystemKeys::Scoped(k) => SysKeysState::Scoped(k.clone()),

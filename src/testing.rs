@@ -12,36 +12,21 @@ pub fn name(s: &str) -> SpaceName {
 
 /// An observed space with account key `A<name>` and the limits of `spec`.
 pub fn space(account: &str, spec: &SpaceSpec) -> ObservedSpace {
-    ObservedSpace {
-        account_pub: account.into(),
-        signing_pub: format!("{account}-signing"),
-        jwt: format!("eyJ.{account}.jwt"),
-        limits: AccountLimits::for_space(spec),
-        revocations: Default::default(),
-        revoked: Default::default(),
-        archived: (spec.state == crate::model::SpaceState::Archived).then(|| {
-            crate::model::Archival {
-                at: "2026-12-01T00:00:00Z".into(),
-                by: "ops@broker".into(),
-            }
-        }),
-        relocation: None,
-        protect_recorded: spec.protect,
-        suspension_recorded: None,
-        usage: Usage::default(),
-        live_processes: Vec::new(),
-        sys_creds_present: true,
-        sys_users: Vec::new(),
-        sys_issued: Vec::new(),
-        stream_drift: Vec::new(),
-        artifact_max_bytes: None,
-        registry_fingerprint: None,
-        registry: Default::default(),
-        replication: None,
-        kept_claims: Vec::new(),
-        acl: Default::default(),
-        member_users: Vec::new(),
-    }
+    let mut space = ObservedSpace::recorded(
+        account.into(),
+        format!("{account}-signing"),
+        format!("eyJ.{account}.jwt"),
+        AccountLimits::for_space(spec),
+        Default::default(),
+    );
+    space.archived =
+        (spec.state == crate::model::SpaceState::Archived).then(|| crate::model::Archival {
+            at: "2026-12-01T00:00:00Z".into(),
+            by: "ops@broker".into(),
+        });
+    space.protect_recorded = spec.protect;
+    space.sys_creds_present = true;
+    space
 }
 
 /// A stopped broker's root holding `spaces`.

@@ -423,18 +423,6 @@ mod tests {
         assert!(!Reason::ConfigDrift.is_space_change());
     }
 
-    /// Why the plan promotes the config (the digest beside them left out).
-    fn reasons(
-        trust: &BrokerTrust,
-        observed: &Observed,
-        removals: &Removals,
-        diff: &Diff,
-        system: Option<&SystemReissue>,
-        nodes: &[Node],
-    ) -> Result<Vec<Reason>, Refusal> {
-        reasons_and_base(trust, observed, removals, diff, system, nodes).map(|(r, _)| r)
-    }
-
     #[test]
     fn the_inventory_pin_is_every_preload_s_digest_whether_or_not_a_space_leaves() {
         let (trust, mut o, desired) = root_of(&["a", "b", "c"]);
@@ -499,14 +487,18 @@ mod tests {
         let none = Removals::default();
         let diff = Diff::default();
         assert_eq!(
-            reasons(&trust, &o, &none, &diff, None, &nodes).unwrap(),
+            reasons_and_base(&trust, &o, &none, &diff, None, &nodes)
+                .map(|(r, _)| r)
+                .unwrap(),
             vec![Reason::NoConfig]
         );
         let preloads = crate::observed::preloads(&o.inventory.spaces);
         let conf = render::server_conf(&trust, &preloads, node).unwrap();
         o.nodes[0].server_conf = Some(crate::observed::PromotedConfig::new(conf.clone()));
         assert_eq!(
-            reasons(&trust, &o, &none, &diff, None, &nodes).unwrap(),
+            reasons_and_base(&trust, &o, &none, &diff, None, &nodes)
+                .map(|(r, _)| r)
+                .unwrap(),
             vec![Reason::NoGeneration]
         );
         o.generation = GenerationState::Valid(crate::observed::GenerationRecord {
@@ -514,7 +506,8 @@ mod tests {
             inventory_digest: render::preloads_digest(&preloads),
         });
         assert!(
-            reasons(&trust, &o, &none, &diff, None, &nodes)
+            reasons_and_base(&trust, &o, &none, &diff, None, &nodes)
+                .map(|(r, _)| r)
                 .unwrap()
                 .is_empty()
         );
@@ -523,7 +516,9 @@ mod tests {
             "{conf}# edited\n"
         )));
         assert_eq!(
-            reasons(&trust, &o, &none, &diff, None, &nodes).unwrap(),
+            reasons_and_base(&trust, &o, &none, &diff, None, &nodes)
+                .map(|(r, _)| r)
+                .unwrap(),
             vec![Reason::ConfigDrift]
         );
         let boot = boot_plan(&desired, &o).unwrap();

@@ -34,8 +34,7 @@
 
 use crate::error::Result;
 use crate::model::SpaceName;
-use crate::store::paths::SpaceFile;
-use crate::store::space_dir::{FolderFacts, Listing};
+use crate::store::space_dir::{FACT_FILES, FolderFacts, Listing};
 use crate::store::{Root, atomic};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -134,18 +133,11 @@ pub fn stamp_dir(dir: &Path, reference: &Reference) -> Option<Stamp> {
 /// file in it, taken before they are read; `None` when it holds anything but the regular files
 /// [`FolderFacts`] come from.
 pub fn stamp_files(dir: Stamp, listing: &Listing) -> Option<Stamps> {
-    const KNOWN: [SpaceFile; 5] = [
-        SpaceFile::Lifecycle,
-        SpaceFile::ObserverCreds,
-        SpaceFile::EvictorCreds,
-        SpaceFile::Membership,
-        SpaceFile::SysUsers,
-    ];
     let files = listing
         .names()
         .map(|name| {
             let name = name.to_str()?;
-            KNOWN.iter().find(|f| f.name() == name)?;
+            FACT_FILES.iter().find(|f| f.name() == name)?;
             let meta = std::fs::symlink_metadata(listing.dir().join(name)).ok()?;
             (meta.is_file() && meta.dev() == dir.device())
                 .then(|| (name.to_string(), Stamp::of(&meta)))
@@ -328,6 +320,7 @@ pub fn save(root: &Root, cache: &FolderCache) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::paths::SpaceFile;
     use crate::store::signature_memo::SignatureMemo;
     use crate::store::space_dir;
     use std::io::Write;

@@ -9,7 +9,7 @@
 use crate::error::{IoContext, Result};
 use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
-use crate::observed::{BrokerTrust, CorruptRecord, Inventory, ObservedSpace, Usage};
+use crate::observed::{BrokerTrust, CorruptRecord, Inventory, ObservedSpace};
 use crate::store::Root;
 use crate::store::account_record;
 use crate::store::paths::{ACCOUNT_PREFIX, ACCOUNT_SUFFIX};
@@ -184,34 +184,16 @@ pub fn read(root: &Root, trust: &BrokerTrust, memo: &SignatureMemo) -> Result<In
     inventory.spaces = valid
         .into_iter()
         .map(|v| {
-            (
-                v.space,
-                ObservedSpace {
-                    account_pub: v.account_pub,
-                    signing_pub: v.signing_pub,
-                    jwt: v.jwt,
-                    limits: v.limits,
-                    revocations: v.revocations,
-                    archived: v.archived,
-                    relocation: None,
-                    revoked: Default::default(),
-                    protect_recorded: false,
-                    suspension_recorded: None,
-                    usage: Usage::default(),
-                    live_processes: Vec::new(),
-                    sys_creds_present: false,
-                    sys_users: Vec::new(),
-                    sys_issued: Vec::new(),
-                    stream_drift: Vec::new(),
-                    artifact_max_bytes: None,
-                    registry_fingerprint: None,
-                    registry: Default::default(),
-                    replication: None,
-                    kept_claims: v.kept_claims,
-                    acl: Default::default(),
-                    member_users: Vec::new(),
-                },
-            )
+            let mut space = ObservedSpace::recorded(
+                v.account_pub,
+                v.signing_pub,
+                v.jwt,
+                v.limits,
+                v.revocations,
+            );
+            space.archived = v.archived;
+            space.kept_claims = v.kept_claims;
+            (v.space, space)
         })
         .collect();
     inventory.corrupt.sort_by(|a, b| a.file.cmp(&b.file));

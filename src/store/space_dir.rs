@@ -299,6 +299,16 @@ pub struct FolderFacts {
     pub suspension_recorded: Option<Suspension>,
 }
 
+/// The files [`folder_facts`] reads, and the only ones a folder whose facts are remembered
+/// (`store::folder_cache`) may hold.
+pub const FACT_FILES: [SpaceFile; 5] = [
+    SpaceFile::Lifecycle,
+    SpaceFile::ObserverCreds,
+    SpaceFile::EvictorCreds,
+    SpaceFile::Membership,
+    SpaceFile::SysUsers,
+];
+
 /// The [`FolderFacts`] `listing`'s files give for `account` at `now`, and whether every file
 /// was read (false when reading one failed, or its protection record does not parse: what
 /// fails closed then is no fact to remember).
