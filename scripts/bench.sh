@@ -4,7 +4,8 @@
 #
 #   apply adding one space to a running broker of N spaces   vs the broker's own reload of it
 #     (the first apply after `up`, whose registries `up` cached; then the median of the next
-#     three against the median of their reloads)
+#     three against the median of their reloads; and against that reload plus the broker's
+#     answers to the two JSZ requests such an add makes: `examples/jsz_floor`)
 #   apply removing one space from it (the fence's reload, the deletion, the final reload)
 #                                                              vs the broker's own two reloads
 #   plan, broker stopped, N and BIG spaces                     vs reading and parsing the records
@@ -44,12 +45,13 @@ fi
 # largest broker this host allows.
 SWEEP=$(for n in $SWEEP; do if [ "$n" -le "$capacity" ]; then echo "$n"; else echo "$capacity"; fi; done | sort -nu | tr '\n' ' ')
 cargo build --quiet --release --bin cotal --example read_records --example provision_floor \
-  --example sibling_publish
+  --example sibling_publish --example jsz_floor
 repo=$PWD
 cotal="$repo/target/release/cotal"
 read_records="$repo/target/release/examples/read_records"
 provision_floor="$repo/target/release/examples/provision_floor"
 sibling_publish="$repo/target/release/examples/sibling_publish"
+jsz_floor="$repo/target/release/examples/jsz_floor"
 out="$repo/docs/bench"
 mkdir -p "$out"
 work=$(mktemp -d "${BENCH_DIR:-${TMPDIR:-/tmp}}/cotal-bench.XXXXXX")
@@ -172,6 +174,10 @@ read -r hot3 reload3 < <(add_one "$a" added4)
 median_of() { printf '%s\n' "$@" | sort -g | sed -n 2p; }
 hot=$(median_of "$hot1" "$hot2" "$hot3")
 reload=$(median_of "$reload1" "$reload2" "$reload3")
+# The broker's own answers to the two JSZ requests such an add makes (every account's streams
+# without configs, for the plan; one account's with them, for the state after the apply),
+# asked of the same broker right after the adds.
+read -r jsz_every jsz_one < <("$jsz_floor" "$a" "nats://127.0.0.1:$port" s00001)
 read -r rm_apply rm_fence rm_final < <(rm_one "$a" added2)
 "$cotal" --root "$a" down >/dev/null
 
@@ -236,19 +242,23 @@ python3 - "$out" "$N" "$BIG" "$CLUSTER" "$version" "$(nproc)" \
   "$bulk" "$noop" "$written" "$plan_n" "$floor_n" "$client" "$up" "$plan_running" "$hot" "$reload" \
   "$hot_first" "$reload_first" "$rm_apply" "$rm_fence" "$rm_final" \
   "$bulk_big" "$plan_big" "$floor_big" "$mem_big" "$capply" "$creload" "$sapply" \
-  "$sib_base_max" "$sib_max" "$sib_p99" "$sib_failed" "$server_start" "$readiness" <<'PY'
+  "$sib_base_max" "$sib_max" "$sib_p99" "$sib_failed" "$server_start" "$readiness" \
+  "$jsz_every" "$jsz_one" <<'PY'
 import sys, datetime
 a = sys.argv[1:]
 out, n, big, cluster, version, cores = a[0], int(a[1]), int(a[2]), int(a[3]), a[4], a[5]
 (bulk, noop, written, plan_n, floor_n, client, up, plan_running, hot, reload,
  hot_first, reload_first, rm_apply, rm_fence, rm_final,
  bulk_big, plan_big, floor_big, mem_big, capply, creload, sapply,
- sib_base_max, sib_max, sib_p99, sib_failed, server_start, readiness) = a[6:]
+ sib_base_max, sib_max, sib_p99, sib_failed, server_start, readiness, jsz_every, jsz_one) = a[6:]
 f = float
 ms = lambda s: f"{f(s) * 1000:.0f} ms" if f(s) < 10 else f"{f(s):.1f} s"
 ratio = lambda x, y: f"{f(x) / f(y):.2f}x" if f(y) > 0 else "n/a"
 rows = [
     ("`apply` adding 1 space to a running broker of %d (median of 3)" % n, ms(hot), "broker's own reload (median of the same 3): " + ms(reload), ratio(hot, reload), "at most 1.5x"),
+    ("the same steady add, against the reload and the broker's answers to its two JSZ requests", ms(hot),
+     "reload %s + JSZ of every account's streams %s + one account's JSZ %s" % (ms(reload), ms(jsz_every), ms(jsz_one)),
+     ratio(hot, f(reload) + f(jsz_every) + f(jsz_one)), ""),
     ("the same, first apply after `up` (registries cached by `up`)", ms(hot_first), "broker's own reload: " + ms(reload_first), ratio(hot_first, reload_first), "at most 2x"),
     ("`apply` removing 1 space from it (the fence's reload, its streams deleted, the final reload)", ms(rm_apply), "broker's own two reloads: %s + %s" % (ms(rm_fence), ms(rm_final)), ratio(rm_apply, f(rm_fence) + f(rm_final)), ""),
     ("`plan`, broker stopped, %d spaces" % n, ms(plan_n), "reading + parsing the records: " + ms(floor_n), ratio(plan_n, floor_n), "at most 4x"),

@@ -1142,9 +1142,15 @@ async fn connect(url: &str, creds: &str) -> std::result::Result<async_nats::Clie
 
 /// JSZ's request for every account's streams, with their configs or not. JSZ lists 1024
 /// accounts unless told otherwise, and pages only in a sorted order its first page does not
-/// use: one reply holds every account.
-fn jsz_of_every_account(config: bool) -> String {
+/// use: one reply holds every account. (Public for the benchmark's `examples/jsz_floor`, which
+/// times the broker's answer to exactly this request.)
+pub fn jsz_of_every_account(config: bool) -> String {
     format!(r#"{{"accounts":true,"streams":true,"config":{config},"limit":1000000000}}"#)
+}
+
+/// JSZ's request for one account's streams, configs and all (public for the same example).
+pub fn jsz_of_account(account: &str) -> String {
+    serde_json::json!({"account": account, "streams": true, "config": true}).to_string()
 }
 
 /// The JSZ of each of `accounts`, configs and all, asked at once, each of `servers` servers.
@@ -1153,10 +1159,7 @@ async fn jsz_of_accounts(
     accounts: &[String],
     servers: usize,
 ) -> Result<Vec<Reply<Jsz>>> {
-    let bodies: Vec<String> = accounts
-        .iter()
-        .map(|a| serde_json::json!({"account": a, "streams": true, "config": true}).to_string())
-        .collect();
+    let bodies: Vec<String> = accounts.iter().map(|a| jsz_of_account(a)).collect();
     let replies = futures::future::try_join_all(
         bodies
             .iter()
