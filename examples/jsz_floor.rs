@@ -1,11 +1,11 @@
 //! The broker's own part of a hot apply, which `scripts/bench.sh` sets beside the add and its
 //! reload: how long the running broker takes to answer the two JSZ requests an add of one
-//! space makes, asked exactly as cotal asks them, by a system user minted as cotal mints its
-//! monitoring user.
+//! space makes, with the very bodies cotal sends, by a system user minted as cotal mints its
+//! monitoring user (alone on one connection, where cotal asks the first beside STATZ).
 //! - The JSZ of every account's streams without their configs: what a plan asks when the drift
 //!   cache vouches for the configs (the steady add's case).
 //! - The JSZ of one account with its configs: what the state after an apply asks for the space
-//!   the apply added.
+//!   the apply added (asked here of `SPACE`, an existing space of the same size).
 //!
 //! `cargo run --release --example jsz_floor -- ROOT URL SPACE` asks each five times, one after
 //! the other, and prints the median seconds of each, in that order (the reply's transfer
