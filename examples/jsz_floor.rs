@@ -1,7 +1,8 @@
 //! The broker's own part of a hot apply, which `scripts/bench.sh` sets beside the add and its
 //! reload: how long the running broker takes to answer the two JSZ requests an add of one
-//! space makes, with the very bodies cotal sends, by a system user minted as cotal mints its
-//! monitoring user (alone on one connection, where cotal asks the first beside STATZ).
+//! space makes, on cotal's subject with the very bodies cotal sends, by a system user minted as
+//! cotal mints its monitoring user (alone on one connection, where cotal asks the first beside
+//! STATZ).
 //! - The JSZ of every account's streams without their configs: what a plan asks when the drift
 //!   cache vouches for the configs (the steady add's case).
 //! - The JSZ of one account with its configs: what the state after an apply asks for the space
@@ -11,7 +12,7 @@
 //! the other, and prints the median seconds of each, in that order (the reply's transfer
 //! included, its parse not: cotal's own parse is cotal's work).
 
-use cotal::broker::live::{jsz_of_account, jsz_of_every_account};
+use cotal::broker::live::{JSZ, jsz_of_account, jsz_of_every_account};
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -50,7 +51,7 @@ async fn median_seconds(client: &async_nats::Client, body: &str) -> Result<f64, 
         let started = std::time::Instant::now();
         let reply = tokio::time::timeout(
             std::time::Duration::from_secs(10),
-            client.request("$SYS.REQ.SERVER.PING.JSZ", body.to_string().into()),
+            client.request(JSZ, body.to_string().into()),
         )
         .await??;
         took.push(started.elapsed().as_secs_f64());

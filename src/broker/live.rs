@@ -17,8 +17,8 @@ use std::time::Duration;
 /// Connect and request timeout.
 const TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The subject every server answers JSZ on.
-const JSZ: &str = "$SYS.REQ.SERVER.PING.JSZ";
+/// The subject every server answers JSZ on (public for the benchmark's `examples/jsz_floor`).
+pub const JSZ: &str = "$SYS.REQ.SERVER.PING.JSZ";
 
 /// Up to how many accounts whose stream configs the cache does not vouch for are asked one by
 /// one (more are asked for in one request for every account).
