@@ -4,7 +4,7 @@
 //!
 //! `cargo run --release --example sibling_publish -- ROOT URL SPACE`
 //!
-//! It connects as a `member` of SPACE (creds minted from the root's account record), publishes
+//! It connects as an `admin` of SPACE (creds minted from the root's account record), publishes
 //! [`WARM_UP`] messages untimed, then [`BASELINE`] timed ones and prints
 //! `baseline COUNT MAX_MS P99_MS FAILED`. From then on it publishes until its standard input
 //! closes, and prints the same for that phase, named `during`. A publish that fails (a timeout,
@@ -40,7 +40,7 @@ async fn main() -> Result<(), Failure> {
         &record.account.public,
         &record.account.signing_seed,
         user,
-        cotal::permissions::profile(cotal::permissions::Profile::Member, &token, user),
+        cotal::permissions::admin(&token),
         None,
     )?
     .creds;

@@ -141,15 +141,24 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+    // A member's user lives in its side account (signed by the space's signing key, which
+    // that account lists); any other user in the space's account.
+    let issuer_account = match &request.member {
+        Some((principal, _)) => member_account(&record, &request.space, principal)?,
+        None => {
+            refuse_retired_profile(request.profile, &request.space)?;
+            account.to_string()
+        }
+    };
     let user = crate::mint::user(
-        account,
+        &issuer_account,
         &record.account.signing_seed,
         &request.user,
         match &request.member {
             Some((principal, grant)) => {
                 permissions::member_grant(&request.space.token(), principal, grant)
             }
-            None => permissions::profile(request.profile, &request.space.token(), &request.user),
+            None => permissions::admin(&request.space.token()),
         },
         request.expires,
     )
@@ -170,6 +179,7 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
                 read: grant.read.clone(),
                 post: grant.post.clone(),
             }),
+        account: (issuer_account != account).then_some(issuer_account),
     };
     ledger.minted.push(minted.clone());
     users::save(root, &request.space, &ledger)?;
@@ -191,6 +201,48 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
         creds: crate::secret::Secret::new(user.creds),
         minted,
     })
+}
+
+/// The side account of `principal` in `record` (its public key), or a refusal saying to apply
+/// first: a member's users live only in its own account.
+fn member_account(
+    record: &account_record::AccountRecord,
+    space: &SpaceName,
+    principal: &crate::members::Principal,
+) -> Result<String> {
+    match record
+        .side_accounts
+        .get(&crate::side_accounts::SideRole::Member(principal.clone()))
+    {
+        Some(side) => Ok(side.public.clone()),
+        None => Err(Error::refused(
+            Diagnostic::new(format!(
+                "member {principal} of space {} has no account of its own yet: its users live there, importing only its grant.",
+                space.quoted()
+            ))
+            .blast("none, nothing was minted.")
+            .next("run `cotal apply` (it makes the member's account), then mint again"),
+        )),
+    }
+}
+
+/// The `member` profile is retired: refused, with what to use instead.
+fn refuse_retired_profile(profile: Profile, space: &SpaceName) -> Result<()> {
+    if profile != Profile::Member {
+        return Ok(());
+    }
+    Err(Error::input(
+        Diagnostic::new(format!(
+            "the `member` profile is retired: its users lived in the space's own account, where the broker's answers to them (a stream's acknowledgement, a direct get, a pull) could be aimed at the JetStream API or another member's channel (space {}).",
+            space.quoted()
+        ))
+        .next(format!(
+            "declare the member in cotal.toml ([spaces.{}.members.\"OWNER.ACTOR\"] with its read and post channels), run `cotal apply`, then `cotal creds {} --member OWNER.ACTOR`: its users get an account of their own",
+            crate::adopt::toml_key(space.as_str()),
+            space.as_str()
+        ))
+        .next("for the space's owner, mint `--profile admin`"),
+    ))
 }
 
 /// Record a revocation for the space whose validated account is `account`; the next apply
@@ -307,9 +359,20 @@ pub fn mint_system(
             .next("run `cotal plan` and `cotal apply`: the apply adds the key (a hot reload), then mint again"),
         ));
     };
+    // Its users live in the root's monitoring account, which lists the key scoped to its
+    // template: no answer to what they may ask lands in the system account.
+    let Some(monitor) = &record.sys.monitor_account else {
+        return Err(Error::refused(
+            Diagnostic::new(
+                "this root has no monitoring account yet: its monitoring users live there, importing the read-only $SYS requests (no answer to them reaches the system account).",
+            )
+            .blast("none, nothing was minted.")
+            .next("run `cotal plan` and `cotal apply`: the apply adds it (a hot reload), then mint again"),
+        ));
+    };
     let mut ledger = users::load_system(root, &record.sys.public)?;
     let user =
-        crate::mint::scoped_user(&record.sys.public, seed, name, expires).map_err(Error::other)?;
+        crate::mint::scoped_user(&monitor.public, seed, name, expires).map_err(Error::other)?;
     let minted = Minted {
         name: name.to_string(),
         key: user.key.clone(),
@@ -318,6 +381,7 @@ pub fn mint_system(
         expires_at: user.expires_at,
         signed_by: Some(seed.key_pair().map_err(Error::other)?.public_key()),
         member: None,
+        account: Some(monitor.public.clone()),
     };
     ledger.minted.push(minted.clone());
     users::save_system(root, &ledger)?;

@@ -198,7 +198,7 @@ pub struct Permissions {
 }
 
 /// Account payload.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AccountNats {
     pub limits: AccountLimits,
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
@@ -209,9 +209,139 @@ pub struct AccountNats {
     /// it are refused (nats-server refuses a user whose `iat` is at or before it).
     #[serde(skip_serializing_if = "Revocations::is_empty", default)]
     pub revocations: Revocations,
+    /// What other accounts may import from this one (a space's account: what its side
+    /// accounts import, [`crate::side_accounts`]).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub exports: Vec<Export>,
+    /// What this account imports from others (a side account: exactly what its principal may
+    /// do in the space).
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub imports: Vec<Import>,
+    /// Subjects the account's publishes are moved to before anything matches them (a member
+    /// account: its posts, [`crate::side_accounts::POST_PREFIX`]).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty", default)]
+    pub mappings: std::collections::BTreeMap<String, Vec<Mapping>>,
     #[serde(rename = "type")]
     pub kind: String,
     pub version: u32,
+}
+
+/// One destination of an account's subject mapping.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Mapping {
+    pub subject: String,
+    /// Out of 100: the share of messages moved there (cotal maps all of them).
+    #[serde(default)]
+    pub weight: u8,
+}
+
+impl Mapping {
+    /// All of a subject's messages, to `subject`.
+    pub fn to(subject: &str) -> Self {
+        Mapping {
+            subject: subject.into(),
+            weight: 100,
+        }
+    }
+}
+
+/// Whether an export or import carries messages (`stream`) or requests and their answers
+/// (`service`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Exchange {
+    Stream,
+    Service,
+}
+
+/// How many answers a service export gives one request: one (nats-server's default), or any
+/// number (a pull's batch, a direct get's batch, a `PING` every server answers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum ResponseType {
+    Singleton,
+    Stream,
+}
+
+/// A subject an account offers other accounts. Public (no token, no account position): only
+/// the accounts whose JWT imports it, which cotal alone signs, use it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Export {
+    #[serde(default)]
+    pub name: String,
+    pub subject: String,
+    #[serde(rename = "type")]
+    pub kind: Exchange,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub response_type: Option<ResponseType>,
+}
+
+impl Export {
+    /// A service export answered once per request.
+    pub fn service(name: &str, subject: &str) -> Self {
+        Export {
+            name: name.into(),
+            subject: subject.into(),
+            kind: Exchange::Service,
+            response_type: None,
+        }
+    }
+
+    /// A service export whose requests may get any number of answers.
+    pub fn streamed_service(name: &str, subject: &str) -> Self {
+        Export {
+            response_type: Some(ResponseType::Stream),
+            ..Self::service(name, subject)
+        }
+    }
+
+    /// A stream export.
+    pub fn stream(name: &str, subject: &str) -> Self {
+        Export {
+            name: name.into(),
+            subject: subject.into(),
+            kind: Exchange::Stream,
+            response_type: None,
+        }
+    }
+}
+
+/// A subject an account takes from another's export: `subject` as the exporter names it,
+/// `local_subject` what the importer's clients use when it differs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Import {
+    #[serde(default)]
+    pub name: String,
+    pub subject: String,
+    pub account: String,
+    #[serde(rename = "type")]
+    pub kind: Exchange,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub local_subject: Option<String>,
+}
+
+impl Import {
+    pub fn service(name: &str, account: &str, subject: &str) -> Self {
+        Import {
+            name: name.into(),
+            subject: subject.into(),
+            account: account.into(),
+            kind: Exchange::Service,
+            local_subject: None,
+        }
+    }
+
+    pub fn stream(name: &str, account: &str, subject: &str) -> Self {
+        Import {
+            kind: Exchange::Stream,
+            ..Self::service(name, account, subject)
+        }
+    }
+
+    /// The same import, under another subject in the importing account.
+    pub fn as_local(mut self, local: &str) -> Self {
+        self.local_subject = Some(local.into());
+        self
+    }
 }
 
 /// A signing key of an account: plain (its users carry their own permissions) or scoped (its
@@ -465,6 +595,9 @@ pub fn account_claims(
             signing_keys: vec![SigningKey::Plain(signing_pub.into())],
             default_permissions: Permissions::default(),
             revocations: Revocations::new(),
+            exports: Vec::new(),
+            imports: Vec::new(),
+            mappings: Default::default(),
             kind: "account".into(),
             version: 2,
         },
@@ -561,6 +694,9 @@ pub struct BrokerTrust {
     pub operator_jwt: String,
     pub sys_pub: String,
     pub sys_jwt: String,
+    /// The monitoring account (`cotal creds --system monitor` mints its users), when the root
+    /// has one: its key and JWT, preloaded beside the system account.
+    pub monitor: Option<(String, String)>,
 }
 
 impl BrokerTrust {

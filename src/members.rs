@@ -219,6 +219,10 @@ pub struct MemberUser {
     /// The grant it carries.
     pub read: Vec<String>,
     pub post: Vec<String>,
+    /// The side account it is a user of (`None`: the space's own account, where members' users
+    /// were minted before side accounts; such a user is revoked by the next plan).
+    #[serde(default)]
+    pub account: Option<String>,
 }
 
 /// What a plan does to one member.
@@ -440,13 +444,16 @@ pub fn plan(
 /// is `token`: its read patterns' chat subjects, without those another covers (JetStream refuses
 /// overlapping filters; `team` and `team.>` do not overlap and are both kept).
 pub fn consumer_filters(token: &str, read: &[String]) -> Vec<String> {
-    let all: Vec<String> = read
+    uncovered(read)
         .iter()
         .map(|r| format!("cotal.{token}.chat.*.*.{r}"))
-        .collect();
-    all.iter()
-        .filter(|x| !all.iter().any(|y| y != *x && subject_matches(y, x)))
-        .cloned()
+        .collect()
+}
+
+/// The read patterns of `read` that no other one covers, in `read`'s order.
+pub fn uncovered(read: &[String]) -> Vec<&String> {
+    read.iter()
+        .filter(|x| !read.iter().any(|y| y != *x && subject_matches(y, x)))
         .collect()
 }
 
@@ -566,6 +573,7 @@ mod tests {
             issued_at: 40,
             read: wide.read.clone(),
             post: wide.post.clone(),
+            account: Some("AMEMBER".into()),
         }];
         let p = plan(&declared, Some(&acl), &users);
         assert_eq!(p.writes[0].expect, Expect::Revision(9));

@@ -39,15 +39,58 @@ pub fn broker(multi_space: bool, evictor: bool) -> Result<BrokerRecord, String> 
         keys.as_ref(),
         &jwt::Revocations::new(),
     )?;
+    let monitor_account = keys
+        .as_ref()
+        .and_then(|k| k.monitor.as_ref())
+        .map(|seed| {
+            monitor_account(
+                &operator_keys,
+                &sys.public_key(),
+                seed,
+                &jwt::Revocations::new(),
+                None,
+            )
+        })
+        .transpose()?;
     Ok(BrokerRecord {
         operator: operator_keys,
         sys: SysAccount {
             public: sys.public_key(),
             jwt: sys_jwt,
             keys,
+            monitor_account,
         },
         trust_gen: 0,
     })
+}
+
+/// The root's monitoring account ([`crate::side_accounts::monitor_claims`]): `existing`'s key
+/// re-issued, or a fresh key (whose seed is never kept: its users are signed by the monitor
+/// key), signed by the operator's account signer.
+pub fn monitor_account(
+    operator: &OperatorKeys,
+    sys_pub: &str,
+    monitor_seed: &Seed,
+    revocations: &jwt::Revocations,
+    existing: Option<&crate::store::account_record::SideAccount>,
+) -> Result<crate::store::account_record::SideAccount, String> {
+    let signer = operator.account_signer().key_pair()?;
+    let public = match existing {
+        Some(m) => m.public.clone(),
+        None => KeyPair::new_account().public_key(),
+    };
+    let monitor_key = monitor_seed.key_pair()?.public_key();
+    let mut claims = jwt::Claims {
+        jti: String::new(),
+        iat: now(),
+        iss: String::new(),
+        name: "monitor".into(),
+        sub: public.clone(),
+        exp: None,
+        nats: crate::side_accounts::monitor_claims(sys_pub, &monitor_key, revocations),
+    };
+    let jwt = jwt::encode(&mut claims, &signer)?;
+    Ok(crate::store::account_record::SideAccount { public, jwt })
 }
 
 /// Fresh system signing seeds.
@@ -77,8 +120,9 @@ pub fn sys_account_jwt(
     let signer = operator.account_signer().key_pair()?;
     let mut claims = jwt::account_claims("SYS", sys_pub, "", AccountLimits::system(), now());
     claims.nats.signing_keys = Vec::new();
+    claims.nats.exports = crate::side_accounts::system_exports();
     if let Some(keys) = keys {
-        for role in SysRole::ALL {
+        for role in SysRole::ALL.into_iter().filter(|r| r.in_system_account()) {
             if let Some(seed) = keys.get(role) {
                 claims
                     .nats
@@ -104,16 +148,15 @@ pub fn account(
     let operator = broker.operator.account_signer().key_pair()?;
     let account = KeyPair::new_account();
     let signing = KeyPair::new_account();
-    let token = jwt::encode(
-        &mut jwt::account_claims(
-            &space.token(),
-            &account.public_key(),
-            &signing.public_key(),
-            AccountLimits::for_space(spec),
-            now(),
-        ),
-        &operator,
-    )?;
+    let mut claims = jwt::account_claims(
+        &space.token(),
+        &account.public_key(),
+        &signing.public_key(),
+        AccountLimits::for_space(spec),
+        now(),
+    );
+    claims.nats.exports = crate::side_accounts::space_exports(&space.token());
+    let token = jwt::encode(&mut claims, &operator)?;
     Ok(AccountRecord {
         space: space.to_string(),
         account: AccountKeys {
@@ -125,6 +168,7 @@ pub fn account(
         },
         archived: None,
         keep_claims: Vec::new(),
+        side_accounts: Default::default(),
     })
 }
 
@@ -176,6 +220,18 @@ pub fn reissue(
             if !keys.iter().any(|k| k.as_str() == Some(new_key.as_str())) {
                 keys.push(new_key.as_str().into());
             }
+            // The exports its side accounts import, beside the ones it kept.
+            let exports = nats
+                .entry("exports")
+                .or_insert_with(|| serde_json::Value::Array(Vec::new()))
+                .as_array_mut()
+                .ok_or("its exports are not a list")?;
+            for e in crate::side_accounts::space_exports(&space.token()) {
+                let e = serde_json::to_value(e).map_err(|e| e.to_string())?;
+                if !exports.contains(&e) {
+                    exports.push(e);
+                }
+            }
             Ok(())
         })?;
         return Ok(out);
@@ -188,7 +244,67 @@ pub fn reissue(
         now(),
     );
     claims.nats.revocations = revocations.clone();
+    claims.nats.exports = crate::side_accounts::space_exports(&space.token());
     out.account.jwt = jwt::encode(&mut claims, &operator)?;
+    Ok(out)
+}
+
+/// The record with its side accounts written: each of `write` minted (a fresh key, whose seed
+/// is never kept: the operator signs the account, and its users are signed by the space's
+/// signing key or the root's scoped system keys) or re-issued under its key with the claims
+/// its role calls for ([`crate::side_accounts::claims`]), each of `drop` removed.
+pub fn side_accounts(
+    broker: &BrokerRecord,
+    record: &AccountRecord,
+    suspended: bool,
+    write: &[crate::plan::sides::SideWrite],
+    drop: &[crate::side_accounts::SideRole],
+) -> Result<AccountRecord, String> {
+    use crate::store::account_record::SideAccount;
+    let operator = broker.operator.account_signer().key_pair()?;
+    let space = SpaceName::parse(&record.space)?;
+    let token = space.token();
+    let key_of = |role: SysRole| -> Result<Option<String>, String> {
+        broker
+            .sys
+            .keys
+            .as_ref()
+            .and_then(|k| k.get(role))
+            .map(|seed| seed.key_pair().map(|k| k.public_key()))
+            .transpose()
+    };
+    let (observer, evictor) = (key_of(SysRole::Observer)?, key_of(SysRole::Evictor)?);
+    let ctx = crate::side_accounts::Space {
+        token: &token,
+        account: &record.account.public,
+        signing_key: &record.account.signing_pub,
+        system: &broker.sys.public,
+        observer_key: observer.as_deref(),
+        evictor_key: evictor.as_deref(),
+        suspended,
+    };
+    let mut out = record.clone();
+    for role in drop {
+        out.side_accounts.remove(role);
+    }
+    for w in write {
+        let public = match out.side_accounts.get(&w.role) {
+            Some(side) => side.public.clone(),
+            None => KeyPair::new_account().public_key(),
+        };
+        let mut claims = jwt::Claims {
+            jti: String::new(),
+            iat: now(),
+            iss: String::new(),
+            name: w.role.account_name(&token),
+            sub: public.clone(),
+            exp: None,
+            nats: crate::side_accounts::claims(&w.role, &ctx, w.grant.as_ref(), &w.revocations),
+        };
+        let jwt = jwt::encode(&mut claims, &operator)?;
+        out.side_accounts
+            .insert(w.role.clone(), SideAccount { public, jwt });
+    }
     Ok(out)
 }
 
@@ -250,6 +366,15 @@ pub fn fence(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRec
         object(nats, "revocations")?.insert("*".into(), t.into());
         Ok(())
     })?;
+    for side in out.side_accounts.values_mut() {
+        side.jwt = patched(broker, &side.jwt, |nats| {
+            let limits = object(nats, "limits")?;
+            limits.insert("conn".into(), 0.into());
+            limits.insert("leaf".into(), 0.into());
+            object(nats, "revocations")?.insert("*".into(), t.into());
+            Ok(())
+        })?;
+    }
     out.archived = None;
     Ok(out)
 }
@@ -268,6 +393,15 @@ pub fn quiesce(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountR
         }
         Ok(())
     })?;
+    // Its side accounts refuse connections too, until its return re-issues them.
+    for side in out.side_accounts.values_mut() {
+        side.jwt = patched(broker, &side.jwt, |nats| {
+            let limits = object(nats, "limits")?;
+            limits.insert("conn".into(), 0.into());
+            limits.insert("leaf".into(), 0.into());
+            Ok(())
+        })?;
+    }
     // Loaded by the fence, whatever its record said (the archive step marks it again).
     out.archived = None;
     Ok(out)

@@ -300,6 +300,8 @@ fn read_records(root: &Root, now: i64) -> Result<Records> {
         templates_current: true,
         previous_control: false,
         handed_out_revoked: Default::default(),
+        monitor: None,
+        legacy_monitor_users: 0,
     };
     let mut memo = SignatureMemo::none();
     let broker = match broker_record::load(root)? {
@@ -310,8 +312,20 @@ fn read_records(root: &Root, now: i64) -> Result<Records> {
         broker_record::Loaded::Valid((record, trust)) => {
             memo = SignatureMemo::load(root, record.operator.seed.expose());
             system = system_observed(&record, broker_record::sys_seed_retained(root));
-            system.handed_out_revoked =
-                crate::store::users::load_system(root, &record.sys.public)?.revoked;
+            let ledger = crate::store::users::load_system(root, &record.sys.public)?;
+            system.legacy_monitor_users = ledger
+                .minted
+                .iter()
+                .filter(|m| m.account.is_none())
+                .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
+                .filter(|m| m.expires_at.is_none_or(|t| t > now))
+                .count();
+            system.handed_out_revoked = ledger.revoked;
+            system.monitor = record.sys.monitor_account.as_ref().and_then(|m| {
+                crate::jwt::decode_verified::<crate::jwt::AccountNats>(&m.jwt)
+                    .ok()
+                    .map(|c| (m.public.clone(), c.nats))
+            });
             BrokerRecordState::Valid(trust)
         }
     };
@@ -998,10 +1012,56 @@ fn set_ledger(space: &mut crate::observed::ObservedSpace, ledger: users::Ledger)
                 issued_at: m.issued_at,
                 read: mark.read.clone(),
                 post: mark.post.clone(),
+                account: m.account.clone(),
             })
         })
         .collect();
-    space.revoked = ledger.revoked;
+    space.retired_users = ledger
+        .minted
+        .iter()
+        .filter(|m| {
+            m.profile == crate::permissions::Profile::Member
+                && m.member.is_none()
+                && m.account.is_none()
+        })
+        .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
+        .filter(|m| m.expires_at.is_none_or(|t| t > crate::clock::now()))
+        .map(|m| (m.key.clone(), m.issued_at))
+        .collect();
+    // Each revocation goes to the account its user lives in: a side account's users' to it
+    // (with `*`, every user of the space), the others' to the space's account.
+    let in_side: std::collections::BTreeMap<&str, &str> = ledger
+        .minted
+        .iter()
+        .filter_map(|m| m.account.as_deref().map(|a| (m.key.as_str(), a)))
+        .collect();
+    space.side_revoked = Default::default();
+    for (key, at) in &ledger.revoked {
+        match in_side.get(key.as_str()) {
+            Some(side) => {
+                space
+                    .side_revoked
+                    .entry(side.to_string())
+                    .or_default()
+                    .insert(key.clone(), *at);
+            }
+            None if key == "*" => {
+                for side in in_side.values() {
+                    space
+                        .side_revoked
+                        .entry(side.to_string())
+                        .or_default()
+                        .insert(key.clone(), *at);
+                }
+            }
+            None => {}
+        }
+    }
+    space.revoked = ledger
+        .revoked
+        .into_iter()
+        .filter(|(key, _)| !in_side.contains_key(key.as_str()))
+        .collect();
     if !space.kept_claims.is_empty() {
         // Revocations an adopted account kept are not cotal's: only its own ledger's count,
         // each as the ledger records it once the JWT refuses at least that much.
@@ -1194,6 +1254,8 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
             templates_current: true,
             previous_control: false,
             handed_out_revoked: Default::default(),
+            monitor: None,
+            legacy_monitor_users: 0,
         };
     };
     let kept: std::collections::BTreeMap<SysRole, String> = SysRole::ALL
@@ -1205,13 +1267,15 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
         .collect();
     let templates_current = claims
         .as_ref()
-        .is_some_and(|c| permissions::sys_templates_current(&kept, &c.nats.signing_keys));
+        .is_some_and(|c| permissions::sys_templates_current(&kept, &c.nats));
     SystemObserved {
         keys: SysKeysState::Scoped(kept),
         revocations,
         templates_current,
         previous_control: keys.previous_control.is_some(),
         handed_out_revoked: Default::default(),
+        monitor: None,
+        legacy_monitor_users: 0,
     }
 }
 

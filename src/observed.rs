@@ -16,12 +16,32 @@ pub fn preloads(spaces: &BTreeMap<SpaceName, ObservedSpace>) -> Vec<crate::rende
     spaces
         .iter()
         .filter(|(_, s)| s.archived.is_none())
-        .map(|(n, s)| crate::render::Preload {
-            space: n,
-            account: &s.account_pub,
-            token: crate::render::Token::Verified(&s.jwt),
-        })
+        .flat_map(|(n, s)| space_preloads(n, s))
         .collect()
+}
+
+/// One space's preloads: its account, then its side accounts in role order.
+pub fn space_preloads<'a>(
+    name: &'a SpaceName,
+    space: &'a ObservedSpace,
+) -> impl Iterator<Item = crate::render::Preload<'a>> {
+    std::iter::once(crate::render::Preload {
+        space: name,
+        account: &space.account_pub,
+        token: crate::render::Token::Verified(&space.jwt),
+        side: None,
+    })
+    .chain(
+        space
+            .sides
+            .iter()
+            .map(move |(role, side)| crate::render::Preload {
+                space: name,
+                account: &side.account_pub,
+                token: crate::render::Token::Verified(&side.jwt),
+                side: Some(role),
+            }),
+    )
 }
 
 /// What is at a record's path: nothing, something that is not a valid record (with its file and
@@ -50,8 +70,12 @@ pub struct ObservedSpace {
     pub limits: AccountLimits,
     /// Revocations as decoded from the account JWT (what the broker enforces once loaded).
     pub revocations: crate::jwt::Revocations,
-    /// Revocations recorded by `cotal creds revoke` for this account (what the JWT should say).
+    /// Revocations recorded by `cotal creds revoke` for this account (what the JWT should say):
+    /// of its own users, never of a side account's.
     pub revoked: crate::jwt::Revocations,
+    /// Revocations recorded for the users of each side account (by its public key), `*` (every
+    /// user of the space) included where the ledger holds one.
+    pub side_revoked: BTreeMap<String, crate::jwt::Revocations>,
     /// The archive its record holds: no config cotal renders preloads it.
     pub archived: Option<crate::model::Archival>,
     /// Its move to another broker, when one is recorded (`cotal space backup` of it fenced).
@@ -92,6 +116,24 @@ pub struct ObservedSpace {
     pub acl: RegistryState,
     /// The users its ledger records for declared members, not revoked.
     pub member_users: Vec<crate::members::MemberUser>,
+    /// Its side accounts as its record holds them ([`crate::side_accounts`]), each with the
+    /// claims its JWT carries.
+    pub sides: BTreeMap<crate::side_accounts::SideRole, ObservedSide>,
+    /// The exports its account JWT carries (what its side accounts import from).
+    pub exports: Vec<crate::jwt::Export>,
+    /// Users its ledger records of the retired `member` profile (`cotal creds --user` before
+    /// side accounts), not revoked: each key with its issue time. They live in the space's
+    /// account, so every answer the broker gives them lands there; a plan revokes them.
+    pub retired_users: Vec<(String, i64)>,
+}
+
+/// One side account as recorded: its key, its JWT (verified against the broker's trust when
+/// the record was read) and the claims it carries.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedSide {
+    pub account_pub: String,
+    pub jwt: String,
+    pub claims: crate::jwt::AccountNats,
 }
 
 impl ObservedSpace {
@@ -114,6 +156,7 @@ impl ObservedSpace {
             archived: None,
             relocation: None,
             revoked: Default::default(),
+            side_revoked: BTreeMap::new(),
             protect_recorded: false,
             suspension_recorded: None,
             usage: Usage::default(),
@@ -129,6 +172,9 @@ impl ObservedSpace {
             kept_claims: Vec::new(),
             acl: Default::default(),
             member_users: Vec::new(),
+            sides: BTreeMap::new(),
+            exports: Vec::new(),
+            retired_users: Vec::new(),
         }
     }
 }
@@ -427,6 +473,10 @@ pub struct SysUser {
     pub key: String,
     /// The signing key that issued it.
     pub issuer: String,
+    /// The account it is a user of (its JWT's `issuer_account`): the space's side account of
+    /// its role, or (creds minted before side accounts) the system account.
+    #[serde(default)]
+    pub account: String,
     pub issued_at: i64,
     pub expires_at: Option<i64>,
 }
@@ -454,8 +504,16 @@ pub struct SystemObserved {
     /// before its promotion was confirmed.
     pub previous_control: bool,
     /// The revocations `cotal creds revoke --system` recorded in the system users' ledger
-    /// (`.cotal/auth/system-users.json`); the next re-issue puts those the JWT lacks in force.
+    /// (`.cotal/auth/system-users.json`); the next re-issue puts those the monitoring account's
+    /// JWT lacks in force.
     pub handed_out_revoked: crate::jwt::Revocations,
+    /// The root's monitoring account, as its broker record holds it: its key and the claims
+    /// its JWT carries (`None`: the root has none yet).
+    pub monitor: Option<(String, crate::jwt::AccountNats)>,
+    /// Monitoring users handed out before the monitoring account (users of the system
+    /// account's monitor key), not revoked nor expired: the re-issue that moves the key to the
+    /// monitoring account refuses them.
+    pub legacy_monitor_users: usize,
 }
 
 impl SystemObserved {

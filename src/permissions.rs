@@ -110,7 +110,10 @@ pub fn acl_keeper(token: &str) -> Permissions {
 /// any channel); its own DM inbox (`cotal.<t>.inst.<owner>.<actor>.>`, and DMs sent as itself),
 /// its presence key, and reads of the channel registry and the presence directory. Replies on
 /// its own inbox prefix only, and no reply permission (`resp`): with one, a message it sent
-/// itself with a chosen reply subject would let it publish anywhere once.
+/// itself with a chosen reply subject would let it publish anywhere once. Its users live in
+/// the member's side account, which imports exactly these subjects from the space
+/// ([`crate::side_accounts::member_imports`]): an answer the broker gives it, aimed anywhere,
+/// does no more than this grant.
 pub fn member_grant(
     token: &str,
     principal: &crate::members::Principal,
@@ -122,10 +125,21 @@ pub fn member_grant(
     let registry = crate::streams::registry_stream(token);
     let presence_bucket = format!("cotal_presence_{token}");
     let presence = format!("KV_{presence_bucket}");
+    // A post is published to its wire subject; the member's account maps it to its post
+    // subject before anything matches it (nats-server checks the mapped subject against the
+    // permissions): both are granted, and only the post subject is imported.
     let mut publish: Vec<String> = grant
         .post
         .iter()
-        .map(|c| format!("cotal.{token}.chat.{owner}.{actor}.{c}"))
+        .flat_map(|c| {
+            [
+                format!("cotal.{token}.chat.{owner}.{actor}.{c}"),
+                format!(
+                    "{}.{token}.chat.{owner}.{actor}.{c}",
+                    crate::side_accounts::POST_PREFIX
+                ),
+            ]
+        })
         .collect();
     for r in &grant.read {
         publish.push(format!(
@@ -139,7 +153,6 @@ pub fn member_grant(
         format!("$JS.API.CONSUMER.MSG.NEXT.{chat}.{user}"),
         format!("$JS.API.CONSUMER.INFO.{chat}.{user}"),
         format!("$JS.ACK.{chat}.{user}.>"),
-        format!("$JS.FC.{chat}.{user}.>"),
     ]);
     for stream in [&registry, &presence] {
         publish.extend([
@@ -270,6 +283,15 @@ impl SysRole {
         SysRole::Monitor,
     ];
 
+    /// Whether its users are users of the system account (its key listed there): cotal's own
+    /// only. A space's observer and evictor are users of the space's side accounts of their
+    /// role ([`crate::side_accounts`]), the monitoring users of the root's monitoring account,
+    /// each of which lists the key instead: in the system account, an answer to any request
+    /// they may send could be aimed at another tenant's events or at cotal's own inbox.
+    pub fn in_system_account(self) -> bool {
+        self == SysRole::Control
+    }
+
     /// The role as the system account's JWT names it.
     pub fn name(self) -> &'static str {
         match self {
@@ -313,16 +335,10 @@ impl SysRole {
                 &[&format!("{}.>", inbox_prefix(own))],
             ),
             SysRole::Monitor => {
-                let mut publish = vec!["$SYS.REQ.SERVER.PING".to_string()];
-                for z in MONITOR_SERVER_REQUESTS {
-                    publish.push(format!("$SYS.REQ.SERVER.PING.{z}"));
-                    publish.push(format!("$SYS.REQ.SERVER.*.{z}"));
-                }
-                for z in MONITOR_ACCOUNT_REQUESTS {
-                    publish.push(format!("$SYS.REQ.ACCOUNT.*.{z}"));
-                }
-                publish.push("$SYS.REQ.ACCOUNT.PING.STATZ".into());
-                publish.push("$SYS.REQ.ACCOUNT.PING.CONNZ".into());
+                let publish: Vec<String> = crate::side_accounts::monitor_subjects()
+                    .into_iter()
+                    .map(|(subject, _)| subject)
+                    .collect();
                 let publish: Vec<&str> = publish.iter().map(String::as_str).collect();
                 allow(&publish, &["_INBOX.>"])
             }
@@ -339,23 +355,33 @@ pub const MONITOR_SERVER_REQUESTS: [&str; 11] = [
 ];
 
 /// The read-only requests about one account a monitor user may make. Claims updates
-/// (`$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE`) and JetStream's purge are not among them.
-pub const MONITOR_ACCOUNT_REQUESTS: [&str; 7] =
-    ["STATZ", "CONNZ", "SUBSZ", "JSZ", "INFO", "LEAFZ", "CONNS"];
+/// (`$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE`) and JetStream's purge are not among them; one
+/// account's `CONNZ` and `STATZ` are asked through `$SYS.REQ.ACCOUNT.PING.*` (see
+/// [`crate::side_accounts::monitor_subjects`]).
+pub const MONITOR_ACCOUNT_REQUESTS: [&str; 5] = ["SUBSZ", "JSZ", "INFO", "LEAFZ", "CONNS"];
 
-/// Whether the system account's JWT lists each kept scoped key with exactly the template this
-/// cotal writes for its role (else the next apply re-issues it).
+/// Whether the system account's JWT (`nats`) is what this cotal writes for the kept keys: it
+/// lists exactly the kept keys of the roles whose users live in the system account, each with
+/// its role's template, and exports what the side accounts import (else the next apply
+/// re-issues it).
 pub fn sys_templates_current(
     kept: &std::collections::BTreeMap<SysRole, String>,
-    listed: &[crate::jwt::SigningKey],
+    nats: &crate::jwt::AccountNats,
 ) -> bool {
-    kept.iter().all(|(role, key)| {
-        listed.contains(&crate::jwt::SigningKey::Scoped(crate::jwt::UserScope::new(
-            key,
-            role.name(),
-            role.template(),
-        )))
-    })
+    let want: Vec<crate::jwt::SigningKey> = kept
+        .iter()
+        .filter(|(role, _)| role.in_system_account())
+        .map(|(role, key)| {
+            crate::jwt::SigningKey::Scoped(crate::jwt::UserScope::new(
+                key,
+                role.name(),
+                role.template(),
+            ))
+        })
+        .collect();
+    nats.signing_keys.len() == want.len()
+        && want.iter().all(|k| nats.signing_keys.contains(k))
+        && nats.exports == crate::side_accounts::system_exports()
 }
 
 /// The inbox prefix a space's $SYS users must use (`_INBOX_<account>`): they may subscribe to
@@ -364,15 +390,17 @@ pub fn inbox_prefix(account: &str) -> String {
     format!("_INBOX_{account}")
 }
 
-/// What a user minted by `cotal creds` may do in its space.
+/// What a user minted by `cotal creds --user` may do in its space.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum Profile {
-    /// Publish and subscribe under `cotal.<token>.>`, read the space's streams through its own
-    /// consumers, read and write keys of its buckets; never create, delete, purge or
-    /// reconfigure a stream or bucket, nor touch another user's consumer.
+    /// Retired: its users lived in the space's own account, where an answer the broker gives
+    /// them (a stream's acknowledgement, a direct get, a pull) can be aimed at the JetStream
+    /// API or another member's channel. A ledger still names the users minted with it (the
+    /// next plan revokes them); minting one is refused. Declared members replace it.
     Member,
-    /// Everything inside the space's account (its streams and buckets included).
+    /// The space's owner: everything inside the space's account but the JetStream API's
+    /// delete and purge of the streams and buckets cotal provisions ([`admin`]).
     Admin,
 }
 
@@ -385,55 +413,28 @@ impl std::fmt::Display for Profile {
     }
 }
 
-/// The permissions of a user of the space whose wire token is `token`, named `user` (a subject
-/// token, see [`valid_user_name`]).
-pub fn profile(profile: Profile, token: &str, user: &str) -> Permissions {
-    match profile {
-        Profile::Admin => Permissions::default(),
-        Profile::Member => member(token, user),
+/// The space's owner (`--profile admin`) of the space whose wire token is `token`: every
+/// subject of its account, but no delete or purge of the streams and buckets cotal provisions
+/// through the API (`cotal space purge` and removal do that, audited). Not a
+/// boundary: an owner may create consumers, and a push consumer delivers stored messages to
+/// any subject of the account, the API's included; it keeps a space's owner from deleting its
+/// data by a slip (`nats stream rm`), and says what cotal expects of it.
+pub fn admin(token: &str) -> Permissions {
+    let mut deny = Vec::new();
+    for s in crate::streams::expected(token, None) {
+        let name = s.stream_name();
+        for api in ["DELETE", "PURGE"] {
+            deny.push(format!("$JS.API.STREAM.{api}.{name}"));
+        }
     }
-}
-
-/// A member: the space's subjects, the read side of JetStream, its own consumers (named after
-/// the user), key writes, replies on its own inbox prefix ([`member_inbox`]). No reply
-/// permission (`resp`): with one, a message it sent itself with a chosen reply subject (a
-/// stream's delete, say) would let it publish there once; a member answers requests on the
-/// space's subjects (a reply subject under `cotal.<token>.>`).
-fn member(token: &str, user: &str) -> Permissions {
-    let space = format!("cotal.{token}.>");
-    let own = |api: &str| format!("$JS.API.CONSUMER.{api}.*.{user}");
-    let mut p = allow(
-        &[
-            &space,
-            "$KV.>",
-            "$JS.API.INFO",
-            "$JS.API.STREAM.NAMES",
-            "$JS.API.STREAM.LIST",
-            "$JS.API.STREAM.INFO.*",
-            "$JS.API.DIRECT.GET.>",
-            "$JS.API.STREAM.MSG.GET.*",
-            "$JS.API.CONSUMER.NAMES.*",
-            "$JS.API.CONSUMER.LIST.*",
-            "$JS.API.CONSUMER.INFO.*.*",
-            // Only consumers named after the user: nats-server checks the name in the subject
-            // against the request's. The unnamed create subject (`CONSUMER.CREATE.<stream>`)
-            // is not granted: nats-server 2.15 lets a request on it that names a durable in
-            // its body update that (another user's) consumer.
-            &own("CREATE"),
-            &format!("$JS.API.CONSUMER.CREATE.*.{user}.>"),
-            &own("DURABLE.CREATE"),
-            &own("MSG.NEXT"),
-            &own("DELETE"),
-            // Acks and flow control of its own consumers only: `$JS.ACK.<stream>.<consumer>.…`.
-            &format!("$JS.ACK.*.{user}.>"),
-            &format!("$JS.FC.*.{user}.>"),
-        ],
-        // Replies on its own inbox prefix only: no member reads another's replies (its pull
-        // deliveries, its acks).
-        &[&space, &format!("{}.>", member_inbox(user))],
-    );
-    p.resp = None;
-    p
+    Permissions {
+        publish: Permission {
+            allow: Vec::new(),
+            deny,
+        },
+        subscribe: Permission::default(),
+        resp: None,
+    }
 }
 
 /// The inbox prefix a `member` named `user` must connect with (`_INBOX_<user>`): the only
@@ -466,8 +467,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_member_holds_no_right_that_changes_a_stream_or_another_users_consumer() {
-        let p = profile(Profile::Member, "design", "alice");
+    fn a_declared_members_grant_holds_no_right_that_changes_a_stream_or_another_consumer() {
+        let alice = crate::members::Principal::parse("acme.alice").unwrap();
+        let grant = crate::members::Grant::new(vec![">".into()], vec!["general".into()]).unwrap();
+        let p = member_grant("design", &alice, &grant);
         for forbidden in [
             "STREAM.CREATE",
             "STREAM.UPDATE",
@@ -476,6 +479,9 @@ mod tests {
             "STREAM.MSG.DELETE",
             "STREAM.RESTORE",
             "STREAM.SNAPSHOT",
+            "CONSUMER.CREATE",
+            "CONSUMER.DURABLE",
+            "CONSUMER.DELETE",
             "ACCOUNT.",
             "META.",
         ] {
@@ -485,18 +491,15 @@ mod tests {
                 p.publish.allow
             );
         }
-        let consumer_writes: Vec<&String> = p
-            .publish
-            .allow
-            .iter()
-            .filter(|s| {
-                ["CONSUMER.DELETE", "CONSUMER.MSG.NEXT", "CONSUMER.DURABLE"]
-                    .iter()
-                    .any(|api| s.contains(api))
-            })
-            .collect();
-        assert!(!consumer_writes.is_empty());
-        assert!(consumer_writes.iter().all(|s| s.ends_with(".*.alice")));
+        assert!(
+            p.publish
+                .allow
+                .iter()
+                .filter(|s| s.contains("CONSUMER.") || s.starts_with("$JS.ACK"))
+                .all(|s| s.contains(".acme_alice")),
+            "only its own consumer: {:?}",
+            p.publish.allow
+        );
         assert!(!p.publish.allow.iter().any(|s| s.starts_with("_INBOX")));
         assert_eq!(
             p.resp, None,
@@ -505,11 +508,20 @@ mod tests {
     }
 
     #[test]
-    fn an_admin_is_unrestricted_inside_its_account() {
-        assert_eq!(
-            profile(Profile::Admin, "design", "root"),
-            Permissions::default()
-        );
+    fn an_admin_may_not_delete_or_purge_what_cotal_provisions() {
+        let p = admin("design");
+        assert!(p.publish.allow.is_empty() && p.subscribe == Permission::default());
+        for stream in [
+            "CHAT_design",
+            "KV_cotal_acl_design",
+            "OBJ_cotal_artifacts_design",
+        ] {
+            for api in ["DELETE", "PURGE"] {
+                let subject = format!("$JS.API.STREAM.{api}.{stream}");
+                assert!(p.publish.deny.contains(&subject), "{subject}");
+            }
+        }
+        assert_eq!(p.publish.deny.len(), 2 * crate::streams::count());
     }
 
     #[test]

@@ -299,6 +299,8 @@ pub struct Preload<'a> {
     pub space: &'a SpaceName,
     pub account: &'a str,
     pub token: Token<'a>,
+    /// A side account of the space (`None`: the space's own account).
+    pub side: Option<&'a crate::side_accounts::SideRole>,
 }
 
 /// The fingerprint of what a render preloads (placeholders included as given): the generation
@@ -365,6 +367,9 @@ fn check(broker: &BrokerTrust, preloads: &[Preload]) -> Result<(), String> {
     // core, where most of a render's time at thousands of spaces goes) a token of another
     // issuer or subject. The same refusal whatever the number of cores.
     let mut seen = BTreeSet::from([broker.sys_pub.as_str()]);
+    if let Some((public, _)) = &broker.monitor {
+        seen.insert(public.as_str());
+    }
     // A pending token is a placeholder of the plan's display; only real keys must be unique.
     let repeated = preloads
         .iter()
@@ -411,7 +416,14 @@ fn text(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         .sum();
     let included = node.include.as_ref().map_or(0, |inc| inc.text.len());
     let mut out = String::with_capacity(
-        4096 + preloaded + included + broker.operator_jwt.len() + broker.sys_jwt.len(),
+        4096 + preloaded
+            + included
+            + broker.operator_jwt.len()
+            + broker.sys_jwt.len()
+            + broker
+                .monitor
+                .as_ref()
+                .map_or(0, |(_, jwt)| jwt.len() + 128),
     );
     out.push_str(HEADER);
     out.push('\n');
@@ -493,11 +505,18 @@ fn text(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
     for p in preloads {
         out.push_str("  # space ");
         push_quoted(&mut out, p.space.as_str());
+        if let Some(role) = p.side {
+            let _ = write!(out, ": its {role} account");
+        }
         out.push_str("\n  ");
         out.push_str(p.account);
         out.push_str(": ");
         push_quoted(&mut out, p.token.text());
         out.push('\n');
+    }
+    if let Some((public, jwt)) = &broker.monitor {
+        out.push_str("  # monitoring account (`cotal creds --system monitor`)\n");
+        let _ = writeln!(out, "  {public}: {}", quote(jwt));
     }
     out.push_str("  # system account\n");
     let _ = writeln!(out, "  {}: {}", broker.sys_pub, quote(&broker.sys_jwt));
@@ -521,6 +540,9 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
         broker.sys_pub.clone(),
         Value::String(broker.sys_jwt.clone()),
     );
+    if let Some((public, jwt)) = &broker.monitor {
+        preload.insert(public.clone(), Value::String(jwt.clone()));
+    }
     let mut jetstream = serde_json::Map::new();
     jetstream.insert(
         "store_dir".into(),
@@ -790,6 +812,7 @@ mod tests {
             operator_jwt: "eyJop.x.y".into(),
             sys_pub: "ASYS".into(),
             sys_jwt: "eyJsys.x.y".into(),
+            monitor: None,
         }
     }
 
@@ -816,6 +839,7 @@ mod tests {
                 space: &space,
                 account: "ADESIGN",
                 token: Token::Pending("(minted at apply)"),
+                side: None,
             }],
             &node,
         )
@@ -835,6 +859,7 @@ mod tests {
                 space: &space,
                 account: "ADESIGN",
                 token: Token::Pending("(minted at apply)"),
+                side: None,
             }],
             &Node {
                 log_rotation: false,

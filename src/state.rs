@@ -95,6 +95,16 @@ pub struct BrokerState {
     /// `[cluster.tls]`'s certificate as read at the export, the same way.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_tls: Option<crate::observed::TlsFacts>,
+    /// The monitoring account (its key and JWT), when the root has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitor_account: Option<SideAccountState>,
+    /// Monitoring users handed out as users of the system account, still valid.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub legacy_monitor_users: usize,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -141,6 +151,28 @@ pub struct AppliedSpace {
     /// The channel registry as read at the export (the broker ran and the space was active).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub channels: Option<crate::channels::Registry>,
+    /// Its side accounts (its members', its observer's, its evictor's): each key and JWT.
+    #[serde(
+        rename = "side-accounts",
+        skip_serializing_if = "BTreeMap::is_empty",
+        default
+    )]
+    pub side_accounts: BTreeMap<crate::side_accounts::SideRole, SideAccountState>,
+    /// The revocations recorded for the users of each side account (by its key).
+    #[serde(
+        rename = "side-revoked",
+        skip_serializing_if = "BTreeMap::is_empty",
+        default
+    )]
+    pub side_revoked: BTreeMap<String, Revocations>,
+}
+
+/// A side account as applied.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SideAccountState {
+    pub account: String,
+    pub jwt: String,
 }
 
 /// The public part of `observed`, exported at `now` (RFC 3339); refused when the observation
@@ -188,6 +220,14 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
             tls: observed.tls.as_ref().and_then(|t| t.facts.clone()),
             route_tls: observed.route_tls.as_ref().and_then(|t| t.facts.clone()),
             handed_out_revoked: observed.system.handed_out_revoked.clone(),
+            monitor_account: trust
+                .monitor
+                .as_ref()
+                .map(|(account, jwt)| SideAccountState {
+                    account: account.clone(),
+                    jwt: jwt.clone(),
+                }),
+            legacy_monitor_users: observed.system.legacy_monitor_users,
             route_rotation: observed.route_rotation,
         },
         server_conf: observed.server_conf_text().map(str::to_string),
@@ -236,6 +276,20 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
                             crate::observed::RegistryState::Read(r) => Some(r.clone()),
                             _ => None,
                         },
+                        side_accounts: s
+                            .sides
+                            .iter()
+                            .map(|(role, side)| {
+                                (
+                                    role.clone(),
+                                    SideAccountState {
+                                        account: side.account_pub.clone(),
+                                        jwt: side.jwt.clone(),
+                                    },
+                                )
+                            })
+                            .collect(),
+                        side_revoked: s.side_revoked.clone(),
                     },
                 )
             })
@@ -268,6 +322,24 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         operator_jwt: b.operator_jwt.clone(),
         sys_pub: b.system_account.clone(),
         sys_jwt: b.system_jwt.clone(),
+        monitor: b
+            .monitor_account
+            .as_ref()
+            .map(|m| (m.account.clone(), m.jwt.clone())),
+    };
+    let monitor = match &b.monitor_account {
+        Some(m) => {
+            let c: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&m.jwt)
+                .map_err(|e| format!("the monitoring account's JWT: {e}"))?;
+            if c.sub != m.account || !trust.signs_accounts(&c.iss) {
+                return Err(
+                    "the monitoring account's JWT is not its key's, or not signed by this operator"
+                        .into(),
+                );
+            }
+            Some((m.account.clone(), c.nats))
+        }
+        None => None,
     };
     let mut inventory = Inventory::default();
     for (name, s) in &state.spaces {
@@ -286,9 +358,29 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
             claims.nats.limits,
             claims.nats.revocations,
         );
+        space.exports = claims.nats.exports.clone();
+        for (role, side) in &s.side_accounts {
+            let c: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&side.jwt)
+                .map_err(|e| format!("the {role} side account of space {}: {e}", name.quoted()))?;
+            if c.sub != side.account || !trust.signs_accounts(&c.iss) {
+                return Err(format!(
+                    "the {role} side account of space {} is not its key's, or not signed by this operator",
+                    name.quoted()
+                ));
+            }
+            space.sides.insert(
+                role.clone(),
+                crate::observed::ObservedSide {
+                    account_pub: side.account.clone(),
+                    jwt: side.jwt.clone(),
+                    claims: c.nats,
+                },
+            );
+        }
         space.archived = s.archived.clone();
         space.relocation = s.relocation.clone();
         space.revoked = s.revoked.clone();
+        space.side_revoked = s.side_revoked.clone();
         space.protect_recorded = s.protect;
         space.suspension_recorded = s.suspension.clone();
         space.usage = Usage {
@@ -319,9 +411,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         SystemKeys::None => SysKeysState::None,
     };
     let templates_current = match &keys {
-        SysKeysState::Scoped(k) => {
-            crate::permissions::sys_templates_current(k, &sys.nats.signing_keys)
-        }
+        SysKeysState::Scoped(k) => crate::permissions::sys_templates_current(k, &sys.nats),
         _ => true,
     };
     Ok(Observed {
@@ -333,6 +423,8 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
             templates_current,
             previous_control: b.previous_control,
             handed_out_revoked: b.handed_out_revoked.clone(),
+            monitor,
+            legacy_monitor_users: b.legacy_monitor_users,
         },
         inventory,
         generation: match &state.generation {

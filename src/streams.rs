@@ -49,6 +49,10 @@ pub struct Shape {
     /// one without them rejects every put.
     #[serde(default)]
     pub allow_rollup: bool,
+    /// Where the stream republishes what it stores (source, destination): the chat and DM
+    /// streams' live copy the members' accounts import ([`crate::side_accounts::republish`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub republish: Option<(String, String)>,
 }
 
 /// A stream or bucket a space must have.
@@ -108,6 +112,7 @@ impl Expected {
                 deny_purge: false,
                 // And with rollups allowed (a purge of a key is one).
                 allow_rollup: true,
+                republish: None,
             },
         }
     }
@@ -201,6 +206,9 @@ pub fn expected(t: &str, quota: Option<u64>) -> Vec<Expected> {
                     deny_delete: false,
                     deny_purge: false,
                     allow_rollup: false,
+                    republish: crate::side_accounts::LIVE_SEGMENTS
+                        .contains(segment)
+                        .then(|| crate::side_accounts::republish(t, segment)),
                 },
                 backed_up: true,
             },
@@ -223,6 +231,7 @@ pub fn expected(t: &str, quota: Option<u64>) -> Vec<Expected> {
             deny_delete: false,
             deny_purge: false,
             allow_rollup: true,
+            republish: None,
         },
         backed_up: false,
     };
@@ -320,6 +329,9 @@ pub fn drift(expected: &Shape, actual: &Shape) -> Vec<&'static str> {
     }
     if expected.allow_rollup && !actual.allow_rollup {
         out.push("allow_rollup_hdrs");
+    }
+    if expected.republish != actual.republish {
+        out.push("republish");
     }
     // A lock counts only where someone set one cotal does not: a bucket recreated without
     // the KV layer's `deny_delete` is still a working bucket.

@@ -44,6 +44,8 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
             templates_current: true,
             previous_control: false,
             handed_out_revoked: Default::default(),
+            monitor: None,
+            legacy_monitor_users: 0,
         },
         now: 1_800_000_000,
         nodes: vec![lone_node("/srv/s")],
@@ -53,7 +55,18 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
         route_rotation: 0,
         include: None,
         inventory: Inventory {
-            spaces: spaces.iter().map(|(n, s)| (name(n), s.clone())).collect(),
+            // Each space's account exports what its side accounts import, as one applied by
+            // this cotal does.
+            spaces: spaces
+                .iter()
+                .map(|(n, s)| {
+                    let mut s = s.clone();
+                    if s.exports.is_empty() {
+                        s.exports = crate::side_accounts::space_exports(&name(n).token());
+                    }
+                    (name(n), s)
+                })
+                .collect(),
             corrupt: Vec::new(),
         },
         generation: GenerationState::Absent,
@@ -220,6 +233,7 @@ fn trust_of(
             operator,
         )
         .expect("signing"),
+        monitor: None,
     }
 }
 

@@ -197,6 +197,8 @@ struct Expected {
     account: String,
     jwt: String,
     archived: bool,
+    /// Its side accounts' keys and JWTs, in role order.
+    sides: Vec<(String, String)>,
 }
 
 impl Expected {
@@ -205,6 +207,24 @@ impl Expected {
             account: record.account.public.clone(),
             jwt: record.account.jwt.clone(),
             archived: record.archived.is_some(),
+            sides: record
+                .side_accounts
+                .values()
+                .map(|s| (s.public.clone(), s.jwt.clone()))
+                .collect(),
+        }
+    }
+
+    fn observed(s: &crate::observed::ObservedSpace) -> Expected {
+        Expected {
+            account: s.account_pub.clone(),
+            jwt: s.jwt.clone(),
+            archived: s.archived.is_some(),
+            sides: s
+                .sides
+                .values()
+                .map(|side| (side.account_pub.clone(), side.jwt.clone()))
+                .collect(),
         }
     }
 }
@@ -352,16 +372,7 @@ fn run(
             .inventory
             .spaces
             .iter()
-            .map(|(n, s)| {
-                (
-                    n.clone(),
-                    Expected {
-                        account: s.account_pub.clone(),
-                        jwt: s.jwt.clone(),
-                        archived: s.archived.is_some(),
-                    },
-                )
-            })
+            .map(|(n, s)| (n.clone(), Expected::observed(s)))
             .collect(),
         undo: UndoLog::default(),
         provisioned: BTreeMap::new(),
@@ -674,6 +685,27 @@ fn run_step(
             }
             Ok(())
         }
+        Step::WriteSideAccounts {
+            space,
+            account,
+            suspended,
+            write,
+            drop,
+            retired,
+            ..
+        } => steps::write_side_accounts(
+            ctx,
+            record,
+            state,
+            steps::SideAccountsWrite {
+                space,
+                account: account.as_deref(),
+                suspended: *suspended,
+                write,
+                drop,
+                retired,
+            },
+        ),
         Step::WriteSysCreds { space } => steps::heal_sys_creds(ctx, record, state, space),
         Step::RecordProtection { space, protect } => {
             steps::record_protection(ctx, state, space, *protect)

@@ -654,6 +654,15 @@ fn check_inventory(
             Some(s) if s.jwt != e.jwt => {
                 moved.push(format!("{} holds another account JWT", name.quoted()))
             }
+            Some(s)
+                if !s
+                    .sides
+                    .values()
+                    .map(|side| (&side.account_pub, &side.jwt))
+                    .eq(e.sides.iter().map(|(a, j)| (a, j))) =>
+            {
+                moved.push(format!("{} holds other side accounts", name.quoted()))
+            }
             Some(s) if s.archived.is_some() != e.archived => moved.push(format!(
                 "{} was {} outside this apply",
                 name.quoted(),

@@ -255,14 +255,8 @@ pub fn add_account(
             suspension: None,
         },
     )?;
-    // A space added suspended gets its $SYS creds when it is resumed.
-    if spec.state != crate::model::SpaceState::Active {
-        return Ok(());
-    }
-    for file in space_dir::sys_creds_files(root, space) {
-        remember(&mut state.undo, &file)?;
-    }
-    write_sys_creds(root, record, space, &account.account.public)
+    // Its $SYS creds are written once its side accounts are (`Step::WriteSysCreds`).
+    Ok(())
 }
 
 /// What a re-issue step decided (its plan step's decision fields).
@@ -308,6 +302,58 @@ pub fn reissue_account(
                 .space_file(space, crate::store::paths::SpaceFile::Users),
         )?;
         crate::store::users::save(ctx.root, space, &ledger)?;
+    }
+    fault::point(Point::AfterRecordWritten);
+    Ok(())
+}
+
+/// What a [`Step::WriteSideAccounts`](crate::plan::Step::WriteSideAccounts) asks.
+pub struct SideAccountsWrite<'a> {
+    pub space: &'a SpaceName,
+    /// The account the plan saw (`None`: the one this apply added).
+    pub account: Option<&'a str>,
+    pub suspended: bool,
+    pub write: &'a [crate::plan::sides::SideWrite],
+    pub drop: &'a [crate::side_accounts::SideRole],
+    pub retired: &'a [(String, i64)],
+}
+
+/// Write the space's side accounts into its record ([`mint::side_accounts`]), and record the
+/// revocations the step adds in its ledger (remembered like the record: a reload that does not
+/// confirm puts both back).
+pub fn write_side_accounts(
+    ctx: &Context,
+    record: &BrokerRecord,
+    state: &mut State,
+    w: SideAccountsWrite,
+) -> Result<()> {
+    let current = match w.account {
+        Some(account) => planned_record(ctx, w.space, account)?,
+        None => account_record::load(ctx.root, w.space)?,
+    };
+    let updated = mint::side_accounts(record, &current, w.suspended, w.write, w.drop)
+        .map_err(Error::other)?;
+    write_record(ctx, state, w.space, &updated)?;
+    let added: Vec<&(String, i64)> = w
+        .write
+        .iter()
+        .flat_map(|s| &s.revoking)
+        .chain(w.retired)
+        .collect();
+    if !added.is_empty() {
+        let account = &updated.account.public;
+        let mut ledger = crate::store::users::load(ctx.root, w.space, account)?;
+        let before = ledger.revoked.clone();
+        for (key, at) in added {
+            ledger.revoked.entry(key.clone()).or_insert(*at);
+        }
+        if ledger.revoked != before {
+            super::undo::remember(
+                &mut state.undo,
+                &ctx.root.space_file(w.space, SpaceFile::Users),
+            )?;
+            crate::store::users::save(ctx.root, w.space, &ledger)?;
+        }
     }
     fault::point(Point::AfterRecordWritten);
     Ok(())

@@ -81,10 +81,6 @@ pub fn reissue_system_account(
     for key in revoke.values().flatten() {
         revocations.insert(key.clone(), now);
     }
-    for (key, at) in handed_out {
-        let ts = revocations.entry(key.clone()).or_insert(*at);
-        *ts = (*ts).max(*at);
-    }
     let token = mint::sys_account_jwt(
         &record.operator,
         &record.sys.public,
@@ -92,9 +88,42 @@ pub fn reissue_system_account(
         &revocations,
     )
     .map_err(Error::other)?;
+    // The monitoring account: its users' revocations (the handed-out ones recorded, pruned past
+    // the longest lifetime of one), and the monitor key scoped to its template. A rotation's
+    // new key refuses every user of the old one, so none of the old revocations is kept.
+    let monitor_account = match &keys.monitor {
+        Some(seed) => {
+            let mut monitor_revocations = match (&record.sys.monitor_account, rotate) {
+                (Some(m), false) => jwt::decode_verified::<AccountNats>(&m.jwt)
+                    .map(|c| c.nats.revocations)
+                    .unwrap_or_default(),
+                _ => jwt::Revocations::new(),
+            };
+            monitor_revocations
+                .retain(|_, at| *at + SYS_REVOCATION_HORIZON.as_secs() as i64 + PRUNE_SLACK >= now);
+            if !rotate {
+                for (key, at) in handed_out {
+                    let ts = monitor_revocations.entry(key.clone()).or_insert(*at);
+                    *ts = (*ts).max(*at);
+                }
+            }
+            Some(
+                mint::monitor_account(
+                    &record.operator,
+                    &record.sys.public,
+                    seed,
+                    &monitor_revocations,
+                    record.sys.monitor_account.as_ref(),
+                )
+                .map_err(Error::other)?,
+            )
+        }
+        None => None,
+    };
     let mut next = record.clone();
     next.sys.jwt = token;
     next.sys.keys = Some(keys);
+    next.sys.monitor_account = monitor_account;
     broker_record::save(root, &next)?;
     // The unscoped legacy seed is no longer listed by the JWT: nothing it signs is accepted.
     atomic::remove_file(&root.sys_seed())?;

@@ -38,7 +38,9 @@ pub fn space_user(
 
 /// Mint and write the space's $SYS creds with the system keys `record` keeps: the membership
 /// observer, and the connection evictor when the root keeps an evictor key. Each is a user of
-/// a scoped key named after the space's account (its template reads the name), expiring after
+/// the space's side account of its role ([`crate::side_accounts`]), signed by the root's scoped
+/// key of the role (the account's template is all it may do), named after the space's account
+/// (the inbox prefix the original's services use), expiring after
 /// [`permissions::SYS_CREDS_LIFETIME`]. Nothing is written when the record keeps no system key
 /// (a single-space root). The caller remembers the files for undo.
 pub fn write_sys_creds(
@@ -50,16 +52,39 @@ pub fn write_sys_creds(
     let Some(keys) = &record.sys.keys else {
         return Ok(());
     };
-    let sys = &record.sys.public;
+    let space_record = account_record::load(root, space)?;
+    let side = |role: crate::side_accounts::SideRole| -> Result<String> {
+        space_record
+            .side_accounts
+            .get(&role)
+            .map(|s| s.public.clone())
+            .ok_or_else(|| {
+                Error::other(format!(
+                    "the record of {} holds no {role} account, which its $SYS creds are users of: run `cotal apply`",
+                    space.quoted()
+                ))
+            })
+    };
     let lifetime = Some(permissions::SYS_CREDS_LIFETIME);
-    let observer =
-        mint::scoped_user(sys, &keys.observer, account, lifetime).map_err(Error::other)?;
-    let evictor = keys
-        .evictor
-        .as_ref()
-        .map(|seed| mint::scoped_user(sys, seed, account, lifetime))
-        .transpose()
-        .map_err(Error::other)?;
+    let observer = mint::scoped_user(
+        &side(crate::side_accounts::SideRole::Observer)?,
+        &keys.observer,
+        account,
+        lifetime,
+    )
+    .map_err(Error::other)?;
+    let evictor = match &keys.evictor {
+        Some(seed) => Some(
+            mint::scoped_user(
+                &side(crate::side_accounts::SideRole::Evictor)?,
+                seed,
+                account,
+                lifetime,
+            )
+            .map_err(Error::other)?,
+        ),
+        None => None,
+    };
     space_dir::save_sys_creds(
         root,
         space,

@@ -58,6 +58,7 @@ impl Isolated {
                 space,
                 account,
                 token: Token::Signed(jwt),
+                side: None,
             }],
             &node,
         )

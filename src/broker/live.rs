@@ -1219,6 +1219,11 @@ fn shape_of(c: &stream::Config) -> Shape {
         deny_purge: c.deny_purge,
         allow_rollup: c.allow_rollup,
         num_replicas: c.num_replicas,
+        republish: c.republish.as_ref().map(|r| JszRepublish {
+            source: r.source.clone(),
+            destination: r.destination.clone(),
+            headers_only: r.headers_only,
+        }),
     }
     .shape()
 }
@@ -1244,6 +1249,14 @@ pub fn stream_config(name: &str, shape: &Shape, replicas: usize) -> stream::Conf
         storage: stream::StorageType::File,
         num_replicas: replicas,
         allow_rollup: shape.allow_rollup,
+        republish: shape
+            .republish
+            .as_ref()
+            .map(|(source, destination)| stream::Republish {
+                source: source.clone(),
+                destination: destination.clone(),
+                headers_only: false,
+            }),
         ..Default::default()
     }
 }
@@ -1442,6 +1455,19 @@ struct JszConfig {
     #[serde(default, rename = "allow_rollup_hdrs")]
     allow_rollup: bool,
     num_replicas: usize,
+    #[serde(default)]
+    republish: Option<JszRepublish>,
+}
+
+/// A stream's republish, as nats-server reports it.
+#[derive(Deserialize)]
+struct JszRepublish {
+    #[serde(rename = "src")]
+    source: String,
+    #[serde(rename = "dest")]
+    destination: String,
+    #[serde(default)]
+    headers_only: bool,
 }
 
 impl JszConfig {
@@ -1463,6 +1489,12 @@ impl JszConfig {
             deny_delete: self.deny_delete,
             deny_purge: self.deny_purge,
             allow_rollup: self.allow_rollup,
+            // A republish of headers only is not the copy members read: drift.
+            republish: self
+                .republish
+                .as_ref()
+                .filter(|r| !r.headers_only)
+                .map(|r| (r.source.clone(), r.destination.clone())),
         }
     }
 }

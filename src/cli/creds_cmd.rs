@@ -140,10 +140,10 @@ pub struct MintArgs {
     /// through its own consumer); named OWNER_ACTOR. A changed grant revokes it at the apply.
     #[arg(long, value_name = "OWNER.ACTOR", conflicts_with_all = ["user", "system", "profile"])]
     pub member: Option<String>,
-    /// What the user may do: `member` publishes and subscribes under `cotal.<space>.>`, reads
-    /// streams through consumers named after it and writes bucket keys, but cannot create,
-    /// delete or reconfigure streams, buckets or other users' consumers; `admin` may do
-    /// anything inside the space's account.
+    /// What the user may do: `admin` is the space's owner, a user of its account with every
+    /// right but deleting or purging the streams and buckets cotal provisions through the API (`cotal space purge` and removal are the ways to do that). `member` is
+    /// retired and refused: declare the member in cotal.toml and mint it with --member (its
+    /// users get an account of their own, importing only its grant).
     #[arg(long, value_enum, default_value_t = Profile::Member, conflicts_with = "system")]
     pub profile: Profile,
     /// How long the creds work: a duration (1h, 7d, 30d) or `never`. Default: 30 days. A

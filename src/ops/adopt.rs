@@ -41,6 +41,7 @@ impl Monolith {
             account: self.account.clone(),
             archived: None,
             keep_claims: Vec::new(),
+            side_accounts: Default::default(),
         }
     }
 }

@@ -562,6 +562,7 @@ pub fn adopt(
                     public: i.sys_pub.clone(),
                     jwt: i.sys_jwt.clone(),
                     keys: None,
+                    monitor_account: None,
                 },
                 trust_gen: 1,
             },
@@ -591,6 +592,7 @@ pub fn adopt(
                 },
                 archived: None,
                 keep_claims: s.kept_claims.clone(),
+                side_accounts: Default::default(),
             },
         )?;
     }

@@ -43,6 +43,9 @@ pub fn describe(
         if let Some(m) = diff.members.get(name) {
             details.extend(m.lines());
         }
+        if let Some(c) = diff.sides.get(name) {
+            details.extend(c.lines.iter().cloned());
+        }
         out.changes.push(SpaceChange {
             action: Action::Add,
             space: name.clone(),
@@ -264,6 +267,9 @@ fn existing(
     }
     if let Some(m) = diff.members.get(name) {
         details.extend(m.lines());
+    }
+    if let Some(c) = diff.sides.get(name) {
+        details.extend(c.lines.iter().cloned());
     }
     // A space an interrupted apply was adding is an add being completed.
     let completing =

@@ -49,6 +49,9 @@ pub struct Diff {
     /// Existing spaces emptied by this plan (requested, or an interrupted purge finished): their
     /// default delivery class and declared channels are written again after it.
     pub purges: super::purges::Purges,
+    /// Side accounts minted, re-issued or dropped per space (added spaces included); empty
+    /// changes are left out.
+    pub sides: BTreeMap<SpaceName, super::sides::SideChanges>,
 }
 
 impl Diff {
@@ -69,6 +72,7 @@ impl Diff {
                     .map(|(n, _)| n),
             )
             .chain(self.members.keys().filter(|n| !self.adds.contains_key(*n)))
+            .chain(self.sides.keys().filter(|n| !self.adds.contains_key(*n)))
             .collect()
     }
 }
@@ -147,6 +151,12 @@ pub fn diff(
         purges,
         ..Diff::default()
     };
+    let system_pub = match &observed.broker {
+        crate::observed::BrokerRecordState::Valid(t) => t.sys_pub.as_str(),
+        _ => "",
+    };
+    let keys = super::sides::keys(observed, system_pub, system);
+    let no_members = BTreeMap::new();
     for (name, spec) in &desired.spaces {
         let space = match inv.spaces.get(name) {
             Some(space) if !removals.leaving(inv, name) => space,
@@ -161,6 +171,14 @@ pub fn diff(
                     if !d.writes.is_empty() {
                         out.channels.insert(name.clone(), d);
                     }
+                }
+                let sides = super::sides::added(
+                    desired.members.get(name).unwrap_or(&no_members),
+                    &keys,
+                    spec.state == SpaceState::Suspended,
+                );
+                if spec.state != SpaceState::Archived && !sides.is_empty() {
+                    out.sides.insert(name.clone(), sides);
                 }
                 // Its acl bucket too: every declared member's record is a create.
                 if running
@@ -201,31 +219,82 @@ pub fn diff(
                 RegistryState::Missing if running => Some(&empty),
                 _ => None,
             };
-            crate::members::plan(&declared, acl, &space.member_users)
+            // A member's users live in its own account; one minted in the space's account
+            // (before members had accounts of their own) is revoked there, whatever its grant.
+            let in_sides: Vec<crate::members::MemberUser> = space
+                .member_users
+                .iter()
+                .filter(|u| u.account.is_some())
+                .cloned()
+                .collect();
+            crate::members::plan(&declared, acl, &in_sides)
         };
-        let member_revocations = members.revoked();
+        let legacy: Vec<(String, i64)> = space
+            .member_users
+            .iter()
+            .filter(|u| u.account.is_none())
+            .map(|u| (u.key.clone(), u.issued_at))
+            .collect();
+        // Users of each member's account this plan revokes (their grant changed, or the member
+        // is no longer declared and its account is dropped).
+        let mut side_revoking: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
+        for (p, _, keys) in &members.changes {
+            if !keys.is_empty() {
+                side_revoking.insert(p.clone(), keys.clone());
+            }
+        }
         if !members.is_empty() {
             out.members.insert(name.clone(), members);
         }
+        let member_revocations: Vec<(String, i64)> =
+            legacy.iter().chain(&space.retired_users).cloned().collect();
         let expected = AccountLimits::for_space(spec);
+        let exports = crate::side_accounts::space_exports(&name.token());
+        let exporting = if space.kept_claims.is_empty() {
+            space.exports != exports
+        } else {
+            !exports.iter().all(|e| space.exports.contains(e))
+        };
         let revoking = space.revoked != space.revocations || !member_revocations.is_empty();
         let rotating = intent.rotate.accounts.contains(name);
-        if expected != space.limits || revoking || rotating {
+        if expected != space.limits || revoking || rotating || exporting {
             let mut fields = if expected != space.limits {
                 field_changes(&space.limits, &expected)
             } else {
                 Vec::new()
             };
+            if exporting {
+                fields.push(FieldChange {
+                    field: "exports".into(),
+                    from: if space.exports.is_empty() {
+                        "none".into()
+                    } else {
+                        format!("{} subject(s)", space.exports.len())
+                    },
+                    to: "what its side accounts import (its members' posts, DMs, presence and reads, the live copy of its chat and DMs, its own connections)".into(),
+                });
+            }
             if space.revoked != space.revocations {
                 fields.push(revocation_change(space));
             }
-            if !member_revocations.is_empty() {
+            if !legacy.is_empty() {
                 fields.push(FieldChange {
                     field: "revocations".into(),
                     from: String::new(),
                     to: format!(
-                        "+{} user(s) of members whose grant changed or who are no longer declared",
-                        member_revocations.len()
+                        "+{} user(s) of declared members minted in the space's account (their users now live in accounts of their own: mint new creds with `cotal creds {} --member OWNER.ACTOR`)",
+                        legacy.len(),
+                        name.as_str()
+                    ),
+                });
+            }
+            if !space.retired_users.is_empty() {
+                fields.push(FieldChange {
+                    field: "revocations".into(),
+                    from: String::new(),
+                    to: format!(
+                        "+{} user(s) of the retired `member` profile (declare them as members and mint with `--member`)",
+                        space.retired_users.len()
                     ),
                 });
             }
@@ -250,6 +319,20 @@ pub fn diff(
                     },
                 },
             );
+        }
+        let sides = super::sides::changes(
+            &super::sides::Need {
+                token: &name.token(),
+                space,
+                suspended: spec.state == SpaceState::Suspended,
+                members: desired.members.get(name).unwrap_or(&no_members),
+                rotating,
+                revoking: &side_revoking,
+            },
+            &keys,
+        );
+        if !sides.is_empty() {
+            out.sides.insert(name.clone(), sides);
         }
         if spec.protect != space.protect_recorded {
             out.protections.insert(name.clone(), spec.protect);

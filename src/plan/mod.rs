@@ -27,6 +27,7 @@ mod promotion;
 mod purges;
 mod relocations;
 mod removals;
+pub mod sides;
 mod system;
 pub mod tls;
 
@@ -115,6 +116,9 @@ pub enum Reason {
     Removes { spaces: Vec<SpaceName> },
     /// The plan re-issues these spaces' JWTs.
     Reissues { spaces: Vec<SpaceName> },
+    /// The plan writes side accounts of these existing spaces (their members', their
+    /// observer's, their evictor's).
+    SideAccounts { spaces: Vec<SpaceName> },
     /// The plan archives these spaces: their accounts leave the config.
     Archives { spaces: Vec<SpaceName> },
     /// The plan brings these archived spaces back: their accounts are loaded again.
@@ -162,6 +166,7 @@ impl Reason {
             Reason::Adds { .. }
                 | Reason::Removes { .. }
                 | Reason::Reissues { .. }
+                | Reason::SideAccounts { .. }
                 | Reason::Archives { .. }
                 | Reason::Unarchives { .. }
                 | Reason::SystemAccount
@@ -175,6 +180,9 @@ impl std::fmt::Display for Reason {
             Reason::Adds { spaces } => write!(f, "adds {}", list(spaces)),
             Reason::Removes { spaces } => write!(f, "removes {}", list(spaces)),
             Reason::Reissues { spaces } => write!(f, "re-issues {}", list(spaces)),
+            Reason::SideAccounts { spaces } => {
+                write!(f, "writes the side accounts of {}", list(spaces))
+            }
             Reason::Archives { spaces } => write!(
                 f,
                 "archives {} (left out of the config; data kept on disk)",
@@ -398,6 +406,26 @@ pub enum Step {
         changes: Vec<FieldChange>,
         blast: Blast,
     },
+    /// Write a space's side accounts ([`crate::side_accounts`]) into its record: mint the new
+    /// ones, re-issue those whose claims change, drop those no longer wanted; record the
+    /// revocations the step adds in the space's ledger.
+    WriteSideAccounts {
+        space: SpaceName,
+        /// The space's account as the plan saw it (`None`: the one this plan adds).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        account: Option<String>,
+        /// Suspended with the space: no side account accepts a connection.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        suspended: bool,
+        write: Vec<sides::SideWrite>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        drop: Vec<crate::side_accounts::SideRole>,
+        /// Users of the dropped members' accounts, recorded revoked in the ledger.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        retired: Vec<(String, i64)>,
+        /// One line per account, for people.
+        changes: Vec<String>,
+    },
     /// Mint and write the space's $SYS creds (membership observer, connection evictor).
     WriteSysCreds { space: SpaceName },
     /// Record the space's protection on disk beside its material.
@@ -483,6 +511,7 @@ impl Step {
             Step::Provision { work, .. } => work.clear(),
             Step::ReissueSystemAccount { changes, .. }
             | Step::WriteChannels { changes, .. }
+            | Step::WriteSideAccounts { changes, .. }
             | Step::WriteAcl { changes, .. } => changes.clear(),
             Step::FinishJournal { .. }
             | Step::AddAccount { .. }
@@ -505,6 +534,7 @@ impl Step {
             | Step::PurgeStreams { space, .. }
             | Step::AddAccount { space, .. }
             | Step::ReissueAccount { space, .. }
+            | Step::WriteSideAccounts { space, .. }
             | Step::WriteSysCreds { space }
             | Step::RecordProtection { space, .. }
             | Step::RecordSuspension { space, .. }
@@ -523,6 +553,7 @@ impl Step {
             Step::DeleteStreams { .. }
                 | Step::AddAccount { .. }
                 | Step::ReissueAccount { .. }
+                | Step::WriteSideAccounts { .. }
                 | Step::RecordArchive { .. }
                 | Step::ReissueSystemAccount { .. }
         )
@@ -535,6 +566,7 @@ impl Step {
             self,
             Step::AddAccount { .. }
                 | Step::ReissueAccount { .. }
+                | Step::WriteSideAccounts { .. }
                 | Step::WriteSysCreds { .. }
                 | Step::RecordProtection { .. }
                 | Step::RecordSuspension { .. }
@@ -619,6 +651,26 @@ impl Step {
             ),
             Step::ReissueAccount { space, .. } => {
                 format!("re-issue the account JWT of {}", space.quoted())
+            }
+            Step::WriteSideAccounts {
+                space, write, drop, ..
+            } => {
+                let mut what = Vec::new();
+                if !write.is_empty() {
+                    what.push(format!(
+                        "write {} side account{}",
+                        write.len(),
+                        if write.len() == 1 { "" } else { "s" }
+                    ));
+                }
+                if !drop.is_empty() {
+                    what.push(format!(
+                        "drop {} side account{}",
+                        drop.len(),
+                        if drop.len() == 1 { "" } else { "s" }
+                    ));
+                }
+                format!("{} of {}", what.join(" and "), space.quoted())
             }
             Step::RecordProtection { space, protect } => {
                 format!("record protect = {protect} for {}", space.quoted())

@@ -94,11 +94,38 @@ pub fn steps(
             changes: r.changes.clone(),
         });
     }
+    let side_step = |name: &crate::model::SpaceName, account: Option<String>| {
+        diff.sides.get(name).map(|c| Step::WriteSideAccounts {
+            space: name.clone(),
+            account,
+            suspended: desired
+                .spaces
+                .get(name)
+                .is_some_and(|s| s.state == SpaceState::Suspended),
+            write: c.write.clone(),
+            drop: c.drop.clone(),
+            retired: c.retired.clone(),
+            changes: c.lines.clone(),
+        })
+    };
     for (name, spec) in &diff.adds {
         steps.push(Step::AddAccount {
             space: name.clone(),
             spec: *spec,
         });
+        steps.extend(side_step(name, None));
+        // Its $SYS creds are users of its observer's (and evictor's) account: written after
+        // them. A space added suspended gets them when it is resumed.
+        let observed_side = diff.sides.get(name).is_some_and(|c| {
+            c.write
+                .iter()
+                .any(|w| w.role == crate::side_accounts::SideRole::Observer)
+        });
+        if spec.state == SpaceState::Active && observed_side {
+            steps.push(Step::WriteSysCreds {
+                space: name.clone(),
+            });
+        }
         if spec.state == SpaceState::Suspended {
             steps.push(Step::RecordSuspension {
                 space: name.clone(),
@@ -145,6 +172,8 @@ pub fn steps(
                     .unwrap_or_else(Blast::default),
             });
         }
+        // After the re-issue: a rotated signing key is the one its members' accounts list.
+        steps.extend(side_step(name, Some(inv.spaces[name].account_pub.clone())));
         if let Some(protect) = diff.protections.get(name) {
             steps.push(Step::RecordProtection {
                 space: name.clone(),
@@ -311,6 +340,7 @@ mod tests {
             Step::WriteChannels { .. } => "channels",
             Step::WriteAcl { .. } => "acl",
             Step::RecordArchive { .. } => "archive",
+            Step::WriteSideAccounts { .. } => "sides",
         })
         .collect();
         assert_eq!(

@@ -65,6 +65,15 @@ fn reasons_and_base(
             spaces: diff.reissues.keys().cloned().collect(),
         });
     }
+    let sided: Vec<SpaceName> = diff
+        .sides
+        .keys()
+        .filter(|n| !diff.adds.contains_key(*n))
+        .cloned()
+        .collect();
+    if !sided.is_empty() {
+        reasons.push(Reason::SideAccounts { spaces: sided });
+    }
     let archivals = |archive: bool| -> Vec<SpaceName> {
         diff.archivals
             .iter()
@@ -85,17 +94,19 @@ fn reasons_and_base(
         .spaces
         .iter()
         .filter(|(n, s)| !removals.leaving(inv, n) && s.archived.is_none())
-        .map(|(n, s)| Preload {
-            space: n,
-            account: &s.account_pub,
-            token: Token::Verified(&s.jwt),
-        })
+        .flat_map(|(n, s)| crate::observed::space_preloads(n, s))
         .collect();
     if base.is_empty() {
         return Ok((reasons, None));
     }
     // Both filter the same spaces in the same order; the base leaves out those leaving too.
-    let whole = base.len() == inv.spaces.values().filter(|s| s.archived.is_none()).count();
+    let whole = base.len()
+        == inv
+            .spaces
+            .values()
+            .filter(|s| s.archived.is_none())
+            .map(|s| 1 + s.sides.len())
+            .sum::<usize>();
     let mut explained = !reasons.is_empty();
     let mut missing = false;
     let mut drifted = false;
@@ -211,11 +222,15 @@ pub fn promotion(
     let completing = |space: &SpaceName| matches!(&observed.journal, crate::observed::JournalState::Valid(j) if j.adds(space));
     let kept = projected
         .iter()
-        .filter(|p| {
-            !diff.adds.contains_key(p.space)
-                && !diff.reissues.contains_key(p.space)
-                && !diff.archivals.contains_key(p.space)
-                && !completing(p.space)
+        .map(|p| p.space)
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|space| {
+            !diff.adds.contains_key(*space)
+                && !diff.reissues.contains_key(*space)
+                && !diff.sides.contains_key(*space)
+                && !diff.archivals.contains_key(*space)
+                && !completing(space)
         })
         .count();
     let siblings = if observed.is_running() {
@@ -305,7 +320,8 @@ fn projected_preloads<'a>(
     removals: &Removals,
 ) -> Vec<Preload<'a>> {
     const NEW_ACCOUNT: &str = "<new account>";
-    let mut out: BTreeMap<&SpaceName, Preload<'a>> = BTreeMap::new();
+    const NEW_SIDE: &str = "<new side account>";
+    let mut out: BTreeMap<&SpaceName, Vec<Preload<'a>>> = BTreeMap::new();
     for (name, space) in &inv.spaces {
         let archived = match diff.archivals.get(name) {
             Some(&archive) => archive,
@@ -319,31 +335,68 @@ fn projected_preloads<'a>(
         } else {
             Token::Verified(&space.jwt)
         };
-        out.insert(
-            name,
-            Preload {
+        let mut preloads = vec![Preload {
+            space: name,
+            account: &space.account_pub,
+            token,
+            side: None,
+        }];
+        let sides = diff.sides.get(name);
+        for (role, side) in &space.sides {
+            if sides.is_some_and(|c| c.drop.contains(role)) {
+                continue;
+            }
+            let rewritten = sides.is_some_and(|c| c.write.iter().any(|w| &w.role == role));
+            preloads.push(Preload {
                 space: name,
-                account: &space.account_pub,
-                token,
-            },
-        );
+                account: &side.account_pub,
+                token: if rewritten {
+                    Token::Pending("(re-issued at apply)")
+                } else {
+                    Token::Verified(&side.jwt)
+                },
+                side: Some(role),
+            });
+        }
+        for w in sides.into_iter().flat_map(|c| &c.write) {
+            if !space.sides.contains_key(&w.role) {
+                preloads.push(Preload {
+                    space: name,
+                    account: NEW_SIDE,
+                    token: Token::Pending("(minted at apply)"),
+                    side: Some(&w.role),
+                });
+            }
+        }
+        out.insert(name, preloads);
     }
     for (name, spec) in &diff.adds {
         if spec.state == SpaceState::Archived {
             continue;
         }
-        out.insert(
-            name,
-            Preload {
-                space: name,
-                account: NEW_ACCOUNT,
-                token: Token::Pending("(minted at apply)"),
-            },
+        let mut preloads = vec![Preload {
+            space: name,
+            account: NEW_ACCOUNT,
+            token: Token::Pending("(minted at apply)"),
+            side: None,
+        }];
+        preloads.extend(
+            diff.sides
+                .get(name)
+                .into_iter()
+                .flat_map(|c| &c.write)
+                .map(|w| Preload {
+                    space: name,
+                    account: NEW_SIDE,
+                    token: Token::Pending("(minted at apply)"),
+                    side: Some(&w.role),
+                }),
         );
+        out.insert(name, preloads);
     }
     // Every new account shows the same placeholder key; the render's duplicate check is for
     // signed tokens only.
-    out.into_values().collect()
+    out.into_values().flatten().collect()
 }
 
 /// Why `cotal up` must promote before it starts the broker: the config on disk is not the

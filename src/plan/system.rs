@@ -12,7 +12,7 @@ use crate::desired::Desired;
 use crate::model::{SpaceName, SpaceState};
 use crate::observed::{Observed, ObservedSpace, SysKeysState};
 use crate::permissions::{SYS_CREDS_RENEW_WITHIN, SysRole};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 
 /// A re-issue of the system account's JWT.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,7 +36,7 @@ pub fn reissue(
     desired: &Desired,
     observed: &Observed,
     intent: &Intent,
-    removals: &Removals,
+    _removals: &Removals,
 ) -> Option<SystemReissue> {
     let system = &observed.system;
     let mut changes = Vec::new();
@@ -69,7 +69,7 @@ pub fn reissue(
         });
     }
     if matches!(system.keys, SysKeysState::Scoped(_)) && !system.templates_current && !rotate {
-        changes.push("the scoped keys' permission templates are brought up to date".into());
+        changes.push("the system account is brought up to date: it lists cotal's own control key only (a space's observer and evictor live in its side accounts, the monitoring users in the monitoring account, where no answer to them reaches the system account), and exports the events, KICK and monitoring requests those accounts import".into());
     }
     if matches!(system.keys, SysKeysState::Scoped(_))
         && system.key(SysRole::Monitor).is_none()
@@ -77,14 +77,46 @@ pub fn reissue(
     {
         changes.push("a monitor key is added: `cotal creds --system monitor` hands out read-only users of it".into());
     }
-    // Revocations recorded by `cotal creds revoke --system` that the JWT does not hold yet (a
-    // rotation refuses every user of the old keys anyway, and keeps none of them).
+    // The monitoring account: its users are the monitoring users `cotal creds --system`
+    // hands out. Revocations recorded for them that its JWT does not hold yet (a rotation
+    // refuses every user of the old key anyway, and keeps none of them).
+    let monitor_revocations = system
+        .monitor
+        .as_ref()
+        .map(|(_, c)| c.revocations.clone())
+        .unwrap_or_default();
     let handed_out: crate::jwt::Revocations = system
         .handed_out_revoked
         .iter()
-        .filter(|(key, at)| system.revocations.get(*key).is_none_or(|ts| ts < *at))
+        .filter(|(key, at)| monitor_revocations.get(*key).is_none_or(|ts| ts < *at))
         .map(|(k, at)| (k.clone(), *at))
         .collect();
+    if matches!(system.keys, SysKeysState::Scoped(_)) && !rotate {
+        match (&system.monitor, system.key(SysRole::Monitor)) {
+            (None, _) => {
+                changes.push("a monitoring account is added: the users `cotal creds --system monitor` hands out live there, importing the read-only $SYS requests and nothing else".into());
+                if system.legacy_monitor_users > 0 {
+                    changes.push(format!(
+                        "{} monitoring user(s) handed out as users of the system account are refused from the reload: mint new ones (`cotal creds --system monitor`)",
+                        system.legacy_monitor_users
+                    ));
+                }
+            }
+            (Some((_, claims)), Some(key)) => {
+                let mut want_revocations = monitor_revocations.clone();
+                want_revocations.extend(handed_out.clone());
+                let sys_pub = match &observed.broker {
+                    crate::observed::BrokerRecordState::Valid(t) => t.sys_pub.as_str(),
+                    _ => "",
+                };
+                let want = crate::side_accounts::monitor_claims(sys_pub, key, &want_revocations);
+                if want.signing_keys != claims.signing_keys || want.imports != claims.imports {
+                    changes.push("the monitoring account is brought up to date".into());
+                }
+            }
+            (Some(_), None) => {}
+        }
+    }
     if !handed_out.is_empty() {
         changes.push(format!(
             "revoke {} monitoring user key(s) handed out by `cotal creds --system`: closed at the reload, refused from then on",
@@ -94,40 +126,9 @@ pub fn reissue(
     if system.previous_control && !rotate {
         changes.push("finish an interrupted change of the control key: the previous key is dropped once the broker runs the new JWT".into());
     }
-    // Revocations: live $SYS users (issued by a key the JWT keeps, not expired, not revoked
-    // yet) of spaces this plan leaves suspended or removes. A rotation refuses them all anyway.
-    let mut revoke = BTreeMap::new();
-    if !rotate && matches!(system.keys, SysKeysState::Scoped(_)) {
-        for (name, space) in &observed.inventory.spaces {
-            let leaving = removals.leaving(&observed.inventory, name);
-            let suspended = desired
-                .spaces
-                .get(name)
-                .is_some_and(|s| s.state == SpaceState::Suspended);
-            if !leaving && !suspended {
-                continue;
-            }
-            // Every one minted and not expired (the ledger), not only those the files hold.
-            let keys: BTreeSet<String> = space
-                .sys_users
-                .iter()
-                .chain(&space.sys_issued)
-                .filter(|u| system.key(u.role) == Some(u.issuer.as_str()))
-                .filter(|u| u.expires_at.is_none_or(|exp| exp > observed.now))
-                .filter(|u| !system.revocations.contains_key(&u.key))
-                .map(|u| u.key.clone())
-                .collect();
-            let keys: Vec<String> = keys.into_iter().collect();
-            if !keys.is_empty() {
-                changes.push(format!(
-                    "revoke the $SYS creds of {} ({}): closed at the reload, refused from then on",
-                    name.quoted(),
-                    if leaving { "removed" } else { "suspended" }
-                ));
-                revoke.insert(name.clone(), keys);
-            }
-        }
-    }
+    // The $SYS users of suspended and removed spaces are users of those spaces' side
+    // accounts, which the suspension closes and the removal drops: nothing is revoked here.
+    let revoke = BTreeMap::new();
     (!changes.is_empty()).then_some(SystemReissue {
         rotate,
         evictor,
@@ -173,6 +174,21 @@ pub fn creds_reason(
         });
     }
     for user in &space.sys_users {
+        // Its users live in the space's side account of its role, where no answer to what
+        // they may ask reaches another tenant or cotal.
+        let side = match user.role {
+            SysRole::Evictor => crate::side_accounts::SideRole::Evictor,
+            _ => crate::side_accounts::SideRole::Observer,
+        };
+        match space.sides.get(&side) {
+            Some(s) if s.account_pub == user.account => {}
+            _ => {
+                return Some(format!(
+                    "the {} moves to the space's {side} account",
+                    user.role.name()
+                ));
+            }
+        }
         if system.key(user.role) != Some(user.issuer.as_str()) {
             return Some(format!(
                 "the {} was signed by a retired key",
@@ -227,6 +243,7 @@ mod tests {
             role: SysRole::Observer,
             key: key.into(),
             issuer: "OBS".into(),
+            account: "AWATCH".into(),
             issued_at: expires_at - 30 * DAY,
             expires_at: Some(expires_at),
         }
@@ -238,6 +255,32 @@ mod tests {
 
     fn with_observer(user: SysUser) -> Observed {
         let mut s = space("AD", &SpaceSpec::default());
+        for (role, key) in [
+            (crate::side_accounts::SideRole::Observer, "AWATCH"),
+            (crate::side_accounts::SideRole::Evictor, "AKICK"),
+        ] {
+            s.sides.insert(
+                role,
+                crate::observed::ObservedSide {
+                    account_pub: key.into(),
+                    jwt: String::new(),
+                    claims: crate::side_accounts::claims(
+                        &crate::side_accounts::SideRole::Observer,
+                        &crate::side_accounts::Space {
+                            token: "design",
+                            account: "AD",
+                            signing_key: "AS",
+                            system: "ASYS",
+                            observer_key: Some("OBS"),
+                            evictor_key: None,
+                            suspended: false,
+                        },
+                        None,
+                        &Default::default(),
+                    ),
+                },
+            );
+        }
         s.sys_users = vec![user];
         let mut o = observed(&[("design", s)]);
         scoped(&mut o, false);
@@ -262,25 +305,14 @@ mod tests {
     }
 
     #[test]
-    fn a_suspended_space_revokes_every_unexpired_user_it_was_issued_once() {
+    fn a_suspended_space_leaves_the_system_account_alone_and_gets_no_creds() {
+        // Its $SYS users are users of its observer account, which its suspension closes
+        // (`plan::sides`): nothing is revoked in the system account.
         let d = desired("[spaces.design]\nstate = \"suspended\"\n");
-        let mut o = with_observer(observer("U2", NOW + 20 * DAY));
-        let s = o.inventory.spaces.get_mut(&name("design")).unwrap();
-        // The ledger: a replaced user still valid, one expired, one of a retired key.
-        s.sys_issued = vec![
-            observer("U1", NOW + 5 * DAY),
-            observer("U0", NOW - DAY),
-            SysUser {
-                issuer: "OLD".into(),
-                ..observer("UX", NOW + 5 * DAY)
-            },
-            observer("U2", NOW + 20 * DAY),
-        ];
-        let r = reissue(&d, &o, &Intent::default(), &Default::default()).unwrap();
-        assert_eq!(r.revoke[&name("design")], ["U1", "U2"]);
+        let o = with_observer(observer("U2", NOW + 20 * DAY));
         assert_eq!(
-            r.changes.last().unwrap(),
-            "revoke the $SYS creds of \"design\" (suspended): closed at the reload, refused from then on"
+            reissue(&d, &o, &Intent::default(), &Default::default()),
+            None
         );
         assert_eq!(
             creds_reason(
@@ -288,16 +320,24 @@ mod tests {
                 &o,
                 &name("design"),
                 &o.inventory.spaces[&name("design")],
-                Some(&r)
+                None
             ),
             None,
             "a suspended space gets no creds"
         );
-        // Once loaded, nothing more.
-        o.system.revocations = [("U1".to_string(), NOW), ("U2".to_string(), NOW)].into();
+    }
+
+    #[test]
+    fn creds_of_the_system_account_move_to_the_spaces_observer_account() {
+        let d = desired("[spaces.design]\n");
+        let o = with_observer(SysUser {
+            account: "ASYS".into(),
+            ..observer("U1", NOW + 20 * DAY)
+        });
+        let s = &o.inventory.spaces[&name("design")];
         assert_eq!(
-            reissue(&d, &o, &Intent::default(), &Default::default()),
-            None
+            creds_reason(&d, &o, &name("design"), s, None).as_deref(),
+            Some("the space-observer moves to the space's observer account")
         );
     }
 
@@ -318,6 +358,7 @@ mod tests {
         s.sys_users.push(SysUser {
             role: SysRole::Evictor,
             issuer: "EVI".into(),
+            account: "AKICK".into(),
             ..observer("E1", NOW + 20 * DAY)
         });
         assert_eq!(

@@ -42,6 +42,28 @@ pub struct AccountRecord {
     /// ([`crate::mint`]), and every plan says so.
     #[serde(rename = "keepClaims", default, skip_serializing_if = "Vec::is_empty")]
     pub keep_claims: Vec<String>,
+    /// The accounts at the space's side ([`crate::side_accounts`]): its members', its
+    /// observer's and its evictor's, each its public key and JWT (their users are signed by
+    /// the space's signing key or the root's scoped system keys, so no seed of theirs is kept).
+    /// Preloaded with the space's account, archived and removed with it.
+    #[serde(
+        rename = "sideAccounts",
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty"
+    )]
+    pub side_accounts: SideAccounts,
+}
+
+/// A space's side accounts, by the principal each holds.
+pub type SideAccounts = std::collections::BTreeMap<crate::side_accounts::SideRole, SideAccount>;
+
+/// One side account as stored: its key and its JWT, signed by the operator.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SideAccount {
+    #[serde(rename = "pub")]
+    pub public: String,
+    pub jwt: String,
 }
 
 /// Parse a record's bytes.

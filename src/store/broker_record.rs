@@ -51,6 +51,16 @@ pub struct SysAccount {
     /// The scoped signing seeds of the system account (multi-space roots).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub keys: Option<SysKeys>,
+    /// The monitoring account: the users `cotal creds --system monitor` hands out live there,
+    /// importing the read-only `$SYS` requests ([`crate::side_accounts::monitor_claims`]), so no
+    /// answer to them lands in the system account. Its key and JWT (its users are signed by the
+    /// monitor key, which it lists scoped); absent on roots that keep no monitor key yet.
+    #[serde(
+        rename = "monitorAccount",
+        skip_serializing_if = "Option::is_none",
+        default
+    )]
+    pub monitor_account: Option<crate::store::account_record::SideAccount>,
 }
 
 /// The system account's signing seeds, one per role (see [`crate::permissions::SysRole`]).
@@ -140,6 +150,11 @@ impl BrokerRecord {
             operator_jwt: self.operator.jwt.clone(),
             sys_pub: self.sys.public.clone(),
             sys_jwt: self.sys.jwt.clone(),
+            monitor: self
+                .sys
+                .monitor_account
+                .as_ref()
+                .map(|m| (m.public.clone(), m.jwt.clone())),
         };
         let sys: jwt::Claims<AccountNats> =
             jwt::decode_verified(&self.sys.jwt).map_err(|e| format!("SYS JWT: {e}"))?;
@@ -148,7 +163,9 @@ impl BrokerRecord {
         }
         if let Some(keys) = &self.sys.keys {
             use crate::permissions::SysRole;
-            for role in SysRole::ALL {
+            // The keys of roles whose users live in the system account; the others are listed
+            // by the spaces' side accounts of their role.
+            for role in SysRole::ALL.into_iter().filter(|r| r.in_system_account()) {
                 let Some(seed) = keys.get(role) else { continue };
                 let key = seed.key_pair()?.public_key();
                 let listed = sys.nats.signing_keys.iter().any(|k| {
@@ -160,6 +177,15 @@ impl BrokerRecord {
                         role.name()
                     ));
                 }
+            }
+        }
+        if let Some(m) = &self.sys.monitor_account {
+            let claims: jwt::Claims<AccountNats> =
+                jwt::decode_verified(&m.jwt).map_err(|e| format!("monitoring account JWT: {e}"))?;
+            if !trust.signs_accounts(&claims.iss) || claims.sub != m.public {
+                return Err(
+                    "the monitoring account's JWT is not signed by the recorded operator".into(),
+                );
             }
         }
         Ok(trust)

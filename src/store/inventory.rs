@@ -9,7 +9,7 @@
 use crate::error::{IoContext, Result};
 use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
-use crate::observed::{BrokerTrust, CorruptRecord, Inventory, ObservedSpace};
+use crate::observed::{BrokerTrust, CorruptRecord, Inventory, ObservedSide, ObservedSpace};
 use crate::store::Root;
 use crate::store::account_record;
 use crate::store::paths::{ACCOUNT_PREFIX, ACCOUNT_SUFFIX};
@@ -29,6 +29,8 @@ pub struct ValidRecord {
     /// The claims cotal does not model its record keeps (`keepClaims`); `limits` are then
     /// only what cotal models of the JWT's ([`crate::jwt::AccountLimits::modeled`]).
     pub kept_claims: Vec<String>,
+    pub exports: Vec<jwt::Export>,
+    pub sides: std::collections::BTreeMap<crate::side_accounts::SideRole, ObservedSide>,
 }
 
 /// Validate one namespace entry. Pure apart from its inputs (`memo` spares the signature
@@ -102,8 +104,42 @@ pub fn validate(
             None,
         ));
     }
+    // Every side account: a JWT of this operator's, for the key the record names.
+    let mut sides = std::collections::BTreeMap::new();
+    for (role, side) in record.side_accounts {
+        let side_claims: jwt::Claims<AccountNats> = memo
+            .decode_verified(&side.jwt)
+            .map_err(|e| corrupt(format!("the {role} side account's JWT: {e}"), None))?;
+        if !trust.signs_accounts(&side_claims.iss) {
+            return Err(corrupt(
+                format!(
+                    "the {role} side account's JWT is signed by another operator ({}), not this broker's ({})",
+                    side_claims.iss, trust.operator_pub
+                ),
+                Some(side_claims.iss),
+            ));
+        }
+        if side_claims.sub != side.public {
+            return Err(corrupt(
+                format!(
+                    "the {role} side account's JWT is for a different account key than the record holds"
+                ),
+                None,
+            ));
+        }
+        sides.insert(
+            role,
+            ObservedSide {
+                account_pub: side.public,
+                jwt: side.jwt,
+                claims: side_claims.nats,
+            },
+        );
+    }
     Ok(ValidRecord {
         space,
+        exports: claims.nats.exports,
+        sides,
         account_pub: record.account.public,
         signing_pub: record.account.signing_pub,
         jwt: record.account.jwt,
@@ -193,6 +229,8 @@ pub fn read(root: &Root, trust: &BrokerTrust, memo: &SignatureMemo) -> Result<In
             );
             space.archived = v.archived;
             space.kept_claims = v.kept_claims;
+            space.exports = v.exports;
+            space.sides = v.sides;
             (v.space, space)
         })
         .collect();

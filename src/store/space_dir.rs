@@ -57,6 +57,8 @@ struct LedgerEntry {
     key: String,
     role: crate::permissions::SysRole,
     issuer: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    account: String,
     #[serde(rename = "issuedAt")]
     issued_at: i64,
     #[serde(rename = "expiresAt")]
@@ -118,6 +120,7 @@ fn issued_read(
                     role: u.role,
                     key: u.key,
                     issuer: u.issuer,
+                    account: u.account,
                     issued_at: u.issued_at,
                     expires_at: u.expires_at,
                 })
@@ -145,6 +148,7 @@ fn record_sys_users(
             key: u.key,
             role: u.role,
             issuer: u.issuer,
+            account: u.account,
             issued_at: u.issued_at,
             expires_at: u.expires_at,
         })
@@ -172,6 +176,11 @@ fn sys_user_of(
     Some(crate::observed::SysUser {
         role,
         key: claims.sub,
+        account: if claims.nats.issuer_account.is_empty() {
+            claims.iss.clone()
+        } else {
+            claims.nats.issuer_account
+        },
         issuer: claims.iss,
         issued_at: claims.iat,
         expires_at: claims.exp,

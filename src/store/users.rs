@@ -38,6 +38,10 @@ pub struct Minted<P = Profile> {
     /// changed grant revokes it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub member: Option<crate::members::MemberMark>,
+    /// The side account it is a user of (a member's: [`crate::side_accounts`]); absent for a
+    /// user of the space's own account (every user minted before side accounts).
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub account: Option<String>,
 }
 
 /// An account's users and revocations.

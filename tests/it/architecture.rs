@@ -23,6 +23,7 @@ const PURE: &[&str] = &[
     "src/adopt.rs",
     "src/nsc.rs",
     "src/members.rs",
+    "src/side_accounts.rs",
     "src/edit.rs",
     "src/secret.rs",
     "src/state.rs",

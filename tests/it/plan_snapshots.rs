@@ -41,6 +41,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
                 space: n,
                 account: &s.account_pub,
                 token: Token::Signed(&s.jwt),
+                side: None,
             })
             .collect();
         let node = plan::nodes(&desired(""), &o).remove(0);
@@ -116,11 +117,13 @@ fn render_refuses_zero_spaces_duplicates_and_foreign_accounts() {
             space: &a,
             account: &sa.account_pub,
             token: Token::Signed(&sa.jwt),
+            side: None,
         },
         Preload {
             space: &b,
             account: &sa.account_pub,
             token: Token::Signed(&sa.jwt),
+            side: None,
         },
     ];
     assert!(
@@ -146,6 +149,7 @@ fn render_refuses_zero_spaces_duplicates_and_foreign_accounts() {
             space: &a,
             account: &sa.account_pub,
             token: Token::Signed(&foreign),
+            side: None,
         }],
         &node,
     )
@@ -186,6 +190,7 @@ fn render_refuses_zero_spaces_duplicates_and_foreign_accounts() {
                     .1
                     .account_pub,
                 token: Token::Signed(&tokens[i]),
+                side: None,
             })
             .collect()
     };

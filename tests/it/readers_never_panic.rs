@@ -14,6 +14,7 @@ fn trust() -> cotal::observed::BrokerTrust {
         operator_jwt: String::new(),
         sys_pub: String::new(),
         sys_jwt: String::new(),
+        monitor: None,
     }
 }
 
