@@ -44,7 +44,12 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
             templates_current: true,
             previous_control: false,
             handed_out_revoked: Default::default(),
-            monitor: None,
+            // And its monitoring account, current (this root's broker record is absent: no
+            // system account names it).
+            monitor: Some((
+                "AMONITORACCOUNT".into(),
+                crate::side_accounts::monitor_claims("", "AMONITOR", &Default::default()),
+            )),
             legacy_monitor_users: 0,
         },
         now: 1_800_000_000,
@@ -155,6 +160,7 @@ pub fn minted(names: &[&str]) -> (BrokerTrust, Vec<(String, ObservedSpace)>) {
         &operator,
         &KeyPair::new_account(),
         &KeyPair::new_account(),
+        &KeyPair::new_account(),
         1,
     );
     let spaces = names
@@ -163,20 +169,14 @@ pub fn minted(names: &[&str]) -> (BrokerTrust, Vec<(String, ObservedSpace)>) {
             let account = KeyPair::new_account();
             let signing = KeyPair::new_account();
             let limits = AccountLimits::for_space(&SpaceSpec::default());
-            let token = jwt::encode(
-                &mut jwt::account_claims(
-                    n,
-                    &account.public_key(),
-                    &signing.public_key(),
-                    limits,
-                    1,
-                ),
-                &operator,
-            )
-            .unwrap();
+            let mut claims =
+                jwt::account_claims(n, &account.public_key(), &signing.public_key(), limits, 1);
+            claims.nats.exports = crate::side_accounts::space_exports(n);
+            let token = jwt::encode(&mut claims, &operator).unwrap();
             let mut s = space(&account.public_key(), &SpaceSpec::default());
             s.signing_pub = signing.public_key();
             s.jwt = token;
+            s.exports = claims.nats.exports;
             (n.to_string(), s)
         })
         .collect();
@@ -200,6 +200,7 @@ pub fn fixed_trust(iat: i64) -> BrokerTrust {
         &fixed_operator(),
         &fixed_key(KeyPairType::Account, 2),
         &fixed_key(KeyPairType::Account, 3),
+        &fixed_key(KeyPairType::Account, 4),
         iat,
     )
 }
@@ -210,6 +211,7 @@ fn trust_of(
     operator: &nkeys::KeyPair,
     sys: &nkeys::KeyPair,
     sys_signing: &nkeys::KeyPair,
+    monitor: &nkeys::KeyPair,
     iat: i64,
 ) -> BrokerTrust {
     use crate::jwt;
@@ -233,7 +235,22 @@ fn trust_of(
             operator,
         )
         .expect("signing"),
-        monitor: None,
+        monitor: Some((monitor.public_key(), {
+            let mut claims = jwt::Claims {
+                jti: String::new(),
+                iat,
+                iss: String::new(),
+                name: "monitor".into(),
+                sub: monitor.public_key(),
+                exp: None,
+                nats: crate::side_accounts::monitor_claims(
+                    &sys.public_key(),
+                    "AMONITOR",
+                    &Default::default(),
+                ),
+            };
+            jwt::encode(&mut claims, operator).expect("signing")
+        })),
     }
 }
 
@@ -246,21 +263,31 @@ pub fn fixed_space(n: u8, name: &str, spec: &SpaceSpec, iat: i64) -> (SpaceName,
     let signing = fixed_key(KeyPairType::Account, 40 + n);
     // As a record holds it: a name an older cotal accepted (a newline in it) still renders safely.
     let name = SpaceName::from_record(name).expect("a space name");
-    let token = jwt::encode(
-        &mut jwt::account_claims(
-            &name.token(),
-            &account.public_key(),
-            &signing.public_key(),
-            AccountLimits::for_space(spec),
-            iat,
-        ),
-        &fixed_operator(),
-    )
-    .expect("signing");
+    let mut claims = jwt::account_claims(
+        &name.token(),
+        &account.public_key(),
+        &signing.public_key(),
+        AccountLimits::for_space(spec),
+        iat,
+    );
+    claims.nats.exports = crate::side_accounts::space_exports(&name.token());
+    let token = jwt::encode(&mut claims, &fixed_operator()).expect("signing");
     let mut s = space(&account.public_key(), spec);
     s.signing_pub = signing.public_key();
     s.jwt = token;
+    s.exports = claims.nats.exports;
     (name, s)
+}
+
+/// The monitoring account `trust` names, as an observation of its broker record holds it
+/// (with the testing root's monitor key, `AMONITOR`), current.
+pub fn monitor_observed(trust: &BrokerTrust) -> Option<(String, crate::jwt::AccountNats)> {
+    trust.monitor.as_ref().map(|(public, _)| {
+        (
+            public.clone(),
+            crate::side_accounts::monitor_claims(&trust.sys_pub, "AMONITOR", &Default::default()),
+        )
+    })
 }
 
 /// Change the root's `.cotal` until the file system stamps it later than every one of `paths`

@@ -314,7 +314,7 @@ impl Auditor<'_> {
                 Ok(())
             }
             // Added archived: its record is all it gets, no promotion loads it.
-            Step::AddAccount { space, spec } if spec.state == SpaceState::Archived => self.write(
+            Step::AddAccount { space, spec, .. } if spec.state == SpaceState::Archived => self.write(
                 Event::SpaceAdded,
                 Some(space),
                 after,
@@ -436,7 +436,9 @@ fn added(plan: &Plan) -> Vec<&SpaceName> {
     plan.steps
         .iter()
         .filter_map(|s| match s {
-            Step::AddAccount { space, spec } if spec.state != SpaceState::Archived => Some(space),
+            Step::AddAccount { space, spec, .. } if spec.state != SpaceState::Archived => {
+                Some(space)
+            }
             _ => None,
         })
         .collect()

@@ -656,7 +656,9 @@ fn run_step(
         Step::PurgeStreams { space, account, .. } => {
             steps::purge_streams(ctx, broker, state, outcome, space, account)
         }
-        Step::AddAccount { space, spec } => steps::add_account(ctx, record, state, space, spec),
+        Step::AddAccount { space, spec, sides } => {
+            steps::add_account(ctx, record, state, space, spec, sides)
+        }
         Step::ReissueAccount {
             space,
             account,
@@ -699,7 +701,7 @@ fn run_step(
             state,
             steps::SideAccountsWrite {
                 space,
-                account: account.as_deref(),
+                account,
                 suspended: *suspended,
                 write,
                 drop,

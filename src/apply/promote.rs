@@ -517,10 +517,48 @@ fn expectations(
             account: record.sys.public.clone(),
             jwt: record.sys.jwt.clone(),
         });
+        if let Some(m) = &record.sys.monitor_account {
+            out.push(Expectation::MonitorLoaded {
+                account: m.public.clone(),
+                jwt: m.jwt.clone(),
+            });
+        }
+    }
+    // Side accounts the plan writes or drops: loaded with their new JWT, or unloaded.
+    for step in &plan.steps {
+        let (space, dropped) = match step {
+            Step::AddAccount { space, spec, .. }
+                if spec.state != crate::model::SpaceState::Archived =>
+            {
+                (space, &[][..])
+            }
+            Step::WriteSideAccounts { space, drop, .. } => (space, &drop[..]),
+            _ => continue,
+        };
+        let record = account_record::load(root, space)?;
+        for (role, side) in &record.side_accounts {
+            out.push(Expectation::SideLoaded {
+                space: space.clone(),
+                role: role.clone(),
+                account: side.public.clone(),
+                jwt: Some(side.jwt.clone()),
+            });
+        }
+        let before = ctx.observed.inventory.spaces.get(space);
+        for role in dropped {
+            if let Some(side) = before.and_then(|s| s.sides.get(role)) {
+                out.push(Expectation::SideLoaded {
+                    space: space.clone(),
+                    role: role.clone(),
+                    account: side.account_pub.clone(),
+                    jwt: None,
+                });
+            }
+        }
     }
     for step in &plan.steps {
         let (space, spec, added) = match step {
-            Step::AddAccount { space, spec } => (space, spec, true),
+            Step::AddAccount { space, spec, .. } => (space, spec, true),
             Step::ReissueAccount { space, spec, .. } => (space, spec, false),
             Step::RecordArchive {
                 space,

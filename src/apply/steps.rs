@@ -220,9 +220,18 @@ pub fn add_account(
     state: &mut State,
     space: &SpaceName,
     spec: &SpaceSpec,
+    sides: &[crate::plan::sides::SideWrite],
 ) -> Result<()> {
     let root = ctx.root;
     let account = mint::account(record, space, spec).map_err(Error::other)?;
+    let account = mint::side_accounts(
+        record,
+        &account,
+        spec.state == crate::model::SpaceState::Suspended,
+        sides,
+        &[],
+    )
+    .map_err(Error::other)?;
     // A name this apply also removes (under its old account) is re-added: the journal says
     // which new account its record may hold before the record is written.
     if state.journal.removals.iter().any(|r| &r.space == space) {
@@ -255,8 +264,14 @@ pub fn add_account(
             suspension: None,
         },
     )?;
-    // Its $SYS creds are written once its side accounts are (`Step::WriteSysCreds`).
-    Ok(())
+    // A space added suspended gets its $SYS creds when it is resumed.
+    if spec.state != crate::model::SpaceState::Active {
+        return Ok(());
+    }
+    for file in space_dir::sys_creds_files(root, space) {
+        remember(&mut state.undo, &file)?;
+    }
+    write_sys_creds(root, record, space, &account.account.public)
 }
 
 /// What a re-issue step decided (its plan step's decision fields).
@@ -310,8 +325,8 @@ pub fn reissue_account(
 /// What a [`Step::WriteSideAccounts`](crate::plan::Step::WriteSideAccounts) asks.
 pub struct SideAccountsWrite<'a> {
     pub space: &'a SpaceName,
-    /// The account the plan saw (`None`: the one this apply added).
-    pub account: Option<&'a str>,
+    /// The account the plan saw.
+    pub account: &'a str,
     pub suspended: bool,
     pub write: &'a [crate::plan::sides::SideWrite],
     pub drop: &'a [crate::side_accounts::SideRole],
@@ -327,10 +342,7 @@ pub fn write_side_accounts(
     state: &mut State,
     w: SideAccountsWrite,
 ) -> Result<()> {
-    let current = match w.account {
-        Some(account) => planned_record(ctx, w.space, account)?,
-        None => account_record::load(ctx.root, w.space)?,
-    };
+    let current = planned_record(ctx, w.space, w.account)?;
     let updated = mint::side_accounts(record, &current, w.suspended, w.write, w.drop)
         .map_err(Error::other)?;
     write_record(ctx, state, w.space, &updated)?;

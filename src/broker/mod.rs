@@ -49,6 +49,16 @@ pub enum Expectation {
     NoStreams { space: SpaceName, account: String },
     /// The system account is in force with exactly this JWT (its keys and revocations).
     SystemLoaded { account: String, jwt: String },
+    /// The root's monitoring account is in force with exactly this JWT.
+    MonitorLoaded { account: String, jwt: String },
+    /// A side account of a space ([`crate::side_accounts`]) holds no other JWT than `jwt`
+    /// (`None`: the broker no longer knows it), asked as [`Expectation::Loaded`] is.
+    SideLoaded {
+        space: SpaceName,
+        role: crate::side_accounts::SideRole,
+        account: String,
+        jwt: Option<String>,
+    },
     /// A fresh user of the space connects (only for added spaces, whose slots are all free).
     Accepts { space: SpaceName, creds: String },
     /// A fresh user of the space is refused (suspended or removed spaces; a refused connection
@@ -680,6 +690,30 @@ impl Broker for Running {
                             ));
                         }
                     }
+                    Expectation::MonitorLoaded { account, jwt } => {
+                        match self.control.account_jwt_of(&t.id, account)? {
+                            Some(loaded) if &loaded != jwt => failures.push(format!(
+                                "the monitoring account is still in force with another JWT than the promoted one{on}"
+                            )),
+                            _ => {}
+                        }
+                    }
+                    Expectation::SideLoaded {
+                        space,
+                        role,
+                        account,
+                        jwt,
+                    } => match (jwt, self.control.account_jwt_of(&t.id, account)?) {
+                        (Some(want), Some(loaded)) if &loaded != want => failures.push(format!(
+                            "the {role} account of {} is still in force with another JWT than the promoted one{on}",
+                            space.quoted()
+                        )),
+                        (None, Some(_)) => failures.push(format!(
+                            "the {role} account of {} is still loaded{on}",
+                            space.quoted()
+                        )),
+                        _ => {}
+                    },
                     Expectation::Unloaded { space, account } => {
                         if self.control.account_jwt_of(&t.id, account)?.is_some() {
                             failures.push(format!("{} is still loaded{on}", space.quoted()));

@@ -172,11 +172,8 @@ pub fn diff(
                         out.channels.insert(name.clone(), d);
                     }
                 }
-                let sides = super::sides::added(
-                    desired.members.get(name).unwrap_or(&no_members),
-                    &keys,
-                    spec.state == SpaceState::Suspended,
-                );
+                let sides =
+                    super::sides::added(desired.members.get(name).unwrap_or(&no_members), &keys);
                 if spec.state != SpaceState::Archived && !sides.is_empty() {
                     out.sides.insert(name.clone(), sides);
                 }

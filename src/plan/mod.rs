@@ -389,7 +389,14 @@ pub enum Step {
         changes: Vec<String>,
     },
     /// Mint a new account for a space and write its record.
-    AddAccount { space: SpaceName, spec: SpaceSpec },
+    AddAccount {
+        space: SpaceName,
+        spec: SpaceSpec,
+        /// Its side accounts, minted with it; then its `$SYS` creds (users of its observer's
+        /// and evictor's), when it is added active.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        sides: Vec<sides::SideWrite>,
+    },
     /// Re-issue a space's account JWT (same key) with new limits or state.
     ReissueAccount {
         space: SpaceName,
@@ -411,9 +418,8 @@ pub enum Step {
     /// revocations the step adds in the space's ledger.
     WriteSideAccounts {
         space: SpaceName,
-        /// The space's account as the plan saw it (`None`: the one this plan adds).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        account: Option<String>,
+        /// The space's account as the plan saw it.
+        account: String,
         /// Suspended with the space: no side account accepts a connection.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         suspended: bool,
@@ -631,11 +637,20 @@ impl Step {
                     "re-issue the system account's JWT".into()
                 }
             }
-            Step::AddAccount { space, .. } => {
-                format!(
-                    "mint the account of {} and write its record",
-                    space.quoted()
-                )
+            Step::AddAccount { space, sides, .. } => {
+                if sides.is_empty() {
+                    format!(
+                        "mint the account of {} and write its record",
+                        space.quoted()
+                    )
+                } else {
+                    format!(
+                        "mint the account of {} and its {} side account{}, and write its record",
+                        space.quoted(),
+                        sides.len(),
+                        if sides.len() == 1 { "" } else { "s" }
+                    )
+                }
             }
             Step::WriteChannels { space, writes, .. } => format!(
                 "write {} channel registry key{} of {} (compare-and-set; no reload)",

@@ -94,7 +94,7 @@ pub fn steps(
             changes: r.changes.clone(),
         });
     }
-    let side_step = |name: &crate::model::SpaceName, account: Option<String>| {
+    let side_step = |name: &crate::model::SpaceName, account: String| {
         diff.sides.get(name).map(|c| Step::WriteSideAccounts {
             space: name.clone(),
             account,
@@ -112,20 +112,12 @@ pub fn steps(
         steps.push(Step::AddAccount {
             space: name.clone(),
             spec: *spec,
+            sides: diff
+                .sides
+                .get(name)
+                .map(|c| c.write.clone())
+                .unwrap_or_default(),
         });
-        steps.extend(side_step(name, None));
-        // Its $SYS creds are users of its observer's (and evictor's) account: written after
-        // them. A space added suspended gets them when it is resumed.
-        let observed_side = diff.sides.get(name).is_some_and(|c| {
-            c.write
-                .iter()
-                .any(|w| w.role == crate::side_accounts::SideRole::Observer)
-        });
-        if spec.state == SpaceState::Active && observed_side {
-            steps.push(Step::WriteSysCreds {
-                space: name.clone(),
-            });
-        }
         if spec.state == SpaceState::Suspended {
             steps.push(Step::RecordSuspension {
                 space: name.clone(),
@@ -173,7 +165,7 @@ pub fn steps(
             });
         }
         // After the re-issue: a rotated signing key is the one its members' accounts list.
-        steps.extend(side_step(name, Some(inv.spaces[name].account_pub.clone())));
+        steps.extend(side_step(name, inv.spaces[name].account_pub.clone()));
         if let Some(protect) = diff.protections.get(name) {
             steps.push(Step::RecordProtection {
                 space: name.clone(),

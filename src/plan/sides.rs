@@ -208,8 +208,9 @@ pub fn changes(need: &Need, keys: &Keys) -> SideChanges {
     out
 }
 
-/// The side accounts of a space this plan adds: every wanted role, new.
-pub fn added(members: &BTreeMap<Principal, Grant>, keys: &Keys, suspended: bool) -> SideChanges {
+/// The side accounts of a space this plan adds: every wanted role, new. No line of their own:
+/// they are part of the space added (its steps say how many).
+pub fn added(members: &BTreeMap<Principal, Grant>, keys: &Keys) -> SideChanges {
     let mut out = SideChanges::default();
     let mut roles = Vec::new();
     if keys.observer != KeyAfter::None {
@@ -220,7 +221,6 @@ pub fn added(members: &BTreeMap<Principal, Grant>, keys: &Keys, suspended: bool)
     }
     roles.extend(members.keys().cloned().map(SideRole::Member));
     for role in roles {
-        out.lines.push(added_line(&role, suspended));
         out.write.push(SideWrite {
             grant: match &role {
                 SideRole::Member(p) => members.get(p).cloned(),

@@ -538,7 +538,10 @@ fn an_open_journal_blocks_other_verbs_and_apply_finishes_it() {
     let before = root.snapshot();
     insta::assert_snapshot!(
         "open_journal_blocks_creds",
-        run(&root, &["creds", "release", "--user", "late"])
+        run(
+            &root,
+            &["creds", "release", "--user", "late", "--profile", "admin"]
+        )
     );
     insta::assert_snapshot!("open_journal_blocks_init", run(&root, &["init"]));
     assert_eq!(root.snapshot(), before);
@@ -1113,7 +1116,15 @@ fn out_never_writes_through_a_link_or_over_a_special_file_and_replaces_only_with
     let device = std::path::PathBuf::from("/dev/null");
     for verb in [
         vec!["plan", "--out"],
-        vec!["creds", "design", "--user", "a", "--out"],
+        vec![
+            "creds",
+            "design",
+            "--user",
+            "a",
+            "--profile",
+            "admin",
+            "--out",
+        ],
     ] {
         std::fs::write(&existing, "old").unwrap();
         for (path, what) in [
@@ -1154,7 +1165,16 @@ fn out_never_writes_through_a_link_or_over_a_special_file_and_replaces_only_with
     let saved: serde_json::Value = serde_json::from_str(&stdout(&plan)).unwrap();
     assert_eq!(saved["format_version"], 2);
     let creds = root
-        .cotal(&["creds", "design", "--user", "b", "--out", "-"])
+        .cotal(&[
+            "creds",
+            "design",
+            "--user",
+            "b",
+            "--profile",
+            "admin",
+            "--out",
+            "-",
+        ])
         .assert()
         .success();
     assert!(stdout(&creds).contains("BEGIN NATS USER JWT"));
@@ -1839,7 +1859,16 @@ fn a_certificate_near_expiry_is_a_plan_warning_and_a_status_problem_and_creds_sa
         stdout(&status)
     );
     let creds = root
-        .cotal(&["creds", "design", "--user", "a", "--out", "-"])
+        .cotal(&[
+            "creds",
+            "design",
+            "--user",
+            "a",
+            "--profile",
+            "admin",
+            "--out",
+            "-",
+        ])
         .assert()
         .success();
     insta::assert_snapshot!(
@@ -2213,7 +2242,7 @@ fn creds_refuse_a_space_that_is_provisioning_or_removing() {
     root.desire(TWO_SPACES);
     root.apply().success();
     // The broker stopped, streams waiting for `cotal up`: served.
-    root.cotal(&["creds", "design", "--user", "alice"])
+    root.cotal(&["creds", "design", "--user", "alice", "--profile", "admin"])
         .assert()
         .success();
     // An apply that crashed after writing a new space's record, before its promotion.
@@ -2232,7 +2261,7 @@ fn creds_refuse_a_space_that_is_provisioning_or_removing() {
             .exists()
     };
     let out = root
-        .cotal(&["creds", "ops", "--user", "alice"])
+        .cotal(&["creds", "ops", "--user", "alice", "--profile", "admin"])
         .assert()
         .code(3);
     let err = crate::support::stderr(&out);
@@ -2242,14 +2271,14 @@ fn creds_refuse_a_space_that_is_provisioning_or_removing() {
     );
     assert!(!ledger("ops"), "nothing minted");
     root.apply().success();
-    root.cotal(&["creds", "ops", "--user", "alice"])
+    root.cotal(&["creds", "ops", "--user", "alice", "--profile", "admin"])
         .assert()
         .success();
     assert!(ledger("ops"), "minted once it is in service");
     // An interrupted removal.
     root.crashed_removal("release");
     let out = root
-        .cotal(&["creds", "release", "--user", "alice"])
+        .cotal(&["creds", "release", "--user", "alice", "--profile", "admin"])
         .assert()
         .code(3);
     let err = crate::support::stderr(&out);
@@ -2438,6 +2467,8 @@ fn privileged_operations_are_audited_before_they_act_and_refused_without_an_audi
         "design",
         "--user",
         "alice",
+        "--profile",
+        "admin",
         "--out",
         creds.to_str().unwrap(),
     ])
@@ -2466,6 +2497,8 @@ fn privileged_operations_are_audited_before_they_act_and_refused_without_an_audi
             "design",
             "--user",
             "bob",
+            "--profile",
+            "admin",
             "--out",
             refused_creds.to_str().unwrap(),
         ])

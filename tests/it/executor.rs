@@ -74,6 +74,12 @@ impl Broker for Fake {
                 }
                 Expectation::Unloaded { space, .. } => self.loaded.push((space.to_string(), false)),
                 Expectation::SystemLoaded { .. } => self.loaded.push(("$SYS".into(), true)),
+                Expectation::MonitorLoaded { .. } => self.loaded.push(("$MONITOR".into(), true)),
+                Expectation::SideLoaded {
+                    space, role, jwt, ..
+                } => self
+                    .loaded
+                    .push((format!("{space}: {role}"), jwt.is_some())),
                 Expectation::Serves { fingerprint } => {
                     assert!(fingerprint.starts_with("sha256:"));
                     self.loaded.push(("tls".into(), true))
@@ -246,12 +252,14 @@ fn an_unverified_reload_is_rolled_back_and_a_verified_one_checks_every_change() 
     assert_eq!(
         loaded,
         vec![
-            ("$SYS".to_string(), true),
             ("gone".to_string(), false),
             ("keep".to_string(), true),
+            // Suspended with its space, its observer's account is re-issued too.
+            ("keep: observer".to_string(), true),
             ("new".to_string(), true),
+            ("new: observer".to_string(), true),
         ],
-        "changed accounts loaded with their new JWT, removed ones unloaded"
+        "changed accounts loaded with their new JWT, removed ones unloaded (the system account is not touched: a suspension closes the space's observer account, not the system account's users)"
     );
     assert!(
         !root.account_record("new").exists(),

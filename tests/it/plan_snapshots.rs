@@ -29,6 +29,7 @@ fn desired(text: &str) -> Desired {
 fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
     let mut o = testing::observed(&[]);
     o.broker = BrokerRecordState::Valid(trust());
+    o.system.monitor = testing::monitor_observed(&trust());
     o.nodes = vec![testing::lone_node("/srv/cotal/.cotal/nats")];
     o.desired_digest = "sha256:desired".into();
     o.inventory.spaces = spaces.into_iter().collect();
@@ -94,9 +95,10 @@ fn render_is_deterministic_and_ordered() {
         conf,
         "same inputs, same bytes"
     );
+    // Three spaces, the monitoring account and the system account.
     assert_eq!(
         conf.lines().filter(|l| l.starts_with("  # ")).count(),
-        4,
+        5,
         "a name cannot inject a line"
     );
 }

@@ -30,8 +30,9 @@ fn the_memo_spares_known_signatures_and_is_bypassed_by_a_tampered_or_foreign_rec
         std::fs::metadata(&memo).unwrap().len() >= 2 * 16,
         "the apply saved a tag for each account JWT at least"
     );
-    // Reached: both account JWTs are vouched for by the memo the apply wrote.
-    assert_eq!(read_with_memo(&root), (2, vec![], 2));
+    // Reached: both account JWTs (and their observer accounts') are vouched for by the memo
+    // the apply wrote.
+    assert_eq!(read_with_memo(&root), (2, vec![], 4));
     let untouched = root.snapshot();
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
@@ -49,7 +50,7 @@ fn the_memo_spares_known_signatures_and_is_bypassed_by_a_tampered_or_foreign_rec
     v["account"]["jwt"] = format!("{head}.{flipped}{}", &sig[1..]).into();
     std::fs::write(&record_a, serde_json::to_vec(&v).unwrap()).unwrap();
     let (valid, corrupt, hits) = read_with_memo(&root);
-    assert_eq!((valid, hits), (1, 1));
+    assert_eq!((valid, hits), (1, 2));
     assert!(corrupt[0].contains("does not verify"), "{corrupt:?}");
     let plan = root.cotal(&["plan"]).assert().code(3);
     assert!(
@@ -63,13 +64,13 @@ fn the_memo_spares_known_signatures_and_is_bypassed_by_a_tampered_or_foreign_rec
     other.apply().success();
     std::fs::copy(other.account_record("a"), &record_a).unwrap();
     let (valid, corrupt, hits) = read_with_memo(&root);
-    assert_eq!((valid, hits), (1, 1));
+    assert_eq!((valid, hits), (1, 2));
     assert!(corrupt[0].contains("another operator"), "{corrupt:?}");
     root.cotal(&["apply", "--auto-approve"]).assert().code(3);
 
     // The record restored: vouched for again, and nothing to do.
     std::fs::write(&record_a, &original).unwrap();
-    assert_eq!(read_with_memo(&root), (2, vec![], 2));
+    assert_eq!(read_with_memo(&root), (2, vec![], 4));
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);

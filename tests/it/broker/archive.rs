@@ -104,7 +104,7 @@ fn an_archived_space_is_not_served_keeps_its_data_and_comes_back_whole() {
     );
     let creds = b
         .root
-        .cotal(&["creds", "release", "--user", "late"])
+        .cotal(&["creds", "release", "--user", "late", "--profile", "admin"])
         .assert()
         .code(3);
     assert!(stderr(&creds).contains("is archived"), "{}", stderr(&creds));

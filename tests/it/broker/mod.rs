@@ -639,7 +639,7 @@ fn removal_evicts_the_space_and_refuses_it_while_the_sibling_keeps_publishing() 
             .exists()
     );
     b.root
-        .cotal(&["creds", "release", "--user", "x"])
+        .cotal(&["creds", "release", "--user", "x", "--profile", "admin"])
         .assert()
         .code(1);
 }
@@ -1600,6 +1600,8 @@ fn secrets_never_leave_their_files_and_every_secret_file_has_its_mode() {
             "ops",
             "--user",
             "alice",
+            "--profile",
+            "admin",
             "--out",
             creds_file.to_str().unwrap(),
         ][..],

@@ -7,7 +7,7 @@ use crate::support::stdout;
 #[test]
 fn a_root_backup_brought_up_on_a_new_host_serves_the_creds_handed_out_before() {
     let a = Broker::start(TWO);
-    let alice = a.mint("design", &["--user", "alice"]);
+    let alice = a.mint("design", &["--user", "alice", "--profile", "admin"]);
     let vault = tempfile::tempdir().unwrap();
     let dir = vault.path().join("root-backup");
     let out = stdout(
@@ -60,7 +60,7 @@ fn a_root_backup_brought_up_on_a_new_host_serves_the_creds_handed_out_before() {
 #[test]
 fn a_root_restored_where_its_old_port_is_taken_moves_to_a_free_port() {
     let a = Broker::start(TWO);
-    let alice = a.mint("design", &["--user", "alice"]);
+    let alice = a.mint("design", &["--user", "alice", "--profile", "admin"]);
     let vault = tempfile::tempdir().unwrap();
     let dir = vault.path().join("root-backup");
     a.root
@@ -134,6 +134,8 @@ fn every_verb_prints_a_versioned_json_document_its_schema_describes() {
         "design",
         "--user",
         "alice",
+        "--profile",
+        "admin",
         "--out",
         creds.to_str().unwrap(),
         "--format",
@@ -149,7 +151,16 @@ fn every_verb_prints_a_versioned_json_document_its_schema_describes() {
     // Without --out the creds would share standard output with the document: refused.
     let refused = a
         .root
-        .cotal(&["creds", "design", "--user", "bob", "--format", "json"])
+        .cotal(&[
+            "creds",
+            "design",
+            "--user",
+            "bob",
+            "--profile",
+            "admin",
+            "--format",
+            "json",
+        ])
         .assert()
         .code(1);
     assert!(crate::support::stderr(&refused).contains("--out FILE"));

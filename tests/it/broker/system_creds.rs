@@ -238,7 +238,7 @@ fn rotate_sys_re_mints_every_spaces_sys_creds_and_refuses_the_old_ones() {
 #[test]
 fn rotate_account_refuses_the_users_of_the_old_signing_key() {
     let b = Broker::start(TWO);
-    let creds = b.mint("design", &["--user", "alice"]);
+    let creds = b.mint("design", &["--user", "alice", "--profile", "admin"]);
     let mut alice = b.connect(&creds).unwrap();
     let release = b.client("release").unwrap();
     b.root
@@ -247,7 +247,7 @@ fn rotate_account_refuses_the_users_of_the_old_signing_key() {
         .success();
     assert!(wait_for(&b, &mut alice, "disconnected"));
     assert!(b.connect(&creds).is_err(), "the old key's user is refused");
-    let again = b.mint("design", &["--user", "alice"]);
+    let again = b.mint("design", &["--user", "alice", "--profile", "admin"]);
     b.connect(&again).unwrap();
     let listed = stdout(
         &b.root
