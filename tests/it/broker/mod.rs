@@ -11,6 +11,7 @@ mod cluster;
 mod crash;
 mod members;
 mod purge;
+mod reply_paths;
 mod root_backup;
 mod system_creds;
 mod tenancy;
@@ -191,6 +192,16 @@ impl Broker {
     /// An admin of `space` (the tests that seed and inspect data need every right).
     fn creds(&self, space: &str) -> String {
         self.mint(space, &["--user", "test-client", "--profile", "admin"])
+    }
+
+    /// A monitoring user (`cotal creds --system monitor`): the creds file text.
+    fn mint_monitor(&self) -> String {
+        let out = self
+            .root
+            .cotal(&["creds", "--system", "monitor", "--expires", "1d"])
+            .assert()
+            .success();
+        stdout(&out)
     }
 
     /// `cotal creds SPACE ARGS`: the creds file text.
