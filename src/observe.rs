@@ -1026,7 +1026,11 @@ fn set_ledger(space: &mut crate::observed::ObservedSpace, ledger: users::Ledger)
         })
         .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
         .filter(|m| m.expires_at.is_none_or(|t| t > crate::clock::now()))
-        .map(|m| (m.key.clone(), m.issued_at))
+        .map(|m| crate::observed::LedgerUser {
+            name: m.name.clone(),
+            key: m.key.clone(),
+            issued_at: m.issued_at,
+        })
         .collect();
     // Each revocation goes to the account its user lives in: a side account's users' to it
     // (with `*`, every user of the space), the others' to the space's account.

@@ -122,9 +122,20 @@ pub struct ObservedSpace {
     /// The exports its account JWT carries (what its side accounts import from).
     pub exports: Vec<crate::jwt::Export>,
     /// Users its ledger records of the retired `member` profile (`cotal creds --user` before
-    /// side accounts), not revoked: each key with its issue time. They live in the space's
-    /// account, so every answer the broker gives them lands there; a plan revokes them.
-    pub retired_users: Vec<(String, i64)>,
+    /// side accounts), not revoked nor expired. They live in the space's account, so every
+    /// answer the broker gives them lands there; a plan revokes them, by name.
+    pub retired_users: Vec<LedgerUser>,
+}
+
+/// A user a ledger records, as a plan names it when it revokes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LedgerUser {
+    /// The name it was minted with (`--user NAME`).
+    pub name: String,
+    /// Its public key.
+    pub key: String,
+    /// Unix seconds: the revocation covers users of this key issued up to then.
+    pub issued_at: i64,
 }
 
 /// One side account as recorded: its key, its JWT (verified against the broker's trust when

@@ -474,9 +474,11 @@ pub fn system_exports() -> Vec<Export> {
 /// The read-only `$SYS` requests the monitoring account imports, each with whether several
 /// servers may answer it: every server's (`PING`) and one server's monitoring endpoints (one
 /// wildcard subject covers both: nats-server refuses an account whose service exports or
-/// imports overlap), and the per-account ones. Of those, `CONNZ` and `STATZ` of one account
-/// nats-server lets only that account ask (and an export of them in the system account's JWT
-/// is lost at its first reload), so they are asked through `PING` with a filter.
+/// imports overlap), and the per-account ones. One account's `CONNZ` and `STATZ` nats-server
+/// lets only that account ask (an export of them in the system account's JWT is lost at its
+/// first reload, and every account's `$SYS.REQ.ACCOUNT.PING.{CONNZ,STATZ}` is its own): a
+/// monitor asks `$SYS.REQ.SERVER.PING.CONNZ` with the account as its filter (`acc`), and an
+/// account's `CONNS` (what its `STATZ` duplicates).
 pub fn monitor_subjects() -> Vec<(String, bool)> {
     let mut out = vec![("$SYS.REQ.SERVER.PING".to_string(), true)];
     for z in crate::permissions::MONITOR_SERVER_REQUESTS {
@@ -485,8 +487,6 @@ pub fn monitor_subjects() -> Vec<(String, bool)> {
     for z in crate::permissions::MONITOR_ACCOUNT_REQUESTS {
         out.push((format!("$SYS.REQ.ACCOUNT.*.{z}"), false));
     }
-    out.push(("$SYS.REQ.ACCOUNT.PING.STATZ".into(), true));
-    out.push(("$SYS.REQ.ACCOUNT.PING.CONNZ".into(), true));
     out
 }
 

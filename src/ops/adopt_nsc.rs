@@ -66,6 +66,10 @@ pub struct Done {
     pub sys_seed: bool,
     pub spaces: BTreeSet<SpaceName>,
     pub pid: bool,
+    /// The accounts cotal made beside the adopted ones (its spaces' side accounts and the
+    /// root's monitoring account): a config cotal already rendered serves them, and adoption
+    /// leaves none of them out.
+    pub own_accounts: BTreeSet<String>,
 }
 
 impl Survey {
@@ -272,10 +276,10 @@ pub fn survey(root: &Root, args: &Args) -> Result<Survey> {
         .as_ref()
         .map(|p| read_server(root, p))
         .transpose()?;
-    if let Some(s) = &server {
-        check_server(s, &import)?;
-    }
     let done = done(root, &import, server.as_ref())?;
+    if let Some(s) = &server {
+        check_server(s, &import, &done.own_accounts)?;
+    }
     let desired = match desired_file::read(root)? {
         Some(text) => {
             check_declared(root, &text, &import, &done)?;
@@ -293,8 +297,8 @@ pub fn survey(root: &Root, args: &Args) -> Result<Survey> {
 
 /// The broker's config trusts the store's operator and system account, and serves no account
 /// adoption leaves out (cotal's config would stop serving it at the first apply, disconnecting
-/// its clients).
-fn check_server(s: &Server, import: &Import) -> Result<()> {
+/// its clients) but `own`, the accounts cotal made beside them.
+fn check_server(s: &Server, import: &Import, own: &BTreeSet<String>) -> Result<()> {
     let at = s.path.display();
     if let Some(sys) = &s.conf.system_account
         && *sys != import.sys_pub
@@ -338,6 +342,7 @@ fn check_server(s: &Server, import: &Import) -> Result<()> {
         .values()
         .map(|s| s.account_pub.as_str())
         .chain(std::iter::once(import.sys_pub.as_str()))
+        .chain(own.iter().map(String::as_str))
         .collect();
     let dropped: Vec<&String> = s
         .serves
@@ -425,6 +430,18 @@ fn done(root: &Root, import: &Import, server: Option<&Server>) -> Result<Done> {
             // The first apply replaced the identity seed by scoped keys: nothing to write.
             done.sys_seed = record.sys.keys.is_some();
             let inv = inventory::read(root, &trust, &SignatureMemo::none())?;
+            done.own_accounts = inv
+                .spaces
+                .values()
+                .flat_map(|s| s.sides.values().map(|side| side.account_pub.clone()))
+                .chain(
+                    record
+                        .sys
+                        .monitor_account
+                        .as_ref()
+                        .map(|m| m.public.clone()),
+                )
+                .collect();
             for (name, s) in &import.spaces {
                 match inv.spaces.get(name) {
                     Some(have) if have.account_pub == s.account_pub => {

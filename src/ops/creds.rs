@@ -162,7 +162,8 @@ pub enum UserState {
     Revoking,
     #[serde(rename = "expired")]
     Expired,
-    /// `cotal rotate account` replaced the key that signed it.
+    /// Its account no longer lists the key that signed it (`cotal rotate account` replaced
+    /// it, or a monitoring user handed out before the monitoring account).
     #[serde(rename = "refused (old signing key)")]
     OldSigningKey,
 }
@@ -180,15 +181,26 @@ pub fn list(root: &Root, space: &SpaceName, now: i64, unreadable: Unreadable) ->
     let observed = observed_space(root, space, unreadable)?;
     let account = observed.account_pub.clone();
     let ledger = users::load(root, space, &account)?;
-    let loaded: users::Ledger = users::Ledger {
-        revoked: observed.revocations.clone(),
-        ..users::Ledger::empty(&account)
-    };
     let users = ledger
         .minted
         .iter()
         .map(|m| {
-            let state = if loaded.is_revoked(&m.key, m.issued_at) {
+            // A user is refused by the JWT of the account it lives in: a member's side account
+            // (every user of a side account the plan dropped is refused), else the space's.
+            let loaded = match &m.account {
+                None => Some(&observed.revocations),
+                Some(side) => observed
+                    .sides
+                    .values()
+                    .find(|s| &s.account_pub == side)
+                    .map(|s| &s.claims.revocations),
+            };
+            let refused = loaded.is_none_or(|r| {
+                [m.key.as_str(), "*"]
+                    .iter()
+                    .any(|k| r.get(*k).is_some_and(|ts| m.issued_at <= *ts))
+            });
+            let state = if refused {
                 UserState::Revoked
             } else if ledger.is_revoked(&m.key, m.issued_at) {
                 UserState::Revoking
@@ -273,13 +285,28 @@ pub fn list_system(root: &Root, now: i64, unreadable: Unreadable) -> Result<Syst
         .minted
         .iter()
         .map(|m| {
-            let state = if refused(&system.revocations, &m.key, m.issued_at) {
+            // A monitoring user is refused by the JWT of the account it lives in: the
+            // monitoring account, or (handed out before it) the system account.
+            let loaded = match &m.account {
+                Some(_) => system
+                    .monitor
+                    .as_ref()
+                    .map(|(_, claims)| &claims.revocations),
+                None => Some(&system.revocations),
+            };
+            let state = if loaded.is_some_and(|r| refused(r, &m.key, m.issued_at)) {
                 UserState::Revoked
             } else if refused(&ledger.revoked, &m.key, m.issued_at) {
                 UserState::Revoking
             } else if m.expires_at.is_some_and(|e| e <= now) {
                 UserState::Expired
-            } else if m.signed_by.as_deref() != system.key(m.profile) {
+            } else if m.signed_by.as_deref() != system.key(m.profile)
+                || (m.account.is_none()
+                    && !m.profile.in_system_account()
+                    && system.monitor.is_some())
+            {
+                // Its key was replaced, or (a user handed out before the monitoring account)
+                // the system account no longer lists it.
                 UserState::OldSigningKey
             } else {
                 UserState::Valid

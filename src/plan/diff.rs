@@ -226,11 +226,15 @@ pub fn diff(
                 .collect();
             crate::members::plan(&declared, acl, &in_sides)
         };
-        let legacy: Vec<(String, i64)> = space
+        let legacy: Vec<crate::observed::LedgerUser> = space
             .member_users
             .iter()
             .filter(|u| u.account.is_none())
-            .map(|u| (u.key.clone(), u.issued_at))
+            .map(|u| crate::observed::LedgerUser {
+                name: u.principal.clone(),
+                key: u.key.clone(),
+                issued_at: u.issued_at,
+            })
             .collect();
         // Users of each member's account this plan revokes (their grant changed, or the member
         // is no longer declared and its account is dropped).
@@ -243,8 +247,11 @@ pub fn diff(
         if !members.is_empty() {
             out.members.insert(name.clone(), members);
         }
-        let member_revocations: Vec<(String, i64)> =
-            legacy.iter().chain(&space.retired_users).cloned().collect();
+        let member_revocations: Vec<(String, i64)> = legacy
+            .iter()
+            .chain(&space.retired_users)
+            .map(|u| (u.key.clone(), u.issued_at))
+            .collect();
         let expected = AccountLimits::for_space(spec);
         let exports = crate::side_accounts::space_exports(&name.token());
         let exporting = if space.kept_claims.is_empty() {
@@ -279,8 +286,9 @@ pub fn diff(
                     field: "revocations".into(),
                     from: String::new(),
                     to: format!(
-                        "+{} user(s) of declared members minted in the space's account (their users now live in accounts of their own: mint new creds with `cotal creds {} --member OWNER.ACTOR`)",
+                        "+{} user(s) of declared members minted in the space's account ({}): their creds stop working at this apply; each member's users now live in an account of its own: mint new creds with `cotal creds {} --member OWNER.ACTOR` and connect with the inbox prefix it prints",
                         legacy.len(),
+                        user_names(&legacy),
                         name.as_str()
                     ),
                 });
@@ -290,8 +298,10 @@ pub fn diff(
                     field: "revocations".into(),
                     from: String::new(),
                     to: format!(
-                        "+{} user(s) of the retired `member` profile (declare them as members and mint with `--member`)",
-                        space.retired_users.len()
+                        "+{} user(s) of the retired `member` profile ({}): their creds stop working at this apply; declare each as a member in cotal.toml and mint it new creds with `cotal creds {} --member OWNER.ACTOR`, or `--profile admin` for the space's owner",
+                        space.retired_users.len(),
+                        user_names(&space.retired_users),
+                        name.as_str()
                     ),
                 });
             }
@@ -546,6 +556,13 @@ pub fn field_changes(observed: &AccountLimits, expected: &AccountLimits) -> Vec<
         });
     }
     out
+}
+
+/// The names of `users`, sorted and deduplicated, comma-separated (a user minted twice under
+/// one name is named once).
+fn user_names(users: &[crate::observed::LedgerUser]) -> String {
+    let names: std::collections::BTreeSet<&str> = users.iter().map(|u| u.name.as_str()).collect();
+    names.into_iter().collect::<Vec<_>>().join(", ")
 }
 
 #[cfg(test)]

@@ -292,10 +292,6 @@ fn promotions(kind: &Kind, point: Point) -> u64 {
         // fenced record): the re-run does not fence again, and the fence's generation, not
         // recorded before the crash, is not counted.
         Point::AfterFenceReload => 1,
-        // A mixed plan re-issued the system account after its fence: the broker's config is
-        // then not the rendering of the records, so the re-run cannot prove the fence in
-        // force and fences again (a reload more, never a fence less).
-        Point::AfterRecordWritten => 3,
         _ => 2,
     }
 }

@@ -194,6 +194,28 @@ impl Broker {
         self.mint(space, &["--user", "test-client", "--profile", "admin"])
     }
 
+    /// A user of `space`'s own account with every right, minted with the library (cotal hands
+    /// out no such user: its own lifecycle users hold these rights one step at a time). The
+    /// tests that break a space on purpose (delete a stream cotal provisions, which an
+    /// `admin` is denied) play its owner going around cotal with it.
+    fn owner(&self, space: &str) -> String {
+        let root = cotal::store::Root::at(self.root.path()).unwrap();
+        let record = cotal::store::account_record::load(
+            &root,
+            &cotal::model::SpaceName::parse(space).unwrap(),
+        )
+        .unwrap();
+        cotal::mint::user(
+            &record.account.public,
+            &record.account.signing_seed,
+            "owner",
+            cotal::jwt::Permissions::default(),
+            Some(Duration::from_secs(3600)),
+        )
+        .unwrap()
+        .creds
+    }
+
     /// A monitoring user (`cotal creds --system monitor`): the creds file text.
     fn mint_monitor(&self) -> String {
         let out = self

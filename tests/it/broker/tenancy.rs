@@ -1,162 +1,171 @@
-//! What a tenant can do with the creds `cotal creds` hands out: a member's rights, revocation,
-//! expiry. Every refusal is proven by the broker's own permissions-violation or authorization
-//! error, not by a timeout alone.
+//! The creds `cotal creds` hands out, over their life: the retired `member` profile's users
+//! revoked by the next apply, revocation, expiry, one tenant's failure kept its own. Every
+//! refusal is proven by the broker's own authorization error, not by a timeout alone.
+//! (What a member can reach is proven in `reply_paths` and `members`.)
 
-use super::{Broker, Client, TWO, wait_for};
-use crate::support::stdout;
+use super::{Broker, TWO, wait_for};
+use crate::support::{stderr, stdout};
 use async_nats::jetstream;
 use futures::StreamExt;
 use std::time::Duration;
 
-/// Wait (bounded) until the broker reported a permissions violation naming `subject`.
-fn violation(b: &Broker, client: &mut Client, subject: &str) -> bool {
-    let already = client
-        .events
-        .lock()
-        .unwrap()
-        .iter()
-        .any(|e| e.contains("Permissions Violation") && e.contains(subject));
-    already || wait_for(b, client, &format!("Publish to \"{subject}\""))
-}
+/// A space whose member `acme.alice` reads and posts `general`, beside a second space.
+const MEMBERS: &str = r#"[spaces.design]
+[spaces.design.members."acme.alice"]
+read = ["general"]
+post = ["general"]
 
+[spaces.release]
+"#;
+
+/// A root minted before side accounts (issue 54): its ledger names a user of the retired
+/// `member` profile and a declared member's user, both in the space's own account, where
+/// every answer the broker gives them lands. `cotal creds --user` now refuses the profile and
+/// says what to do instead; the next plan names both users and why their creds change; the
+/// apply closes their connections and refuses their creds while the space's admin stays; the
+/// plan after it is a no-op; the member's new creds work.
 #[test]
-fn a_member_publishes_subscribes_reads_streams_and_writes_keys_but_cannot_change_the_space() {
-    let b = Broker::start(TWO);
+fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_by_the_next_apply()
+{
+    let b = Broker::start(MEMBERS);
+    let refused = b
+        .root
+        .cotal(&["creds", "design", "--user", "bob"])
+        .assert()
+        .failure();
+    let said = stderr(&refused);
+    assert!(
+        said.contains("the `member` profile is retired") && said.contains("--member OWNER.ACTOR"),
+        "{said}"
+    );
+    let listed = stdout(
+        &b.root
+            .cotal(&["creds", "list", "design"])
+            .assert()
+            .success(),
+    );
+    assert!(!listed.contains("bob"), "nothing minted: {listed}");
+
+    // The old root: a user of each kind minted in the space's account and recorded as cotal
+    // recorded them then (no side account).
+    let root = cotal::store::Root::at(b.root.path()).unwrap();
+    let space = cotal::model::SpaceName::parse("design").unwrap();
+    let record = cotal::store::account_record::load(&root, &space).unwrap();
+    let everything_in_the_space = cotal::jwt::Permissions {
+        publish: cotal::jwt::Permission {
+            allow: vec!["cotal.design.>".into(), "$JS.API.>".into()],
+            deny: Vec::new(),
+        },
+        subscribe: cotal::jwt::Permission {
+            allow: vec!["cotal.design.>".into(), "_INBOX.>".into()],
+            deny: Vec::new(),
+        },
+        resp: None,
+    };
+    let old = |name: &str| {
+        cotal::mint::user(
+            &record.account.public,
+            &record.account.signing_seed,
+            name,
+            everything_in_the_space.clone(),
+            None,
+        )
+        .unwrap()
+    };
+    let (bob, alice) = (old("bob"), old("acme.alice"));
+    let grant = cotal::members::Grant::new(vec!["general".into()], vec!["general".into()]).unwrap();
+    let mut ledger = cotal::store::users::load(&root, &space, &record.account.public).unwrap();
+    for (user, profile, member) in [
+        (&bob, cotal::permissions::Profile::Member, None),
+        (
+            &alice,
+            cotal::permissions::Profile::Member,
+            Some(cotal::members::MemberMark {
+                principal: "acme.alice".into(),
+                grant: grant.digest(),
+                read: grant.read.clone(),
+                post: grant.post.clone(),
+            }),
+        ),
+    ] {
+        ledger.minted.push(cotal::store::users::Minted {
+            name: member
+                .as_ref()
+                .map_or("bob".to_string(), |m| m.principal.clone()),
+            key: user.key.clone(),
+            profile,
+            issued_at: user.issued_at,
+            expires_at: None,
+            signed_by: Some(record.account.signing_pub.clone()),
+            member,
+            account: None,
+        });
+    }
+    cotal::store::users::save(&root, &space, &ledger).unwrap();
+    let mut old_bob = b.connect(&bob.creds).unwrap();
+    let mut old_alice = b.connect(&alice.creds).unwrap();
     let admin = b.client("design").unwrap();
-    // Another user's durable consumer, which the member must not delete.
-    b.rt.block_on(async {
-        let js = jetstream::new(admin.client.clone());
-        let chat = js.get_stream("CHAT_design").await.unwrap();
-        chat.create_consumer(jetstream::consumer::pull::Config {
-            durable_name: Some("bob".into()),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
-    });
-    let creds = b.mint("design", &["--user", "alice"]);
-    let mut alice = b
-        .connect_with_inbox(&creds, Some("_INBOX_alice".into()))
-        .unwrap();
-    b.rt.block_on(async {
-        let c = &alice.client;
-        // Core publish and subscribe in the space's namespace.
-        let mut sub = c.subscribe("cotal.design.presence.>").await.unwrap();
-        c.publish("cotal.design.presence.alice", "here".into())
-            .await
-            .unwrap();
-        let got = tokio::time::timeout(Duration::from_secs(10), sub.next())
-            .await
-            .unwrap()
-            .unwrap();
-        assert_eq!(got.payload.as_ref(), b"here");
-        // Publish into a stream, read it back through its own consumer.
-        let js = jetstream::new(c.clone());
-        js.publish("cotal.design.chat.general", "hello".into())
-            .await
-            .unwrap()
-            .await
-            .unwrap();
-        let chat = js.get_stream("CHAT_design").await.unwrap();
-        let consumer = chat
-            .create_consumer(jetstream::consumer::pull::Config {
-                durable_name: Some("alice".into()),
-                ..Default::default()
-            })
-            .await
-            .unwrap();
-        let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
-        let m = batch.next().await.unwrap().unwrap();
-        assert_eq!(m.payload.as_ref(), b"hello");
-        m.ack().await.unwrap();
-        // Keys of the space's buckets.
-        let kv = js.get_key_value("cotal_channels_design").await.unwrap();
-        kv.put("general", "topic".into()).await.unwrap();
-        assert_eq!(kv.get("general").await.unwrap().unwrap().as_ref(), b"topic");
-    });
-    // Everything that changes a stream, a bucket or another user's consumer is refused by the
-    // broker; the attempts run together.
-    let denied = [
-        "$JS.API.STREAM.DELETE.CHAT_design",
-        "$JS.API.STREAM.UPDATE.CHAT_design",
-        "$JS.API.STREAM.PURGE.CHAT_design",
-        "$JS.API.STREAM.CREATE.EVIL",
-        "$JS.API.STREAM.DELETE.KV_cotal_channels_design",
-        "$JS.API.CONSUMER.DELETE.CHAT_design.bob",
-        "$JS.API.CONSUMER.DURABLE.CREATE.CHAT_design.mallory",
-    ];
-    b.rt.block_on(async {
-        let c = alice.client.clone();
-        futures::future::join_all(denied.iter().map(|subject| {
-            let c = c.clone();
-            async move {
-                let r = tokio::time::timeout(
-                    Duration::from_secs(3),
-                    c.request(subject.to_string(), "{}".into()),
-                )
-                .await;
-                assert!(!matches!(r, Ok(Ok(_))), "{subject} answered a member");
-            }
-        }))
-        .await;
-    });
-    for subject in denied {
+
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("user(s) of the retired `member` profile (bob): their creds stop working"),
+        "{plan}"
+    );
+    assert!(
+        plan.contains(
+            "declared members minted in the space's account (acme.alice): their creds stop working"
+        ) && plan.contains("cotal creds design --member OWNER.ACTOR"),
+        "{plan}"
+    );
+    b.root.apply().success();
+    for (name, client, creds) in [
+        ("bob", &mut old_bob, &bob.creds),
+        ("acme.alice", &mut old_alice, &alice.creds),
+    ] {
         assert!(
-            violation(&b, &mut alice, subject),
-            "the broker refused {subject}: {:?}",
-            alice.events.lock().unwrap()
+            wait_for(&b, client, "disconnected"),
+            "{name}'s old connection was closed: {:?}",
+            client.events.lock().unwrap()
+        );
+        let again = b.connect(creds);
+        assert!(
+            again
+                .as_ref()
+                .err()
+                .is_some_and(|e| e.contains("authorization violation")),
+            "{name}'s old creds are refused: {:?}",
+            again.err()
         );
     }
-    // The unnamed create subject, with a body naming another user's consumer (nats-server
-    // would update it), and any inbox but its own (other users' deliveries and replies).
-    let unnamed = "$JS.API.CONSUMER.CREATE.CHAT_design";
-    b.rt.block_on(async {
-        let body = r#"{"stream_name":"CHAT_design","config":{"name":"bob","description":"hijacked","ack_policy":"explicit","deliver_policy":"all"}}"#;
-        alice
-            .client
-            .publish(unnamed, body.into())
-            .await
-            .unwrap();
-        let _sub = alice.client.subscribe("_INBOX.>").await.unwrap();
-        alice.client.flush().await.unwrap();
-    });
-    assert!(
-        violation(&b, &mut alice, unnamed),
-        "{:?}",
-        alice.events.lock().unwrap()
-    );
-    let other_inbox = "Subscription to \"_INBOX.>\"";
-    assert!(
-        alice
-            .events
-            .lock()
-            .unwrap()
-            .iter()
-            .any(|e| e.contains(other_inbox))
-            || wait_for(&b, &mut alice, other_inbox),
-        "{:?}",
-        alice.events.lock().unwrap()
-    );
-    // The space is as it was: the stream with its message, the other user's consumer, the bucket.
+    assert_eq!(admin.disconnects(), 0, "{:?}", admin.events.lock().unwrap());
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    // The member's new creds: a user of its own account, posting where it may.
+    let fresh = b.mint("design", &["--member", "acme.alice"]);
+    let alice = b
+        .connect_with_inbox(&fresh, Some("_INBOX_acme_alice".into()))
+        .unwrap();
     b.rt.block_on(async {
         let js = jetstream::new(admin.client.clone());
         let mut chat = js.get_stream("CHAT_design").await.unwrap();
-        assert_eq!(chat.info().await.unwrap().state.messages, 1);
-        assert_eq!(
-            chat.consumer_info("bob").await.unwrap().config.description,
-            None,
-            "the other user's consumer was not changed"
-        );
-        assert!(js.get_stream("KV_cotal_channels_design").await.is_ok());
-        assert!(js.get_stream("EVIL").await.is_err());
+        let before = chat.info().await.unwrap().state.messages;
+        jetstream::new(alice.client.clone())
+            .publish("cotal.design.chat.acme.alice.general", "hello".into())
+            .await
+            .unwrap()
+            .await
+            .expect("the chat stream acknowledges the member's post");
+        assert_eq!(chat.info().await.unwrap().state.messages, before + 1);
     });
 }
 
 #[test]
 fn a_revoked_user_is_disconnected_and_refused_while_the_other_users_stay() {
     let b = Broker::start(TWO);
-    let alice_creds = b.mint("design", &["--user", "alice"]);
-    let bob_creds = b.mint("design", &["--user", "bob"]);
+    let alice_creds = b.mint("design", &["--user", "alice", "--profile", "admin"]);
+    let bob_creds = b.mint("design", &["--user", "bob", "--profile", "admin"]);
     let mut alice = b.connect(&alice_creds).unwrap();
     let bob = b.connect(&bob_creds).unwrap();
     let release = b.client("release").unwrap();
@@ -243,7 +252,10 @@ fn creds_past_their_expiry_are_closed_and_refused() {
     let b = Broker::start(TWO);
     // Long enough for a loaded CI machine to connect before the expiry; the wait below is for
     // the broker's own event, bounded.
-    let creds = b.mint("design", &["--user", "temp", "--expires", "10s"]);
+    let creds = b.mint(
+        "design",
+        &["--user", "temp", "--profile", "admin", "--expires", "10s"],
+    );
     let mut temp = b.connect(&creds).unwrap();
     assert!(
         wait_for(&b, &mut temp, "disconnected"),
@@ -285,7 +297,7 @@ fn creds_past_their_expiry_are_closed_and_refused() {
 #[test]
 fn one_tenants_failure_is_its_own_and_every_other_space_is_applied() {
     let b = Broker::start("[spaces.alpha.limits]\nmax_connections = 2\n");
-    let admin = b.creds("alpha");
+    let admin = b.owner("alpha");
     let mut first = b.connect(&admin).unwrap();
     let deleted = b.rt.block_on(async {
         let js = async_nats::jetstream::new(first.client.clone());

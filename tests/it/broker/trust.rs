@@ -651,7 +651,7 @@ fn the_config_digest_cotal_computes_is_the_one_nats_server_reports() {
 #[test]
 fn a_stream_a_tenant_recreated_beyond_repair_never_fails_other_work() {
     let b = Broker::start(TWO);
-    let release = b.client("release").unwrap();
+    let release = b.connect(&b.owner("release")).unwrap();
     b.rt.block_on(async {
         let js = async_nats::jetstream::new(release.client.clone());
         js.delete_stream("CHAT_release").await.unwrap();
