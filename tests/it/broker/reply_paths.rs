@@ -289,6 +289,28 @@ fn a_member_aims_every_answer_it_can_get_and_reaches_nothing_past_its_grant() {
         assert_eq!(m.payload.as_ref(), b"from bob");
     });
 
+    // And her DMs live (the stream's copy republished to her account): bob writes to her.
+    let mut dms = b.rt.block_on(async {
+        alice
+            .client
+            .subscribe("cotal.alpha.inst.acme.alice.>")
+            .await
+            .unwrap()
+    });
+    settled(&b, &alice, "$JS.API.INFO");
+    b.rt.block_on(async {
+        bob.client
+            .request("cotal.alpha.inst.acme.alice.acme.bob", "hi alice".into())
+            .await
+            .unwrap();
+        let m = tokio::time::timeout(Duration::from_secs(10), dms.next())
+            .await
+            .expect("alice reads bob's DM live")
+            .unwrap();
+        assert_eq!(m.payload.as_ref(), b"hi alice");
+        assert_eq!(m.subject.as_str(), "cotal.alpha.inst.acme.alice.acme.bob");
+    });
+
     // alice: a body of her choosing stored in her channel, then every answer aimed.
     let alice_account = side(&b, "alpha", "member:acme.alice");
     let (_w, mut witness) = member_witness(&b, "alpha", &alice_account);
@@ -382,6 +404,7 @@ fn a_member_aims_every_answer_it_can_get_and_reaches_nothing_past_its_grant() {
     let after = holdings(&b, &admin);
     let mut expected = before;
     *expected.streams.get_mut("CHAT_alpha").unwrap() += 4; // bob's and alice's three posts
+    *expected.streams.get_mut("DM_alpha").unwrap() += 1; // bob's DM to alice
     *expected.streams.get_mut("KV_cotal_presence_alpha").unwrap() += 1;
     assert_eq!(after, expected, "every target untouched");
     assert!(
@@ -622,5 +645,121 @@ fn an_admin_cannot_delete_or_purge_what_cotal_provisions_through_the_api() {
         .await
         .unwrap();
         js.delete_stream("MINE").await.unwrap();
+    });
+}
+
+/// The cluster attack: a space's observer loops its CONNZ with every node's STATSZ
+/// subject as the reply, which (from the system account) made every node look like it had
+/// no JetStream, so no R3 stream could be placed. From the observer's own account the
+/// answers land where nothing listens: the system account never sees them (a control user
+/// listening on every node's STATSZ gets only the nodes' own), and the cluster still places a
+/// new space's R3 streams and a tenant's own R3 stream.
+#[test]
+fn an_observer_aiming_its_answers_at_the_nodes_statsz_leaves_the_cluster_placing_r3_streams() {
+    let b = Broker::start_cluster("[spaces.alpha]\n");
+    let alpha = b.root.account_pub("alpha");
+    let control = b
+        .connect(
+            &cotal::mint::system_user(
+                &cotal::store::Root::at(b.root.path()).unwrap(),
+                "cotal-test-control",
+                cotal::permissions::control(),
+            )
+            .unwrap(),
+        )
+        .unwrap();
+    let (mut statsz, ids) = b.rt.block_on(async {
+        let sub = control
+            .client
+            .subscribe("$SYS.SERVER.*.STATSZ")
+            .await
+            .unwrap();
+        // Every node's id, from each node's own answer to a ping.
+        let inbox = control.client.new_inbox();
+        let mut answers = control.client.subscribe(inbox.clone()).await.unwrap();
+        control
+            .client
+            .publish_with_reply("$SYS.REQ.SERVER.PING.VARZ", inbox, "{}".into())
+            .await
+            .unwrap();
+        let mut ids = std::collections::BTreeSet::new();
+        while ids.len() < 3 {
+            let m = tokio::time::timeout(Duration::from_secs(10), answers.next())
+                .await
+                .expect("every node answers the ping")
+                .unwrap();
+            let v: serde_json::Value = serde_json::from_slice(&m.payload).unwrap();
+            ids.insert(v["server"]["id"].as_str().unwrap().to_string());
+        }
+        (sub, ids)
+    });
+    let targets: Vec<String> = ids
+        .iter()
+        .map(|id| format!("$SYS.SERVER.{id}.STATSZ"))
+        .collect();
+    let targets: Vec<&str> = targets.iter().map(String::as_str).collect();
+    let observer = b
+        .connect_with_inbox(
+            &std::fs::read_to_string(b.root.file(&format!(
+                ".cotal/space.{}/membership-observer.creds",
+                hex::encode("alpha")
+            )))
+            .unwrap(),
+            Some(format!("_INBOX_{alpha}")),
+        )
+        .unwrap();
+    // The loop, then one answer in hand: every aimed answer before it was sent.
+    for _ in 0..50 {
+        aim(
+            &b,
+            &observer,
+            &format!("$SYS.REQ.ACCOUNT.{alpha}.CONNZ"),
+            "{}",
+            &targets,
+        );
+    }
+    aimed_then_answered(
+        &b,
+        &observer,
+        &format!("$SYS.REQ.ACCOUNT.{alpha}.CONNZ"),
+        "{}",
+        &targets,
+    );
+    // The system account saw none of them: after a round trip, every STATSZ it has in hand
+    // is a node's own.
+    settled(&b, &control, "$SYS.REQ.SERVER.PING.VARZ");
+    while let Some(Some(m)) = futures::FutureExt::now_or_never(statsz.next()) {
+        let text = String::from_utf8_lossy(&m.payload);
+        assert!(
+            !text.contains("\"connections\""),
+            "an observer's CONNZ reached {}: {text}",
+            m.subject
+        );
+    }
+    // The cluster still places R3 streams: a new space's, provisioned by the apply, and a
+    // tenant's own.
+    b.desire("[spaces.alpha]\n\n[spaces.beta]\n");
+    b.root.apply().success();
+    let beta = b.space_status("beta").unwrap();
+    assert_eq!(beta["streams"], 15, "{beta}");
+    assert_eq!(beta["replicas"], 3, "{beta}");
+    let admin = b.client("alpha").unwrap();
+    b.rt.block_on(async {
+        let js = async_nats::jetstream::new(admin.client.clone());
+        let mut mine = js
+            .create_stream(async_nats::jetstream::stream::Config {
+                name: "MINE".into(),
+                subjects: vec!["mine.>".into()],
+                num_replicas: 3,
+                ..Default::default()
+            })
+            .await
+            .expect("an R3 stream is placed");
+        let info = mine.info().await.unwrap();
+        assert_eq!(
+            info.cluster.as_ref().map(|c| c.replicas.len()),
+            Some(2),
+            "a leader and two replicas"
+        );
     });
 }
