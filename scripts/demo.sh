@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job, end to end against a real broker in a temp root: init, plan and apply two
-# spaces, start the broker, mint creds and publish/read a message, add a third space hot (no
-# restart, no disconnect), remove one, stop.
+# spaces, start the broker, mint a member's creds and post/read a message, add a third space
+# hot (no restart, no disconnect), remove one, stop.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 COTAL_NATS_SERVER=$(scripts/nats-server.sh)
@@ -22,8 +22,8 @@ step "$cotal" plan
 step "$cotal" apply --auto-approve
 step "$cotal" up
 step "$cotal" status
-step "$cotal" creds design --user alice --out "$root/alice.creds"
-step "$pubsub" "nats://127.0.0.1:$port" "$root/alice.creds" design alice
+step "$cotal" creds design --member acme.alice --out "$root/alice.creds"
+step "$pubsub" "nats://127.0.0.1:$port" "$root/alice.creds" design acme.alice general
 pid=$(cat "$root/.cotal/nats.pid")
 printf '\n[spaces.ops]\n' >> "$root/cotal.toml"
 step "$cotal" plan --format markdown

@@ -1,4 +1,5 @@
-//! `cotal creds`: hand a person a user of a space (`cotal creds SPACE --user NAME`), or a
+//! `cotal creds`: hand a declared member a user of its own account (`cotal creds SPACE
+//! --member OWNER.ACTOR`), a space's owner a user of the space (`--user NAME --profile admin`), or a
 //! monitoring tool a read-only system user (`cotal creds --system monitor`), list the users
 //! handed out, and revoke them. The operations are [`crate::ops::creds`]; this file parses,
 //! writes the creds where asked and prints.
@@ -27,10 +28,10 @@ pub struct Args {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum Command {
-    /// Mint a user (the same as `cotal creds SPACE --user NAME`; use it for a space named
-    /// `mint`, `list` or `revoke`).
+    /// Mint a user (the same as `cotal creds SPACE --member OWNER.ACTOR` or `--user NAME`;
+    /// use it for a space named `mint`, `list` or `revoke`).
     #[command(
-        after_help = "Examples:\n  cotal creds mint design --user alice --out alice.creds\n  cotal creds mint list --user bob --out bob.creds        # a space named `list`"
+        after_help = "Examples:\n  cotal creds mint design --member acme.alice --out alice.creds\n  cotal creds mint list --user bob --profile admin --out bob.creds   # a space named `list`"
     )]
     Mint(MintArgs),
     /// Revoke users of a space (or, with --system, monitoring users): recorded now, enforced by
@@ -140,12 +141,13 @@ pub struct MintArgs {
     /// through its own consumer); named OWNER_ACTOR. A changed grant revokes it at the apply.
     #[arg(long, value_name = "OWNER.ACTOR", conflicts_with_all = ["user", "system", "profile"])]
     pub member: Option<String>,
-    /// What the user may do: `admin` is the space's owner, a user of its account with every
-    /// right but deleting or purging the streams and buckets cotal provisions through the API (`cotal space purge` and removal are the ways to do that). `member` is
-    /// retired and refused: declare the member in cotal.toml and mint it with --member (its
-    /// users get an account of their own, importing only its grant).
-    #[arg(long, value_enum, default_value_t = Profile::Member, conflicts_with = "system")]
-    pub profile: Profile,
+    /// What a --user may do (required with it): `admin` is the space's owner, a user of its
+    /// account with every right but deleting or purging the streams and buckets cotal
+    /// provisions through the API (`cotal space purge` and removal are the ways to do that).
+    /// `member` is retired and refused: declare the member in cotal.toml and mint it with
+    /// --member (its users get an account of their own, importing only its grant).
+    #[arg(long, value_enum, conflicts_with = "system")]
+    pub profile: Option<Profile>,
     /// How long the creds work: a duration (1h, 7d, 30d) or `never`. Default: 30 days. A
     /// monitoring user (--system) lives at most 90 days.
     #[arg(long, value_parser = parse_expiry, default_value = "30d", value_name = "DURATION|never")]
@@ -276,7 +278,9 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         );
     }
     let Some(raw_space) = args.space else {
-        return Err(Error::input("give the space and --user NAME"));
+        return Err(Error::input(
+            "give the space and --member OWNER.ACTOR, or --user NAME --profile admin",
+        ));
     };
     let space = SpaceName::parse(&raw_space).map_err(Error::input)?;
     let member = args
@@ -284,13 +288,30 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         .as_deref()
         .map(|m| declared_member(&root, &space, m))
         .transpose()?;
-    let user = match (&member, args.user) {
-        (Some((principal, _)), _) => principal.user_name(),
+    let (user, profile) = match (&member, args.user) {
+        (Some((principal, _)), _) => (principal.user_name(), Profile::Member),
         (None, Some(user)) => {
             refuse_member_name(&root, &space, &user)?;
-            user
+            let Some(profile) = args.profile else {
+                return Err(Error::input(
+                    Diagnostic::new(format!(
+                        "--user mints a user of space {}'s own account, which is its owner's: say so with --profile admin; nothing was minted.",
+                        space.quoted()
+                    ))
+                    .next(format!(
+                        "for anyone else, declare a member in cotal.toml ([spaces.{}.members.\"OWNER.ACTOR\"] with its read and post channels), run `cotal apply`, then `cotal creds {} --member OWNER.ACTOR`",
+                        crate::adopt::toml_key(space.as_str()),
+                        space.as_str()
+                    )),
+                ));
+            };
+            (user, profile)
         }
-        (None, None) => return Err(Error::input("give the space and --user NAME")),
+        (None, None) => {
+            return Err(Error::input(
+                "give the space and --member OWNER.ACTOR, or --user NAME --profile admin",
+            ));
+        }
     };
     crate::permissions::valid_user_name(&user).map_err(Error::input)?;
     let issued = crate::ops::creds::mint(
@@ -298,7 +319,7 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         &Request {
             space: space.clone(),
             user,
-            profile: args.profile,
+            profile,
             expires: match args.expires {
                 Expiry::After(d) => Some(d),
                 Expiry::Never => None,
@@ -350,7 +371,7 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
         m.key,
         space.quoted()
     );
-    if m.profile == crate::permissions::Profile::Member {
+    if m.member.is_some() {
         eprintln!(
             "Connect it with the inbox prefix {:?} (the only inbox a member may subscribe under).",
             crate::permissions::member_inbox(&m.name)

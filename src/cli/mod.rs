@@ -126,7 +126,7 @@ pub enum Command {
     Status(status_cmd::Args),
     /// Mint a user creds file for a space.
     #[command(
-        after_help = "Examples:\n  cotal creds design --user alice --out alice.creds\n  cotal creds design --user ci --profile admin --expires 7d --out ci.creds\n  cotal creds --system monitor --out monitor.creds\n  cotal creds list design\n  cotal creds revoke design --user alice && cotal apply"
+        after_help = "Examples:\n  cotal creds design --member acme.alice --out alice.creds\n  cotal creds design --user ci --profile admin --expires 7d --out ci.creds\n  cotal creds --system monitor --out monitor.creds\n  cotal creds list design\n  cotal creds revoke design --user alice && cotal apply"
     )]
     Creds(creds_cmd::Args),
     /// Add, remove, suspend, resume or list spaces (edits cotal.toml, applies only that change).

@@ -40,7 +40,7 @@ pub enum Command {
     /// A new signing key for one space's account: users signed by the old key (every creds
     /// `cotal creds` minted for it) are refused after the reload; mint new ones.
     #[command(
-        after_help = "Examples:\n  cotal rotate account design\n  cotal rotate account design --auto-approve && cotal creds design --user alice --out alice.creds"
+        after_help = "Examples:\n  cotal rotate account design\n  cotal rotate account design --auto-approve && cotal creds design --member acme.alice --out alice.creds"
     )]
     Account {
         /// The space whose account gets a new signing key.

@@ -527,6 +527,7 @@ mod tests {
             .collect();
         let mut o = crate::testing::observed(&refs);
         o.broker = crate::observed::BrokerRecordState::Valid(trust.clone());
+        o.system.monitor = crate::testing::monitor_observed(&trust);
         let text: String = names.iter().map(|n| format!("[spaces.{n}]\n")).collect();
         let desired = crate::desired::parse(&format!("version = 1\n{text}"), "f").unwrap();
         (trust, o, desired)
@@ -607,11 +608,8 @@ mod tests {
             generation: 4,
             inventory_digest: render::preloads_digest(&preloads),
         });
-        assert!(
-            crate::plan::compute(&converged, &o, &Default::default())
-                .unwrap()
-                .is_empty()
-        );
+        let p = crate::plan::compute(&converged, &o, &Default::default()).unwrap();
+        assert!(p.is_empty(), "{:#?}", p.steps);
 
         // An add changes every node the same way: shown once.
         let plan = crate::plan::compute(

@@ -235,6 +235,17 @@ mod tests {
             keys.insert(SysRole::Evictor, "EVI".into());
         }
         o.system.keys = SysKeysState::Scoped(keys);
+        // Its monitoring account lists the monitor key above, current.
+        let sys_pub = match &o.broker {
+            crate::observed::BrokerRecordState::Valid(t) => t.sys_pub.clone(),
+            _ => String::new(),
+        };
+        if let Some((public, _)) = &o.system.monitor {
+            o.system.monitor = Some((
+                public.clone(),
+                crate::side_accounts::monitor_claims(&sys_pub, "MON", &Default::default()),
+            ));
+        }
         o.now = NOW;
     }
 
@@ -424,8 +435,13 @@ mod tests {
             .insert("UMON".into(), NOW - 10);
         let r = reissue(&d, &revoking, &intent, &removals).expect("a re-issue");
         assert_eq!(r.handed_out.get("UMON"), Some(&(NOW - 10)));
-        // Once the JWT holds it, nothing is left to do.
-        revoking.system.revocations.insert("UMON".into(), NOW - 10);
+        // Once the monitoring account's JWT holds it, nothing is left to do.
+        let (_, claims) = revoking
+            .system
+            .monitor
+            .as_mut()
+            .expect("a monitoring account");
+        claims.revocations.insert("UMON".into(), NOW - 10);
         assert_eq!(reissue(&d, &revoking, &intent, &removals), None);
     }
 }
