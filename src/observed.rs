@@ -121,6 +121,9 @@ pub struct ObservedSpace {
     pub sides: BTreeMap<crate::side_accounts::SideRole, ObservedSide>,
     /// The exports its account JWT carries (what its side accounts import from).
     pub exports: Vec<crate::jwt::Export>,
+    /// The imports its account JWT carries (cotal writes none; an adopted account whose
+    /// claims are kept may carry its own).
+    pub imports: Vec<crate::jwt::Import>,
     /// Users its ledger records of the retired `member` profile (`cotal creds --user` before
     /// side accounts), not revoked nor expired. They live in the space's account, so every
     /// answer the broker gives them lands there; a plan revokes them, by name.
@@ -185,6 +188,7 @@ impl ObservedSpace {
             member_users: Vec::new(),
             sides: BTreeMap::new(),
             exports: Vec::new(),
+            imports: Vec::new(),
             retired_users: Vec::new(),
         }
     }

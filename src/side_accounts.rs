@@ -417,8 +417,8 @@ pub fn member_imports(token: &str, account: &str, p: &Principal, grant: &Grant) 
 /// post, a DM, a presence key, the reads of a member's history, its consumer and its acks, the
 /// presence and registry reads, the account's own `CONNZ`) and the republished stream of what
 /// its chat and DM streams store. Public: only side accounts cotal signs import them (adoption
-/// refuses an account that imports, unless its claims are kept, and those may import nothing
-/// of a space: [`foreign_imports`]).
+/// refuses an account that imports, unless its claims are kept, and a plan refuses kept
+/// claims that import any of these: [`foreign_imports`]).
 pub fn space_exports(token: &str) -> Vec<Export> {
     let (chat, kv) = streams(token);
     let mut out = vec![
@@ -518,16 +518,45 @@ pub fn monitor_claims(
     n
 }
 
-/// The imports among `imports` (of an account whose claims cotal keeps as they are) that name
-/// an account of `spaces`: refused, since they would reach a space past its side accounts.
+/// The imports among `imports` (of an adopted account whose claims cotal keeps as they are)
+/// that cotal's own exports would answer: from the system account `system` (its events,
+/// `KICK`, the monitoring requests) or from a space's account (`spaces`: account public key to
+/// wire token) of a subject overlapping what cotal exports there for side accounts. Nothing
+/// exported those subjects before cotal did, so such an import lay dormant; it would reach a
+/// space, or every tenant's connections, past the side accounts. A plan refuses them.
 pub fn foreign_imports<'a>(
     imports: &'a [Import],
-    spaces: &std::collections::BTreeSet<&str>,
+    system: &str,
+    spaces: &std::collections::BTreeMap<String, String>,
 ) -> Vec<&'a Import> {
     imports
         .iter()
-        .filter(|i| spaces.contains(i.account.as_str()))
+        .filter(|i| {
+            let exported = if i.account == system {
+                system_exports()
+            } else if let Some(token) = spaces.get(&i.account) {
+                space_exports(token)
+            } else {
+                return false;
+            };
+            exported
+                .iter()
+                .any(|e| subjects_overlap(&e.subject, &i.subject))
+        })
         .collect()
+}
+
+/// Whether two NATS subjects or patterns can match one subject in common.
+fn subjects_overlap(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (a.split('.').collect(), b.split('.').collect());
+    for i in 0..a.len().max(b.len()) {
+        match (a.get(i), b.get(i)) {
+            (Some(&">"), Some(_)) | (Some(_), Some(&">")) => return true,
+            (Some(x), Some(y)) if x == y || *x == "*" || *y == "*" => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// A member's user permissions name the same subjects its account imports.
@@ -548,6 +577,27 @@ pub fn member_permissions(token: &str, p: &Principal, grant: &Grant) -> Permissi
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kept_import_cotal_would_answer_is_foreign_and_one_of_the_exporters_own_is_not() {
+        let spaces =
+            std::collections::BTreeMap::from([("ABILL".to_string(), "billing".to_string())]);
+        let imports = vec![
+            Import::service("kick", "ASYS", "$SYS.REQ.SERVER.*.KICK"),
+            Import::stream("events", "ASYS", "$SYS.ACCOUNT.ABILL.>"),
+            Import::service("posts", "ABILL", "cotal.billing.chat.x.y.general"),
+            Import::service("own", "ABILL", "billing.api.>"),
+            Import::service("elsewhere", "AOTHER", "cotal.billing.>"),
+        ];
+        let foreign: Vec<&str> = foreign_imports(&imports, "ASYS", &spaces)
+            .iter()
+            .map(|i| i.name.as_str())
+            .collect();
+        assert_eq!(foreign, ["kick", "events", "posts"]);
+        assert!(subjects_overlap("a.*.c", "a.b.>"));
+        assert!(!subjects_overlap("a.b", "a.b.c"));
+        assert!(!subjects_overlap("a.>", "a"));
+    }
     use crate::jwt::Exchange;
 
     fn grant(read: &[&str], post: &[&str]) -> Grant {
@@ -691,15 +741,5 @@ mod tests {
         }
         assert!(serde_json::from_str::<SideRole>("\"member:nodot\"").is_err());
         assert!(serde_json::from_str::<SideRole>("\"owner\"").is_err());
-    }
-
-    #[test]
-    fn a_kept_claim_importing_from_a_space_is_found() {
-        let imports = vec![
-            Import::service("x", "AALPHA", "cotal.alpha.>"),
-            Import::stream("y", "AOTHER", "z"),
-        ];
-        let spaces = std::collections::BTreeSet::from(["AALPHA"]);
-        assert_eq!(foreign_imports(&imports, &spaces).len(), 1);
     }
 }

@@ -359,6 +359,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
             claims.nats.revocations,
         );
         space.exports = claims.nats.exports.clone();
+        space.imports = claims.nats.imports.clone();
         for (role, side) in &s.side_accounts {
             let c: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&side.jwt)
                 .map_err(|e| format!("the {role} side account of space {}: {e}", name.quoted()))?;

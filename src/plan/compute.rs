@@ -106,6 +106,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     let rekeyed = desired.with_recorded_names(observed.inventory.spaces.keys());
     let desired = rekeyed.as_ref().unwrap_or(desired);
     let trust = guards::guard_trust(observed)?;
+    guards::guard_kept_imports(observed, &trust)?;
     guards::guard_liveness(observed)?;
     guards::guard_journal(observed)?;
     guards::guard_nodes(desired, observed, intent)?;

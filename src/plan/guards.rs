@@ -94,6 +94,44 @@ pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Refusal> {
     Ok(broker)
 }
 
+/// An adopted account whose kept claims import what cotal exports for side accounts (from the
+/// system account or a space's account: [`crate::side_accounts::foreign_imports`]) would reach
+/// past them once loaded: refused, naming each import.
+pub fn guard_kept_imports(observed: &Observed, trust: &BrokerTrust) -> Result<(), Refusal> {
+    let spaces: std::collections::BTreeMap<String, String> = observed
+        .inventory
+        .spaces
+        .iter()
+        .map(|(name, s)| (s.account_pub.clone(), name.token()))
+        .collect();
+    let mut found = Vec::new();
+    for (name, space) in &observed.inventory.spaces {
+        for i in crate::side_accounts::foreign_imports(&space.imports, &trust.sys_pub, &spaces) {
+            found.push(format!(
+                "{} imports {:?} from {}",
+                name.quoted(),
+                i.subject,
+                if i.account == trust.sys_pub {
+                    "the system account".to_string()
+                } else {
+                    format!("account {}", i.account)
+                }
+            ));
+        }
+    }
+    if found.is_empty() {
+        return Ok(());
+    }
+    Err(Diagnostic::refusal(
+        format!(
+            "an adopted account's kept claims import what cotal exports only for a space's own side accounts (its members, observer and evictor), so its users would reach another space or every tenant's connections:\n  {}",
+            found.join("\n  ")
+        ),
+        NOTHING_CHANGED,
+        "remove those imports from the account (`nsc delete import`, then adopt it again), or leave the account out of this broker",
+    ))
+}
+
 /// An inventory with a record that is not a valid record of this broker is uncertain: the
 /// record may be a real tenant.
 fn inventory(inv: &Inventory) -> Result<(), Refusal> {
@@ -634,6 +672,41 @@ mod tests {
         o.nodes[0].server_conf = Some(PromotedConfig::new(conf.to_string()));
         o.nodes[0].process = process;
         o
+    }
+
+    #[test]
+    fn a_kept_import_of_what_cotal_exports_for_side_accounts_is_refused_by_name() {
+        use crate::testing::{observed, space};
+        let (trust, _) = crate::testing::minted(&[]);
+        let spec = crate::model::SpaceSpec::default();
+        let billing = space("ABILL", &spec);
+        let mut team = space("ATEAM", &spec);
+        team.kept_claims = vec!["imports".into()];
+        // Its own design: billing's own API, which cotal does not export.
+        team.imports = vec![crate::jwt::Import::service("api", "ABILL", "billing.api.>")];
+        let o = observed(&[("billing", billing.clone()), ("team", team.clone())]);
+        assert!(guard_kept_imports(&o, &trust).is_ok());
+        // What cotal exports for billing's members, and the system account's KICK: refused.
+        team.imports.push(crate::jwt::Import::service(
+            "posts",
+            "ABILL",
+            "cotal.billing.>",
+        ));
+        team.imports.push(crate::jwt::Import::service(
+            "kick",
+            &trust.sys_pub,
+            "$SYS.REQ.SERVER.*.KICK",
+        ));
+        let o = observed(&[("billing", billing), ("team", team)]);
+        let why = guard_kept_imports(&o, &trust).unwrap_err().to_string();
+        assert!(
+            why.contains("\"team\" imports \"cotal.billing.>\" from account ABILL")
+                && why.contains(
+                    "\"team\" imports \"$SYS.REQ.SERVER.*.KICK\" from the system account"
+                )
+                && !why.contains("billing.api"),
+            "{why}"
+        );
     }
 
     #[test]

@@ -30,6 +30,7 @@ pub struct ValidRecord {
     /// only what cotal models of the JWT's ([`crate::jwt::AccountLimits::modeled`]).
     pub kept_claims: Vec<String>,
     pub exports: Vec<jwt::Export>,
+    pub imports: Vec<jwt::Import>,
     pub sides: std::collections::BTreeMap<crate::side_accounts::SideRole, ObservedSide>,
 }
 
@@ -139,6 +140,7 @@ pub fn validate(
     Ok(ValidRecord {
         space,
         exports: claims.nats.exports,
+        imports: claims.nats.imports,
         sides,
         account_pub: record.account.public,
         signing_pub: record.account.signing_pub,
@@ -230,6 +232,7 @@ pub fn read(root: &Root, trust: &BrokerTrust, memo: &SignatureMemo) -> Result<In
             space.archived = v.archived;
             space.kept_claims = v.kept_claims;
             space.exports = v.exports;
+            space.imports = v.imports;
             space.sides = v.sides;
             (v.space, space)
         })
