@@ -236,9 +236,11 @@ pub fn added(members: &BTreeMap<Principal, Grant>, keys: &Keys) -> SideChanges {
 
 fn added_line(role: &SideRole, suspended: bool) -> String {
     let what = match role {
-        SideRole::Member(_) => "its users live there, importing only its grant from the space",
+        SideRole::Member(_) => {
+            "its users live there, importing only its grant from the space; their connections are that account's, so the space's connection list (which the original's membership feed reads) no longer shows them"
+        }
         SideRole::Observer => {
-            "the membership observer's creds live there: the space's connect and disconnect events and its connections, imported, nothing else"
+            "the membership observer's creds live there (a new creds file: restart the original's membership feed with it): the space's connect and disconnect events and its connections, imported, nothing else"
         }
         SideRole::Evictor => {
             "the connection evictor's creds live there: KICK and the space's connections, imported, nothing else"
