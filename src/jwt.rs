@@ -320,6 +320,8 @@ pub struct Import {
 }
 
 impl Import {
+    /// A service import of `subject` from `account`: a request sent on it is answered into
+    /// the importing account (nats-server rewrites its reply subject).
     pub fn service(name: &str, account: &str, subject: &str) -> Self {
         Import {
             name: name.into(),
@@ -330,6 +332,7 @@ impl Import {
         }
     }
 
+    /// A stream import of `subject` from `account`: the messages published on it there.
     pub fn stream(name: &str, account: &str, subject: &str) -> Self {
         Import {
             kind: Exchange::Stream,

@@ -24,7 +24,7 @@
 //! | [`relocation`] | a space's move to another broker: the source's record, the destination's receipt, and the check of one against the other | pure |
 //! | [`adopt`] | adoption of a root the original Cotal made: what was found, what adopting it does, the `cotal.toml` it writes | pure |
 //! | [`members`] | declared members of a space and their channel ACLs: who may read and post where, the `acl` records, what a plan changes of them | pure |
-//! | [`side_accounts`] | the accounts beside a space's: one per declared member, its observer's and its evictor's, each importing from the space only what its principal may do; the space's and the system account's exports | pure |
+//! | [`side_accounts`] | the accounts beside a space's: one per declared member, its observer's and its evictor's, each importing from the space only what its principal may do; the space's and the system account's exports; the monitoring account; the check of kept imports | pure |
 //! | [`nsc`] | adoption of an operator managed with nsc: its store's keys and JWTs as a broker and its spaces, the claims cotal does not model | pure |
 //! | [`streams`] | the one table of a space's streams and buckets | pure |
 //! | [`permissions`] | the permissions of every user cotal mints | pure |

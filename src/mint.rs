@@ -274,6 +274,14 @@ pub fn side_accounts(
             .transpose()
     };
     let (observer, evictor) = (key_of(SysRole::Observer)?, key_of(SysRole::Evictor)?);
+    // The space's connection and payload limits, as its account JWT holds them (re-issued
+    // before its side accounts are written).
+    let space_claims: jwt::Claims<serde_json::Value> = jwt::decode_verified(&record.account.jwt)?;
+    let limit = |field: &str| {
+        space_claims.nats["limits"][field]
+            .as_i64()
+            .unwrap_or(jwt::UNLIMITED)
+    };
     let ctx = crate::side_accounts::Space {
         token: &token,
         account: &record.account.public,
@@ -282,6 +290,8 @@ pub fn side_accounts(
         observer_key: observer.as_deref(),
         evictor_key: evictor.as_deref(),
         suspended,
+        conn: limit("conn"),
+        payload: limit("payload"),
     };
     let mut out = record.clone();
     for role in drop {

@@ -1693,8 +1693,22 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
                         .collect()
                 })
                 .unwrap_or_default(),
-            connections: Some(account.map(|a| a.connections).unwrap_or(0)),
+            connections: None,
+            per_account: Vec::new(),
         };
+        // Its own account's connections, then its members' accounts' (each bounded on its own).
+        let mut per_account = vec![account.map(|a| a.connections).unwrap_or(0)];
+        per_account.extend(
+            space
+                .sides
+                .iter()
+                .filter(|(role, _)| matches!(role, crate::side_accounts::SideRole::Member(_)))
+                .filter_map(|(_, side)| figures.accounts.get(&side.account_pub))
+                .map(|a| a.connections)
+                .filter(|c| *c > 0),
+        );
+        space.usage.connections = Some(per_account.iter().sum());
+        space.usage.per_account = per_account;
         let Some(account) = account else { return };
         // Only a single server's: a cluster's report may come from a replica that is behind.
         let bucket = streams::registry_stream(&name.token());

@@ -237,8 +237,14 @@ pub enum UsageSource {
 pub struct Usage {
     pub source: UsageSource,
     pub streams: Vec<StreamUsage>,
+    /// The space's tenant connections: its own account's and its members' accounts' (not its
+    /// observer's nor its evictor's, which cotal's helpers hold).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub connections: Option<u64>,
+    /// The same, per account (the space's first, then each member's that has any): a
+    /// connection limit bounds each account on its own.
+    #[serde(skip)]
+    pub per_account: Vec<u64>,
 }
 
 impl Usage {

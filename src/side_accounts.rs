@@ -24,16 +24,21 @@
 //!   copy). Its account maps the post's subject to [`POST_PREFIX`] (`$COTAL.POST.<t>.…`) before
 //!   the import forwards it, so the echo never matches the member's subscription.
 //!
+//! It also owns the root's monitoring account (the same idea for the monitoring users
+//! `cotal creds --system monitor` hands out: the read-only `$SYS` requests imported, nothing
+//! else) and the check of an adopted account's kept imports ([`foreign_imports`]).
+//!
 //! Invariants: every side account is a plain account (no JetStream), signed by the operator like
-//! the space's; its claims are a pure function of its role and [`Space`]; the space's exports
-//! depend on its token alone, so they never change with its members.
+//! the space's, a member's carrying the space's connection and payload limits; its claims are a
+//! pure function of its role and [`Space`]; the space's exports depend on its token alone, so
+//! they never change with its members.
 
 use crate::jwt::{
     self, AccountLimits, AccountNats, Export, Import, Permission, Permissions, SigningKey,
     UserScope,
 };
 use crate::members::{Grant, Principal};
-use crate::permissions::{SysRole, inbox_prefix, member_inbox};
+use crate::permissions::{SysRole, inbox_prefix};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -135,28 +140,27 @@ pub struct Space<'a> {
     pub evictor_key: Option<&'a str>,
     /// Suspended: no side account accepts a connection either.
     pub suspended: bool,
+    /// The space's connection and payload limits (its account's `conn` and `payload`), which
+    /// each of its side accounts carries too: nats-server counts connections per account, so a
+    /// member's account must bound its own, and a message a member publishes is forwarded into
+    /// the space whatever the space's own payload limit says.
+    pub conn: i64,
+    pub payload: i64,
 }
 
-/// The roles a space has side accounts for: one per declared member, the observer when the
-/// root keeps an observer key, the evictor when it keeps an evictor key.
-pub fn roles(space: &Space, members: &BTreeMap<Principal, Grant>) -> Vec<SideRole> {
-    let mut out = Vec::new();
-    if space.observer_key.is_some() {
-        out.push(SideRole::Observer);
-    }
-    if space.evictor_key.is_some() {
-        out.push(SideRole::Evictor);
-    }
-    out.extend(members.keys().cloned().map(SideRole::Member));
-    out
-}
-
-/// The limits of a side account: no JetStream, nothing else bounded but connections, which a
-/// suspension closes with the space's own.
-fn limits(suspended: bool) -> AccountLimits {
+/// A side account's limits: no JetStream, no connection while the space is suspended; a
+/// member's carries the space's connection and payload limits (its clients are the tenant's),
+/// the observer's and the evictor's (cotal's helpers) no other; leaf nodes are unbounded, as
+/// in the space's own account.
+fn limits(role: &SideRole, space: &Space) -> AccountLimits {
+    let (conn, payload) = match role {
+        SideRole::Member(_) => (space.conn, space.payload),
+        SideRole::Observer | SideRole::Evictor => (jwt::UNLIMITED, AccountLimits::system().payload),
+    };
     AccountLimits {
-        conn: if suspended { 0 } else { jwt::UNLIMITED },
-        leaf: if suspended { 0 } else { jwt::UNLIMITED },
+        conn: if space.suspended { 0 } else { conn },
+        leaf: if space.suspended { 0 } else { jwt::UNLIMITED },
+        payload,
         ..AccountLimits::system()
     }
 }
@@ -183,7 +187,7 @@ pub fn claims(
     grant: Option<&Grant>,
     revocations: &jwt::Revocations,
 ) -> AccountNats {
-    let mut n = nats(limits(space.suspended));
+    let mut n = nats(limits(role, space));
     n.revocations = revocations.clone();
     match role {
         SideRole::Observer => {
@@ -507,7 +511,12 @@ pub fn monitor_claims(
     monitor_key: &str,
     revocations: &jwt::Revocations,
 ) -> AccountNats {
-    let mut n = nats(limits(false));
+    // The operator's own monitoring tools: no JetStream, no other limit.
+    let mut n = nats(AccountLimits {
+        conn: jwt::UNLIMITED,
+        leaf: jwt::UNLIMITED,
+        ..AccountLimits::system()
+    });
     n.signing_keys = vec![SigningKey::Scoped(UserScope::new(
         monitor_key,
         SysRole::Monitor.name(),
@@ -559,24 +568,52 @@ fn subjects_overlap(a: &str, b: &str) -> bool {
     true
 }
 
-/// A member's user permissions name the same subjects its account imports.
-pub fn member_permissions(token: &str, p: &Principal, grant: &Grant) -> Permissions {
-    let mut perms = crate::permissions::member_grant(token, p, grant);
-    // Replies arrive on its own inbox prefix; its account is its own, so nobody else's are there.
-    debug_assert!(
-        perms
-            .subscribe
-            .allow
-            .contains(&format!("{}.>", member_inbox(&p.user_name())))
-    );
-    perms.publish.allow.sort();
-    perms.subscribe.allow.sort();
-    perms
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    use crate::permissions::member_inbox;
+
+    /// A member's user permissions name the same subjects its account imports.
+    fn member_permissions(token: &str, p: &Principal, grant: &Grant) -> Permissions {
+        let mut perms = crate::permissions::member_grant(token, p, grant);
+        // Replies arrive on its own inbox prefix; its account is its own, so nobody else's are there.
+        debug_assert!(
+            perms
+                .subscribe
+                .allow
+                .contains(&format!("{}.>", member_inbox(&p.user_name())))
+        );
+        perms.publish.allow.sort();
+        perms.subscribe.allow.sort();
+        perms
+    }
+
+    #[test]
+    fn a_members_account_carries_the_spaces_connection_and_payload_limits() {
+        let alice = Principal::parse("acme.alice").unwrap();
+        let g = grant(&["general"], &["general"]);
+        let observer = claims(
+            &SideRole::Observer,
+            &space(false),
+            None,
+            &Default::default(),
+        );
+        assert_eq!(
+            observer.limits.conn,
+            jwt::UNLIMITED,
+            "cotal's helper: no limit"
+        );
+        for role in [SideRole::Observer, SideRole::Member(alice)] {
+            let active = claims(&role, &space(false), Some(&g), &Default::default());
+            if matches!(role, SideRole::Member(_)) {
+                assert_eq!((active.limits.conn, active.limits.payload), (100, 1 << 20));
+            }
+            assert!(!active.limits.jetstream_enabled());
+            let suspended = claims(&role, &space(true), Some(&g), &Default::default());
+            assert!(suspended.limits.is_suspended());
+        }
+    }
 
     #[test]
     fn a_kept_import_cotal_would_answer_is_foreign_and_one_of_the_exporters_own_is_not() {
@@ -617,6 +654,8 @@ mod tests {
             observer_key: Some("AOBS"),
             evictor_key: None,
             suspended,
+            conn: 100,
+            payload: 1 << 20,
         }
     }
 
@@ -693,7 +732,7 @@ mod tests {
             &Default::default(),
         );
         assert!(!active.limits.jetstream_enabled());
-        assert_eq!(active.limits.conn, jwt::UNLIMITED);
+        assert_eq!(active.limits.conn, 100, "the space's connection limit");
         assert_eq!(
             active.signing_keys,
             [SigningKey::Plain("ASIGN".into())],
@@ -726,7 +765,6 @@ mod tests {
                 .iter()
                 .any(|i| i.local_subject.as_deref() == Some("$SYS.REQ.ACCOUNT.AALPHA.CONNZ"))
         );
-        assert_eq!(roles(&space(false), &BTreeMap::new()), [SideRole::Observer]);
     }
 
     #[test]

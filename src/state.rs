@@ -396,6 +396,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                 })
                 .collect(),
             connections: None,
+            per_account: Vec::new(),
         };
         space.sys_creds_present = s.sys_creds;
         space.sys_users = s.sys_users.clone();

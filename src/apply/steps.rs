@@ -335,7 +335,10 @@ pub struct SideAccountsWrite<'a> {
 
 /// Write the space's side accounts into its record ([`mint::side_accounts`]), and record the
 /// revocations the step adds in its ledger (remembered like the record: a reload that does not
-/// confirm puts both back).
+/// confirm puts both back). The ledger is written first: after a crash between the two, the
+/// re-plan sees the users revoked and the record without them, and writes the record again;
+/// the other order would leave a record that already refuses them and a ledger that does not
+/// say so, which no plan would finish.
 pub fn write_side_accounts(
     ctx: &Context,
     record: &BrokerRecord,
@@ -345,7 +348,6 @@ pub fn write_side_accounts(
     let current = planned_record(ctx, w.space, w.account)?;
     let updated = mint::side_accounts(record, &current, w.suspended, w.write, w.drop)
         .map_err(Error::other)?;
-    write_record(ctx, state, w.space, &updated)?;
     let added: Vec<&(String, i64)> = w
         .write
         .iter()
@@ -367,6 +369,7 @@ pub fn write_side_accounts(
             crate::store::users::save(ctx.root, w.space, &ledger)?;
         }
     }
+    write_record(ctx, state, w.space, &updated)?;
     fault::point(Point::AfterRecordWritten);
     Ok(())
 }

@@ -1,6 +1,6 @@
-//! Evicting one space: close every live connection of it, with cotal's own
-//! control user: the CONNZ of that account only, then a KICK of exactly the client ids it
-//! listed. nats-server never reuses a client id while it runs, so a client of another space
+//! Evicting one space: close every live connection of it (its own account's and its members'
+//! accounts'), with cotal's own control user: the CONNZ of each of those accounts only, then a
+//! KICK of exactly the client ids it listed. nats-server never reuses a client id while it runs, so a client of another space
 //! can never be named, even when the list is stale by the time it is used.
 
 use crate::audit::Event;
@@ -29,12 +29,23 @@ pub fn evict(root: &Root, space: &SpaceName, lock_timeout: Duration) -> Result<E
     plan::guard_trust(&observed)?;
     plan::guard_liveness(&observed)?;
     apply::refuse_if_journal_open(&observed.journal, "space evict")?;
-    let Some(account) = observed.inventory.spaces.get(space).map(|s| &s.account_pub) else {
+    let Some(observed_space) = observed.inventory.spaces.get(space) else {
         return Err(Error::input(format!(
             "no space {} on this root",
             space.quoted()
         )));
     };
+    // Its tenant's accounts: its own, and each member's (its observer's and evictor's are
+    // cotal's helpers, not the tenant's clients).
+    let accounts: Vec<&str> = std::iter::once(observed_space.account_pub.as_str())
+        .chain(
+            observed_space
+                .sides
+                .iter()
+                .filter(|(role, _)| matches!(role, crate::side_accounts::SideRole::Member(_)))
+                .map(|(_, side)| side.account_pub.as_str()),
+        )
+        .collect();
     if observed.process() == BrokerProcess::Stopped {
         return Ok(Evicted::BrokerStopped);
     }
@@ -55,7 +66,9 @@ pub fn evict(root: &Root, space: &SpaceName, lock_timeout: Duration) -> Result<E
     }
     let running = Running::connect(root, &desired.topology, &observed)?;
     let mut closed = 0usize;
-    let result = kick_all(running.control(), account, &mut closed);
+    let result = accounts
+        .iter()
+        .try_for_each(|account| kick_all(running.control(), account, &mut closed));
     let outcome = match &result {
         Ok(()) => format!("closed {closed} connection(s)"),
         Err(e) => format!("closed {closed} connection(s), then failed: {e}"),

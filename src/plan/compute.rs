@@ -126,7 +126,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     guards::guard_artifact_shrink(desired, observed)?;
     let purges = purges::collect(desired, observed, &intent.purge, &removals)?;
     let not_started = purges::not_started(observed, &purges);
-    let system = system::reissue(desired, observed, intent, &removals);
+    let system = system::reissue(desired, observed, intent);
     let diff = diff::diff(
         desired,
         observed,

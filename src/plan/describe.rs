@@ -203,15 +203,23 @@ fn existing(
             blast.connections_dropped = live;
             blast.data_kept = true;
             details.push("suspension closes every live connection of the space and refuses new ones; streams and buckets are kept".into());
-        } else if let (Some(max), Some(live)) = (spec.limits.max_connections, live)
+        } else if let Some(max) = spec.limits.max_connections
             && spec.state == SpaceState::Active
-            && live > max
         {
-            blast.connections_dropped = Some(live - max);
-            details.push(format!(
-                "{live} live connections > new max {max}: the newest {} are closed",
-                live - max
-            ));
+            // The limit bounds the space's account and each member's on its own.
+            let over: u64 = space
+                .usage
+                .per_account
+                .iter()
+                .map(|c| c.saturating_sub(max))
+                .sum();
+            if over > 0 {
+                blast.connections_dropped = Some(over);
+                details.push(format!(
+                    "{} live connections, more than the new max {max} in an account (the space's, or a member's): the newest {over} are closed",
+                    live.unwrap_or(0)
+                ));
+            }
         }
         if space.revoked != space.revocations {
             details.push("the revoked users' live connections are closed at the reload, and they are refused from then on".into());

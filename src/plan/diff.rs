@@ -332,6 +332,7 @@ pub fn diff(
                 token: &name.token(),
                 space,
                 suspended: spec.state == SpaceState::Suspended,
+                limits: &expected,
                 members: desired.members.get(name).unwrap_or(&no_members),
                 rotating,
                 revoking: &side_revoking,

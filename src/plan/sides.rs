@@ -113,6 +113,9 @@ pub struct Need<'a> {
     pub token: &'a str,
     pub space: &'a ObservedSpace,
     pub suspended: bool,
+    /// The space's account limits as this plan leaves them: its side accounts carry its
+    /// connection and payload limits.
+    pub limits: &'a crate::jwt::AccountLimits,
     pub members: &'a BTreeMap<Principal, Grant>,
     /// The space's signing key is replaced by this plan (`cotal rotate account`): its members'
     /// accounts list the new one.
@@ -133,6 +136,8 @@ pub fn changes(need: &Need, keys: &Keys) -> SideChanges {
         observer_key: keys.observer.key(),
         evictor_key: keys.evictor.key(),
         suspended: need.suspended,
+        conn: need.limits.conn,
+        payload: need.limits.payload,
     };
     let mut wanted: Vec<SideRole> = Vec::new();
     if keys.observer != KeyAfter::None {
@@ -272,7 +277,7 @@ fn changed_line(
             "resumed with the space".to_string()
         });
     } else if had.limits != want.limits {
-        what.push("its limits put back".into());
+        what.push("its connection and payload limits follow the space's".into());
     }
     if had.imports != want.imports || had.mappings != want.mappings {
         what.push(match role {
@@ -355,6 +360,8 @@ mod tests {
                 observer_key: keys.observer.key(),
                 evictor_key: keys.evictor.key(),
                 suspended,
+                conn: crate::jwt::AccountLimits::for_space(&SpaceSpec::default()).conn,
+                payload: crate::jwt::AccountLimits::for_space(&SpaceSpec::default()).payload,
             };
             let claims = side_accounts::claims(&w.role, &ctx, w.grant.as_ref(), &w.revocations);
             let pub_ = s
@@ -390,6 +397,7 @@ mod tests {
                     token: "alpha",
                     space: s,
                     suspended,
+                    limits: &crate::jwt::AccountLimits::for_space(&SpaceSpec::default()),
                     members,
                     rotating: false,
                     revoking: &BTreeMap::new(),

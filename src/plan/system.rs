@@ -7,7 +7,6 @@
 //! this one finds nothing to do (every reason below is one the apply removes).
 
 use super::Intent;
-use super::removals::Removals;
 use crate::desired::Desired;
 use crate::model::{SpaceName, SpaceState};
 use crate::observed::{Observed, ObservedSpace, SysKeysState};
@@ -32,12 +31,7 @@ pub struct SystemReissue {
 }
 
 /// Whether the system account's JWT is re-issued by this plan, and why.
-pub fn reissue(
-    desired: &Desired,
-    observed: &Observed,
-    intent: &Intent,
-    _removals: &Removals,
-) -> Option<SystemReissue> {
+pub fn reissue(desired: &Desired, observed: &Observed, intent: &Intent) -> Option<SystemReissue> {
     let system = &observed.system;
     let mut changes = Vec::new();
     let rotate = intent.rotate.sys;
@@ -285,6 +279,8 @@ mod tests {
                             observer_key: Some("OBS"),
                             evictor_key: None,
                             suspended: false,
+                            conn: -1,
+                            payload: -1,
                         },
                         None,
                         &Default::default(),
@@ -308,11 +304,7 @@ mod tests {
         let s = &due.inventory.spaces[&name("design")];
         let why = creds_reason(&d, &due, &name("design"), s, None).unwrap();
         assert!(why.starts_with("the space-observer expires"), "{why}");
-        assert_eq!(
-            reissue(&d, &due, &Intent::default(), &Default::default()),
-            None,
-            "no JWT change"
-        );
+        assert_eq!(reissue(&d, &due, &Intent::default()), None, "no JWT change");
     }
 
     #[test]
@@ -321,10 +313,7 @@ mod tests {
         // (`plan::sides`): nothing is revoked in the system account.
         let d = desired("[spaces.design]\nstate = \"suspended\"\n");
         let o = with_observer(observer("U2", NOW + 20 * DAY));
-        assert_eq!(
-            reissue(&d, &o, &Intent::default(), &Default::default()),
-            None
-        );
+        assert_eq!(reissue(&d, &o, &Intent::default()), None);
         assert_eq!(
             creds_reason(
                 &d,
@@ -356,7 +345,7 @@ mod tests {
     fn the_evictor_opt_in_and_out_re_issue_once_and_re_mint_the_creds() {
         let on = desired("[broker]\nevictor_creds = true\n[spaces.design]\n");
         let mut o = with_observer(observer("U1", NOW + 20 * DAY));
-        let r = reissue(&on, &o, &Intent::default(), &Default::default()).unwrap();
+        let r = reissue(&on, &o, &Intent::default()).unwrap();
         assert_eq!(r.evictor, Some(true));
         let s = &o.inventory.spaces[&name("design")];
         assert_eq!(
@@ -372,15 +361,12 @@ mod tests {
             account: "AKICK".into(),
             ..observer("E1", NOW + 20 * DAY)
         });
-        assert_eq!(
-            reissue(&on, &o, &Intent::default(), &Default::default()),
-            None
-        );
+        assert_eq!(reissue(&on, &o, &Intent::default()), None);
         let s = &o.inventory.spaces[&name("design")];
         assert_eq!(creds_reason(&on, &o, &name("design"), s, None), None);
         // Opted out again.
         let off = desired("[spaces.design]\n");
-        let r = reissue(&off, &o, &Intent::default(), &Default::default()).unwrap();
+        let r = reissue(&off, &o, &Intent::default()).unwrap();
         assert_eq!(r.evictor, Some(false));
         assert_eq!(
             creds_reason(&off, &o, &name("design"), s, Some(&r)).as_deref(),
@@ -394,11 +380,11 @@ mod tests {
         let mut intent = Intent::default();
         let mut o = with_observer(observer("U1", NOW + 20 * DAY));
         o.system.keys = SysKeysState::None;
-        assert_eq!(reissue(&d, &o, &intent, &Default::default()), None);
+        assert_eq!(reissue(&d, &o, &intent), None);
         let s = &o.inventory.spaces[&name("design")];
         assert_eq!(creds_reason(&d, &o, &name("design"), s, None), None);
         intent.rotate.sys = true;
-        let r = reissue(&d, &o, &intent, &Default::default()).unwrap();
+        let r = reissue(&d, &o, &intent).unwrap();
         assert!(r.rotate && r.revoke.is_empty());
         assert_eq!(
             creds_reason(&d, &o, &name("design"), s, Some(&r)).as_deref(),
@@ -412,14 +398,13 @@ mod tests {
         let mut o = observed(&[("design", space("AD", &SpaceSpec::default()))]);
         scoped(&mut o, false);
         let intent = Intent::default();
-        let removals = Removals::default();
-        assert_eq!(reissue(&d, &o, &intent, &removals), None, "nothing to do");
+        assert_eq!(reissue(&d, &o, &intent), None, "nothing to do");
 
         let mut old = o.clone();
         if let SysKeysState::Scoped(keys) = &mut old.system.keys {
             keys.remove(&SysRole::Monitor);
         }
-        let r = reissue(&d, &old, &intent, &removals).expect("a re-issue");
+        let r = reissue(&d, &old, &intent).expect("a re-issue");
         assert!(!r.rotate);
         assert_eq!(
             r.changes,
@@ -433,7 +418,7 @@ mod tests {
             .system
             .handed_out_revoked
             .insert("UMON".into(), NOW - 10);
-        let r = reissue(&d, &revoking, &intent, &removals).expect("a re-issue");
+        let r = reissue(&d, &revoking, &intent).expect("a re-issue");
         assert_eq!(r.handed_out.get("UMON"), Some(&(NOW - 10)));
         // Once the monitoring account's JWT holds it, nothing is left to do.
         let (_, claims) = revoking
@@ -442,6 +427,6 @@ mod tests {
             .as_mut()
             .expect("a monitoring account");
         claims.revocations.insert("UMON".into(), NOW - 10);
-        assert_eq!(reissue(&d, &revoking, &intent, &removals), None);
+        assert_eq!(reissue(&d, &revoking, &intent), None);
     }
 }

@@ -270,6 +270,7 @@ fn removing_a_space_with_live_figures() {
             },
         ],
         connections: Some(7),
+        per_account: vec![7],
     };
     let p = plan::compute(&desired("[spaces.design]\n"), &o, &Default::default()).unwrap();
     assert!(p.destroys_data());
@@ -290,12 +291,13 @@ fn suspending_changing_limits_and_protecting() {
         .unwrap()
         .usage
         .connections = Some(3);
-    o.inventory
+    let release = o
+        .inventory
         .spaces
         .get_mut(&SpaceName::parse("release").unwrap())
-        .unwrap()
-        .usage
-        .connections = Some(7);
+        .unwrap();
+    release.usage.connections = Some(7);
+    release.usage.per_account = vec![7];
     let d = desired(
         "[spaces.design]\nstate = \"suspended\"\n[spaces.release]\nprotect = true\n[spaces.release.limits]\nmax_connections = 5\nmax_storage = \"1GiB\"\n",
     );
@@ -454,6 +456,7 @@ fn lowering_storage_below_use_says_so() {
             bytes: 3 << 30,
         }],
         connections: None,
+        per_account: Vec::new(),
     };
     let p = plan::compute(
         &desired("[spaces.design.limits]\nmax_storage = \"1GiB\"\n"),
@@ -485,6 +488,7 @@ fn archived_in(mut o: Observed, name: &str) -> Observed {
             bytes: 4_000_000,
         }],
         connections: None,
+        per_account: Vec::new(),
     };
     let preloads = cotal::observed::preloads(&o.inventory.spaces);
     let node = plan::nodes(&desired(""), &o).remove(0);
@@ -522,6 +526,7 @@ fn archiving_and_bringing_back_a_space() {
             bytes: 1_024,
         }],
         connections: Some(3),
+        per_account: vec![3],
     };
     let archive = desired("[spaces.design]\n[spaces.release]\nstate = \"archived\"\n");
     let p = plan::compute(&archive, &o, &Default::default()).unwrap();

@@ -150,18 +150,32 @@ fn a_suspended_or_removed_spaces_sys_creds_are_closed_and_refused() {
 
 #[test]
 fn space_evict_closes_one_spaces_connections_and_never_another_spaces() {
-    let b = Broker::start(TWO);
+    // design's owner twice and its member (in the member's own account), beside release.
+    let b = Broker::start(
+        "[spaces.design]\n[spaces.design.members.\"acme.alice\"]\nread = [\"general\"]\npost = [\"general\"]\n\n[spaces.release]\n",
+    );
     let mut first = b.client("design").unwrap();
     let mut second = b.client("design").unwrap();
+    let mut member = b
+        .connect_with_inbox(
+            &b.mint("design", &["--member", "acme.alice"]),
+            Some("_INBOX_acme_alice".into()),
+        )
+        .unwrap();
     let release = b.client("release").unwrap();
+    let status = b.space_status("design").unwrap();
+    assert_eq!(
+        status["connections"], 3,
+        "the member's connection is the space's: {status}"
+    );
     let out = stdout(
         &b.root
             .cotal(&["space", "evict", "design"])
             .assert()
             .success(),
     );
-    assert!(out.contains("Closed 2 connections"), "{out}");
-    for client in [&mut first, &mut second] {
+    assert!(out.contains("Closed 3 connections"), "{out}");
+    for client in [&mut first, &mut second, &mut member] {
         assert!(wait_for(&b, client, "disconnected"));
     }
     // The sibling's client still round-trips, and was never disconnected.

@@ -451,3 +451,44 @@ fn a_sealed_or_delete_denied_stream_is_a_warning_and_never_stops_an_apply() {
         .assert()
         .code(0);
 }
+
+/// A member's connections count in its own account (nats-server counts them per account), so
+/// its account carries the space's connection limit: a member holds at most what the space
+/// declares, and a changed limit follows to the member's account at the next apply.
+#[test]
+fn a_members_account_holds_the_spaces_connection_limit_and_follows_its_change() {
+    let declared = |max: u32| {
+        format!(
+            "[spaces.design.limits]\nmax_connections = {max}\n[spaces.design.members.\"acme.alice\"]\nread = [\"general\"]\npost = [\"general\"]\n"
+        )
+    };
+    let b = Broker::start(&declared(2));
+    let creds = b.mint("design", &["--member", "acme.alice"]);
+    let inbox = || Some("_INBOX_acme_alice".to_string());
+    let _first = b.connect_with_inbox(&creds, inbox()).unwrap();
+    let _second = b.connect_with_inbox(&creds, inbox()).unwrap();
+    let third = b.connect_with_inbox(&creds, inbox());
+    assert!(
+        third
+            .as_ref()
+            .err()
+            .is_some_and(|e| e.contains("maximum") && e.contains("connections")),
+        "the member's third connection is refused: {:?}",
+        third.err()
+    );
+    b.desire(&declared(3));
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains(
+            "member acme.alice account: its connection and payload limits follow the space's"
+        ),
+        "{plan}"
+    );
+    b.root.apply().success();
+    b.connect_with_inbox(&creds, inbox())
+        .expect("the raised limit admits a third connection");
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
