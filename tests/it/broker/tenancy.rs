@@ -28,12 +28,24 @@ post = ["general"]
 fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_by_the_next_apply()
 {
     let b = Broker::start(MEMBERS);
-    let refused = b
-        .root
-        .cotal(&["creds", "design", "--user", "bob"])
-        .assert()
-        .failure();
-    let said = stderr(&refused);
+    // A user of the space's account is its owner's, said explicitly; the member profile is
+    // refused with what to do instead.
+    let said = stderr(
+        &b.root
+            .cotal(&["creds", "design", "--user", "bob"])
+            .assert()
+            .failure(),
+    );
+    assert!(
+        said.contains("say so with --profile admin") && said.contains("--member OWNER.ACTOR"),
+        "{said}"
+    );
+    let said = stderr(
+        &b.root
+            .cotal(&["creds", "design", "--user", "bob", "--profile", "member"])
+            .assert()
+            .failure(),
+    );
     assert!(
         said.contains("the `member` profile is retired") && said.contains("--member OWNER.ACTOR"),
         "{said}"
