@@ -179,6 +179,7 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
                 read: grant.read.clone(),
                 post: grant.post.clone(),
             }),
+        owner_guard: request.member.is_none() && request.profile == Profile::Admin,
         account: (issuer_account != account).then_some(issuer_account),
     };
     ledger.minted.push(minted.clone());
@@ -382,6 +383,7 @@ pub fn mint_system(
         signed_by: Some(seed.key_pair().map_err(Error::other)?.public_key()),
         member: None,
         account: Some(monitor.public.clone()),
+        owner_guard: false,
     };
     ledger.minted.push(minted.clone());
     users::save_system(root, &ledger)?;

@@ -1032,6 +1032,18 @@ fn set_ledger(space: &mut crate::observed::ObservedSpace, ledger: users::Ledger)
             issued_at: m.issued_at,
         })
         .collect();
+    space.unguarded_owners = ledger
+        .minted
+        .iter()
+        .filter(|m| m.profile == crate::permissions::Profile::Admin && !m.owner_guard)
+        .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
+        .filter(|m| m.expires_at.is_none_or(|t| t > crate::clock::now()))
+        .map(|m| crate::observed::LedgerUser {
+            name: m.name.clone(),
+            key: m.key.clone(),
+            issued_at: m.issued_at,
+        })
+        .collect();
     // Each revocation goes to the account its user lives in: a side account's users' to it
     // (with `*`, every user of the space), the others' to the space's account.
     let in_side: std::collections::BTreeMap<&str, &str> = ledger

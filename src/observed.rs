@@ -128,6 +128,9 @@ pub struct ObservedSpace {
     /// side accounts), not revoked nor expired. They live in the space's account, so every
     /// answer the broker gives them lands there; a plan revokes them, by name.
     pub retired_users: Vec<LedgerUser>,
+    /// Owners (`--profile admin`) its ledger records minted before the owner's guard, not
+    /// revoked nor expired: they may still delete and purge what cotal provisions.
+    pub unguarded_owners: Vec<LedgerUser>,
 }
 
 /// A user a ledger records, as a plan names it when it revokes it.
@@ -190,6 +193,7 @@ impl ObservedSpace {
             exports: Vec::new(),
             imports: Vec::new(),
             retired_users: Vec::new(),
+            unguarded_owners: Vec::new(),
         }
     }
 }

@@ -334,6 +334,22 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
         ));
     }
     for (name, space) in &observed.inventory.spaces {
+        if !space.unguarded_owners.is_empty() {
+            let names: std::collections::BTreeSet<&str> = space
+                .unguarded_owners
+                .iter()
+                .map(|u| u.name.as_str())
+                .collect();
+            out.push(format!(
+                "{} has {} owner user(s) minted before the owner's guard ({}): they may still delete and purge the streams and buckets cotal provisions; mint them again (`cotal creds {} --user NAME --profile admin`) and revoke the old keys (`cotal creds revoke {} --key KEY`, keys in `cotal creds list {}`)",
+                name.quoted(),
+                space.unguarded_owners.len(),
+                names.into_iter().collect::<Vec<_>>().join(", "),
+                name.as_str(),
+                name.as_str(),
+                name.as_str()
+            ));
+        }
         if !space.kept_claims.is_empty() {
             out.push(format!(
                 "{} keeps claims cotal does not model ({}): cotal re-issues its JWT only for what cotal.toml declares (its limits and state, cotal's revocations, its signing key), and keeps the rest as it is",

@@ -42,6 +42,15 @@ pub struct Minted<P = Profile> {
     /// user of the space's own account (every user minted before side accounts).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub account: Option<String>,
+    /// An owner (`--profile admin`) minted with the API's delete and purge of what cotal
+    /// provisions denied ([`crate::permissions::admin`]); absent for one minted before, which
+    /// may still delete and purge them (a plan names it).
+    #[serde(
+        rename = "ownerGuard",
+        skip_serializing_if = "std::ops::Not::not",
+        default
+    )]
+    pub owner_guard: bool,
 }
 
 /// An account's users and revocations.

@@ -84,12 +84,15 @@ fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_
         )
         .unwrap()
     };
-    let (bob, alice) = (old("bob"), old("acme.alice"));
+    let (bob, alice, ci) = (old("bob"), old("acme.alice"), old("ci"));
     let grant = cotal::members::Grant::new(vec!["general".into()], vec!["general".into()]).unwrap();
     let mut ledger = cotal::store::users::load(&root, &space, &record.account.public).unwrap();
-    for (user, profile, member) in [
-        (&bob, cotal::permissions::Profile::Member, None),
+    for (name, user, profile, member) in [
+        ("bob", &bob, cotal::permissions::Profile::Member, None),
+        // An owner minted before the owner's guard: kept, and named by every plan.
+        ("ci", &ci, cotal::permissions::Profile::Admin, None),
         (
+            "acme.alice",
             &alice,
             cotal::permissions::Profile::Member,
             Some(cotal::members::MemberMark {
@@ -101,9 +104,7 @@ fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_
         ),
     ] {
         ledger.minted.push(cotal::store::users::Minted {
-            name: member
-                .as_ref()
-                .map_or("bob".to_string(), |m| m.principal.clone()),
+            name: name.to_string(),
             key: user.key.clone(),
             profile,
             issued_at: user.issued_at,
@@ -111,6 +112,7 @@ fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_
             signed_by: Some(record.account.signing_pub.clone()),
             member,
             account: None,
+            owner_guard: false,
         });
     }
     cotal::store::users::save(&root, &space, &ledger).unwrap();
@@ -123,6 +125,12 @@ fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_
         plan.contains("user(s) of the retired `member` profile (bob): their creds stop working"),
         "{plan}"
     );
+    let warned = |text: &str| {
+        text.contains(
+            "1 owner user(s) minted before the owner's guard (ci): they may still delete and purge",
+        )
+    };
+    assert!(warned(&plan), "{plan}");
     assert!(
         plan.contains(
             "declared members minted in the space's account (acme.alice): their creds stop working"
@@ -150,10 +158,13 @@ fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_
         );
     }
     assert_eq!(admin.disconnects(), 0, "{:?}", admin.events.lock().unwrap());
-    b.root
+    // Nothing to change; the old owner is still named (its creds are its owner's to replace).
+    let after = b
+        .root
         .cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);
+    assert!(warned(&format!("{}{}", stdout(&after), stderr(&after))));
     // The member's new creds: a user of its own account, posting where it may.
     let fresh = b.mint("design", &["--member", "acme.alice"]);
     let alice = b
