@@ -421,7 +421,16 @@ fn a_member_aims_every_answer_it_can_get_and_reaches_nothing_past_its_grant() {
             presence.get("acme.carol").await.unwrap().unwrap().as_ref(),
             b"{}"
         );
-        js.get_key_value("cotal_channels_alpha").await.unwrap();
+        let registry = js.get_key_value("cotal_channels_alpha").await.unwrap();
+        assert_eq!(
+            registry
+                .get(cotal::channels::DEFAULTS_KEY)
+                .await
+                .unwrap()
+                .as_deref(),
+            Some(cotal::channels::SEEDED_DEFAULTS.as_bytes()),
+            "the registry's keys read"
+        );
     });
 }
 
