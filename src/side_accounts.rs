@@ -418,38 +418,28 @@ pub fn member_imports(token: &str, account: &str, p: &Principal, grant: &Grant) 
 }
 
 /// What a space's account exports for its side accounts, whatever its members: services (a
-/// post, a DM, a presence key, the reads of a member's history, its consumer and its acks, the
-/// presence and registry reads, the account's own `CONNZ`) and the republished stream of what
-/// its chat and DM streams store. Public: only side accounts cotal signs import them (adoption
-/// refuses an account that imports, unless its claims are kept, and a plan refuses kept
-/// claims that import any of these: [`foreign_imports`]).
+/// post, a DM, a presence key; the JetStream API's reads a member makes: direct gets, its
+/// consumer's pulls and info, stream info, `$JS.API.INFO`; acks; the account's own `CONNZ`) and
+/// the republished stream of what its chat and DM streams store. Each export is as broad as
+/// nats-server allows (an import may take any part of it), so the account's JWT stays small:
+/// what a side account reaches is its own imports, never the export. Answered any number of
+/// times where an answer may come in parts (direct gets, pulls, `CONNZ` from every server),
+/// once elsewhere. Public: only side accounts cotal signs import them (adoption refuses an
+/// account that imports, unless its claims are kept, and a plan refuses kept claims that
+/// import any of these: [`foreign_imports`]).
 pub fn space_exports(token: &str) -> Vec<Export> {
-    let (chat, kv) = streams(token);
     let mut out = vec![
         Export::service("posts", &format!("cotal.{token}.>")),
         Export::stream("live", &format!("{LIVE_PREFIX}.{token}.>")),
         Export::service("presence", &format!("$KV.cotal_presence_{token}.>")),
         Export::service("js-info", "$JS.API.INFO"),
-        Export::streamed_service("history", &format!("$JS.API.DIRECT.GET.{chat}.>")),
-        Export::streamed_service("pull", &format!("$JS.API.CONSUMER.MSG.NEXT.{chat}.*")),
-        Export::service("consumer-info", &format!("$JS.API.CONSUMER.INFO.{chat}.*")),
-        Export::service("ack", &format!("$JS.ACK.{chat}.>")),
+        Export::streamed_service("direct-get", "$JS.API.DIRECT.GET.>"),
+        Export::streamed_service("pull", "$JS.API.CONSUMER.MSG.NEXT.>"),
+        Export::service("consumer-info", "$JS.API.CONSUMER.INFO.>"),
+        Export::service("stream-info", "$JS.API.STREAM.INFO.>"),
+        Export::service("ack", "$JS.ACK.>"),
         Export::streamed_service("connz", "$SYS.REQ.ACCOUNT.PING.CONNZ"),
     ];
-    for stream in &kv {
-        out.push(Export::service(
-            "kv-info",
-            &format!("$JS.API.STREAM.INFO.{stream}"),
-        ));
-        out.push(Export::streamed_service(
-            "kv-get",
-            &format!("$JS.API.DIRECT.GET.{stream}"),
-        ));
-        out.push(Export::streamed_service(
-            "kv-get",
-            &format!("$JS.API.DIRECT.GET.{stream}.>"),
-        ));
-    }
     out.sort();
     out
 }
