@@ -368,22 +368,20 @@ fn object<'a>(
 /// removes the account's store folder, the streams an archive stopped included).
 pub fn fence(broker: &BrokerRecord, record: &AccountRecord) -> Result<AccountRecord, String> {
     let t = now();
-    let mut out = record.clone();
-    out.account.jwt = patched(broker, &record.account.jwt, |nats| {
-        let limits = object(nats, "limits")?;
-        limits.insert("conn".into(), 0.into());
-        limits.insert("leaf".into(), 0.into());
-        object(nats, "revocations")?.insert("*".into(), t.into());
-        Ok(())
-    })?;
-    for side in out.side_accounts.values_mut() {
-        side.jwt = patched(broker, &side.jwt, |nats| {
+    // No connection, and every user issued up to now refused: the space's and each side's.
+    let fenced = |token: &str| {
+        patched(broker, token, |nats| {
             let limits = object(nats, "limits")?;
             limits.insert("conn".into(), 0.into());
             limits.insert("leaf".into(), 0.into());
             object(nats, "revocations")?.insert("*".into(), t.into());
             Ok(())
-        })?;
+        })
+    };
+    let mut out = record.clone();
+    out.account.jwt = fenced(&record.account.jwt)?;
+    for side in out.side_accounts.values_mut() {
+        side.jwt = fenced(&side.jwt)?;
     }
     out.archived = None;
     Ok(out)

@@ -1016,34 +1016,28 @@ fn set_ledger(space: &mut crate::observed::ObservedSpace, ledger: users::Ledger)
             })
         })
         .collect();
-    space.retired_users = ledger
-        .minted
-        .iter()
-        .filter(|m| {
-            m.profile == crate::permissions::Profile::Member
-                && m.member.is_none()
-                && m.account.is_none()
-        })
-        .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
-        .filter(|m| m.expires_at.is_none_or(|t| t > crate::clock::now()))
-        .map(|m| crate::observed::LedgerUser {
-            name: m.name.clone(),
-            key: m.key.clone(),
-            issued_at: m.issued_at,
-        })
-        .collect();
-    space.unguarded_owners = ledger
-        .minted
-        .iter()
-        .filter(|m| m.profile == crate::permissions::Profile::Admin && !m.owner_guard)
-        .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
-        .filter(|m| m.expires_at.is_none_or(|t| t > crate::clock::now()))
-        .map(|m| crate::observed::LedgerUser {
-            name: m.name.clone(),
-            key: m.key.clone(),
-            issued_at: m.issued_at,
-        })
-        .collect();
+    // The users the ledger records that still connect (not revoked, not expired) and match.
+    let in_force = |matches: &dyn Fn(&users::Minted) -> bool| -> Vec<crate::observed::LedgerUser> {
+        ledger
+            .minted
+            .iter()
+            .filter(|m| matches(m))
+            .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
+            .filter(|m| m.expires_at.is_none_or(|t| t > crate::clock::now()))
+            .map(|m| crate::observed::LedgerUser {
+                name: m.name.clone(),
+                key: m.key.clone(),
+                issued_at: m.issued_at,
+            })
+            .collect()
+    };
+    space.retired_users = in_force(&|m| {
+        m.profile == crate::permissions::Profile::Member
+            && m.member.is_none()
+            && m.account.is_none()
+    });
+    space.unguarded_owners =
+        in_force(&|m| m.profile == crate::permissions::Profile::Admin && !m.owner_guard);
     // Each revocation goes to the account its user lives in: a side account's users' to it
     // (with `*`, every user of the space), the others' to the space's account.
     let in_side: std::collections::BTreeMap<&str, &str> = ledger
