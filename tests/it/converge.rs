@@ -1,4 +1,5 @@
-//! Properties over many generated desired states (broker stopped):
+//! Properties over many generated desired states (broker stopped; spaces with members, so with
+//! side accounts):
 //! `apply(plan(x)); plan(x) == empty`, a second apply writes nothing, and a refused plan
 //! changes nothing.
 
@@ -17,7 +18,18 @@ struct SpaceGen {
     protect: bool,
     max_connections: Option<u32>,
     max_storage_mib: Option<u32>,
+    /// Declared members: each a principal of [`MEMBERS`] and a grant of [`GRANTS`].
+    members: Vec<(usize, usize)>,
 }
+
+/// Members a space may declare (each gets an account of its own).
+const MEMBERS: [&str; 3] = ["acme.alice", "acme.bob", "ops.carol"];
+/// Grants a member may have: (read, post).
+const GRANTS: [(&str, &str); 3] = [
+    (r#"["general"]"#, r#"["general"]"#),
+    (r#"["team.>", "general"]"#, "[]"),
+    ("[]", r#"["alerts"]"#),
+];
 
 fn space() -> impl Strategy<Value = SpaceGen> {
     (
@@ -25,13 +37,15 @@ fn space() -> impl Strategy<Value = SpaceGen> {
         prop::bool::weighted(0.1),
         prop::option::of(1u32..500),
         prop::option::of(64u32..4096),
+        prop::collection::btree_map(0..MEMBERS.len(), 0..GRANTS.len(), 0..3),
     )
         .prop_map(
-            |(suspended, protect, max_connections, max_storage_mib)| SpaceGen {
+            |(suspended, protect, max_connections, max_storage_mib, members)| SpaceGen {
                 suspended,
                 protect,
                 max_connections,
                 max_storage_mib,
+                members: members.into_iter().collect(),
             },
         )
 }
@@ -55,6 +69,13 @@ fn toml(spaces: &[(usize, SpaceGen)]) -> String {
         }
         if let Some(m) = s.max_storage_mib {
             out.push_str(&format!("max_storage = \"{m}MiB\"\n"));
+        }
+        for (m, g) in &s.members {
+            let (read, post) = GRANTS[*g];
+            out.push_str(&format!(
+                "[spaces.{key}.members.\"{}\"]\nread = {read}\npost = {post}\n",
+                MEMBERS[*m]
+            ));
         }
     }
     out
@@ -119,6 +140,17 @@ proptest! {
             match apply_once(&root) {
                 Ok(()) => {
                     prop_assert!(plan_is_empty(&root), "plan not empty after apply of {}", toml(spaces));
+                    // Each declared member has its account in its space's record.
+                    for (i, s) in spaces {
+                        let record: serde_json::Value = serde_json::from_slice(
+                            &std::fs::read(root.account_record(NAMES[*i])).unwrap(),
+                        )
+                        .unwrap();
+                        for (m, _) in &s.members {
+                            let role = format!("member:{}", MEMBERS[*m]);
+                            prop_assert!(record["sideAccounts"][&role]["pub"].is_string(), "{role}");
+                        }
+                    }
                     let converged = root.snapshot();
                     let out = root.cotal(&["apply", "--auto-approve"]).output().unwrap();
                     prop_assert_eq!(out.status.code(), Some(0));
