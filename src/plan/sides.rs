@@ -139,14 +139,7 @@ pub fn changes(need: &Need, keys: &Keys) -> SideChanges {
         conn: need.limits.conn,
         payload: need.limits.payload,
     };
-    let mut wanted: Vec<SideRole> = Vec::new();
-    if keys.observer != KeyAfter::None {
-        wanted.push(SideRole::Observer);
-    }
-    if keys.evictor != KeyAfter::None {
-        wanted.push(SideRole::Evictor);
-    }
-    wanted.extend(need.members.keys().cloned().map(SideRole::Member));
+    let wanted = wanted_roles(need.members, keys);
     let mut out = SideChanges::default();
     for role in &wanted {
         let grant = match role {
@@ -213,10 +206,9 @@ pub fn changes(need: &Need, keys: &Keys) -> SideChanges {
     out
 }
 
-/// The side accounts of a space this plan adds: every wanted role, new. No line of their own:
-/// they are part of the space added (its steps say how many).
-pub fn added(members: &BTreeMap<Principal, Grant>, keys: &Keys) -> SideChanges {
-    let mut out = SideChanges::default();
+/// The roles a space has side accounts for after this plan: the observer and the evictor
+/// where the root keeps (or this plan mints) their key, and one per declared member.
+fn wanted_roles(members: &BTreeMap<Principal, Grant>, keys: &Keys) -> Vec<SideRole> {
     let mut roles = Vec::new();
     if keys.observer != KeyAfter::None {
         roles.push(SideRole::Observer);
@@ -225,7 +217,14 @@ pub fn added(members: &BTreeMap<Principal, Grant>, keys: &Keys) -> SideChanges {
         roles.push(SideRole::Evictor);
     }
     roles.extend(members.keys().cloned().map(SideRole::Member));
-    for role in roles {
+    roles
+}
+
+/// The side accounts of a space this plan adds: every wanted role, new. No line of their own:
+/// they are part of the space added (its steps say how many).
+pub fn added(members: &BTreeMap<Principal, Grant>, keys: &Keys) -> SideChanges {
+    let mut out = SideChanges::default();
+    for role in wanted_roles(members, keys) {
         out.write.push(SideWrite {
             grant: match &role {
                 SideRole::Member(p) => members.get(p).cloned(),

@@ -231,6 +231,32 @@ fn aim(b: &Broker, client: &Client, subject: &str, body: &str, replies: &[&str])
     });
 }
 
+/// What `reader`, subscribed to `filter` (the subscription in force first), hears live once
+/// `writer` stores `body` on `subject` (a request: the stream's acknowledgement is the answer).
+fn heard_live(
+    b: &Broker,
+    reader: &Client,
+    filter: &str,
+    writer: &Client,
+    subject: &str,
+    body: &str,
+) -> async_nats::Message {
+    let mut sub =
+        b.rt.block_on(async { reader.client.subscribe(filter.to_string()).await.unwrap() });
+    settled(b, reader, "$JS.API.INFO");
+    b.rt.block_on(async {
+        writer
+            .client
+            .request(subject.to_string(), body.to_string().into())
+            .await
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(10), sub.next())
+            .await
+            .unwrap_or_else(|_| panic!("{filter}: {subject} heard live"))
+            .unwrap()
+    })
+}
+
 fn member(b: &Broker, who: &str) -> Client {
     let creds = b.mint("alpha", &["--member", &format!("acme.{who}")]);
     b.connect_with_inbox(&creds, Some(format!("_INBOX_acme_{who}")))
@@ -268,48 +294,30 @@ fn a_member_aims_every_answer_it_can_get_and_reaches_nothing_past_its_grant() {
     });
     let before = holdings(&b, &admin);
 
-    // The legitimate use first: alice reads general live (bob's post) and posts to it.
-    let mut live = b.rt.block_on(async {
-        alice
-            .client
-            .subscribe("cotal.alpha.chat.*.*.general")
-            .await
-            .unwrap()
-    });
-    settled(&b, &alice, "$JS.API.INFO");
-    b.rt.block_on(async {
-        bob.client
-            .request("cotal.alpha.chat.acme.bob.general", "from bob".into())
-            .await
-            .unwrap();
-        let m = tokio::time::timeout(Duration::from_secs(10), live.next())
-            .await
-            .expect("alice reads bob's post live")
-            .unwrap();
-        assert_eq!(m.payload.as_ref(), b"from bob");
-    });
-
-    // And her DMs live (the stream's copy republished to her account): bob writes to her.
-    let mut dms = b.rt.block_on(async {
-        alice
-            .client
-            .subscribe("cotal.alpha.inst.acme.alice.>")
-            .await
-            .unwrap()
-    });
-    settled(&b, &alice, "$JS.API.INFO");
-    b.rt.block_on(async {
-        bob.client
-            .request("cotal.alpha.inst.acme.alice.acme.bob", "hi alice".into())
-            .await
-            .unwrap();
-        let m = tokio::time::timeout(Duration::from_secs(10), dms.next())
-            .await
-            .expect("alice reads bob's DM live")
-            .unwrap();
-        assert_eq!(m.payload.as_ref(), b"hi alice");
-        assert_eq!(m.subject.as_str(), "cotal.alpha.inst.acme.alice.acme.bob");
-    });
+    // The legitimate use first: alice reads general live (bob's post), and her DMs live (the
+    // stream's copy republished to her account).
+    let heard = heard_live(
+        &b,
+        &alice,
+        "cotal.alpha.chat.*.*.general",
+        &bob,
+        "cotal.alpha.chat.acme.bob.general",
+        "from bob",
+    );
+    assert_eq!(heard.payload.as_ref(), b"from bob");
+    let heard = heard_live(
+        &b,
+        &alice,
+        "cotal.alpha.inst.acme.alice.>",
+        &bob,
+        "cotal.alpha.inst.acme.alice.acme.bob",
+        "hi alice",
+    );
+    assert_eq!(heard.payload.as_ref(), b"hi alice");
+    assert_eq!(
+        heard.subject.as_str(),
+        "cotal.alpha.inst.acme.alice.acme.bob"
+    );
 
     // alice: a body of her choosing stored in her channel, then every answer aimed.
     let alice_account = side(&b, "alpha", "member:acme.alice");
@@ -378,6 +386,28 @@ fn a_member_aims_every_answer_it_can_get_and_reaches_nothing_past_its_grant() {
     // Its stream's info and the account's, fixed JSON, aimed too.
     aim(&b, &alice, "$JS.API.INFO", "", &TARGETS);
     landed(&b, &mut witness, &TARGETS);
+    aim(
+        &b,
+        &alice,
+        "$JS.API.CONSUMER.INFO.CHAT_alpha.acme_alice",
+        "",
+        &TARGETS,
+    );
+    landed(&b, &mut witness, &TARGETS);
+    // A post's acknowledgement (fixed JSON, the stream's and the sequence), aimed too: each
+    // post is stored, its acknowledgement lands in her account.
+    aim(
+        &b,
+        &alice,
+        "cotal.alpha.chat.acme.alice.general",
+        "acked",
+        &TARGETS,
+    );
+    let acks = landed(&b, &mut witness, &TARGETS);
+    assert!(
+        String::from_utf8_lossy(&acks["$JS.API.STREAM.DELETE.INBOX_alpha"]).contains("\"seq\""),
+        "a PubAck: {acks:?}"
+    );
 
     // carol, who may post nowhere: her presence key, her only write, read back with every
     // answer aimed.
@@ -403,7 +433,8 @@ fn a_member_aims_every_answer_it_can_get_and_reaches_nothing_past_its_grant() {
     // own posts and carol's presence key.
     let after = holdings(&b, &admin);
     let mut expected = before;
-    *expected.streams.get_mut("CHAT_alpha").unwrap() += 4; // bob's and alice's three posts
+    // bob's post, alice's three, and her posts whose acknowledgements she aimed
+    *expected.streams.get_mut("CHAT_alpha").unwrap() += 4 + TARGETS.len() as u64;
     *expected.streams.get_mut("DM_alpha").unwrap() += 1; // bob's DM to alice
     *expected.streams.get_mut("KV_cotal_presence_alpha").unwrap() += 1;
     assert_eq!(after, expected, "every target untouched");
