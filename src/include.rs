@@ -9,7 +9,10 @@
 //! strings without control characters or `$`, integers without a unit, `true` and `false`, and
 //! lists of those; a unit, a decimal, a variable, a bare word or a block is refused, with the
 //! advice to quote a duration or write a size in bytes), since the digest of the config must
-//! be the one nats-server computes. Nothing here prints the file's values in an error.
+//! be the one nats-server computes. A file holding a control character other than a newline or a
+//! tab (a carriage return but as half of CRLF) is refused whole: nats-server's lexer ends a
+//! comment at `\r`, a terminal does not, so such a file could set what no reader of it sees.
+//! Nothing here prints the file's values in an error.
 
 use crate::observed::ObservedInclude;
 use serde_json::Value;
@@ -56,13 +59,12 @@ pub fn observe(dir: &std::path::Path, path: &str, at: &str) -> ObservedInclude {
     let file = dir.join(path);
     let text = match std::fs::metadata(&file) {
         Ok(m) if !m.is_file() => Err(format!("{} is not a regular file", file.display())),
-        Ok(m) if m.len() > 64 << 10 => Err(format!(
+        Ok(m) if m.len() > LIMIT => Err(format!(
             "{} is {} bytes; an include of more than 64 KiB is refused",
             file.display(),
             m.len()
         )),
-        Ok(_) => std::fs::read_to_string(&file)
-            .map_err(|e| format!("cannot read {}: {e}", file.display())),
+        Ok(_) => read_bounded(&file),
         Err(e) => Err(format!("cannot read {}: {e}", file.display())),
     };
     match text {
@@ -84,9 +86,53 @@ pub fn observe(dir: &std::path::Path, path: &str, at: &str) -> ObservedInclude {
     }
 }
 
+/// The include's text, at most [`LIMIT`] bytes of it whatever it grows to while read.
+fn read_bounded(file: &std::path::Path) -> Result<String, String> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(file)
+        .and_then(|f| f.take(LIMIT + 1).read_to_end(&mut bytes))
+        .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    if bytes.len() as u64 > LIMIT {
+        return Err(format!(
+            "{} grew past 64 KiB while read; an include of more than 64 KiB is refused",
+            file.display()
+        ));
+    }
+    String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", file.display()))
+}
+
+/// The largest include cotal reads.
+const LIMIT: u64 = 64 << 10;
+
+/// Every character of `text` nats-server's lexer could read otherwise than cotal's reader, as
+/// `FILE:LINE: ...` problems: a control character other than a newline or a tab (a carriage
+/// return ends a comment for nats-server and not for a terminal, so `# ok\rhttp: 1` hides a
+/// setting behind a comment; a carriage return is kept only as the first half of a CRLF line
+/// end, which both read alike).
+fn control_characters(text: &str, file: &str) -> Vec<String> {
+    let mut problems = Vec::new();
+    for (n, line) in text.split('\n').enumerate() {
+        let line = line.strip_suffix('\r').unwrap_or(line);
+        if let Some(c) = line.chars().find(|&c| c != '\t' && c.is_control()) {
+            problems.push(format!(
+                "{file}:{}: a control character (U+{:04X}) outside a line end: nats-server's reader and a terminal would not agree on what this line sets (a carriage return ends a comment for nats-server); remove it",
+                n + 1,
+                c as u32
+            ));
+        }
+    }
+    problems
+}
+
 /// The top-level settings of `text`, in order, as nats-server's parser reads them; every
-/// problem as `FILE:LINE: ...`.
+/// problem as `FILE:LINE: ...`. A text holding a control character nats-server could read
+/// otherwise than cotal does is refused whole, nothing of it read as settings.
 pub fn parse(text: &str, file: &str) -> (Vec<(String, Value)>, Vec<String>) {
+    let controls = control_characters(text, file);
+    if !controls.is_empty() {
+        return (Vec::new(), controls);
+    }
     let mut p = Parser {
         chars: text.chars().collect(),
         i: 0,
@@ -127,7 +173,7 @@ impl Parser<'_> {
         self.problems.push(format!("{}:{line}: {what}", self.file));
     }
 
-    /// Whitespace, commas, semicolons and comments.
+    /// Whitespace and comments; with `newlines`, line ends, commas and semicolons too.
     fn skip(&mut self, newlines: bool) {
         while let Some(c) = self.peek() {
             if c == '#' || (c == '/' && self.chars.get(self.i + 1) == Some(&'/')) {
@@ -151,7 +197,7 @@ impl Parser<'_> {
         let mut out: Vec<(String, Value)> = Vec::new();
         let mut seen: Vec<&'static str> = Vec::new();
         loop {
-            self.skip(true);
+            self.skip_lines();
             match self.peek() {
                 None => {
                     if !top {
@@ -178,6 +224,13 @@ impl Parser<'_> {
                 self.skip(false);
             }
             let value = self.value(line);
+            if value.is_some() && !self.value_end(top) {
+                self.problem(line, "a value must end its line (a new line, a comment, `,` or `;` after it): nats-server refuses another setting on the same line");
+                while self.peek().is_some_and(|c| c != '\n') {
+                    self.bump();
+                }
+                continue;
+            }
             if !top {
                 // The block itself is refused; what it holds is only read past.
                 continue;
@@ -194,6 +247,36 @@ impl Parser<'_> {
                 seen.push(group);
                 out.push((key, v));
             }
+        }
+    }
+
+    /// Between settings, as nats-server's lexer skips there: whitespace, line ends and
+    /// comments, never a `,` or `;` (those only end a value: a line starting with one is a key
+    /// to nats-server).
+    fn skip_lines(&mut self) {
+        loop {
+            self.skip(false);
+            match self.peek() {
+                Some('\n') => {
+                    self.bump();
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Whether what follows a value ends it as nats-server requires: blanks and a comment, then
+    /// a line end, the end of the text, one `,` or `;` (consumed), or (in a block) its `}`.
+    fn value_end(&mut self, top: bool) -> bool {
+        self.skip(false);
+        match self.peek() {
+            None | Some('\n') => true,
+            Some(',' | ';') => {
+                self.bump();
+                true
+            }
+            Some('}') => !top,
+            Some(_) => false,
         }
     }
 
@@ -356,5 +439,34 @@ mod tests {
             problems[5].contains("`MAX_CONN` sets `max_connections` a second time"),
             "{problems:?}"
         );
+    }
+
+    #[test]
+    fn a_carriage_return_or_other_control_character_refuses_the_include_and_crlf_line_ends_do_not()
+    {
+        for hidden in [
+            "max_connections: 1000\n# ok\rhttp: \"0.0.0.0:17080\"\r# tuning\n",
+            "trace: true # c\rhttp: 1\n",
+            "debug: false\u{0b}\n",
+            "logtime: true\n// \u{1b}[2Jhttp: 1\n",
+        ] {
+            let (values, problems) = parse(hidden, "extra.conf");
+            assert!(values.is_empty(), "{hidden:?} read as {values:?}");
+            assert!(
+                problems
+                    .iter()
+                    .any(|p| p.contains("a control character (U+")),
+                "{hidden:?}: {problems:?}"
+            );
+        }
+        let (values, problems) = parse(
+            "# tuning\r\nmax_connections: 10\r\ndebug: true # on\r\n",
+            "extra.conf",
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(values.len(), 2);
+        let (_, problems) = parse("debug: true\n\n# a\rb\n", "extra.conf");
+        assert_eq!(problems.len(), 1);
+        assert!(problems[0].starts_with("extra.conf:3: "), "{problems:?}");
     }
 }

@@ -604,6 +604,12 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
             parsed["cluster"]["tls"] = parsed_tls(t, true);
         }
     }
+    parsed_digest(&parsed)
+}
+
+/// The digest nats-server reports for a config it parsed to `parsed`: the sha256 of Go's
+/// `encoding/json` form of it (keys sorted, compact, HTML-safe escapes) and a newline.
+pub fn parsed_digest(parsed: &serde_json::Value) -> String {
     let mut encoded = go_html_safe(parsed.to_string());
     encoded.push('\n');
     crate::digest::sha256(encoded.as_bytes())

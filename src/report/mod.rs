@@ -68,11 +68,31 @@ fn unified(node: Option<&str>, before: Option<&str>, after: &str, generation: u6
     let of = node.map(|n| format!(" of node {n}")).unwrap_or_default();
     let from = format!("server.conf{of} (generation {generation})");
     let to = format!("server.conf{of} (planned)");
-    similar::TextDiff::from_lines(before.unwrap_or(""), after)
+    let (before, after) = (visible(before.unwrap_or("")), visible(after));
+    similar::TextDiff::from_lines(&before, &after)
         .unified_diff()
         .context_radius(3)
         .header(&from, &to)
         .to_string()
+}
+
+/// A file's text as a diff shows it: every character that could hide or reorder what a
+/// terminal shows (a carriage return, an escape, a bidirectional control) escaped as `\u{..}`,
+/// as tenant text is; newlines and tabs stay what they are.
+pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
+    let hidden = |c: char| c != '\n' && c != '\t' && crate::model::hides_or_reorders(c);
+    if !text.chars().any(hidden) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    text.chars()
+        .map(|c| {
+            if hidden(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// The summary line.
@@ -81,4 +101,23 @@ pub fn summary_line(plan: &Plan) -> String {
         "Plan: {} to add, {} to change, {} to remove.",
         plan.summary.add, plan.summary.change, plan.summary.remove
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_diff_shows_a_files_control_characters_escaped_and_keeps_its_lines() {
+        let before = "port: 4222\n# ok\rhttp: 1\n";
+        let after = "port: 4222\n\tdebug: true \u{1b}[2J\u{202e}\n";
+        let diff = unified(None, Some(before), after, 3);
+        assert!(diff.contains("-# ok\\u{d}http: 1\n"), "{diff}");
+        assert!(
+            diff.contains("+\tdebug: true \\u{1b}[2J\\u{202e}\n"),
+            "{diff}"
+        );
+        assert!(!diff.contains('\r') && !diff.contains('\u{1b}'), "{diff}");
+        assert_eq!(visible("plain\ttext\n"), "plain\ttext\n");
+    }
 }

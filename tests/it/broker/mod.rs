@@ -9,6 +9,7 @@ mod channels;
 mod cluster;
 #[cfg(feature = "fault-injection")]
 mod crash;
+mod include_reader;
 mod members;
 mod purge;
 mod reply_paths;
