@@ -22,7 +22,7 @@ use crate::observed::BrokerTrust;
 use crate::permissions;
 use crate::secret::Seed;
 use crate::store::record::{self, Layout};
-use crate::store::{Root, atomic, jetstream_dir};
+use crate::store::{Root, atomic, jetstream_dir, partial_copy};
 use crate::streams;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -205,13 +205,10 @@ pub fn backup(
     let states = read_states(root, target, &wanted)?;
 
     // Everything is checked: write the artifact under a temporary name, then rename it.
-    let partial = dir.with_file_name(format!(
-        ".{}.cotal-partial",
-        dir.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "backup".into())
-    ));
+    let partial = partial_copy::beside(dir, "backup");
+    partial_copy::sweep(root)?;
     let _ = atomic::remove_tree(&partial);
+    partial_copy::begin(root, &partial)?;
     let result = (|| -> Result<Manifest> {
         atomic::ensure_dir(&partial.join("streams"), atomic::PRIVATE_DIR)?;
         let mut entries = Vec::new();
@@ -228,6 +225,7 @@ pub fn backup(
                 &jetstream_dir::stream_dir(target.store_dir, target.account, name),
                 &partial.join("streams").join(name),
             )?;
+            crate::fault::point(crate::fault::Point::MidBackupCopy);
             entries.push(StreamEntry {
                 name: name.clone(),
                 config: state.config,
@@ -253,13 +251,15 @@ pub fn backup(
         )?;
         Ok(manifest)
     })();
-    match result.and_then(|manifest| atomic::rename(&partial, dir).map(|_| manifest)) {
+    let result = match result.and_then(|manifest| atomic::rename(&partial, dir).map(|_| manifest)) {
         Ok(manifest) => Ok(manifest),
         Err(e) => {
             let _ = atomic::remove_tree(&partial);
             Err(e)
         }
-    }
+    };
+    partial_copy::end(root)?;
+    result
 }
 
 /// Copy a folder's regular files (recursively), returning their checksums. Links are refused.
@@ -305,31 +305,22 @@ fn copy_into(from: &Path, to: &Path, rel: &str, out: &mut Vec<FileEntry>) -> Res
 /// `sha256:` of an artifact's `manifest.json` (which holds the sha256 of every file): the
 /// artifact's identity, as a relocation records it and its receipt names it.
 pub fn manifest_digest(dir: &Path) -> Result<String> {
-    let path = dir.join(MANIFEST);
-    match atomic::read_no_follow(&path)? {
-        atomic::Found::File(bytes) => Ok(crate::digest::sha256(&bytes)),
-        _ => Err(Error::refused(format!(
-            "{} is not a regular file: the artifact is not complete",
-            path.display()
-        ))),
-    }
+    manifest_bytes(&dir.join(MANIFEST))
+        .map(|bytes| crate::digest::sha256(&bytes))
+        .map_err(|why| Error::refused(format!("{why}: the artifact is not complete")))
 }
 
 /// An artifact's manifest, parsed (not verified: [`verify_artifact`] does that).
 pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join(MANIFEST);
-    match atomic::read_no_follow(&path)? {
-        atomic::Found::File(bytes) => serde_json::from_slice(&bytes).map_err(|e| {
-            Error::refused(format!(
-                "{}: not a cotal space manifest: {e}",
-                path.display()
-            ))
-        }),
-        _ => Err(Error::refused(format!(
-            "{} is not a regular file: the artifact is not complete",
+    let bytes = manifest_bytes(&path)
+        .map_err(|why| Error::refused(format!("{why}: the artifact is not complete")))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        Error::refused(format!(
+            "{}: not a cotal space manifest: {e}",
             path.display()
-        ))),
-    }
+        ))
+    })
 }
 
 /// Read and verify an artifact: the manifest parses, names `space`, and every file is there with
@@ -346,12 +337,29 @@ pub fn verify_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     })
 }
 
+/// The most of an artifact's manifest cotal reads: one entry per file, far below this.
+pub const MAX_MANIFEST_BYTES: u64 = 16 << 20;
+
+/// An artifact's manifest as its bytes, read as cotal reads its state: a link or any file
+/// that is not regular is refused, and so is one over [`MAX_MANIFEST_BYTES`] (a manifest that
+/// is a link to `/dev/zero` is never read); the refusal names the file.
+pub fn manifest_bytes(path: &Path) -> std::result::Result<Vec<u8>, String> {
+    match atomic::read_no_follow_within(path, MAX_MANIFEST_BYTES) {
+        Ok(atomic::Found::File(bytes)) => Ok(bytes),
+        Ok(atomic::Found::Absent) => Err(format!("{} is missing", path.display())),
+        Ok(atomic::Found::NotRegular(what)) => Err(format!(
+            "{} is {what}, not a regular file (cotal never follows a link in an artifact)",
+            path.display()
+        )),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     let manifest_path = dir.join(MANIFEST);
-    let bytes = std::fs::read(&manifest_path).map_err(|_| {
+    let bytes = manifest_bytes(&manifest_path).map_err(|why| {
         Error::refused(format!(
-            "{} has no readable manifest.json: it is not a complete cotal space backup (a truncated artifact?)",
-            dir.display()
+            "{why}: it is not a complete cotal space backup (a truncated or tampered artifact?)"
         ))
     })?;
     let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| {

@@ -71,6 +71,9 @@ points! {
     AfterReap => "after-reap",
     /// Everything is done but the journal is still open.
     BeforeJournalClose => "before-journal-close",
+    /// A backup (`space backup`, `root backup`) copied its first file into its partial copy;
+    /// the artifact is not in place. Not an apply's point.
+    MidBackupCopy => "mid-backup-copy",
 }
 
 impl std::fmt::Display for Point {

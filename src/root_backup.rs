@@ -45,7 +45,8 @@ pub struct Entry {
     pub path: String,
     pub sha256: String,
     pub bytes: u64,
-    /// The folder mode it is restored under: `.cotal` and its folders are 0700.
+    /// The mode it was backed up with, for people: a restore gives each file cotal's own mode
+    /// (0600, 0644 for `cotal.toml` and state exports), never the archive's.
     pub mode: u32,
 }
 
@@ -135,13 +136,10 @@ fn check_destination(dir: &Path) -> Result<()> {
 pub fn backup(root: &Root, dir: &Path, operator: &str, generation: u64) -> Result<Manifest> {
     check_destination(dir)?;
     let files = kept_files(root)?;
-    let partial = dir.with_file_name(format!(
-        ".{}.cotal-partial",
-        dir.file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "root-backup".into())
-    ));
+    let partial = crate::store::partial_copy::beside(dir, "root-backup");
+    crate::store::partial_copy::sweep(root)?;
     let _ = atomic::remove_tree(&partial);
+    crate::store::partial_copy::begin(root, &partial)?;
     let result = (|| -> Result<Manifest> {
         atomic::ensure_dir(&partial, atomic::PRIVATE_DIR)?;
         let mut entries = Vec::new();
@@ -152,15 +150,12 @@ pub fn backup(root: &Root, dir: &Path, operator: &str, generation: u64) -> Resul
                 atomic::PRIVATE_DIR,
             )?;
             let (sha256, bytes) = atomic::copy_file(&root.dir().join(rel), &to, atomic::SECRET)?;
+            crate::fault::point(crate::fault::Point::MidBackupCopy);
             entries.push(Entry {
                 path: rel.clone(),
                 sha256,
                 bytes,
-                mode: if rel == "cotal.toml" || rel.ends_with("state.json") {
-                    atomic::PUBLIC
-                } else {
-                    atomic::SECRET
-                },
+                mode: mode_of(rel),
             });
         }
         let manifest = Manifest {
@@ -176,13 +171,15 @@ pub fn backup(root: &Root, dir: &Path, operator: &str, generation: u64) -> Resul
         atomic::write(&partial.join(MANIFEST), &bytes, atomic::SECRET)?;
         Ok(manifest)
     })();
-    match result.and_then(|m| atomic::rename(&partial, dir).map(|_| m)) {
+    let result = match result.and_then(|m| atomic::rename(&partial, dir).map(|_| m)) {
         Ok(m) => Ok(m),
         Err(e) => {
             let _ = atomic::remove_tree(&partial);
             Err(e)
         }
-    }
+    };
+    crate::store::partial_copy::end(root)?;
+    result
 }
 
 /// Read and verify an artifact: the manifest parses, every path is safe, every file is there
@@ -195,8 +192,7 @@ pub fn verify(dir: &Path) -> Result<Manifest> {
                 .next("use an intact root backup"),
         )
     };
-    let bytes = std::fs::read(dir.join(MANIFEST))
-        .map_err(|_| refuse(format!("{} has no readable {MANIFEST}", dir.display())))?;
+    let bytes = crate::backup::manifest_bytes(&dir.join(MANIFEST)).map_err(refuse)?;
     let manifest: Manifest = serde_json::from_slice(&bytes).map_err(|e| {
         refuse(format!(
             "{}: not a cotal root backup manifest: {e}",
@@ -280,6 +276,16 @@ fn list(dir: &Path, rel: &str, out: &mut Vec<String>) -> Result<()> {
     Ok(())
 }
 
+/// The mode cotal gives a file of a root (relative to it): `cotal.toml` and state exports
+/// are readable, everything else of `.cotal/` is a secret (0600).
+fn mode_of(rel: &str) -> u32 {
+    if rel == "cotal.toml" || rel.ends_with("state.json") {
+        atomic::PUBLIC
+    } else {
+        atomic::SECRET
+    }
+}
+
 /// Restore a verified artifact into `root`, which holds no `.cotal/` yet. `cotal.toml` is
 /// written when the root has none (an existing one is kept: it is the operator's).
 pub fn restore(root: &Root, dir: &Path) -> Result<Manifest> {
@@ -305,7 +311,10 @@ pub fn restore(root: &Root, dir: &Path) -> Result<Manifest> {
                 to.parent().expect("a file has a folder"),
                 atomic::PRIVATE_DIR,
             )?;
-            let (sha256, _) = atomic::copy_file(&dir.join("files").join(&f.path), &to, f.mode)?;
+            // The mode is cotal's for that file, never the archive's: an unsigned manifest
+            // must not make a seed world-readable or setuid.
+            let (sha256, _) =
+                atomic::copy_file(&dir.join("files").join(&f.path), &to, mode_of(&f.path))?;
             if sha256 != f.sha256 {
                 return Err(Error::refused(format!(
                     "{} changed while it was being restored; nothing was placed",

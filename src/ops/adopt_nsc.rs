@@ -92,7 +92,7 @@ fn refused(what: String, next: &str) -> Error {
 }
 
 fn read_text(path: &Path) -> Result<String> {
-    match atomic::read_no_follow(path)? {
+    match atomic::read_no_follow_within(path, atomic::MAX_TOKEN_BYTES)? {
         Found::File(bytes) => String::from_utf8(bytes)
             .map(|t| t.trim().to_string())
             .map_err(|_| Error::other(format!("{}: not UTF-8 text", path.display()))),
@@ -121,6 +121,9 @@ fn folders(dir: &Path) -> Result<Vec<String>> {
 }
 
 /// The public keys a JWT names that nsc may hold seeds of: its subject and its signing keys.
+/// The public keys a JWT names (its subject and its signing keys): only what is an operator's
+/// or an account's public key, so no name a hostile JWT writes (`../../x`) ever becomes a path
+/// into the key store or beside it.
 fn keys_named(token: &str) -> Vec<String> {
     let Ok(claims) = crate::jwt::decode_verified::<serde_json::Value>(token) else {
         return Vec::new();
@@ -134,6 +137,13 @@ fn keys_named(token: &str) -> Vec<String> {
         }));
     }
     out
+}
+
+/// Whether `key` is an operator's or an account's public key (the only keys whose seeds nsc
+/// keeps for a JWT cotal adopts).
+fn is_public_key(key: &str) -> bool {
+    matches!(key.as_bytes().first(), Some(b'O' | b'A'))
+        && nkeys::KeyPair::from_public_key(key).is_ok()
 }
 
 /// Read the store: the operator's JWT, its accounts', and the seeds its key store holds for
@@ -184,13 +194,46 @@ pub fn read_store(dir: &Path, operator: Option<&str>) -> Result<Store> {
     }
     let mut seeds = BTreeMap::new();
     let mut wrong_seeds = BTreeSet::new();
-    let named = keys_named(&operator_jwt)
-        .into_iter()
-        .chain(accounts.values().flat_map(|t| keys_named(t)));
+    // A key that is not a key is refused before any path is made of it: a hostile JWT naming
+    // `../../x` as a signing key must not make cotal look outside nsc's key store (nor say what
+    // it found there).
+    let owners = std::iter::once(("the operator's JWT".to_string(), &operator_jwt)).chain(
+        accounts
+            .iter()
+            .map(|(n, t)| (format!("account {n:?}'s JWT"), t)),
+    );
+    let mut named = Vec::new();
+    for (owner, token) in owners {
+        let keys = keys_named(token);
+        if let Some(n) = keys.iter().position(|k| !is_public_key(k)) {
+            return Err(refused(
+                format!(
+                    "{owner} names a key (its {}) that is not an operator's or an account's public key; nothing was read for it",
+                    if n == 0 {
+                        "subject".to_string()
+                    } else {
+                        format!("signing key #{n}")
+                    }
+                ),
+                "this is not a JWT nsc wrote: re-create the account with nsc, or move its folder out of the store",
+            ));
+        }
+        named.extend(keys);
+    }
     for public in named {
         let path = crate::nsc::key_path(dir, &public);
-        let Some(bytes) = atomic::read_optional(&path)? else {
-            continue;
+        let bytes = match atomic::read_no_follow_within(&path, atomic::MAX_TOKEN_BYTES)? {
+            Found::File(bytes) => bytes,
+            Found::Absent => continue,
+            Found::NotRegular(_) => {
+                return Err(refused(
+                    format!(
+                        "{} is not a regular file: nsc keeps a key's seed in one",
+                        path.display()
+                    ),
+                    "restore nsc's key store (keys/keys/) from nsc itself",
+                ));
+            }
         };
         let seed = Seed::new(String::from_utf8_lossy(&bytes).trim().to_string());
         let matches = seed.key_pair().is_ok_and(|kp| kp.public_key() == public);

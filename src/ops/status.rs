@@ -218,6 +218,12 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
     if let Some(include) = &observed.include {
         problems.extend(include.problems.iter().cloned());
     }
+    if let Some(left) = crate::store::partial_copy::leftover(root) {
+        problems.push(format!(
+            "a killed backup left {} (a partial copy of tenant data or of the root's trust, mode 0700): the next `cotal space backup` or `cotal root backup` removes it, or delete it yourself",
+            crate::report::visible(&left.display().to_string())
+        ));
+    }
     // The client listener's and the routes' TLS: files that cannot serve, an expired
     // certificate, or one that expires within 30 days.
     for (tls, declared) in [

@@ -354,10 +354,20 @@ pub enum Found {
     NotRegular(&'static str),
 }
 
+/// The most cotal reads of any one file of its state: far above the largest it writes (a
+/// `server.conf` preloading tens of thousands of accounts), far below what would exhaust a
+/// broker host's memory, so a planted multi-gigabyte record or a link's worth of `/dev/zero`
+/// is refused by name and never read.
+pub const MAX_STATE_FILE_BYTES: u64 = 256 << 20;
+
+/// The most cotal reads of a token file another tool wrote (a JWT, a seed, a creds file):
+/// every real one is a few kilobytes.
+pub const MAX_TOKEN_BYTES: u64 = 1 << 20;
+
 /// Open `path` read-only without following a link at its last component and without blocking
-/// on a FIFO; report what is there.
+/// on a FIFO; report what is there. A file over [`MAX_STATE_FILE_BYTES`] is refused by name.
 pub fn read_no_follow(path: &Path) -> Result<Found> {
-    read_no_follow_within(path, u64::MAX)
+    read_no_follow_within(path, MAX_STATE_FILE_BYTES)
 }
 
 /// [`read_no_follow`], refusing a file over `limit` bytes (whatever it grows to while read:

@@ -204,7 +204,13 @@ pub fn read(root: &Root, trust: &BrokerTrust, memo: &SignatureMemo) -> Result<In
                 Ok(crate::store::atomic::Found::Absent) => return None,
                 Ok(crate::store::atomic::Found::File(bytes)) => (true, Some(bytes)),
                 Ok(crate::store::atomic::Found::NotRegular(_)) => (false, None),
-                Err(_) => (true, None),
+                Err(e) => {
+                    return Some(Err(CorruptRecord {
+                        file: path.clone(),
+                        reason: format!("unreadable: {e}"),
+                        foreign_issuer: None,
+                    }));
+                }
             };
             Some(validate(path, name, is_file, bytes.as_deref(), trust, memo))
         })

@@ -17,6 +17,7 @@ pub mod inventory;
 pub mod jetstream_dir;
 pub mod journal;
 pub mod lock;
+pub mod partial_copy;
 pub mod paths;
 pub mod record;
 pub mod registry_cache;

@@ -528,3 +528,39 @@ fn an_nsc_account_using_what_cotal_does_not_model_is_refused_unless_its_claims_a
     );
     assert!(plan.contains("keeps claims cotal does not model"), "{plan}");
 }
+
+#[test]
+fn a_jwt_naming_a_signing_key_that_is_not_a_key_is_refused_before_any_path_is_made_of_it() {
+    use crate::support::nsc::Nsc;
+    let dir = tempfile::tempdir().unwrap();
+    // What a hostile JWT would make cotal probe: a folder beside the store, three levels up
+    // from the key store's shard folder.
+    let probe = dir.path().join("probe");
+    std::fs::create_dir(&probe).unwrap();
+    let mut team = Nsc::account("team");
+    team.extra = serde_json::json!({"signing_keys": ["../../../../../probe"]});
+    let store = Nsc::new(vec![team]);
+    let nsc_dir = dir.path().join("nsc");
+    store.write(&nsc_dir);
+    let root = TestRoot::new();
+    let out = root
+        .cotal(&[
+            "adopt",
+            "--nsc",
+            nsc_dir.to_str().unwrap(),
+            "--auto-approve",
+        ])
+        .assert()
+        .failure();
+    let err = stderr(&out);
+    assert!(
+        err.contains("account \"team\"'s JWT names a key (its signing key #1) that is not an operator's or an account's public key"),
+        "{err}"
+    );
+    // No oracle: nothing of what lies at the path it names is said.
+    assert!(
+        !err.contains("probe") && !err.contains("directory"),
+        "{err}"
+    );
+    assert!(!root.file(".cotal").exists(), "nothing was written");
+}

@@ -724,3 +724,145 @@ fn the_workflow_plans_against_the_base_branchs_state_and_flags_a_changed_one() {
     assert!(!comment.contains("CAUTION"), "{comment}");
     assert!(comment.contains("1 to remove"), "{comment}");
 }
+
+/// Modes of every file under `dir`, relative to it.
+fn modes(dir: &std::path::Path) -> Vec<(String, u32)> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut out = Vec::new();
+    for entry in walkdir(dir) {
+        let mode = std::fs::symlink_metadata(&entry)
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o7777;
+        out.push((entry.strip_prefix(dir).unwrap().display().to_string(), mode));
+    }
+    out
+}
+
+fn walkdir(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        if entry.file_type().unwrap().is_dir() {
+            out.extend(walkdir(&entry.path()));
+        } else {
+            out.push(entry.path());
+        }
+    }
+    out
+}
+
+#[test]
+fn a_root_restore_gives_files_cotals_modes_never_the_manifests_and_never_reads_a_linked_manifest() {
+    let root = converged();
+    let vault = TestRoot::new();
+    let good = vault.file("good");
+    root.cotal(&["root", "backup", good.to_str().unwrap()])
+        .assert()
+        .success();
+    // The manifest is not signed: a hostile one asks for a setuid, world-writable seed.
+    let manifest_path = good.join("manifest.json");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest_path).unwrap()).unwrap();
+    for f in manifest["files"].as_array_mut().unwrap() {
+        f["mode"] = serde_json::json!(0o4777);
+    }
+    std::fs::write(&manifest_path, serde_json::to_vec(&manifest).unwrap()).unwrap();
+    let target = TestRoot::new();
+    target
+        .cotal(&["root", "restore", good.to_str().unwrap()])
+        .assert()
+        .success();
+    let restored = modes(&target.file(".cotal"));
+    assert!(
+        restored.iter().any(|(p, _)| p == "auth/broker.json"),
+        "{restored:?}"
+    );
+    for (path, mode) in &restored {
+        assert!(
+            *mode == 0o600 || (*mode == 0o644 && path.ends_with("state.json")),
+            "{path} restored with mode {mode:o}"
+        );
+    }
+    // A manifest that is a link to an endless file is refused by what it is, never read.
+    let linked = vault.file("linked");
+    std::fs::create_dir(&linked).unwrap();
+    std::fs::rename(good.join("files"), linked.join("files")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", linked.join("manifest.json")).unwrap();
+    let elsewhere = TestRoot::new();
+    let out = elsewhere
+        .cotal(&["root", "restore", linked.to_str().unwrap()])
+        .assert()
+        .code(3);
+    assert!(
+        stderr(&out).contains("manifest.json is a symbolic link, not a regular file"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read_dir(elsewhere.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn a_record_of_gigabytes_is_refused_by_name_and_never_read() {
+    let root = converged();
+    let record = root.account_record("design");
+    let before = std::fs::read(&record).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&record)
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
+    for args in [vec!["plan"], vec!["adopt", "--auto-approve"]] {
+        let out = root.cotal(&args).assert().failure();
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!(
+                "{} is larger than 268435456 bytes, more than cotal reads of it",
+                record.display()
+            )),
+            "{args:?}: {err}"
+        );
+    }
+    // Nothing changed: the record is as it was left, and restoring it converges.
+    assert_eq!(std::fs::metadata(&record).unwrap().len(), 3 << 30);
+    std::fs::write(&record, before).unwrap();
+    assert!(stdout(&root.cotal(&["plan"]).assert().success()).contains("No changes"));
+}
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_killed_backup_leaves_a_private_copy_named_by_status_and_swept() {
+    use std::os::unix::fs::PermissionsExt;
+    let root = converged();
+    let vault = TestRoot::new();
+    let dest = vault.file("b");
+    let crashed = root
+        .cotal(&["root", "backup", dest.to_str().unwrap()])
+        .env("COTAL_CRASH_AT", "mid-backup-copy")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&crashed.stderr).contains("crash injected at mid-backup-copy"),
+        "the crash point was never reached"
+    );
+    let partial = vault.file(".b.cotal-partial");
+    let mode = std::fs::metadata(&partial).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o700, "the partial copy is private");
+    assert!(!dest.exists());
+    let status = root.cotal(&["status"]).output().unwrap();
+    let said = String::from_utf8_lossy(&status.stdout).into_owned()
+        + &String::from_utf8_lossy(&status.stderr);
+    assert!(
+        said.contains(&format!("a killed backup left {}", partial.display())),
+        "{said}"
+    );
+    // The next backup, to anywhere, removes it.
+    root.cotal(&["root", "backup", vault.file("c").to_str().unwrap()])
+        .assert()
+        .success();
+    assert!(!partial.exists(), "swept by the next backup");
+    assert!(vault.file("c/manifest.json").exists());
+    let status = stdout(&root.cotal(&["status"]).assert());
+    assert!(!status.contains("a killed backup left"), "{status}");
+}

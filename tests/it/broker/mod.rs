@@ -1426,6 +1426,18 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
     std::fs::write(&meta, bytes).unwrap();
     let truncated = copy("truncated");
     std::fs::remove_file(truncated.join("manifest.json")).unwrap();
+    // A manifest that is a link to an endless file: refused by what it is, never read.
+    let endless = copy("endless");
+    std::fs::remove_file(endless.join("manifest.json")).unwrap();
+    std::os::unix::fs::symlink("/dev/zero", endless.join("manifest.json")).unwrap();
+    // A manifest grown sparse past what cotal reads of one: refused by its size, unread.
+    let huge = copy("huge");
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(huge.join("manifest.json"))
+        .unwrap()
+        .set_len(3 << 30)
+        .unwrap();
     let missing = copy("missing");
     std::fs::remove_dir_all(missing.join("streams/DM_design")).unwrap();
     let extra = copy("extra");
@@ -1487,7 +1499,29 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
                 truncated.to_str().unwrap(),
                 "--relocate",
             ],
-            "no readable manifest.json",
+            "manifest.json is missing",
+        ),
+        (
+            "manifest linked to /dev/zero",
+            vec![
+                "space",
+                "restore",
+                "design",
+                endless.to_str().unwrap(),
+                "--relocate",
+            ],
+            "manifest.json is a symbolic link, not a regular file",
+        ),
+        (
+            "huge manifest",
+            vec![
+                "space",
+                "restore",
+                "design",
+                huge.to_str().unwrap(),
+                "--relocate",
+            ],
+            "manifest.json is larger than 16777216 bytes",
         ),
         (
             "missing stream",
