@@ -43,6 +43,7 @@ async fn main() -> Result<(), Failure> {
             "floor",
             cotal::permissions::provisioner(),
             None,
+            None,
         )?
         .creds;
         work.push((creds, name.token()));

@@ -42,6 +42,7 @@ async fn main() -> Result<(), Failure> {
         user,
         cotal::permissions::admin(&token),
         None,
+        None,
     )?
     .creds;
     let client = async_nats::ConnectOptions::with_credentials(&creds)?

@@ -127,6 +127,7 @@ fn reader_creds(target: &Target) -> Result<String> {
         "cotal-backup-reader",
         permissions::reader(),
         Some(permissions::EPHEMERAL),
+        mint::issue_floor(target.jwt),
     )
     .map(|u| u.creds)
     .map_err(Error::other)

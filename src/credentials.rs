@@ -135,12 +135,9 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
     check_account(root, &request.space, account)?;
     let record = account_record::load(root, &request.space)?;
     let mut ledger = users::load(root, &request.space, account)?;
-    // nats-server refuses a JWT issued at or before a `*` revocation: wait the clock past it.
-    if let Some(all) = ledger.revoked.get("*").copied() {
-        while crate::clock::now() <= all {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
+    // nats-server refuses a JWT issued at or before a `*` revocation: the user is issued after
+    // it whatever the clock says (nothing waits for the clock under the lock).
+    let floor = ledger.issue_floor();
     // A member's user lives in its side account (signed by the space's signing key, which
     // that account lists); any other user in the space's account.
     let issuer_account = match &request.member {
@@ -161,6 +158,7 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
             None => permissions::admin(&request.space.token()),
         },
         request.expires,
+        floor,
     )
     .map_err(Error::other)?;
     let minted = Minted {
@@ -282,8 +280,14 @@ pub fn revoke(
         }
         Target::All => vec!["*".into()],
     };
-    let at = crate::clock::now();
-    ledger.record_revocation(&keys, at);
+    ledger.record_revocation(&keys, crate::clock::now());
+    // The time recorded (at least every named user's recorded issue time).
+    let at = keys
+        .iter()
+        .filter_map(|k| ledger.revoked.get(k))
+        .copied()
+        .max()
+        .unwrap_or_default();
     users::save(root, space, &ledger)?;
     let what = match target {
         Target::User(name) => format!(
@@ -372,8 +376,8 @@ pub fn mint_system(
         ));
     };
     let mut ledger = users::load_system(root, &record.sys.public)?;
-    let user =
-        crate::mint::scoped_user(&monitor.public, seed, name, expires).map_err(Error::other)?;
+    let user = crate::mint::scoped_user(&monitor.public, seed, name, expires, None)
+        .map_err(Error::other)?;
     let minted = Minted {
         name: name.to_string(),
         key: user.key.clone(),
@@ -433,8 +437,13 @@ pub fn revoke_system(
             .next("`cotal creds list --system` lists them; cotal's own and the spaces' $SYS users are revoked by `cotal rotate sys`"),
         ));
     }
-    let at = crate::clock::now();
-    ledger.record_revocation(&keys, at);
+    ledger.record_revocation(&keys, crate::clock::now());
+    let at = keys
+        .iter()
+        .filter_map(|k| ledger.revoked.get(k))
+        .copied()
+        .max()
+        .unwrap_or_default();
     users::save_system(root, &ledger)?;
     let what = match target {
         Target::User(name) => format!("system user {name:?} ({} key(s))", keys.len()),

@@ -442,9 +442,9 @@ pub fn system_users(
     let ephemeral = Some(crate::permissions::EPHEMERAL);
     let mint = |seed: &Seed, scoped: bool| -> crate::error::Result<String> {
         let creds = if scoped {
-            scoped_user(sys, seed, name, ephemeral)
+            scoped_user(sys, seed, name, ephemeral, None)
         } else {
-            user(sys, seed, name, permissions.clone(), ephemeral)
+            user(sys, seed, name, permissions.clone(), ephemeral, None)
         };
         creds.map(|c| c.creds).map_err(Error::other)
     };
@@ -486,29 +486,36 @@ pub fn record_for_system_users(
     }
 }
 
-/// A user of a scoped signing key of `account_pub` (no permission of its own), named `name`.
+/// A user of a scoped signing key of `account_pub` (no permission of its own), named `name`,
+/// issued no earlier than `floor` ([`signed_user`]).
 pub fn scoped_user(
     account_pub: &str,
     signing_seed: &Seed,
     name: &str,
     expires_in: Option<std::time::Duration>,
+    floor: Option<i64>,
 ) -> Result<UserCreds, String> {
-    signed_user(signing_seed, expires_in, |user, iat, exp| {
+    signed_user(signing_seed, expires_in, floor, |user, iat, exp| {
         jwt::scoped_user_claims(name, user, account_pub, iat, exp)
     })
 }
 
 /// A fresh user key, its claims (from `claims(user_pub, iat, exp)`) signed by `signing_seed`,
-/// and the creds file holding both.
+/// and the creds file holding both. Its issue time is the clock's, or `floor` when the clock
+/// is behind it (the account's `*` revocation, which refuses any JWT issued at or before it:
+/// nats-server never compares an issue time with its own clock, so nothing waits for the
+/// clock); its expiry counts from the clock.
 fn signed_user(
     signing_seed: &Seed,
     expires_in: Option<std::time::Duration>,
+    floor: Option<i64>,
     claims: impl FnOnce(&str, i64, Option<i64>) -> jwt::Claims<jwt::UserNats>,
 ) -> Result<UserCreds, String> {
     let signer = signing_seed.key_pair()?;
     let user = KeyPair::new_user();
-    let iat = now();
-    let exp = expires_in.map(|d| iat + d.as_secs().max(1) as i64);
+    let clock = now();
+    let iat = floor.map_or(clock, |f| f.max(clock));
+    let exp = expires_in.map(|d| clock + d.as_secs().max(1) as i64);
     let mut claims = claims(&user.public_key(), iat, exp);
     // Signed by the account's own identity key (an adopted system account's seed): nats-server
     // looks `issuer_account` up among the account's signing keys, where its identity is not.
@@ -535,15 +542,25 @@ pub struct UserCreds {
     pub expires_at: Option<i64>,
 }
 
-/// A user of an account, signed by the account's signing key.
+/// The earliest issue time a user of the account whose JWT is `account_jwt` may carry: after
+/// its `*` revocation, if it has one (see [`signed_user`]).
+pub fn issue_floor(account_jwt: &str) -> Option<i64> {
+    jwt::decode_verified::<jwt::AccountNats>(account_jwt)
+        .ok()
+        .and_then(|c| c.nats.revocations.get("*").map(|t| t + 1))
+}
+
+/// A user of an account, signed by the account's signing key, issued no earlier than `floor`
+/// ([`signed_user`]).
 pub fn user(
     account_pub: &str,
     signing_seed: &Seed,
     name: &str,
     permissions: Permissions,
     expires_in: Option<std::time::Duration>,
+    floor: Option<i64>,
 ) -> Result<UserCreds, String> {
-    signed_user(signing_seed, expires_in, |user, iat, exp| {
+    signed_user(signing_seed, expires_in, floor, |user, iat, exp| {
         jwt::user_claims(name, user, account_pub, permissions, iat, exp)
     })
 }

@@ -300,6 +300,7 @@ fn read_records(root: &Root, now: i64) -> Result<Records> {
         templates_current: true,
         previous_control: false,
         handed_out_revoked: Default::default(),
+        handed_out_expires: Default::default(),
         monitor: None,
         legacy_monitor_users: 0,
     };
@@ -320,6 +321,11 @@ fn read_records(root: &Root, now: i64) -> Result<Records> {
                 .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
                 .filter(|m| m.expires_at.is_none_or(|t| t > now))
                 .count();
+            system.handed_out_expires = ledger
+                .minted
+                .iter()
+                .filter_map(|m| m.expires_at.map(|t| (m.key.clone(), t)))
+                .collect();
             system.handed_out_revoked = ledger.revoked;
             system.monitor = record.sys.monitor_account.as_ref().and_then(|m| {
                 crate::jwt::decode_verified::<crate::jwt::AccountNats>(&m.jwt)
@@ -1264,6 +1270,7 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
             templates_current: true,
             previous_control: false,
             handed_out_revoked: Default::default(),
+            handed_out_expires: Default::default(),
             monitor: None,
             legacy_monitor_users: 0,
         };
@@ -1284,6 +1291,7 @@ fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> S
         templates_current,
         previous_control: keys.previous_control.is_some(),
         handed_out_revoked: Default::default(),
+        handed_out_expires: Default::default(),
         monitor: None,
         legacy_monitor_users: 0,
     }
@@ -1439,6 +1447,7 @@ fn bucket_reader(
         user,
         permissions,
         Some(permissions::EPHEMERAL),
+        mint::issue_floor(&record.account.jwt),
     )
     .map_err(Error::other)?
     .creds;

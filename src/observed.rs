@@ -532,6 +532,10 @@ pub struct SystemObserved {
     /// (`.cotal/auth/system-users.json`); the next re-issue puts those the monitoring account's
     /// JWT lacks in force.
     pub handed_out_revoked: crate::jwt::Revocations,
+    /// When each monitoring user the ledger records expires (user public key to its `exp`;
+    /// one that never expires is absent): a revocation is dropped from the JWT only by a plan,
+    /// and only once the ledger says its user has expired.
+    pub handed_out_expires: std::collections::BTreeMap<String, i64>,
     /// The root's monitoring account, as its broker record holds it: its key and the claims
     /// its JWT carries (`None`: the root has none yet).
     pub monitor: Option<(String, crate::jwt::AccountNats)>,

@@ -89,6 +89,10 @@ pub struct BrokerState {
     /// a plan from the state puts the same ones in force.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub handed_out_revoked: crate::jwt::Revocations,
+    /// When each monitoring user the ledger records expires, so a plan from the state drops
+    /// the same expired revocations the host's would.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub handed_out_expires: std::collections::BTreeMap<String, i64>,
     /// How many times the route credential was rotated (the comment each node's config names).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub route_rotation: u64,
@@ -220,6 +224,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
             tls: observed.tls.as_ref().and_then(|t| t.facts.clone()),
             route_tls: observed.route_tls.as_ref().and_then(|t| t.facts.clone()),
             handed_out_revoked: observed.system.handed_out_revoked.clone(),
+            handed_out_expires: observed.system.handed_out_expires.clone(),
             monitor_account: trust
                 .monitor
                 .as_ref()
@@ -425,6 +430,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
             templates_current,
             previous_control: b.previous_control,
             handed_out_revoked: b.handed_out_revoked.clone(),
+            handed_out_expires: b.handed_out_expires.clone(),
             monitor,
             legacy_monitor_users: b.legacy_monitor_users,
         },

@@ -44,6 +44,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
             templates_current: true,
             previous_control: false,
             handed_out_revoked: Default::default(),
+            handed_out_expires: Default::default(),
             // And its monitoring account, current (this root's broker record is absent: no
             // system account names it).
             monitor: Some((

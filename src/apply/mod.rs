@@ -638,9 +638,19 @@ fn run_step(
             evictor,
             revoke,
             handed_out,
+            pruned,
             ..
         } => system::reissue_system_account(
-            ctx.root, record, state, *rotate, *evictor, revoke, handed_out,
+            ctx.root,
+            record,
+            state,
+            system::Reissue {
+                rotate: *rotate,
+                evictor: *evictor,
+                revoke,
+                handed_out,
+                pruned,
+            },
         ),
         Step::DeleteStreams {
             space,

@@ -5,6 +5,8 @@
 //! Invariants: the JWT and the keys it lists are written together (one file); the previous
 //! broker record and `sys.seed` are remembered, so a reload that does not confirm puts them
 //! back; the step is idempotent (a re-run re-issues the same keys with the same revocations).
+//! No revocation is ever dropped by the clock here: only those the plan names (and shows)
+//! leave the JWT, so a host clock that jumps ahead cannot let revoked creds in again.
 
 use super::State;
 use super::undo::remember;
@@ -12,13 +14,19 @@ use crate::error::{Error, Result};
 use crate::jwt::{self, AccountNats};
 use crate::mint;
 use crate::model::SpaceName;
-use crate::permissions::SYS_REVOCATION_HORIZON;
 use crate::store::broker_record::{self, BrokerRecord, PreviousControl};
 use crate::store::{Root, atomic};
 use std::collections::BTreeMap;
 
-/// A day of slack on top of the creds' lifetime before a revocation is dropped.
-const PRUNE_SLACK: i64 = 24 * 3600;
+/// What the plan's re-issue step asks for.
+pub struct Reissue<'a> {
+    pub rotate: bool,
+    pub evictor: Option<bool>,
+    pub revoke: &'a BTreeMap<SpaceName, Vec<String>>,
+    pub handed_out: &'a jwt::Revocations,
+    /// Revocations of the monitoring account the plan drops (their users expired).
+    pub pruned: &'a [String],
+}
 
 /// Re-issue the system account's JWT and write it with its keys; `record` is updated, so the
 /// steps after this one (creds, promotion) use the new keys.
@@ -26,11 +34,15 @@ pub fn reissue_system_account(
     root: &Root,
     record: &mut BrokerRecord,
     state: &mut State,
-    rotate: bool,
-    evictor: Option<bool>,
-    revoke: &BTreeMap<SpaceName, Vec<String>>,
-    handed_out: &jwt::Revocations,
+    step: Reissue<'_>,
 ) -> Result<()> {
+    let Reissue {
+        rotate,
+        evictor,
+        revoke,
+        handed_out,
+        pruned,
+    } = step;
     remember(&mut state.undo, &root.broker_record())?;
     remember(&mut state.undo, &root.sys_seed())?;
     let kept_evictor = record
@@ -74,10 +86,8 @@ pub fn reissue_system_account(
     let mut revocations = jwt::decode_verified::<AccountNats>(&record.sys.jwt)
         .map(|c| c.nats.revocations)
         .unwrap_or_default();
-    // A revocation older than the longest lifetime of any system user (a space's $SYS users,
-    // the monitoring users `cotal creds --system` hands out, which cannot outlive it) refuses
-    // nothing that has not expired anyway.
-    revocations.retain(|_, at| *at + SYS_REVOCATION_HORIZON.as_secs() as i64 + PRUNE_SLACK >= now);
+    // Kept as they are: the system account lists cotal's control key only, and nothing adds
+    // to these any more (the $SYS users of spaces live in their side accounts).
     for key in revoke.values().flatten() {
         revocations.insert(key.clone(), now);
     }
@@ -88,9 +98,10 @@ pub fn reissue_system_account(
         &revocations,
     )
     .map_err(Error::other)?;
-    // The monitoring account: its users' revocations (the handed-out ones recorded, pruned past
-    // the longest lifetime of one), and the monitor key scoped to its template. A rotation's
-    // new key refuses every user of the old one, so none of the old revocations is kept.
+    // The monitoring account: its users' revocations (the handed-out ones recorded, less those
+    // the plan drops because their users expired), and the monitor key scoped to its
+    // template. A rotation's new key refuses every user of the old one, so none of the old
+    // revocations is kept.
     let monitor_account = match &keys.monitor {
         Some(seed) => {
             let mut monitor_revocations = match (&record.sys.monitor_account, rotate) {
@@ -99,8 +110,7 @@ pub fn reissue_system_account(
                     .unwrap_or_default(),
                 _ => jwt::Revocations::new(),
             };
-            monitor_revocations
-                .retain(|_, at| *at + SYS_REVOCATION_HORIZON.as_secs() as i64 + PRUNE_SLACK >= now);
+            monitor_revocations.retain(|key, _| !pruned.contains(key));
             if !rotate {
                 for (key, at) in handed_out {
                     let ts = monitor_revocations.entry(key.clone()).or_insert(*at);

@@ -31,6 +31,7 @@ pub fn space_user(
         name,
         permissions,
         Some(permissions::EPHEMERAL),
+        mint::issue_floor(&record.account.jwt),
     )
     .map_err(Error::other)?;
     Ok(Some(user.creds))
@@ -53,11 +54,11 @@ pub fn write_sys_creds(
         return Ok(());
     };
     let space_record = account_record::load(root, space)?;
-    let side = |role: crate::side_accounts::SideRole| -> Result<String> {
+    let side = |role: crate::side_accounts::SideRole| -> Result<(String, Option<i64>)> {
         space_record
             .side_accounts
             .get(&role)
-            .map(|s| s.public.clone())
+            .map(|s| (s.public.clone(), mint::issue_floor(&s.jwt)))
             .ok_or_else(|| {
                 Error::other(format!(
                     "the record of {} holds no {role} account, which its $SYS creds are users of: run `cotal apply`",
@@ -66,23 +67,17 @@ pub fn write_sys_creds(
             })
     };
     let lifetime = Some(permissions::SYS_CREDS_LIFETIME);
-    let observer = mint::scoped_user(
-        &side(crate::side_accounts::SideRole::Observer)?,
-        &keys.observer,
-        account,
-        lifetime,
-    )
-    .map_err(Error::other)?;
+    let (observer_account, floor) = side(crate::side_accounts::SideRole::Observer)?;
+    let observer = mint::scoped_user(&observer_account, &keys.observer, account, lifetime, floor)
+        .map_err(Error::other)?;
     let evictor = match &keys.evictor {
-        Some(seed) => Some(
-            mint::scoped_user(
-                &side(crate::side_accounts::SideRole::Evictor)?,
-                seed,
-                account,
-                lifetime,
+        Some(seed) => {
+            let (evictor_account, floor) = side(crate::side_accounts::SideRole::Evictor)?;
+            Some(
+                mint::scoped_user(&evictor_account, seed, account, lifetime, floor)
+                    .map_err(Error::other)?,
             )
-            .map_err(Error::other)?,
-        ),
+        }
         None => None,
     };
     space_dir::save_sys_creds(

@@ -385,6 +385,10 @@ pub enum Step {
         /// the time up to which its JWTs are refused).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
         handed_out: crate::jwt::Revocations,
+        /// Revocations of the monitoring account's JWT this plan drops: their users' recorded
+        /// expiry has passed ([`system::SystemReissue::pruned`]).
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        pruned: Vec<String>,
         /// Why, for people.
         changes: Vec<String>,
     },
@@ -850,6 +854,7 @@ impl Plan {
                 evictor,
                 revoke,
                 handed_out,
+                pruned,
                 changes,
             } => {
                 let own = changes.len().saturating_sub(revoke.len());
@@ -867,6 +872,7 @@ impl Plan {
                     evictor: *evictor,
                     revoke: kept_revoke,
                     handed_out: handed_out.clone(),
+                    pruned: pruned.clone(),
                     changes: kept_changes,
                 })
             }
@@ -1049,6 +1055,7 @@ mod tests {
                 .map(|n| (name(n), vec![format!("U{n}")]))
                 .collect(),
             handed_out: Default::default(),
+            pruned: Vec::new(),
             changes,
         }
     }

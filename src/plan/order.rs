@@ -91,6 +91,7 @@ pub fn steps(
             evictor: r.evictor,
             revoke: r.revoke.clone(),
             handed_out: r.handed_out.clone(),
+            pruned: r.pruned.clone(),
             changes: r.changes.clone(),
         });
     }
@@ -303,6 +304,7 @@ mod tests {
             evictor: None,
             revoke: Default::default(),
             handed_out: Default::default(),
+            pruned: Vec::new(),
             changes: vec!["templates".into()],
         };
         let kinds: Vec<&str> = steps(

@@ -25,6 +25,10 @@ pub struct SystemReissue {
     /// Revocations of users `cotal creds --system` handed out, recorded and not yet in the
     /// JWT.
     pub handed_out: crate::jwt::Revocations,
+    /// Revocations the monitoring account's JWT holds that it no longer needs: the ledger
+    /// records each user's expiry, passed (with a day's slack) at the plan's time. Only a plan
+    /// drops a revocation, and it says so; an apply never prunes by its own clock.
+    pub pruned: Vec<String>,
     /// Why, for people. Invariant: it ends with one line per entry of `revoke`, in name order
     /// ([`crate::plan::Plan::only`] narrows both together).
     pub changes: Vec<String>,
@@ -79,12 +83,30 @@ pub fn reissue(desired: &Desired, observed: &Observed, intent: &Intent) -> Optio
         .as_ref()
         .map(|(_, c)| c.revocations.clone())
         .unwrap_or_default();
+    // A revocation is needed while its user may still connect: until the expiry the ledger
+    // records for it (a day of slack for clocks), forever when it records none.
+    let expired = |key: &str| {
+        system
+            .handed_out_expires
+            .get(key)
+            .is_some_and(|exp| exp + REVOCATION_SLACK < observed.now)
+    };
     let handed_out: crate::jwt::Revocations = system
         .handed_out_revoked
         .iter()
+        .filter(|(key, _)| !expired(key))
         .filter(|(key, at)| monitor_revocations.get(*key).is_none_or(|ts| ts < *at))
         .map(|(k, at)| (k.clone(), *at))
         .collect();
+    let pruned: Vec<String> = if rotate {
+        Vec::new()
+    } else {
+        monitor_revocations
+            .keys()
+            .filter(|k| expired(k))
+            .cloned()
+            .collect()
+    };
     if matches!(system.keys, SysKeysState::Scoped(_)) && !rotate {
         match (&system.monitor, system.key(SysRole::Monitor)) {
             (None, _) => {
@@ -98,6 +120,7 @@ pub fn reissue(desired: &Desired, observed: &Observed, intent: &Intent) -> Optio
             }
             (Some((_, claims)), Some(key)) => {
                 let mut want_revocations = monitor_revocations.clone();
+                want_revocations.retain(|k, _| !pruned.contains(k));
                 want_revocations.extend(handed_out.clone());
                 let sys_pub = match &observed.broker {
                     crate::observed::BrokerRecordState::Valid(t) => t.sys_pub.as_str(),
@@ -117,6 +140,13 @@ pub fn reissue(desired: &Desired, observed: &Observed, intent: &Intent) -> Optio
             handed_out.len()
         ));
     }
+    if !pruned.is_empty() {
+        changes.push(format!(
+            "drop {} revocation(s) of monitoring users whose recorded expiry has passed ({}): their creds are refused by their expiry from now on",
+            pruned.len(),
+            pruned.join(", ")
+        ));
+    }
     if system.previous_control && !rotate {
         changes.push("finish an interrupted change of the control key: the previous key is dropped once the broker runs the new JWT".into());
     }
@@ -128,9 +158,14 @@ pub fn reissue(desired: &Desired, observed: &Observed, intent: &Intent) -> Optio
         evictor,
         revoke,
         handed_out,
+        pruned,
         changes,
     })
 }
+
+/// A day of slack past a user's recorded expiry before its revocation is dropped: a broker
+/// whose clock is behind the host's still refuses it meanwhile.
+pub const REVOCATION_SLACK: i64 = 24 * 3600;
 
 /// Why an existing space's $SYS creds are (re)minted by this plan, or `None`. Only active
 /// spaces the plan keeps get creds; `reissue` is this plan's re-issue of the system account.
@@ -428,5 +463,61 @@ mod tests {
             .expect("a monitoring account");
         claims.revocations.insert("UMON".into(), NOW - 10);
         assert_eq!(reissue(&d, &revoking, &intent), None);
+    }
+
+    #[test]
+    fn a_revocation_is_dropped_only_by_a_plan_line_once_the_ledger_says_its_user_expired() {
+        let d = desired("[spaces.design]\n");
+        let mut o = observed(&[("design", space("AD", &SpaceSpec::default()))]);
+        scoped(&mut o, false);
+        let intent = Intent::default();
+        // Revoked long ago (older than any lifetime), its user recorded to live on: kept.
+        let old = NOW - 400 * 86_400;
+        o.system.handed_out_revoked.insert("UOLD".into(), old);
+        o.system.handed_out_revoked.insert("UNEVER".into(), old);
+        o.system
+            .handed_out_expires
+            .insert("UOLD".into(), NOW + 86_400);
+        o.system.monitor.as_mut().unwrap().1.revocations =
+            [("UOLD".to_string(), old), ("UNEVER".to_string(), old)].into();
+        assert_eq!(
+            reissue(&d, &o, &intent),
+            None,
+            "an unexpired user's revocation and one never expiring are kept"
+        );
+        // Its recorded expiry passed (more than a day ago): the plan drops it, and says so;
+        // and a revocation the JWT lacks is not put back in for an expired user.
+        o.system
+            .handed_out_expires
+            .insert("UOLD".into(), NOW - 2 * 86_400);
+        let r = reissue(&d, &o, &intent).expect("a re-issue");
+        assert_eq!(r.pruned, ["UOLD"]);
+        assert!(r.handed_out.is_empty());
+        assert_eq!(
+            r.changes,
+            [
+                "drop 1 revocation(s) of monitoring users whose recorded expiry has passed (UOLD): their creds are refused by their expiry from now on"
+            ]
+        );
+        o.system
+            .monitor
+            .as_mut()
+            .unwrap()
+            .1
+            .revocations
+            .remove("UOLD");
+        assert_eq!(reissue(&d, &o, &intent), None, "a second plan is a no-op");
+        // Within the day of slack: kept.
+        o.system
+            .monitor
+            .as_mut()
+            .unwrap()
+            .1
+            .revocations
+            .insert("UOLD".into(), old);
+        o.system
+            .handed_out_expires
+            .insert("UOLD".into(), NOW - 3600);
+        assert_eq!(reissue(&d, &o, &intent), None);
     }
 }

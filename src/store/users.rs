@@ -96,12 +96,29 @@ impl<P> Ledger<P> {
     }
 
     /// Record the revocation of `keys` at `at` (a later time never moves back: revocations are
-    /// only ever added).
+    /// only ever added). A revocation covers every user the ledger records under it by the
+    /// ledger, not by the clock: its time is at least the latest recorded issue time of what it
+    /// names (every user for `*`), so creds minted while the host's clock ran ahead are revoked
+    /// too.
     pub fn record_revocation(&mut self, keys: &[String], at: i64) {
         for key in keys {
+            let issued = self
+                .minted
+                .iter()
+                .filter(|m| key == "*" || m.key == *key)
+                .map(|m| m.issued_at)
+                .max();
+            let at = issued.map_or(at, |i| i.max(at));
             let ts = self.revoked.entry(key.clone()).or_insert(at);
             *ts = (*ts).max(at);
         }
+    }
+
+    /// The earliest issue time a JWT minted now may carry to be accepted: after the `*`
+    /// revocation, if any (nats-server refuses a JWT issued at or before it; it never checks
+    /// an issue time against its own clock).
+    pub fn issue_floor(&self) -> Option<i64> {
+        self.revoked.get("*").map(|t| t + 1)
     }
 
     /// Whether `key` is revoked for a JWT issued at `issued_at`.
@@ -165,5 +182,40 @@ mod tests {
         assert!(!l.is_revoked("OTHER", 50));
         l.revoked.insert("*".into(), 200);
         assert!(l.is_revoked("OTHER", 150));
+    }
+
+    #[test]
+    fn a_revocation_covers_what_the_ledger_minted_under_a_clock_ahead_and_sets_the_next_floor() {
+        let minted = |key: &str, issued_at: i64| Minted {
+            name: key.to_lowercase(),
+            key: key.into(),
+            profile: Profile::Admin,
+            issued_at,
+            expires_at: None,
+            signed_by: None,
+            member: None,
+            account: None,
+            owner_guard: true,
+        };
+        let mut l: Ledger = Ledger::empty("A");
+        // Minted while the host's clock ran a day ahead; revoked with the clock right.
+        l.minted.push(minted("UAHEAD", 1_000 + 86_400));
+        l.minted.push(minted("UNOW", 990));
+        assert_eq!(l.issue_floor(), None);
+        l.record_revocation(&["*".into()], 1_000);
+        assert!(
+            l.is_revoked("UAHEAD", 1_000 + 86_400),
+            "the ledger's, not the clock's"
+        );
+        assert!(l.is_revoked("UNOW", 990));
+        assert_eq!(l.issue_floor(), Some(1_000 + 86_400 + 1));
+        // One key: at least its own recorded issue time.
+        let mut l: Ledger = Ledger::empty("A");
+        l.minted.push(minted("UAHEAD", 5_000));
+        l.record_revocation(&["UAHEAD".into()], 1_000);
+        assert!(l.is_revoked("UAHEAD", 5_000));
+        // Never moves back.
+        l.record_revocation(&["UAHEAD".into()], 10);
+        assert_eq!(l.revoked["UAHEAD"], 5_000);
     }
 }

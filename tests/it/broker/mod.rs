@@ -6,6 +6,8 @@
 mod adopt;
 mod archive;
 mod channels;
+#[cfg(feature = "fault-injection")]
+mod clock;
 mod cluster;
 #[cfg(feature = "fault-injection")]
 mod crash;
@@ -212,6 +214,7 @@ impl Broker {
             "owner",
             cotal::jwt::Permissions::default(),
             Some(Duration::from_secs(3600)),
+            None,
         )
         .unwrap()
         .creds

@@ -123,6 +123,7 @@ fn member_witness(b: &Broker, space: &str, account: &str) -> (Client, async_nats
             resp: None,
         },
         Some(Duration::from_secs(600)),
+        None,
     )
     .unwrap()
     .creds;

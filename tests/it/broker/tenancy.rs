@@ -81,6 +81,7 @@ fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_
             name,
             everything_in_the_space.clone(),
             None,
+            None,
         )
         .unwrap()
     };
