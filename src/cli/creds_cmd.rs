@@ -74,37 +74,6 @@ fn refuse_member_name(root: &crate::store::Root, space: &SpaceName, user: &str) 
     Ok(())
 }
 
-/// The grant cotal.toml declares for `raw` in `space`, or why there is none.
-fn declared_member(
-    root: &crate::store::Root,
-    space: &SpaceName,
-    raw: &str,
-) -> Result<(crate::members::Principal, crate::members::Grant)> {
-    let principal = crate::members::Principal::parse(raw).map_err(Error::input)?;
-    let file = root.desired_file();
-    let text = crate::store::desired_file::read(root)?
-        .ok_or_else(|| Error::input(format!("{} is missing", file.display())))?;
-    let desired =
-        crate::desired::parse(&text, &file.display().to_string()).map_err(Error::input)?;
-    desired
-        .members
-        .get(space)
-        .and_then(|m| m.get(&principal))
-        .map(|grant| (principal.clone(), grant.clone()))
-        .ok_or_else(|| {
-            Error::input(
-                Diagnostic::new(format!(
-                    "cotal.toml declares no member {principal} in space {}; nothing was minted.",
-                    space.quoted()
-                ))
-                .next(format!(
-                    "declare it (`[spaces.{}.members.\"{principal}\"]` with `read` and `post`), `cotal apply`, then mint",
-                    crate::adopt::toml_key(space.as_str())
-                )),
-            )
-        })
-}
-
 /// The system users `--system` hands out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum SystemRole {
@@ -286,7 +255,7 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
     let member = args
         .member
         .as_deref()
-        .map(|m| declared_member(&root, &space, m))
+        .map(|m| crate::ops::creds::declared_member(&root, &space, m))
         .transpose()?;
     let (user, profile) = match (&member, args.user) {
         (Some((principal, _)), _) => (principal.user_name(), Profile::Member),

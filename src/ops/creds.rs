@@ -49,6 +49,39 @@ fn observed_space_in(
     }
 }
 
+/// The grant cotal.toml declares for `raw` in `space`, or why there is none. A mint reads it
+/// again under the root's lock ([`mint`]): the grant a user gets is the one declared when it
+/// is minted, never one an apply narrowed meanwhile.
+pub fn declared_member(
+    root: &Root,
+    space: &SpaceName,
+    raw: &str,
+) -> Result<(crate::members::Principal, crate::members::Grant)> {
+    let principal = crate::members::Principal::parse(raw).map_err(Error::input)?;
+    let file = root.desired_file();
+    let text = crate::store::desired_file::read(root)?
+        .ok_or_else(|| Error::input(format!("{} is missing", file.display())))?;
+    let desired =
+        crate::desired::parse(&text, &file.display().to_string()).map_err(Error::input)?;
+    desired
+        .members
+        .get(space)
+        .and_then(|m| m.get(&principal))
+        .map(|grant| (principal.clone(), grant.clone()))
+        .ok_or_else(|| {
+            Error::input(
+                crate::diagnostic::Diagnostic::new(format!(
+                    "cotal.toml declares no member {principal} in space {}; nothing was minted.",
+                    space.quoted()
+                ))
+                .next(format!(
+                    "declare it (`[spaces.{}.members.\"{principal}\"]` with `read` and `post`), `cotal apply`, then mint",
+                    crate::adopt::toml_key(space.as_str())
+                )),
+            )
+        })
+}
+
 /// Mint a user of `request.space`; returns its creds (secret) and what was recorded.
 pub fn mint(
     root: &Root,
@@ -60,7 +93,21 @@ pub fn mint(
     let (space, observed) = observed_space_in(root, &request.space, unreadable)?;
     refuse_unless_in_service(&request.space, &space, &observed)?;
     let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
-    credentials::mint(root, &lock, &space.account_pub, request)
+    crate::fault::point(crate::fault::Point::AfterLock);
+    // A member's grant as cotal.toml declares it now, under the lock: an apply narrowing it
+    // cannot slip between this read and the mint.
+    let request = match &request.member {
+        Some((principal, _)) => Request {
+            member: Some(declared_member(
+                root,
+                &request.space,
+                &principal.to_string(),
+            )?),
+            ..request.clone()
+        },
+        None => request.clone(),
+    };
+    credentials::mint(root, &lock, &space.account_pub, &request)
 }
 
 /// A user is handed out only for a space in service (the seed admits no traffic to a tenant

@@ -866,3 +866,45 @@ fn a_killed_backup_leaves_a_private_copy_named_by_status_and_swept() {
     let status = stdout(&root.cotal(&["status"]).assert());
     assert!(!status.contains("a killed backup left"), "{status}");
 }
+
+#[cfg(feature = "fault-injection")]
+#[test]
+fn a_member_is_minted_with_the_grant_declared_when_it_holds_the_lock() {
+    let members = |read: &str| {
+        format!(
+            "[spaces.design]\n\n[spaces.design.members.\"acme.alice\"]\nread = [{read}]\npost = [\"team.backend\"]\n"
+        )
+    };
+    let root = TestRoot::init();
+    root.desire(&members("\"team.backend\", \"team.ops\""));
+    root.apply().success();
+    let creds = root.file("alice.creds");
+    let paused = crate::support::Paused::at(
+        &root,
+        &[
+            "creds",
+            "design",
+            "--member",
+            "acme.alice",
+            "--out",
+            creds.to_str().unwrap(),
+        ],
+        "after-lock",
+    );
+    // The grant is narrowed while the mint waits for (here: holds) the lock.
+    root.desire(&members("\"team.backend\""));
+    let (code, said) = paused.resume();
+    assert_eq!(code, Some(0), "{said}");
+    let ledger: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.file(&format!(".cotal/space.{}/users.json", hex::encode("design"))))
+            .unwrap(),
+    )
+    .unwrap();
+    let minted = &ledger["minted"][0];
+    assert_eq!(minted["member"]["principal"], "acme.alice", "{ledger}");
+    assert_eq!(
+        minted["member"]["read"],
+        serde_json::json!(["team.backend"]),
+        "the grant read under the lock, not the one read before it: {ledger}"
+    );
+}
