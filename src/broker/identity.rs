@@ -266,6 +266,17 @@ pub fn cmdline(pid: u32) -> Option<Vec<String>> {
     )
 }
 
+/// Another process's command line as cotal shows it: its arguments joined by spaces, every
+/// character that could hide or reorder what a terminal shows escaped as tenant text is
+/// (whoever takes a port writes its own command line: `\x1b[2J` must not clear the
+/// operator's screen), and at most 160 characters of it.
+pub fn shown_command(args: &[String]) -> String {
+    crate::channels::displayable(&args.join(" "))
+        .chars()
+        .take(160)
+        .collect()
+}
+
 /// Whether `pid` has one of `sockets` open.
 pub fn owns_any(pid: u32, sockets: &BTreeSet<u64>) -> bool {
     !sockets.is_empty() && !holds(pid, sockets, 1).is_empty()
@@ -431,8 +442,7 @@ pub fn describe_holders(sockets: &BTreeSet<u64>, listener: &Listener) -> String 
     let holders: Vec<String> = socket_holders(sockets)
         .into_iter()
         .map(|pid| {
-            let cmd = cmdline(pid).map(|a| a.join(" ")).unwrap_or_default();
-            let cmd: String = cmd.chars().take(160).collect();
+            let cmd = cmdline(pid).map(|a| shown_command(&a)).unwrap_or_default();
             format!("pid {pid} ({cmd})")
         })
         .collect();

@@ -32,7 +32,10 @@ impl std::fmt::Display for Holder {
         write!(
             f,
             "pid {} on {} running `{}` since {}",
-            self.pid, self.host, self.command, self.since
+            self.pid,
+            crate::channels::displayable(&self.host),
+            crate::channels::displayable(&self.command),
+            crate::channels::displayable(&self.since)
         )
     }
 }
@@ -321,15 +324,8 @@ fn kernel_holder(path: &std::path::Path) -> Option<(u32, String)> {
     let meta = std::fs::metadata(path).ok()?;
     let locks = std::fs::read_to_string("/proc/locks").ok()?;
     let pid = holder_in(&locks, meta.dev(), meta.ino())?;
-    let command = std::fs::read(format!("/proc/{pid}/cmdline"))
-        .ok()
-        .map(|b| {
-            b.split(|c| *c == 0)
-                .filter(|a| !a.is_empty())
-                .map(|a| String::from_utf8_lossy(a).into_owned())
-                .collect::<Vec<_>>()
-                .join(" ")
-        })
+    let command = crate::broker::identity::cmdline(pid)
+        .map(|args| crate::broker::identity::shown_command(&args))
         .filter(|c| !c.is_empty())
         .unwrap_or_else(|| "command unknown".into());
     Some((pid, command))

@@ -896,8 +896,11 @@ fn a_member_is_minted_with_the_grant_declared_when_it_holds_the_lock() {
     let (code, said) = paused.resume();
     assert_eq!(code, Some(0), "{said}");
     let ledger: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(root.file(&format!(".cotal/space.{}/users.json", hex::encode("design"))))
-            .unwrap(),
+        &std::fs::read(root.file(&format!(
+            ".cotal/space.{}/users.json",
+            hex::encode("design")
+        )))
+        .unwrap(),
     )
     .unwrap();
     let minted = &ledger["minted"][0];

@@ -335,6 +335,50 @@ fn a_broker_of_this_root_without_its_pidfile_is_never_taken_for_stopped() {
 }
 
 #[test]
+fn a_foreign_programs_command_line_is_shown_escaped_never_written_to_the_terminal() {
+    use std::io::BufRead;
+    let root = TestRoot::init();
+    let port = free_port();
+    root.desire_on(port, TWO);
+    root.apply().success();
+    // Whoever takes the port writes its own command line: here one that would clear the
+    // operator's screen and print a forged line.
+    let hostile = "\u{1b}[2J\u{1b}[Hcotal: all spaces healthy\r";
+    let mut squatter = std::process::Command::new("python3")
+        .arg("-c")
+        .arg("exec(__import__('os').environ['C'])")
+        .arg(hostile)
+        .env(
+            "C",
+            format!(
+                "import socket,sys\ns=socket.socket()\ns.bind(('127.0.0.1',{port}))\ns.listen()\nprint('ready',flush=True)\nsys.stdin.read()"
+            ),
+        )
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3 runs");
+    let mut ready = String::new();
+    std::io::BufReader::new(squatter.stdout.take().unwrap())
+        .read_line(&mut ready)
+        .unwrap();
+    assert_eq!(ready.trim(), "ready");
+    let out = root.cotal(&["up"]).assert().code(3);
+    let err = stderr(&out);
+    let _ = squatter.kill();
+    let _ = squatter.wait();
+    assert!(
+        err.contains(&format!("pid {}", squatter.id())),
+        "names the holder: {err}"
+    );
+    assert!(
+        err.contains("\\u{1b}[2J\\u{1b}[Hcotal: all spaces healthy\\u{d}"),
+        "its command line, escaped: {err}"
+    );
+    assert!(!err.contains('\u{1b}') && !err.contains('\r'), "{err:?}");
+}
+
+#[test]
 fn up_refuses_a_port_held_by_another_program_and_names_it() {
     let root = TestRoot::init();
     let port = free_port();
