@@ -131,6 +131,32 @@ fn digest_of(document: desired::Document<'_>, text: &str) -> String {
 }
 
 /// Observe the root.
+/// The original Cotal's material that names no tenant ([`Observed::unattributed_material`]):
+/// its P7 files at the root of `.cotal/` and files flat in `auth/creds/`, relative to the
+/// root, in name order. A link or any other entry counts as what it is named.
+fn unattributed_material(root: &Root) -> Result<Vec<String>> {
+    let mut out: Vec<String> = crate::adopt::MATERIAL
+        .iter()
+        .filter(|name| std::fs::symlink_metadata(root.state_dir().join(name)).is_ok())
+        .map(|name| format!(".cotal/{name}"))
+        .collect();
+    let dir = root.agent_creds_dir();
+    match std::fs::read_dir(&dir) {
+        Ok(entries) => {
+            let mut flat: Vec<String> = entries
+                .flatten()
+                .filter(|e| !e.file_type().is_ok_and(|t| t.is_dir()))
+                .map(|e| format!(".cotal/auth/creds/{}", e.file_name().to_string_lossy()))
+                .collect();
+            flat.sort();
+            out.extend(flat);
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(Error::io(dir, e)),
+    }
+    Ok(out)
+}
+
 pub fn observe(root: &Root, desired: &Desired, desired_digest: String) -> Result<Observed> {
     observe_for(root, desired, desired_digest, Purpose::Plan)
 }
@@ -544,9 +570,11 @@ fn observe_from<'a>(
         BrokerRecordState::Absent => broker_record::tenant_material(root)?,
         _ => Vec::new(),
     };
+    let unattributed_material = unattributed_material(root)?;
     let mut observed = Observed {
         broker,
         tenant_material,
+        unattributed_material,
         system,
         now,
         inventory,

@@ -690,6 +690,11 @@ pub struct Observed {
     /// With the broker record absent: the tenant material still on disk (account records,
     /// config, generation, journal, space folders), named for people. Empty otherwise.
     pub tenant_material: Vec<String>,
+    /// Material the original Cotal kept for no named tenant, relative to the root: its P7
+    /// files at the root of `.cotal/` and its pre-P1 agent secrets flat in `auth/creds/`. A
+    /// removal is refused while any is there (seed 000 §2.2 step 1): removing a space is what
+    /// would make it look owned by the survivors.
+    pub unattributed_material: Vec<String>,
     pub system: SystemObserved,
     pub inventory: Inventory,
     pub generation: GenerationState,

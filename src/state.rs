@@ -93,6 +93,10 @@ pub struct BrokerState {
     /// the same expired revocations the host's would.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub handed_out_expires: std::collections::BTreeMap<String, i64>,
+    /// The original Cotal's material that names no tenant, as the host found it: a plan from
+    /// the state refuses a removal the host would refuse.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unattributed_material: Vec<String>,
     /// How many times the route credential was rotated (the comment each node's config names).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub route_rotation: u64,
@@ -225,6 +229,7 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
             route_tls: observed.route_tls.as_ref().and_then(|t| t.facts.clone()),
             handed_out_revoked: observed.system.handed_out_revoked.clone(),
             handed_out_expires: observed.system.handed_out_expires.clone(),
+            unattributed_material: observed.unattributed_material.clone(),
             monitor_account: trust
                 .monitor
                 .as_ref()
@@ -424,6 +429,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
     Ok(Observed {
         broker: BrokerRecordState::Valid(trust),
         tenant_material: Vec::new(),
+        unattributed_material: b.unattributed_material.clone(),
         system: SystemObserved {
             keys,
             revocations: sys.nats.revocations.clone(),

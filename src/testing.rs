@@ -34,6 +34,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
     Observed {
         broker: BrokerRecordState::Absent,
         tenant_material: Vec::new(),
+        unattributed_material: Vec::new(),
         system: crate::observed::SystemObserved {
             // A root of today keeps a monitor key (one without is planned to get it).
             keys: crate::observed::SysKeysState::Scoped(std::collections::BTreeMap::from([(

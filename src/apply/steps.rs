@@ -664,6 +664,13 @@ pub fn reap(ctx: &Context, running: bool, outcome: &mut Outcome, space: &SpaceNa
         Ok(false) => {}
         Err(e) => failed("space folder", e),
     }
+    // The original's per-agent secrets of this space (seed 000 §2.2 step 7): its segment
+    // only, never another's.
+    match crate::store::atomic::remove_tree(&root.space_agent_creds(space)) {
+        Ok(true) => removed.push("agent secrets".to_string()),
+        Ok(false) => {}
+        Err(e) => failed("agent secrets", e),
+    }
     outcome.reap_failures.extend(failures);
     outcome.reaped.push((space.clone(), removed));
     fault::point(Point::AfterReap);

@@ -113,7 +113,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     let nodes = nodes(desired, observed);
 
     let mut removals = removals::collect(desired, observed);
-    guards::guard_removals(desired, &observed.inventory, &removals)?;
+    guards::guard_removals(desired, observed, &removals)?;
     let receipt_warnings = super::relocations::prove(observed, &mut removals, &intent.relocated)?;
     guards::guard_returns(desired, observed)?;
     guards::guard_cluster_removals(desired, observed, &removals)?;

@@ -407,9 +407,10 @@ pub fn guard_returns(
 /// the last space, not a protected one, not one with live local processes.
 pub fn guard_removals(
     desired: &Desired,
-    inv: &Inventory,
+    observed: &Observed,
     removals: &Removals,
 ) -> Result<(), Refusal> {
+    let inv = &observed.inventory;
     let fresh: Vec<&SpaceName> = removals.requested().collect();
     if fresh.is_empty() {
         return Ok(());
@@ -429,6 +430,18 @@ pub fn guard_removals(
                 list(fresh.iter().copied())
             ),
             "keep at least one space in cotal.toml, or stop the broker (`cotal down`) and delete the root".into(),
+        );
+    }
+    // Seed 000 §2.2 step 1: material the original kept for no named tenant cannot be reaped
+    // with the space it may belong to, nor left to look like a survivor's.
+    if !observed.unattributed_material.is_empty() {
+        say(
+            format!(
+                "this root holds material the original Cotal kept for no named tenant ({}): removing {} would strand it if it is theirs, or leave it looking like a survivor's.",
+                observed.unattributed_material.join(", "),
+                list(fresh.iter().copied())
+            ),
+            "give each file its tenant first: `cotal adopt` moves the P7 files into the space's folder while the root holds the one tenant they belong to; move agent secrets into .cotal/auth/creds/space.<hex of its name>/ yourself; or move what no tenant uses out of .cotal/. Then apply again".into(),
         );
     }
     for name in &fresh {

@@ -192,6 +192,16 @@ impl Root {
     pub fn space_dir(&self, space: &SpaceName) -> PathBuf {
         self.state_dir().join(format!("space.{}", space.hex()))
     }
+    /// The original Cotal's per-agent secrets: `auth/creds/space.<hex>/` per space (older
+    /// roots keep them flat in `auth/creds/`).
+    pub fn agent_creds_dir(&self) -> PathBuf {
+        self.auth_dir().join("creds")
+    }
+    /// One space's per-agent secrets (the original's P1 segment).
+    pub fn space_agent_creds(&self, space: &SpaceName) -> PathBuf {
+        self.agent_creds_dir()
+            .join(format!("space.{}", space.hex()))
+    }
     /// A file of a space's folder (`lifecycle.json`, its $SYS creds, `membership.json`).
     pub fn space_file(&self, space: &SpaceName, file: SpaceFile) -> PathBuf {
         self.space_dir(space).join(file.name())

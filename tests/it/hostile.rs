@@ -911,3 +911,63 @@ fn a_member_is_minted_with_the_grant_declared_when_it_holds_the_lock() {
         "the grant read under the lock, not the one read before it: {ledger}"
     );
 }
+
+#[test]
+fn a_removal_is_refused_beside_the_originals_unattributed_material_and_reaps_the_spaces_agent_secrets()
+ {
+    let root = converged();
+    std::fs::write(root.file(".cotal/delivery.creds"), "root-scoped P7").unwrap();
+    std::fs::create_dir_all(root.file(".cotal/auth/creds")).unwrap();
+    std::fs::write(root.file(".cotal/auth/creds/alice.creds"), "flat P1").unwrap();
+    std::fs::write(
+        root.file("cotal.toml"),
+        "version = 1\n\n[broker]\nport = 4222\n\n[spaces.design]\n",
+    )
+    .unwrap();
+    let before = root.snapshot();
+    for args in [
+        vec!["plan"],
+        vec!["apply", "--auto-approve", "--allow-destroy"],
+    ] {
+        let out = root.cotal(&args).assert().code(3);
+        let err = stderr(&out);
+        assert!(
+            err.contains("material the original Cotal kept for no named tenant (.cotal/delivery.creds, .cotal/auth/creds/alice.creds): removing \"release\""),
+            "{args:?}: {err}"
+        );
+        assert!(
+            err.contains("next: give each file its tenant first"),
+            "{err}"
+        );
+        assert_eq!(root.snapshot(), before, "{args:?}: nothing changed");
+    }
+    // Each file given its tenant: the removal goes ahead and reaps the departing space's agent
+    // secrets, never the survivor's.
+    std::fs::rename(
+        root.file(".cotal/delivery.creds"),
+        root.file(&format!(
+            ".cotal/space.{}/delivery.creds",
+            hex::encode("design")
+        )),
+    )
+    .unwrap();
+    let segment =
+        |space: &str| root.file(&format!(".cotal/auth/creds/space.{}", hex::encode(space)));
+    std::fs::create_dir_all(segment("release")).unwrap();
+    std::fs::create_dir_all(segment("design")).unwrap();
+    std::fs::rename(
+        root.file(".cotal/auth/creds/alice.creds"),
+        segment("release").join("alice.creds"),
+    )
+    .unwrap();
+    std::fs::write(segment("design").join("bob.creds"), "design's").unwrap();
+    root.apply().success();
+    assert!(
+        !segment("release").exists(),
+        "the removed space's agent secrets are reaped"
+    );
+    assert!(
+        segment("design").join("bob.creds").exists(),
+        "the survivor's are kept"
+    );
+}
