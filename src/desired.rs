@@ -194,7 +194,7 @@ struct RawBroker {
     host: Option<Spanned<String>>,
     port: Option<Spanned<i64>>,
     store_dir: Option<Spanned<String>>,
-    multi_space: Option<bool>,
+    multi_space: Option<Spanned<bool>>,
     max_file_store: Option<Spanned<toml::Value>>,
     max_memory_store: Option<Spanned<toml::Value>>,
     evictor_creds: Option<bool>,
@@ -621,8 +621,18 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
                 )
             })
         };
+    // Accepted and ignored, `false` would say something of the root that is not true: every
+    // root keeps its system keys, and one made without them is not made any more.
+    if let Some(m) = &b.multi_space
+        && !*m.get_ref()
+    {
+        return Err(loc.at(
+            m.span().start,
+            "multi_space = false is refused: a root without system signing keys could not confirm a reload of its broker, observe it, or give a space its $SYS creds, so cotal neither makes nor keeps one (every root keeps scoped system keys, each able to mint only its role's users); remove the key or set it to true (nothing else changes)",
+        ));
+    }
     let settings = BrokerSettings {
-        multi_space: b.multi_space.unwrap_or(defaults.multi_space),
+        multi_space: true,
         max_file_store: store("max_file_store", b.max_file_store)?,
         max_memory_store: store("max_memory_store", b.max_memory_store)?,
         evictor_creds: b.evictor_creds.unwrap_or(defaults.evictor_creds),

@@ -971,3 +971,28 @@ fn a_removal_is_refused_beside_the_originals_unattributed_material_and_reaps_the
         "the survivor's are kept"
     );
 }
+
+#[test]
+fn multi_space_false_on_an_existing_root_is_refused_at_its_line_and_changes_nothing() {
+    let root = converged();
+    std::fs::write(
+        root.file("cotal.toml"),
+        "version = 1\n\n[broker]\nport = 4222\nmulti_space = false\n\n[spaces.design]\n\n[spaces.release]\n",
+    )
+    .unwrap();
+    let before = root.snapshot();
+    for args in [
+        vec!["validate"],
+        vec!["plan"],
+        vec!["apply", "--auto-approve"],
+    ] {
+        let out = root.cotal(&args).assert().code(1);
+        let err = stderr(&out);
+        assert!(
+            err.contains("cotal.toml:5:15: multi_space = false is refused")
+                && err.contains("remove the key or set it to true"),
+            "{args:?}: {err}"
+        );
+        assert_eq!(root.snapshot(), before, "{args:?}");
+    }
+}
