@@ -1182,6 +1182,7 @@ fn layout_conflict(root: &Root, desired: &Desired) -> Result<Option<String>> {
 /// Every node's promoted config, process and listener, in `cotal.toml`'s order.
 fn observe_nodes(root: &Root, desired: &Desired) -> Result<Vec<ObservedNode>> {
     let topology = &desired.topology;
+    let mut homes = crate::store::store_home::load(root)?;
     let mut nodes = Vec::new();
     for spec in &topology.nodes {
         let files = root.files_of(topology, spec);
@@ -1206,8 +1207,15 @@ fn observe_nodes(root: &Root, desired: &Desired) -> Result<Vec<ObservedNode>> {
         } else {
             BrokerProcess::Stopped
         };
+        let store_dir = root.store_dir(&spec.store_dir);
         nodes.push(ObservedNode {
-            store_dir: root.store_dir(&spec.store_dir),
+            store_home: homes.nodes.remove(&spec.name),
+            store_id: if spec.local {
+                crate::store::store_home::read_id(&store_dir)
+            } else {
+                None
+            },
+            store_dir,
             spec: spec.clone(),
             files,
             listener,

@@ -683,6 +683,17 @@ pub struct ServerInfo {
     pub drift_cache: Option<crate::drift_verdicts::DriftCache>,
 }
 
+/// One node's recorded store (`.cotal/store.json`, [`crate::store::store_home`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StoreHome {
+    /// The store folder, absolute.
+    pub dir: PathBuf,
+    /// The identity the store holds; `None` after an approved move, until `up` starts on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
 /// Everything the planner may look at.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
@@ -744,6 +755,11 @@ pub struct ObservedNode {
     pub process: BrokerProcess,
     /// The node's JetStream store, absolute (a remote node's is on its own machine).
     pub store_dir: PathBuf,
+    /// Where the root recorded this node's data to live (`.cotal/store.json`); `None` on a
+    /// root that never recorded it (made before the record, or never started).
+    pub store_home: Option<StoreHome>,
+    /// The identity the store at `store_dir` holds (`.cotal-store-id`), when it holds one.
+    pub store_id: Option<String>,
 }
 
 impl ObservedNode {

@@ -662,6 +662,8 @@ fn go_html_safe(json: String) -> String {
 pub struct Promoted {
     pub host: Option<String>,
     pub port: Option<u16>,
+    /// The JetStream store folder its `jetstream {}` block names.
+    pub store_dir: Option<String>,
     /// Account public keys in `resolver_preload`, the system account included.
     pub accounts: BTreeSet<String>,
 }
@@ -697,6 +699,10 @@ pub fn read_promoted(text: &str) -> Promoted {
             );
         } else if let Some(v) = line.strip_prefix("port: ") {
             out.port = v.trim().parse().ok();
+        } else if let Some(v) = line.strip_prefix("  store_dir: ") {
+            out.store_dir = Some(
+                serde_json::from_str::<String>(v.trim()).unwrap_or_else(|_| v.trim().to_string()),
+            );
         }
     }
     out

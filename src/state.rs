@@ -56,7 +56,11 @@ pub struct State {
 pub struct NodeState {
     pub name: String,
     pub listener: Listener,
+    /// Where its data lives (the recorded store).
     pub store_dir: PathBuf,
+    /// The identity that store holds (`.cotal-store-id`), when recorded.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub store_id: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_conf: Option<String>,
     pub running: bool,
@@ -78,7 +82,15 @@ pub struct BrokerState {
     #[serde(default)]
     pub previous_control: bool,
     pub listener: Listener,
+    /// Where the broker's data lives (a single server's recorded store).
     pub store_dir: PathBuf,
+    /// The identity that store holds (`.cotal-store-id`), when recorded.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub store_id: Option<String>,
+    /// The root's folder on the broker host: a plan from the state resolves `cotal.toml`'s
+    /// relative paths (`store_dir`) against it, as the host does.
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub root: Option<PathBuf>,
     pub capacity: Capacity,
     pub running: bool,
     /// `[broker.tls]`'s certificate as read at the export (paths, fingerprint, expiry, names;
@@ -183,9 +195,23 @@ pub struct SideAccountState {
     pub jwt: String,
 }
 
-/// The public part of `observed`, exported at `now` (RFC 3339); refused when the observation
-/// is not certain.
-pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
+/// Where a node's data lives and the identity of that store: the recorded store, else the
+/// node's own (a root that never recorded one).
+fn data_home(n: &crate::observed::ObservedNode) -> (PathBuf, Option<String>) {
+    match &n.store_home {
+        Some(h) => (h.dir.clone(), h.id.clone()),
+        None => (n.store_dir.clone(), n.store_id.clone()),
+    }
+}
+
+/// The public part of `observed`, exported at `now` (RFC 3339) from the root at `root` (its
+/// folder, so a plan from the state resolves `cotal.toml`'s paths as the host does); refused
+/// when the observation is not certain.
+pub fn export(
+    observed: &Observed,
+    now: &str,
+    root: Option<&std::path::Path>,
+) -> Result<State, Diagnostic> {
     let problems = observed.problems();
     if !problems.is_empty() {
         return Err(Diagnostic::new(format!(
@@ -222,7 +248,9 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
             system_keys,
             previous_control: observed.system.previous_control,
             listener: observed.listener().clone(),
-            store_dir: observed.first().store_dir.clone(),
+            store_dir: data_home(observed.first()).0,
+            store_id: data_home(observed.first()).1,
+            root: root.map(std::path::Path::to_path_buf),
             capacity: observed.capacity,
             running: observed.is_running(),
             tls: observed.tls.as_ref().and_then(|t| t.facts.clone()),
@@ -250,7 +278,8 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
                 .map(|n| NodeState {
                     name: n.name().to_string(),
                     listener: n.listener.clone(),
-                    store_dir: n.store_dir.clone(),
+                    store_dir: data_home(n).0,
+                    store_id: data_home(n).1,
                     server_conf: n.server_conf.as_ref().map(|c| c.text.clone()),
                     running: n.process.is_running(),
                     remote: n.remote(),
@@ -311,7 +340,12 @@ pub fn export(observed: &Observed, now: &str) -> Result<State, Diagnostic> {
 /// Plan input from a state: what the root looked like at the export, without live figures
 /// (`live_error` says so when the broker ran). Refuses a state whose JWTs do not verify or
 /// do not match the keys it names.
-pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Observed, String> {
+pub fn observed(
+    state: &State,
+    desired: &crate::desired::Desired,
+    desired_digest: String,
+    now: i64,
+) -> Result<Observed, String> {
     if state.format_version != FORMAT_VERSION {
         return Err(format!(
             "state format_version {} is not {FORMAT_VERSION}, the one this cotal reads",
@@ -455,7 +489,7 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         }),
         server: None,
         journal_protected: Default::default(),
-        capacity: b.capacity,
+        capacity: declared_capacity(b.capacity, desired),
         now,
         layout_conflict: None,
         // Read by `plan --state` from the folder of the cotal.toml it plans.
@@ -471,12 +505,16 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
         }),
         nodes: if state.nodes.is_empty() {
             vec![exported_node(
-                crate::topology::LONE_NODE,
-                &b.listener,
-                &b.store_dir,
-                state.server_conf.as_deref(),
-                b.running,
-                false,
+                ExportedNode {
+                    name: crate::topology::LONE_NODE,
+                    listener: &b.listener,
+                    home: &b.store_dir,
+                    store_id: b.store_id.as_deref(),
+                    server_conf: state.server_conf.as_deref(),
+                    running: b.running,
+                    remote: false,
+                },
+                declared_store(state, desired, crate::topology::LONE_NODE),
             )]
         } else {
             state
@@ -484,12 +522,16 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
                 .iter()
                 .map(|n| {
                     exported_node(
-                        &n.name,
-                        &n.listener,
-                        &n.store_dir,
-                        n.server_conf.as_deref(),
-                        n.running,
-                        n.remote,
+                        ExportedNode {
+                            name: &n.name,
+                            listener: &n.listener,
+                            home: &n.store_dir,
+                            store_id: n.store_id.as_deref(),
+                            server_conf: n.server_conf.as_deref(),
+                            running: n.running,
+                            remote: n.remote,
+                        },
+                        declared_store(state, desired, &n.name),
                     )
                 })
                 .collect()
@@ -497,16 +539,61 @@ pub fn observed(state: &State, desired_digest: String, now: i64) -> Result<Obser
     })
 }
 
-/// A node as a state recorded it: on another host, so its files have no path here and a
-/// running node is [`BrokerProcess::Answering`] (no pid of this machine).
-fn exported_node(
-    name: &str,
-    listener: &Listener,
-    store_dir: &std::path::Path,
-    server_conf: Option<&str>,
+/// The store sizes a plan from the state judges by: what `cotal.toml` declares (a pull request
+/// setting `max_file_store` is checked against what the stores hold, as the host checks it),
+/// else what the host found at the export.
+fn declared_capacity(
+    mut capacity: crate::observed::Capacity,
+    desired: &crate::desired::Desired,
+) -> crate::observed::Capacity {
+    use crate::observed::CapacitySource;
+    if let Some(size) = desired.broker.max_file_store {
+        capacity.file.size = size.0;
+        capacity.file.source = CapacitySource::Configured;
+    }
+    if let Some(size) = desired.broker.max_memory_store {
+        capacity.memory.size = size.0;
+        capacity.memory.source = CapacitySource::Configured;
+    }
+    capacity
+}
+
+/// Where `cotal.toml` puts node `name`'s store on the broker host: its `store_dir` against the
+/// root the state was exported from (`None`: a state exported before it named its root, or a
+/// node the file does not declare; the store is then taken to be where the data lives).
+fn declared_store(state: &State, desired: &crate::desired::Desired, name: &str) -> Option<PathBuf> {
+    let root = state.broker.root.as_ref()?;
+    let spec = desired.topology.nodes.iter().find(|n| n.name == name)?;
+    Some(crate::topology::resolve(root, &spec.store_dir))
+}
+
+/// A node as the state recorded it.
+struct ExportedNode<'a> {
+    name: &'a str,
+    listener: &'a Listener,
+    /// Where its data lives.
+    home: &'a std::path::Path,
+    store_id: Option<&'a str>,
+    server_conf: Option<&'a str>,
     running: bool,
     remote: bool,
-) -> crate::observed::ObservedNode {
+}
+
+/// A node as a state recorded it: on another host, so its files have no path here and a
+/// running node is [`BrokerProcess::Answering`] (no pid of this machine). Its store is where
+/// `cotal.toml` puts it (`declared`, else where the data lives): a pull request moving the
+/// store plans the move the host would.
+fn exported_node(n: ExportedNode<'_>, declared: Option<PathBuf>) -> crate::observed::ObservedNode {
+    let ExportedNode {
+        name,
+        listener,
+        home,
+        store_id,
+        server_conf,
+        running,
+        remote,
+    } = n;
+    let store_dir = declared.unwrap_or_else(|| home.to_path_buf());
     crate::observed::ObservedNode {
         spec: crate::topology::NodeSpec {
             name: name.to_string(),
@@ -533,7 +620,15 @@ fn exported_node(
         } else {
             BrokerProcess::Stopped
         },
-        store_dir: store_dir.to_path_buf(),
+        store_home: Some(crate::observed::StoreHome {
+            dir: home.to_path_buf(),
+            id: store_id.map(str::to_string),
+        }),
+        // The store there is known only when it is the one the data lives in.
+        store_id: (store_dir == home)
+            .then(|| store_id.map(str::to_string))
+            .flatten(),
+        store_dir,
     }
 }
 

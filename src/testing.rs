@@ -128,6 +128,8 @@ pub fn node(spec: crate::topology::NodeSpec, store_dir: &str) -> ObservedNode {
         server_conf: None,
         process: BrokerProcess::Stopped,
         store_dir: store_dir.into(),
+        store_home: None,
+        store_id: None,
     }
 }
 

@@ -372,6 +372,28 @@ pub(crate) fn check_port(field: &str, v: i64) -> Result<u16, String> {
         .ok_or_else(|| format!("{field} {v} must be between 1 and 65535"))
 }
 
+/// `path` with `.` and `..` resolved lexically (no link is read).
+pub fn normalize(path: &std::path::Path) -> std::path::PathBuf {
+    use std::path::Component;
+    let mut out = std::path::PathBuf::new();
+    for c in path.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other.as_os_str()),
+        }
+    }
+    out
+}
+
+/// `configured` (a `store_dir` of `cotal.toml`) against the root folder `root`, as the root
+/// resolves it on its host: pure (a state's root is another host's path).
+pub fn resolve(root: &std::path::Path, configured: &str) -> std::path::PathBuf {
+    normalize(&root.join(configured))
+}
+
 /// A path written into a rendered config: no quote, backslash or control character.
 pub(crate) fn check_path(field: &str, v: &str) -> Result<String, String> {
     if v.is_empty() || v.chars().any(|c| c.is_control() || c == '"' || c == '\\') {

@@ -777,7 +777,9 @@ fn run_step(
             Ok(())
         }
         Step::PromoteConfig {
-            from_generation, ..
+            from_generation,
+            reasons,
+            ..
         } => {
             let generations = promote::promote(
                 ctx,
@@ -789,6 +791,7 @@ fn run_step(
                 promote::Stage::Final,
             )?;
             outcome.generation = Some(generations);
+            record_store_moves(ctx.root, reasons)?;
             system::forget_previous_control(ctx.root, record)
         }
         Step::Provision { space, .. } => {
@@ -920,4 +923,29 @@ pub fn refuse_if_journal_open(observed_journal: &JournalState, verb: &str) -> Re
             .next("inspect it and run `cotal plan`"),
         )),
     }
+}
+
+/// After a promotion that moved a node's store (approved: the plan said what it takes out of
+/// service), record where the node's data lives now: the moved store with its identity when it
+/// carried the data, else the new folder with none, which the next `cotal up` adopts. Until
+/// this is written, every plan shows the move again (a re-run finishes it).
+fn record_store_moves(root: &crate::store::Root, reasons: &[crate::plan::Reason]) -> Result<()> {
+    use crate::store::store_home::{self, StoreHome};
+    for r in reasons {
+        let crate::plan::Reason::StoreMove { moves } = r else {
+            continue;
+        };
+        for m in moves {
+            let home = StoreHome {
+                dir: m.to.clone(),
+                id: if m.carried {
+                    store_home::read_id(&m.to)
+                } else {
+                    None
+                },
+            };
+            store_home::set(root, &m.node, home)?;
+        }
+    }
+    Ok(())
 }

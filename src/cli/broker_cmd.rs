@@ -16,6 +16,10 @@ pub struct UpArgs {
     /// How long to wait for the root's lock.
     #[arg(long, value_parser = super::parse_duration, default_value = "0")]
     pub lock_timeout: Duration,
+    /// Start on a store that does not hold the spaces' data (it was moved, wiped or restored
+    /// elsewhere): they come back empty, their data left where it is. Without it, `up` refuses.
+    #[arg(long)]
+    pub allow_destroy: bool,
     /// `json`: one versioned document of what was done, at the end (`schemas/up.schema.json`).
     #[arg(long, value_enum, default_value_t = Format::Text)]
     pub format: Format,
@@ -50,6 +54,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
         &op::Up {
             timeout: args.timeout,
             lock_timeout: args.lock_timeout,
+            allow_destroy: args.allow_destroy,
         },
         &progress,
         &|event| match event {

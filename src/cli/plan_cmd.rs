@@ -122,7 +122,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                     ));
                 }
             };
-            let mut observed = from_state(file, digest, trust)?;
+            let mut observed = from_state(file, &desired, digest, trust)?;
             // The include is a file beside cotal.toml, in the pull request as it is on the root.
             observed.include = desired
                 .broker
@@ -184,6 +184,7 @@ enum Trust<'a> {
 /// line and column, never a value, and a state not signed by the trusted key is refused.
 fn from_state(
     file: &std::path::Path,
+    desired: &crate::desired::Desired,
     digest: String,
     trust: Trust,
 ) -> Result<crate::observed::Observed> {
@@ -247,6 +248,6 @@ fn from_state(
             )
         })?;
     }
-    crate::state::observed(&state, digest, crate::clock::now())
+    crate::state::observed(&state, desired, digest, crate::clock::now())
         .map_err(|e| Error::input(format!("{}: {e}", file.display())))
 }

@@ -20,6 +20,8 @@ pub struct Up {
     /// How long to wait for each node to accept connections (and a cluster for its leader).
     pub timeout: Duration,
     pub lock_timeout: Duration,
+    /// Start on a store without the spaces' data (`--allow-destroy`).
+    pub allow_destroy: bool,
 }
 
 /// What `up` tells as it goes.
@@ -170,6 +172,9 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
             .next("stop that process, or change the port in cotal.toml and run `cotal apply`, then `cotal up`"),
         )
     };
+    if !args.allow_destroy {
+        refuse_foreign_store(&observed)?;
+    }
     let mut to_start = Vec::new();
     for n in observed.nodes.iter().filter(|n| !n.remote()) {
         let listener = Listener {
@@ -184,7 +189,8 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
             Liveness::Stopped { .. } => to_start.push((&n.files, listener)),
         }
     }
-    // Start each node of `to_start`, telling `on`.
+    // Start each node of `to_start`, telling `on`; then record the store each local node
+    // serves (its identity written into it first, when it has none).
     let start_all = || -> Result<()> {
         for (f, listener) in &to_start {
             let pid = process::start(root, f, listener, args.timeout)?;
@@ -193,6 +199,17 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
                 pid,
                 listener: listener.clone(),
             });
+        }
+        for n in observed.nodes.iter().filter(|n| !n.remote()) {
+            let id = crate::store::store_home::ensure_id(&n.store_dir)?;
+            crate::store::store_home::set(
+                root,
+                n.name(),
+                crate::store::store_home::StoreHome {
+                    dir: n.store_dir.clone(),
+                    id: Some(id),
+                },
+            )?;
         }
         Ok(())
     };
@@ -210,6 +227,28 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     }
     // The config on disk must be the rendering of the inventory: promote it when it is not.
     let boot = plan::boot_plan(&desired, &observed)?;
+    if boot.moves_data_out_of_service() && !args.allow_destroy {
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "cotal.toml puts the broker's store where the spaces' data is not: {}.",
+                boot.steps
+                    .iter()
+                    .filter_map(|s| match s {
+                        Step::PromoteConfig { reasons, .. } => Some(reasons),
+                        _ => None,
+                    })
+                    .flatten()
+                    .filter(|r| matches!(r, plan::Reason::StoreMove { .. }))
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            ))
+            .blast("none, nothing was started.")
+            .tenants(observed.inventory.spaces.keys().cloned())
+            .next("set store_dir back to where the data is, or move the data there (a store moved with its .cotal-store-id is recognised), then `cotal up`")
+            .next("to start the spaces empty, leaving their data where it is: `cotal plan`, then `cotal apply --allow-destroy`, then `cotal up`"),
+        ));
+    }
     if !boot.is_empty() {
         if observed.is_running() {
             return Err(Error::refused(
@@ -505,4 +544,53 @@ fn stop_node(
             .next("if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)"),
         )),
     }
+}
+
+/// Refuse to start a node on a store that is not the one its spaces' data lives in: the
+/// recorded store's folder holds another `.cotal-store-id`, or none (wiped, restored elsewhere,
+/// or replaced). A cluster is refused only when no node keeps the data (a node with a fresh
+/// store catches up from the others' replicas); a remote node is taken to keep it.
+fn refuse_foreign_store(observed: &crate::observed::Observed) -> Result<()> {
+    if observed.inventory.spaces.is_empty() {
+        return Ok(());
+    }
+    let foreign: Vec<String> = observed
+        .nodes
+        .iter()
+        .filter(|n| !n.remote())
+        .filter_map(|n| {
+            let home = n.store_home.as_ref()?;
+            let recorded = home.id.as_ref()?;
+            (home.dir == n.store_dir && n.store_id.as_ref() != Some(recorded)).then(|| {
+                format!(
+                    "{}{} holds {} where the spaces' store held .cotal-store-id {recorded}",
+                    if observed.is_cluster() {
+                        format!("node {}: ", n.name())
+                    } else {
+                        String::new()
+                    },
+                    n.store_dir.display(),
+                    match &n.store_id {
+                        Some(id) => format!("another store (.cotal-store-id {id})"),
+                        None => "no .cotal-store-id".to_string(),
+                    }
+                )
+            })
+        })
+        .collect();
+    if foreign.is_empty() || (observed.is_cluster() && foreign.len() < observed.nodes.len()) {
+        return Ok(());
+    }
+    Err(Error::refused(
+        Diagnostic::new(format!(
+            "the store is not the one the spaces' data was provisioned in: {}; starting on it would serve {} space(s) empty ({}).",
+            foreign.join("; "),
+            observed.inventory.spaces.len(),
+            crate::plan::list_some(observed.inventory.spaces.keys(), 10)
+        ))
+        .blast("none, nothing was started.")
+        .tenants(observed.inventory.spaces.keys().cloned())
+        .next("put the spaces' store back in that folder (a backup, or wherever it was moved), then `cotal up`")
+        .next("if their data is gone for good: `cotal up --allow-destroy` starts them empty"),
+    ))
 }

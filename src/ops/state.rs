@@ -25,12 +25,13 @@ fn export_remembering(
 /// The state of `observed` as JSON, signed with the root's state key (made now if the root
 /// has none).
 fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> {
-    let mut state = crate::state::export(observed, &crate::clock::timestamp()).map_err(|e| {
-        Error::refused(
-            e.context("no state exported")
-                .blast("none, nothing was written."),
-        )
-    })?;
+    let mut state = crate::state::export(observed, &crate::clock::timestamp(), Some(root.dir()))
+        .map_err(|e| {
+            Error::refused(
+                e.context("no state exported")
+                    .blast("none, nothing was written."),
+            )
+        })?;
     Ok(crate::state_signature::sign_pretty(
         &mut state,
         &crate::store::state_key::load_or_create(root)?,

@@ -34,6 +34,10 @@ pub struct Blast {
     /// account and its credentials stay (a purge).
     #[serde(skip_serializing_if = "is_false", default)]
     pub emptied: bool,
+    /// The data of `streams_destroyed` is taken out of service, not deleted: the broker
+    /// starts on a store without it (a moved store), and it stays unserved where it is.
+    #[serde(skip_serializing_if = "is_false", default)]
+    pub out_of_service: bool,
     /// What an archive keeps on disk, no longer served.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub kept_on_disk: Option<KeptOnDisk>,
@@ -61,7 +65,23 @@ impl Blast {
     /// `destroys 3 streams, 12,408 messages, 4.2 MiB; evicts 7 connections; ...`
     pub fn describe(&self) -> String {
         let mut parts = Vec::new();
-        if self.data_uncounted && self.emptied {
+        if self.out_of_service {
+            let n = self.streams_destroyed.len();
+            parts.push(if self.data_uncounted {
+                "takes every stream, message and byte of every space out of service (not counted: figures unavailable while the broker is stopped)".into()
+            } else {
+                format!(
+                    "takes {n} stream{}, {}, {} out of service",
+                    if n == 1 { "" } else { "s" },
+                    self.messages_destroyed.map_or("messages uncounted".into(), |m| format!(
+                        "{} message{}",
+                        human_count(m),
+                        if m == 1 { "" } else { "s" }
+                    )),
+                    human_bytes(self.bytes_destroyed)
+                )
+            });
+        } else if self.data_uncounted && self.emptied {
             parts.push("empties every stream and bucket of the space (not counted: figures unavailable); their configs, the account and its credentials are kept".into());
         } else if self.data_uncounted {
             parts.push(
@@ -161,6 +181,7 @@ pub fn removal(space: &SpaceName, streams: &[StreamUsage], connections: Option<u
         data_kept: false,
         emptied: false,
         kept_on_disk: None,
+        out_of_service: false,
         siblings: Some("no other space's streams are touched".into()),
     }
 }

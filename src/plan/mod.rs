@@ -27,6 +27,7 @@ mod promotion;
 mod purges;
 mod relocations;
 mod removals;
+pub mod settings;
 pub mod sides;
 mod system;
 pub mod tls;
@@ -144,6 +145,11 @@ pub enum Reason {
     RouteCredential { rotation: u64 },
     /// `server.conf` is not the rendering of the inventory (hand edit, interrupted apply).
     ConfigDrift,
+    /// The config's settings differ from what `cotal.toml` renders: each
+    /// `key: old -> new` (the node's name first in a cluster).
+    Settings { changes: Vec<String> },
+    /// Where a node's data lives changes: the rendering puts its store elsewhere.
+    StoreMove { moves: Vec<settings::StoreMove> },
     /// These running nodes (a single server: its one node) report a loaded config other than
     /// the promoted one (VARZ): a reload they missed, or one made by hand.
     NodesBehind { nodes: Vec<String> },
@@ -216,6 +222,44 @@ impl std::fmt::Display for Reason {
                 f,
                 "the route credential was rotated (rotation {rotation}): every node's include file gets the new one"
             ),
+            Reason::Settings { changes } => write!(
+                f,
+                "server.conf's settings differ from what cotal.toml renders: {}",
+                changes.join("; ")
+            ),
+            Reason::StoreMove { moves } => {
+                let each: Vec<String> = moves
+                    .iter()
+                    .map(|m| {
+                        let node = if m.node == crate::topology::LONE_NODE {
+                            String::new()
+                        } else {
+                            format!("node {}: ", m.node)
+                        };
+                        if m.carried {
+                            format!(
+                                "{node}the store moved from {} to {} with its data (its .cotal-store-id is the recorded one): the broker serves it from there",
+                                m.from.display(),
+                                m.to.display()
+                            )
+                        } else if m.out_of_service {
+                            format!(
+                                "{node}the store moves from {} to {}: the broker starts on a store without the spaces' data, which stays in {} unserved (cotal does not move it; every space comes back empty)",
+                                m.from.display(),
+                                m.to.display(),
+                                m.from.display()
+                            )
+                        } else {
+                            format!(
+                                "{node}the store moves from {} to {}: the node starts on an empty store and catches up from the replicas on the other nodes",
+                                m.from.display(),
+                                m.to.display()
+                            )
+                        }
+                    })
+                    .collect();
+                f.write_str(&each.join("; "))
+            }
             Reason::ConfigDrift => f.write_str(
                 "server.conf differs from the rendering of the inventory (edited by hand, or left by an interrupted apply)",
             ),
@@ -805,19 +849,33 @@ impl Plan {
         self.steps.is_empty()
     }
 
-    /// True when executing the plan destroys data that still exists.
+    /// True when executing the plan destroys data that still exists (or takes it out of
+    /// service: a store the broker no longer starts on).
     pub fn destroys_data(&self) -> bool {
+        self.moves_data_out_of_service()
+            || self.steps.iter().any(|s| {
+                matches!(
+                    s,
+                    Step::DeleteStreams {
+                        committed: false,
+                        ..
+                    } | Step::PurgeStreams {
+                        committed: false,
+                        ..
+                    }
+                )
+            })
+    }
+
+    /// Whether a promotion moves a store away from the spaces' data.
+    pub fn moves_data_out_of_service(&self) -> bool {
         self.steps.iter().any(|s| {
-            matches!(
-                s,
-                Step::DeleteStreams {
-                    committed: false,
-                    ..
-                } | Step::PurgeStreams {
-                    committed: false,
-                    ..
-                }
-            )
+            match s {
+            Step::PromoteConfig { reasons, .. } => reasons.iter().any(|r| {
+                matches!(r, Reason::StoreMove { moves } if moves.iter().any(|m| m.out_of_service))
+            }),
+            _ => false,
+        }
         })
     }
 
@@ -994,9 +1052,11 @@ impl Plan {
     /// Spaces whose data executing the plan destroys: removed or emptied, and not yet past
     /// their commit point (what [`Plan::destroys_data`] counts).
     pub fn destroyed_spaces(&self) -> Vec<&SpaceName> {
-        self.steps
+        let moved = self.moves_data_out_of_service();
+        let mut out: Vec<&SpaceName> = self
+            .steps
             .iter()
-            .filter_map(|s| match s {
+            .flat_map(|s| match s {
                 Step::DeleteStreams {
                     space,
                     committed: false,
@@ -1006,10 +1066,15 @@ impl Plan {
                     space,
                     committed: false,
                     ..
-                } => Some(space),
-                _ => None,
+                } => vec![space],
+                // A store moved away from the data takes every space it held out of service.
+                Step::PromoteConfig { blast, .. } if moved => blast.touched.iter().collect(),
+                _ => Vec::new(),
             })
-            .collect()
+            .collect();
+        out.sort();
+        out.dedup();
+        out
     }
 }
 

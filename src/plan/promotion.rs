@@ -88,6 +88,10 @@ fn reasons_and_base(
     if !unarchives.is_empty() {
         reasons.push(Reason::Unarchives { spaces: unarchives });
     }
+    let moves = super::settings::store_moves(observed, nodes);
+    if !moves.is_empty() {
+        reasons.push(Reason::StoreMove { moves });
+    }
     // `base` is the inventory without the spaces this plan removes: what the promoted config
     // must hold when nothing is added or re-issued.
     let base: Vec<Preload> = inv
@@ -110,6 +114,10 @@ fn reasons_and_base(
     let mut explained = !reasons.is_empty();
     let mut missing = false;
     let mut drifted = false;
+    // Settings cotal.toml changes (a node's name first in a cluster), and whether anything
+    // else differs (the preload, the trust, a line cotal does not write): only that is drift.
+    let mut settings: Vec<String> = Vec::new();
+    let mut unexplained = false;
     // The base rendered for every node while its digest (compared with the generation
     // record's below) is made on another core.
     let (renders, base_digest) = rayon::join(
@@ -127,6 +135,20 @@ fn reasons_and_base(
             None => missing = true,
             Some(conf) if conf != base_render => {
                 drifted = true;
+                match super::settings::changes(conf, &base_render) {
+                    Some(changed) => {
+                        let node = if nodes.len() > 1 {
+                            format!("node {}: ", node.name)
+                        } else {
+                            String::new()
+                        };
+                        settings.extend(changed.into_iter().map(|c| format!("{node}{c}")));
+                        if !super::settings::same_preload(conf, &base_render) {
+                            unexplained = true;
+                        }
+                    }
+                    None => unexplained = true,
+                }
                 let before = render::tls_certificate_line(conf);
                 let after = render::tls_certificate_line(&base_render);
                 if (before != after || render::serves_tls(conf) != render::serves_tls(&base_render))
@@ -162,9 +184,15 @@ fn reasons_and_base(
             _ => {}
         }
     }
+    if !settings.is_empty() {
+        reasons.push(Reason::Settings { changes: settings });
+    }
     if missing {
         reasons.push(Reason::NoConfig);
-    } else if drifted && !explained {
+    } else if drifted
+        && !explained
+        && (unexplained || !reasons.iter().any(|r| matches!(r, Reason::Settings { .. })))
+    {
         reasons.push(Reason::ConfigDrift);
     } else if !drifted
         && let Some(server) = &observed.server
@@ -182,6 +210,36 @@ fn reasons_and_base(
         _ => reasons.push(Reason::NoGeneration),
     }
     Ok((reasons, whole.then_some(base_digest)))
+}
+
+/// What a store moved away from the data takes out of service: every space's streams (their
+/// figures when the broker counted them), left unserved in the old store.
+fn store_move_blast(observed: &Observed) -> Blast {
+    let spaces = &observed.inventory.spaces;
+    let streams: Vec<_> = spaces
+        .values()
+        .flat_map(|s| s.usage.streams.iter().cloned())
+        .collect();
+    let counted = spaces
+        .values()
+        .all(|s| s.usage.source != crate::observed::UsageSource::Unknown);
+    Blast {
+        touched: spaces.keys().cloned().collect(),
+        messages_destroyed: if counted {
+            streams.iter().map(|s| s.messages).sum()
+        } else {
+            None
+        },
+        bytes_destroyed: streams.iter().map(|s| s.bytes).sum(),
+        streams_destroyed: streams,
+        data_uncounted: !counted,
+        out_of_service: true,
+        siblings: Some(format!(
+            "takes the data of all {} space(s) out of service: the broker starts on a store without it (kept unserved where it is; not deleted)",
+            spaces.len()
+        )),
+        ..Blast::default()
+    }
 }
 
 /// The promotion of the plan, with the config it will show, when there are reasons for one;
@@ -251,16 +309,24 @@ pub fn promotion(
         "the broker is stopped: the new config takes effect at the next `cotal up`".into()
     };
     let from = observed.generation.generation();
+    let moved_away = reasons.iter().any(
+        |r| matches!(r, Reason::StoreMove { moves } if moves.iter().any(|m| m.out_of_service)),
+    );
+    let blast = if moved_away {
+        store_move_blast(observed)
+    } else {
+        Blast {
+            siblings: Some(siblings),
+            ..Blast::default()
+        }
+    };
     Ok((
         Some(Promotion {
             step: Step::PromoteConfig {
                 from_generation: from,
                 to_generation: from + 1,
                 reasons,
-                blast: Blast {
-                    siblings: Some(siblings),
-                    ..Blast::default()
-                },
+                blast,
             },
             config: config_change(changes, !observed.is_cluster()),
         }),
@@ -405,7 +471,14 @@ pub fn boot_reasons(desired: &Desired, observed: &Observed) -> Result<Vec<Reason
     let trust = guard_trust(observed)?;
     let preloads = crate::observed::preloads(&observed.inventory.spaces);
     let mut reasons = Vec::new();
-    for node in super::nodes(desired, observed) {
+    let nodes = super::nodes(desired, observed);
+    // A boot that would start on another store than the data's says so (`up` refuses it
+    // unless told to start empty), and records the move when it goes ahead.
+    let moves = super::settings::store_moves(observed, &nodes);
+    if !moves.is_empty() {
+        reasons.push(Reason::StoreMove { moves });
+    }
+    for node in nodes {
         let rendered =
             render::server_conf(&trust, &preloads, &node).map_err(super::guards::render_refusal)?;
         if observed.node_conf_text(&node.name) != Some(rendered.as_str()) {

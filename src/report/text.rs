@@ -179,15 +179,39 @@ pub fn text_with(plan: &Plan, p: &Palette, options: TextOptions) -> String {
         .steps
         .iter()
         .any(|s| matches!(s, Step::ReissueSystemAccount { .. }));
+    let drift_only = plan.steps.iter().all(|s| match s {
+        Step::PromoteConfig { reasons, .. } => reasons.iter().all(|r| {
+            matches!(
+                r,
+                crate::plan::Reason::ConfigDrift
+                    | crate::plan::Reason::NodesBehind { .. }
+                    | crate::plan::Reason::GenerationBehind
+                    | crate::plan::Reason::BootConfigDrift
+                    | crate::plan::Reason::BootGenerationDrift
+            )
+        }),
+        _ => true,
+    });
     if plan.changes.is_empty() {
         let _ = writeln!(
             out,
             "{}",
             if system {
                 "No space changes: the system account is re-issued."
-            } else {
+            } else if drift_only {
                 "No space changes: the config is promoted again to repair drift."
+            } else {
+                "No space changes: the config is promoted with the settings above."
             }
+        );
+    }
+    if plan.moves_data_out_of_service() {
+        let _ = writeln!(
+            out,
+            "{}",
+            p.remove.apply_to(
+                "This plan moves the broker's store away from every space's data: the spaces come back empty, their data left unserved where it is."
+            )
         );
     }
     if plan.destroys_data() && options.destroy_hint {

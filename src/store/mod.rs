@@ -27,6 +27,7 @@ pub mod server_conf;
 pub mod signature_memo;
 pub mod space_dir;
 pub mod state_key;
+pub mod store_home;
 pub mod users;
 
 pub use paths::{NodeFiles, Root};

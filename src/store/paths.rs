@@ -536,16 +536,5 @@ fn check_desired(root: &Path, desired: &Path) -> Result<()> {
 
 /// Lexical normalization (no symlink resolution): drops `.` and folds `..`.
 fn normalize(path: &Path) -> PathBuf {
-    use std::path::Component;
-    let mut out = PathBuf::new();
-    for c in path.components() {
-        match c {
-            Component::CurDir => {}
-            Component::ParentDir => {
-                out.pop();
-            }
-            other => out.push(other.as_os_str()),
-        }
-    }
-    out
+    crate::topology::normalize(path)
 }

@@ -996,3 +996,81 @@ fn multi_space_false_on_an_existing_root_is_refused_at_its_line_and_changes_noth
         assert_eq!(root.snapshot(), before, "{args:?}");
     }
 }
+
+/// A pull request moving `[broker] store_dir` is planned as what it is, from the signed state
+/// as on the host: every space's data taken out of service, needing `--allow-destroy`; and
+/// one setting `max_file_store` below what the spaces commit is refused in CI as on the host.
+#[test]
+fn a_pull_request_moving_the_store_is_planned_as_data_out_of_service_in_ci_and_on_the_host() {
+    let root = converged();
+    let key = state_key(&root);
+    let signed = std::fs::read_to_string(root.file(".cotal/state.json")).unwrap();
+    let ci = TestRoot::new();
+    let genuine = ci.file("state.json");
+    std::fs::write(&genuine, &signed).unwrap();
+    let moved = "version = 1\n\n[broker]\nport = 4222\nstore_dir = \".cotal/nats-new\"\n\n[spaces.design]\n\n[spaces.release]\n";
+    let old_store = root.file(".cotal/nats");
+    let new_store = root.file(".cotal/nats-new");
+    let said = format!(
+        "the store moves from {} to {}: the broker starts on a store without the spaces' data",
+        old_store.display(),
+        new_store.display()
+    );
+    // In CI, from the base branch's signed state.
+    std::fs::write(ci.file("cotal.toml"), moved).unwrap();
+    let out = ci
+        .cotal(&[
+            "plan",
+            "--detailed-exitcode",
+            "--state-key",
+            &key,
+            "--state",
+        ])
+        .arg(&genuine)
+        .assert()
+        .code(2);
+    let text = stdout(&out);
+    assert!(text.contains(&said), "{text}");
+    assert!(
+        text.contains("takes every stream, message and byte of every space out of service"),
+        "{text}"
+    );
+    assert!(text.contains("This plan destroys data"), "{text}");
+    assert!(!text.contains("edited by hand"), "{text}");
+    // On the host: the same plan, and an apply without --allow-destroy changes nothing.
+    std::fs::write(root.file("cotal.toml"), moved).unwrap();
+    let text = stdout(&root.cotal(&["plan"]).assert().success());
+    assert!(text.contains(&said), "{text}");
+    let before = root.snapshot();
+    let out = root.cotal(&["apply", "--auto-approve"]).assert().failure();
+    assert!(stderr(&out).contains("--allow-destroy"), "{}", stderr(&out));
+    assert_eq!(root.snapshot(), before, "refused: nothing changed");
+    // Approved: the move is recorded, and a second plan has nothing to do.
+    root.cotal(&["apply", "--auto-approve", "--allow-destroy"])
+        .assert()
+        .success();
+    let homes: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(root.file(".cotal/store.json")).unwrap()).unwrap();
+    assert_eq!(
+        homes["nodes"]["local"]["dir"],
+        new_store.display().to_string(),
+        "{homes}"
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+
+    // A store capacity below what the spaces commit: refused in CI as on the host.
+    let small = "version = 1\n\n[broker]\nport = 4222\nmax_file_store = \"1MiB\"\n\n[spaces.design]\n\n[spaces.release]\n";
+    std::fs::write(ci.file("cotal.toml"), small).unwrap();
+    let out = ci
+        .cotal(&["plan", "--state-key", &key, "--state"])
+        .arg(&genuine)
+        .assert()
+        .code(3);
+    assert!(
+        stderr(&out).contains("nats-server enables JetStream for a space only while every space's quota fits in its store"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -16,6 +16,7 @@ mod members;
 mod purge;
 mod reply_paths;
 mod root_backup;
+mod store;
 mod system_creds;
 mod tenancy;
 mod tls;
