@@ -1208,8 +1208,24 @@ fn observe_nodes(root: &Root, desired: &Desired) -> Result<Vec<ObservedNode>> {
             BrokerProcess::Stopped
         };
         let store_dir = root.store_dir(&spec.store_dir);
+        // Where the data lives: the record's, else (a root that never recorded it) the store
+        // its promoted config names.
+        let store_home = match &mut homes {
+            Some(h) => h.nodes.remove(&spec.name),
+            None => conf
+                .as_ref()
+                .and_then(|c| c.view.store_dir.as_ref())
+                .map(|d| crate::observed::StoreHome {
+                    dir: d.into(),
+                    id: None,
+                }),
+        };
         nodes.push(ObservedNode {
-            store_home: homes.nodes.remove(&spec.name),
+            store_holds_data: spec.local
+                && store_home
+                    .as_ref()
+                    .is_some_and(|h| crate::store::store_home::holds_data(&h.dir)),
+            store_home,
             store_id: if spec.local {
                 crate::store::store_home::read_id(&store_dir)
             } else {

@@ -329,6 +329,9 @@ pub fn restore(root: &Root, dir: &Path) -> Result<Manifest> {
         return Err(e);
     }
     atomic::rename(&staging, &root.state_dir())?;
+    // The store is not in the backup: no node's data lives anywhere yet, whatever the restored
+    // configs name (the first `cotal up` records the store it starts on).
+    crate::store::store_home::forget_all(root)?;
     if let Some(f) = manifest.files.iter().find(|f| f.path == "cotal.toml")
         && std::fs::symlink_metadata(root.desired_file()).is_err()
     {

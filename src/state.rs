@@ -61,6 +61,9 @@ pub struct NodeState {
     /// The identity that store holds (`.cotal-store-id`), when recorded.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub store_id: Option<String>,
+    /// That store held no JetStream data at the export (absent: it did, or it is not known).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub store_empty: bool,
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub server_conf: Option<String>,
     pub running: bool,
@@ -87,6 +90,9 @@ pub struct BrokerState {
     /// The identity that store holds (`.cotal-store-id`), when recorded.
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub store_id: Option<String>,
+    /// That store held no JetStream data at the export (absent: it did, or it is not known).
+    #[serde(skip_serializing_if = "std::ops::Not::not", default)]
+    pub store_empty: bool,
     /// The root's folder on the broker host: a plan from the state resolves `cotal.toml`'s
     /// relative paths (`store_dir`) against it, as the host does.
     #[serde(skip_serializing_if = "Option::is_none", default)]
@@ -250,6 +256,7 @@ pub fn export(
             listener: observed.listener().clone(),
             store_dir: data_home(observed.first()).0,
             store_id: data_home(observed.first()).1,
+            store_empty: !observed.first().store_holds_data,
             root: root.map(std::path::Path::to_path_buf),
             capacity: observed.capacity,
             running: observed.is_running(),
@@ -280,6 +287,7 @@ pub fn export(
                     listener: n.listener.clone(),
                     store_dir: data_home(n).0,
                     store_id: data_home(n).1,
+                    store_empty: !n.store_holds_data && !n.remote(),
                     server_conf: n.server_conf.as_ref().map(|c| c.text.clone()),
                     running: n.process.is_running(),
                     remote: n.remote(),
@@ -510,6 +518,7 @@ pub fn observed(
                     listener: &b.listener,
                     home: &b.store_dir,
                     store_id: b.store_id.as_deref(),
+                    store_empty: b.store_empty,
                     server_conf: state.server_conf.as_deref(),
                     running: b.running,
                     remote: false,
@@ -527,6 +536,7 @@ pub fn observed(
                             listener: &n.listener,
                             home: &n.store_dir,
                             store_id: n.store_id.as_deref(),
+                            store_empty: n.store_empty,
                             server_conf: n.server_conf.as_deref(),
                             running: n.running,
                             remote: n.remote,
@@ -574,6 +584,7 @@ struct ExportedNode<'a> {
     /// Where its data lives.
     home: &'a std::path::Path,
     store_id: Option<&'a str>,
+    store_empty: bool,
     server_conf: Option<&'a str>,
     running: bool,
     remote: bool,
@@ -589,6 +600,7 @@ fn exported_node(n: ExportedNode<'_>, declared: Option<PathBuf>) -> crate::obser
         listener,
         home,
         store_id,
+        store_empty,
         server_conf,
         running,
         remote,
@@ -628,6 +640,7 @@ fn exported_node(n: ExportedNode<'_>, declared: Option<PathBuf>) -> crate::obser
         store_id: (store_dir == home)
             .then(|| store_id.map(str::to_string))
             .flatten(),
+        store_holds_data: !store_empty,
         store_dir,
     }
 }

@@ -130,6 +130,7 @@ pub fn node(spec: crate::topology::NodeSpec, store_dir: &str) -> ObservedNode {
         store_dir: store_dir.into(),
         store_home: None,
         store_id: None,
+        store_holds_data: false,
     }
 }
 

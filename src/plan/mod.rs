@@ -249,6 +249,13 @@ impl std::fmt::Display for Reason {
                                 m.to.display(),
                                 m.from.display()
                             )
+                        } else if !m.holds_data {
+                            format!(
+                                "{node}the store moves from {} to {}: {} holds no data yet, so nothing is taken out of service",
+                                m.from.display(),
+                                m.to.display(),
+                                m.from.display()
+                            )
                         } else {
                             format!(
                                 "{node}the store moves from {} to {}: the node starts on an empty store and catches up from the replicas on the other nodes",

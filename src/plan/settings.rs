@@ -65,10 +65,15 @@ pub fn changes(before: &str, after: &str) -> Option<Vec<String>> {
         if TRUST.contains(&key.as_str()) {
             return None;
         }
+        // A hand-edited line may hold anything: shown escaped, as tenant text is.
+        let shown = |v: Option<&String>| {
+            v.map_or("(unset)".to_string(), |v| crate::channels::displayable(v))
+        };
         out.push(format!(
-            "{key}: {} -> {}",
-            old.map_or("(unset)", String::as_str),
-            new.map_or("(unset)", String::as_str)
+            "{}: {} -> {}",
+            crate::channels::displayable(key),
+            shown(old),
+            shown(new)
         ));
     }
     Some(out)
@@ -94,8 +99,10 @@ pub struct StoreMove {
     /// The store at `to` is the one at `from`, moved with its data (its `.cotal-store-id` is
     /// the recorded one): nothing is taken out of service.
     pub carried: bool,
-    /// The spaces' data is taken out of service: the broker would start on a store without
-    /// it (and in a cluster, no node keeps a replica of it).
+    /// The store at `from` holds data (JetStream's folder has an entry).
+    pub holds_data: bool,
+    /// The spaces' data is taken out of service: the store it leaves holds data, and the
+    /// broker would start on a store without it (and in a cluster, no node keeps a replica).
     pub out_of_service: bool,
 }
 
@@ -107,15 +114,8 @@ pub fn store_moves(observed: &Observed, nodes: &[Node]) -> Vec<StoreMove> {
         let Some(o) = observed.node(&n.name) else {
             continue;
         };
-        let home = match &o.store_home {
-            Some(h) => Some((h.dir.clone(), h.id.clone())),
-            None => o
-                .server_conf
-                .as_ref()
-                .and_then(|c| c.view.store_dir.as_ref())
-                .map(|d| (PathBuf::from(d), None)),
-        };
-        let Some((from, id)) = home else { continue };
+        let Some(home) = &o.store_home else { continue };
+        let (from, id) = (home.dir.clone(), home.id.clone());
         if from == n.store_dir {
             continue;
         }
@@ -125,7 +125,8 @@ pub fn store_moves(observed: &Observed, nodes: &[Node]) -> Vec<StoreMove> {
             from,
             to: n.store_dir.clone(),
             carried,
-            out_of_service: has_data && !carried,
+            holds_data: o.store_holds_data,
+            out_of_service: has_data && !carried && o.store_holds_data,
         });
     }
     // In a cluster, a node that moves catches up from the replicas on the others: the data
@@ -156,6 +157,11 @@ mod tests {
                 "jetstream.store_dir: \"/srv/.cotal/nats\" -> \"/srv/.cotal/nats-new\"".into(),
                 "max_connections: 100 -> 200".into()
             ])
+        );
+        let hidden = CONF.replace("max_connections: 100", "max_connections: 100\u{1b}[2J");
+        assert_eq!(
+            changes(CONF, &hidden),
+            Some(vec!["max_connections: 100 -> 100\\u{1b}[2J".into()])
         );
         let added = CONF.replace("port: 4222\n", "port: 4222\nmax_payload: 1024\n");
         assert_eq!(

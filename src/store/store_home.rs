@@ -31,9 +31,21 @@ fn path(root: &Root) -> PathBuf {
     root.state_dir().join("store.json")
 }
 
-/// The record (empty when absent: a root made before it, or never started).
-pub fn load(root: &Root) -> Result<StoreHomes> {
-    Ok(record::read_optional::<StoreHomes>(&path(root))?.unwrap_or_default())
+/// The record, `None` when the root has none (made before it, or never started): then where
+/// a node's data lives is taken from its promoted config. A record, even empty, is the whole
+/// truth (a restored root's is empty: its data was not carried).
+pub fn load(root: &Root) -> Result<Option<StoreHomes>> {
+    record::read_optional::<StoreHomes>(&path(root))
+}
+
+/// Record that no node's data lives anywhere yet (a root restored without its store).
+pub fn forget_all(root: &Root) -> Result<()> {
+    save(root, &StoreHomes::default())
+}
+
+/// Whether the store at `dir` holds JetStream data (its `jetstream/` folder has an entry).
+pub fn holds_data(dir: &Path) -> bool {
+    std::fs::read_dir(dir.join("jetstream")).is_ok_and(|mut e| e.next().is_some())
 }
 
 /// Write the record (0600).
@@ -43,7 +55,7 @@ pub fn save(root: &Root, homes: &StoreHomes) -> Result<()> {
 
 /// Record `node`'s store as `home` (a no-op when it already is).
 pub fn set(root: &Root, node: &str, home: StoreHome) -> Result<()> {
-    let mut homes = load(root)?;
+    let mut homes = load(root)?.unwrap_or_default();
     if homes.nodes.get(node) == Some(&home) {
         return Ok(());
     }

@@ -1004,32 +1004,55 @@ fn multi_space_false_on_an_existing_root_is_refused_at_its_line_and_changes_noth
 fn a_pull_request_moving_the_store_is_planned_as_data_out_of_service_in_ci_and_on_the_host() {
     let root = converged();
     let key = state_key(&root);
-    let signed = std::fs::read_to_string(root.file(".cotal/state.json")).unwrap();
     let ci = TestRoot::new();
     let genuine = ci.file("state.json");
-    std::fs::write(&genuine, &signed).unwrap();
     let moved = "version = 1\n\n[broker]\nport = 4222\nstore_dir = \".cotal/nats-new\"\n\n[spaces.design]\n\n[spaces.release]\n";
     let old_store = root.file(".cotal/nats");
     let new_store = root.file(".cotal/nats-new");
+    std::fs::write(ci.file("cotal.toml"), moved).unwrap();
+    let ci_plan = |code: i32| {
+        root.cotal(&[
+            "state",
+            "export",
+            "--out",
+            genuine.to_str().unwrap(),
+            "--force",
+        ])
+        .assert()
+        .success();
+        let out = ci
+            .cotal(&[
+                "plan",
+                "--detailed-exitcode",
+                "--state-key",
+                &key,
+                "--state",
+            ])
+            .arg(&genuine)
+            .assert()
+            .code(code);
+        stdout(&out)
+    };
+    // A store that never held data (the broker never started): a plain setting.
+    let text = ci_plan(2);
+    assert!(
+        text.contains(&format!(
+            "the store moves from {} to {}: {} holds no data yet, so nothing is taken out of service",
+            old_store.display(),
+            new_store.display(),
+            old_store.display()
+        )) && !text.contains("This plan destroys data"),
+        "{text}"
+    );
+    // Once it holds the spaces' data (an account's folder in its JetStream store):
     let said = format!(
         "the store moves from {} to {}: the broker starts on a store without the spaces' data",
         old_store.display(),
         new_store.display()
     );
+    std::fs::create_dir_all(old_store.join("jetstream/ADATA")).unwrap();
     // In CI, from the base branch's signed state.
-    std::fs::write(ci.file("cotal.toml"), moved).unwrap();
-    let out = ci
-        .cotal(&[
-            "plan",
-            "--detailed-exitcode",
-            "--state-key",
-            &key,
-            "--state",
-        ])
-        .arg(&genuine)
-        .assert()
-        .code(2);
-    let text = stdout(&out);
+    let text = ci_plan(2);
     assert!(text.contains(&said), "{text}");
     assert!(
         text.contains("takes every stream, message and byte of every space out of service"),
