@@ -259,8 +259,12 @@ pub fn backup(
             Err(e)
         }
     };
-    partial_copy::end(root)?;
-    result
+    // A failure to forget the record never hides the backup's own error (the next backup
+    // sweeps what the record names).
+    let ended = crate::store::partial_copy::end(root);
+    let manifest = result?;
+    ended?;
+    Ok(manifest)
 }
 
 /// Copy a folder's regular files (recursively), returning their checksums. Links are refused.

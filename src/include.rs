@@ -88,17 +88,8 @@ pub fn observe(dir: &std::path::Path, path: &str, at: &str) -> ObservedInclude {
 
 /// The include's text, at most [`LIMIT`] bytes of it whatever it grows to while read.
 fn read_bounded(file: &std::path::Path) -> Result<String, String> {
-    use std::io::Read;
-    let mut bytes = Vec::new();
-    std::fs::File::open(file)
-        .and_then(|f| f.take(LIMIT + 1).read_to_end(&mut bytes))
+    let bytes = crate::store::atomic::read_following_within(file, LIMIT)
         .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-    if bytes.len() as u64 > LIMIT {
-        return Err(format!(
-            "{} grew past 64 KiB while read; an include of more than 64 KiB is refused",
-            file.display()
-        ));
-    }
     String::from_utf8(bytes).map_err(|_| format!("{} is not UTF-8 text", file.display()))
 }
 
@@ -224,6 +215,12 @@ impl Parser<'_> {
                 self.skip(false);
             }
             let value = self.value(line);
+            if value.is_none() && self.depth == 0 {
+                // Refused (or a block, read past): what is left of its line says nothing more.
+                while self.peek().is_some_and(|c| c != '\n') {
+                    self.bump();
+                }
+            }
             if value.is_some() && !self.value_end(top) {
                 self.problem(line, "a value must end its line (a new line, a comment, `,` or `;` after it): nats-server refuses another setting on the same line");
                 while self.peek().is_some_and(|c| c != '\n') {
@@ -307,10 +304,13 @@ impl Parser<'_> {
                 None
             }
             Some('[') => {
+                // As nats-server's array lexer reads it: blanks, line ends and comments before
+                // a value; after one, a `,` or a line end (or the `]`); never `;`, an empty
+                // value (`[1,,2]`) or two values side by side (`[1 2]`).
                 self.bump();
                 let mut items = Vec::new();
                 loop {
-                    self.skip(true);
+                    self.skip_lines();
                     match self.peek() {
                         Some(']') => {
                             self.bump();
@@ -320,12 +320,33 @@ impl Parser<'_> {
                             self.problem(line, "a list is not closed with `]`");
                             return None;
                         }
+                        Some(c @ (',' | ';')) => {
+                            self.problem(
+                                line,
+                                format!("a list holds `{c}` where a value should be"),
+                            );
+                            return None;
+                        }
                         _ => {
                             let l = self.line;
                             match self.value(l) {
                                 Some(v) => items.push(v),
                                 None => return None,
                             }
+                        }
+                    }
+                    self.skip(false);
+                    match self.peek() {
+                        Some(',') => {
+                            self.bump();
+                        }
+                        Some('\n' | ']') | None => {}
+                        Some(_) => {
+                            self.problem(
+                                line,
+                                "a list's values are separated by `,` or a new line",
+                            );
+                            return None;
                         }
                     }
                 }
@@ -465,6 +486,20 @@ mod tests {
         );
         assert!(problems.is_empty(), "{problems:?}");
         assert_eq!(values.len(), 2);
+        for list in [
+            "server_tags: [1;2]\n",
+            "server_tags: [1,,2]\n",
+            "server_tags: [1 2]\n",
+        ] {
+            let (_, problems) = parse(list, "extra.conf");
+            assert_eq!(problems.len(), 1, "{list:?}: {problems:?}");
+        }
+        let (values, problems) = parse(
+            "server_tags: [\n  \"a\", # first\n  \"b\"\n  \"c\",\n]\n",
+            "extra.conf",
+        );
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(values[0].1, serde_json::json!(["a", "b", "c"]));
         let (_, problems) = parse("debug: true\n\n# a\rb\n", "extra.conf");
         assert_eq!(problems.len(), 1);
         assert!(problems[0].starts_with("extra.conf:3: "), "{problems:?}");

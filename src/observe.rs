@@ -1221,8 +1221,9 @@ fn observe_nodes(root: &Root, desired: &Desired) -> Result<Vec<ObservedNode>> {
                 }),
         };
         nodes.push(ObservedNode {
-            store_holds_data: spec.local
-                && store_home
+            // A remote node's store is on its own machine: taken to hold the data.
+            store_holds_data: !spec.local
+                || store_home
                     .as_ref()
                     .is_some_and(|h| crate::store::store_home::holds_data(&h.dir)),
             store_home,

@@ -760,7 +760,7 @@ pub struct ObservedNode {
     pub store_home: Option<StoreHome>,
     /// The identity the store at `store_dir` holds (`.cotal-store-id`), when it holds one.
     pub store_id: Option<String>,
-    /// The store of `store_home` holds JetStream data (a remote node's: unknown, false).
+    /// The store of `store_home` holds JetStream data (a remote node's: taken to).
     pub store_holds_data: bool,
 }
 

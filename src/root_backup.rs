@@ -178,8 +178,12 @@ pub fn backup(root: &Root, dir: &Path, operator: &str, generation: u64) -> Resul
             Err(e)
         }
     };
-    crate::store::partial_copy::end(root)?;
-    result
+    // A failure to forget the record never hides the backup's own error (the next backup
+    // sweeps what the record names).
+    let ended = crate::store::partial_copy::end(root);
+    let manifest = result?;
+    ended?;
+    Ok(manifest)
 }
 
 /// Read and verify an artifact: the manifest parses, every path is safe, every file is there
@@ -322,6 +326,10 @@ pub fn restore(root: &Root, dir: &Path) -> Result<Manifest> {
                 )));
             }
         }
+        // The store is not in the backup: no node's data lives anywhere yet, whatever the
+        // restored configs name (the first `cotal up` records the store it starts on).
+        // Written in the staging folder, so the root appears with it or not at all.
+        crate::store::store_home::save_in(&staging, &Default::default())?;
         Ok(())
     })();
     if let Err(e) = result {
@@ -329,9 +337,6 @@ pub fn restore(root: &Root, dir: &Path) -> Result<Manifest> {
         return Err(e);
     }
     atomic::rename(&staging, &root.state_dir())?;
-    // The store is not in the backup: no node's data lives anywhere yet, whatever the restored
-    // configs name (the first `cotal up` records the store it starts on).
-    crate::store::store_home::forget_all(root)?;
     if let Some(f) = manifest.files.iter().find(|f| f.path == "cotal.toml")
         && std::fs::symlink_metadata(root.desired_file()).is_err()
     {

@@ -287,7 +287,7 @@ pub fn export(
                     listener: n.listener.clone(),
                     store_dir: data_home(n).0,
                     store_id: data_home(n).1,
-                    store_empty: !n.store_holds_data && !n.remote(),
+                    store_empty: !n.store_holds_data,
                     server_conf: n.server_conf.as_ref().map(|c| c.text.clone()),
                     running: n.process.is_running(),
                     remote: n.remote(),

@@ -89,7 +89,8 @@ fn read(root: &Root, file: &LocatedPath, problems: &mut Vec<String>) -> Option<(
             return None;
         }
     }
-    match std::fs::read(&path) {
+    // A certificate or key is kilobytes: a FIFO or a file of gigabytes is refused by name.
+    match crate::store::atomic::read_following_within(&path, 1 << 20) {
         Ok(bytes) => Some((path, bytes)),
         Err(e) => {
             problems.push(format!("{}: cannot read {}: {e}", file.at, path.display()));

@@ -130,6 +130,7 @@ pub fn run(global: &Global, mut args: Args) -> Result<i32> {
                     format: crate::report::Format::Text,
                     diff: false,
                     allow_degraded: false,
+                    prune_revocations: false,
                     relocated: Vec::new(),
                 },
                 Request {

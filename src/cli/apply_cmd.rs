@@ -44,6 +44,11 @@ pub struct ConfirmArgs {
     /// others get their config file for their next start (the plan says which).
     #[arg(long)]
     pub allow_degraded: bool,
+    /// Drop the revocations of monitoring users whose recorded expiry has passed (the plan
+    /// names them; check the host's clock first: revoked creds whose expiry has not really
+    /// passed would connect again).
+    #[arg(long)]
+    pub prune_revocations: bool,
     /// The receipt `cotal space restore` wrote on the destination of a move: a space whose
     /// move this root recorded (`cotal space backup` of it fenced) is removed only with it.
     /// Repeat for several.
@@ -77,6 +82,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
         Request {
             lock_timeout: confirm_args.lock_timeout,
             allow_degraded: confirm_args.allow_degraded,
+            prune_revocations: confirm_args.prune_revocations,
             relocated: confirm_args.relocated.clone(),
             ..req
         },

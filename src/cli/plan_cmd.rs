@@ -50,6 +50,10 @@ pub struct Args {
     /// a majority runs.
     #[arg(long)]
     pub allow_degraded: bool,
+    /// Plan as `cotal apply --prune-revocations` would: drop the revocations of monitoring
+    /// users whose recorded expiry has passed.
+    #[arg(long)]
+    pub prune_revocations: bool,
     /// Plan as `cotal apply --relocated RECEIPT` would: the receipt of a move a removal ends.
     #[arg(long, value_name = "RECEIPT")]
     pub relocated: Vec<std::path::PathBuf>,
@@ -102,6 +106,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
     }
     let intent = plan::Intent {
         allow_degraded: args.allow_degraded,
+        prune_revocations: args.prune_revocations,
         relocated: crate::ops::relocation::read_receipts(&args.relocated)?,
         ..Default::default()
     };

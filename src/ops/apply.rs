@@ -69,6 +69,8 @@ pub struct Request<'a> {
     /// Receipt files of moves (`--relocated`): a removal of a space whose relocation is
     /// recorded needs its destination's.
     pub relocated: Vec<std::path::PathBuf>,
+    /// Drop expired monitoring users' revocations (`--prune-revocations`).
+    pub prune_revocations: bool,
 }
 
 /// An apply planned under the lock, not yet executed.
@@ -102,6 +104,7 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
         purge: req.purge,
         allow_degraded: req.allow_degraded,
         relocated: crate::ops::relocation::read_receipts(&req.relocated)?,
+        prune_revocations: req.prune_revocations,
     };
     let observed = observe::observe(root, &desired, digest)?;
     let planning = std::time::Instant::now();
@@ -301,7 +304,8 @@ impl<'r> Prepared<'r> {
 
 /// Read a plan saved by `cotal plan --out FILE`.
 pub fn load_saved(path: &std::path::Path) -> Result<Plan> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bytes = crate::store::atomic::read_following_within(path, crate::state::MAX_STATE_BYTES)
+        .map_err(|e| Error::io(path, e))?;
     let plan: Plan = serde_json::from_slice(&bytes)
         .map_err(|e| Error::input(format!("{}: not a saved cotal plan: {e}", path.display())))?;
     if plan.format_version != plan::FORMAT_VERSION {

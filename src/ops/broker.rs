@@ -173,7 +173,7 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         )
     };
     if !args.allow_destroy {
-        refuse_foreign_store(&observed)?;
+        refuse_foreign_store(&observed, desired.topology.replicas)?;
     }
     let mut to_start = Vec::new();
     for n in observed.nodes.iter().filter(|n| !n.remote()) {
@@ -200,15 +200,21 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
                 listener: listener.clone(),
             });
         }
+        // The store recorded is the one the config each node runs names (read back from
+        // disk: the boot may have promoted one; an open journal's start runs the config as it
+        // is), never cotal.toml's unapplied one.
         for n in observed.nodes.iter().filter(|n| !n.remote()) {
-            let id = crate::store::store_home::ensure_id(&n.store_dir)?;
+            let Some(dir) = crate::store::server_conf::read(&n.files)?
+                .and_then(|text| crate::render::read_promoted(&text).store_dir)
+                .map(std::path::PathBuf::from)
+            else {
+                continue;
+            };
+            let id = crate::store::store_home::ensure_id(&dir)?;
             crate::store::store_home::set(
                 root,
                 n.name(),
-                crate::store::store_home::StoreHome {
-                    dir: n.store_dir.clone(),
-                    id: Some(id),
-                },
+                crate::store::store_home::StoreHome { dir, id: Some(id) },
             )?;
         }
         Ok(())
@@ -548,9 +554,10 @@ fn stop_node(
 
 /// Refuse to start a node on a store that is not the one its spaces' data lives in: the
 /// recorded store's folder holds another `.cotal-store-id`, or none (wiped, restored elsewhere,
-/// or replaced). A cluster is refused only when no node keeps the data (a node with a fresh
-/// store catches up from the others' replicas); a remote node is taken to keep it.
-fn refuse_foreign_store(observed: &crate::observed::Observed) -> Result<()> {
+/// or replaced). A cluster whose streams have `replicas` copies is refused only when as many
+/// nodes lost their store (a node with a fresh store catches up from the others' replicas); a
+/// remote node is taken to keep it.
+fn refuse_foreign_store(observed: &crate::observed::Observed, replicas: u8) -> Result<()> {
     if observed.inventory.spaces.is_empty() {
         return Ok(());
     }
@@ -563,22 +570,28 @@ fn refuse_foreign_store(observed: &crate::observed::Observed) -> Result<()> {
             let recorded = home.id.as_ref()?;
             (home.dir == n.store_dir && n.store_id.as_ref() != Some(recorded)).then(|| {
                 format!(
-                    "{}{} holds {} where the spaces' store held .cotal-store-id {recorded}",
+                    "{}{} holds {} where the spaces' store held .cotal-store-id {}",
                     if observed.is_cluster() {
                         format!("node {}: ", n.name())
                     } else {
                         String::new()
                     },
-                    n.store_dir.display(),
+                    crate::channels::displayable(&n.store_dir.display().to_string()),
                     match &n.store_id {
-                        Some(id) => format!("another store (.cotal-store-id {id})"),
+                        Some(id) => format!(
+                            "another store (.cotal-store-id {})",
+                            crate::channels::displayable(id)
+                        ),
                         None => "no .cotal-store-id".to_string(),
-                    }
+                    },
+                    crate::channels::displayable(recorded),
                 )
             })
         })
         .collect();
-    if foreign.is_empty() || (observed.is_cluster() && foreign.len() < observed.nodes.len()) {
+    if foreign.is_empty()
+        || (observed.is_cluster() && replicas > 1 && foreign.len() < usize::from(replicas))
+    {
         return Ok(());
     }
     Err(Error::refused(

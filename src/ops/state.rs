@@ -83,7 +83,11 @@ pub fn refresh(
         }
         Some(v)
     };
-    let current = std::fs::read(root.state_file()).ok();
+    let current =
+        match atomic::read_no_follow_within(&root.state_file(), crate::state::MAX_STATE_BYTES) {
+            Ok(atomic::Found::File(bytes)) => Some(bytes),
+            _ => None,
+        };
     if current.as_deref().and_then(without_time) == without_time(&bytes) {
         return Ok(false);
     }

@@ -98,6 +98,19 @@ fn listener_tls(
     }
 }
 
+/// Revocations an expiry made needless, kept until asked: the plan says so, and how.
+fn prune_warning(observed: &Observed, intent: &Intent) -> Option<String> {
+    if intent.prune_revocations || intent.rotate.sys {
+        return None;
+    }
+    let prunable = super::system::prunable(observed);
+    (!prunable.is_empty()).then(|| format!(
+        "{} revocation(s) of monitoring users whose recorded expiry has passed stay in the monitoring account's JWT ({}); `cotal apply --prune-revocations` drops them: check the host's clock first (a clock ahead would let creds whose expiry has not really passed connect again)",
+        prunable.len(),
+        prunable.join(", ")
+    ))
+}
+
 /// Compute the plan, or refuse: a pure function of what `cotal.toml` says, what was observed,
 /// and what this run asks on top ([`Intent`]).
 pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Result<Plan, Refusal> {
@@ -144,7 +157,17 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     // The config's pin (a digest of a few MB at thousands of spaces) is made beside the
     // promotion, whose check makes the inventory's (unless spaces leave).
     let (promoted, config_digest) = rayon::join(
-        || promotion::promotion(&trust, observed, &removals, &diff, system.as_ref(), &nodes),
+        || {
+            promotion::promotion(
+                &trust,
+                observed,
+                &removals,
+                &diff,
+                system.as_ref(),
+                &nodes,
+                desired.topology.replicas,
+            )
+        },
         || observed.config_pin(),
     );
     let (mut promotion, inventory_digest) = promoted?;
@@ -198,6 +221,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
             .chain(super::tls::warnings(desired, observed))
             .chain(not_started)
             .chain(receipt_warnings)
+            .chain(prune_warning(observed, intent))
             .collect(),
         changes: described.changes,
         steps,

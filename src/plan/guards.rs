@@ -438,7 +438,18 @@ pub fn guard_removals(
         say(
             format!(
                 "this root holds material the original Cotal kept for no named tenant ({}): removing {} would strand it if it is theirs, or leave it looking like a survivor's.",
-                observed.unattributed_material.join(", "),
+                {
+                    let m = &observed.unattributed_material;
+                    let shown: Vec<String> = m
+                        .iter()
+                        .take(10)
+                        .map(|f| crate::channels::displayable(f))
+                        .collect();
+                    match m.len() {
+                        n if n > 10 => format!("{} and {} more", shown.join(", "), n - 10),
+                        _ => shown.join(", "),
+                    }
+                },
                 list(fresh.iter().copied())
             ),
             "give each file its tenant first: `cotal adopt` moves the P7 files into the space's folder while the root holds the one tenant they belong to; move agent secrets into .cotal/auth/creds/space.<hex of its name>/ yourself; or move what no tenant uses out of .cotal/. Then apply again".into(),

@@ -19,6 +19,10 @@ pub struct Intent {
     /// Receipts of moves (`--relocated FILE`), each with the digest of its file: a removal
     /// of a space whose relocation is recorded needs the one its destination wrote.
     pub relocated: Vec<(String, crate::relocation::Receipt)>,
+    /// Drop the revocations of monitoring users whose recorded expiry has passed
+    /// (`--prune-revocations`): never by itself, so a host clock that jumps ahead cannot let
+    /// revoked creds in again.
+    pub prune_revocations: bool,
 }
 
 /// Keys to replace in this run.

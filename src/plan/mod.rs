@@ -236,32 +236,22 @@ impl std::fmt::Display for Reason {
                         } else {
                             format!("node {}: ", m.node)
                         };
-                        if m.carried {
-                            format!(
-                                "{node}the store moved from {} to {} with its data (its .cotal-store-id is the recorded one): the broker serves it from there",
-                                m.from.display(),
-                                m.to.display()
-                            )
+                        // A path may come from a hand-edited config: shown escaped.
+                        let from = crate::channels::displayable(&m.from.display().to_string());
+                        let to = crate::channels::displayable(&m.to.display().to_string());
+                        let then = if m.carried {
+                            "with its data (its .cotal-store-id is the recorded one): the broker serves it from there".to_string()
                         } else if m.out_of_service {
-                            format!(
-                                "{node}the store moves from {} to {}: the broker starts on a store without the spaces' data, which stays in {} unserved (cotal does not move it; every space comes back empty)",
-                                m.from.display(),
-                                m.to.display(),
-                                m.from.display()
-                            )
-                        } else if !m.holds_data {
-                            format!(
-                                "{node}the store moves from {} to {}: {} holds no data yet, so nothing is taken out of service",
-                                m.from.display(),
-                                m.to.display(),
-                                m.from.display()
-                            )
+                            format!("the broker starts on a store without the spaces' data, which stays in {from} unserved (cotal does not move it; every space comes back empty)")
+                        } else if m.caught_up {
+                            "the node starts on an empty store and catches up from the replicas on the other nodes".to_string()
                         } else {
-                            format!(
-                                "{node}the store moves from {} to {}: the node starts on an empty store and catches up from the replicas on the other nodes",
-                                m.from.display(),
-                                m.to.display()
-                            )
+                            format!("{from} holds no space's data, so nothing is taken out of service")
+                        };
+                        if m.carried {
+                            format!("{node}the store moved from {from} to {to} {then}")
+                        } else {
+                            format!("{node}the store moves from {from} to {to}: {then}")
                         }
                     })
                     .collect();

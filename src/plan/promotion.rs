@@ -31,6 +31,7 @@ fn reasons_and_base(
     diff: &Diff,
     system: Option<&SystemReissue>,
     nodes: &[Node],
+    replicas: u8,
 ) -> Result<(Vec<Reason>, Option<String>), Refusal> {
     let inv = &observed.inventory;
     let mut reasons = Vec::new();
@@ -88,7 +89,7 @@ fn reasons_and_base(
     if !unarchives.is_empty() {
         reasons.push(Reason::Unarchives { spaces: unarchives });
     }
-    let moves = super::settings::store_moves(observed, nodes);
+    let moves = super::settings::store_moves(observed, nodes, replicas);
     if !moves.is_empty() {
         reasons.push(Reason::StoreMove { moves });
     }
@@ -252,9 +253,10 @@ pub fn promotion(
     diff: &Diff,
     system: Option<&SystemReissue>,
     nodes: &[Node],
+    replicas: u8,
 ) -> Result<(Option<Promotion>, Option<String>), Refusal> {
     let (reasons, inventory_digest) =
-        reasons_and_base(trust, observed, removals, diff, system, nodes)?;
+        reasons_and_base(trust, observed, removals, diff, system, nodes, replicas)?;
     let inv = &observed.inventory;
     let projected = projected_preloads(inv, diff, removals);
     if reasons.is_empty() || projected.is_empty() {
@@ -474,7 +476,7 @@ pub fn boot_reasons(desired: &Desired, observed: &Observed) -> Result<Vec<Reason
     let nodes = super::nodes(desired, observed);
     // A boot that would start on another store than the data's says so (`up` refuses it
     // unless told to start empty), and records the move when it goes ahead.
-    let moves = super::settings::store_moves(observed, &nodes);
+    let moves = super::settings::store_moves(observed, &nodes, desired.topology.replicas);
     if !moves.is_empty() {
         reasons.push(Reason::StoreMove { moves });
     }
@@ -578,6 +580,7 @@ mod tests {
             &Diff::default(),
             None,
             &nodes,
+            1,
         )
         .unwrap();
         assert_eq!(made.as_deref(), Some(whole.as_str()));
@@ -587,7 +590,7 @@ mod tests {
         let removals = crate::plan::removals::collect(&fewer, &o);
         assert_eq!(removals.iter().count(), 1);
         let (_, made) =
-            reasons_and_base(&trust, &o, &removals, &Diff::default(), None, &nodes).unwrap();
+            reasons_and_base(&trust, &o, &removals, &Diff::default(), None, &nodes, 1).unwrap();
         assert_eq!(made, None);
         assert_eq!(pin(&fewer, &o), whole);
     }
@@ -614,7 +617,7 @@ mod tests {
         let none = Removals::default();
         let diff = Diff::default();
         assert_eq!(
-            reasons_and_base(&trust, &o, &none, &diff, None, &nodes)
+            reasons_and_base(&trust, &o, &none, &diff, None, &nodes, 1)
                 .map(|(r, _)| r)
                 .unwrap(),
             vec![Reason::NoConfig]
@@ -623,7 +626,7 @@ mod tests {
         let conf = render::server_conf(&trust, &preloads, node).unwrap();
         o.nodes[0].server_conf = Some(crate::observed::PromotedConfig::new(conf.clone()));
         assert_eq!(
-            reasons_and_base(&trust, &o, &none, &diff, None, &nodes)
+            reasons_and_base(&trust, &o, &none, &diff, None, &nodes, 1)
                 .map(|(r, _)| r)
                 .unwrap(),
             vec![Reason::NoGeneration]
@@ -633,7 +636,7 @@ mod tests {
             inventory_digest: render::preloads_digest(&preloads),
         });
         assert!(
-            reasons_and_base(&trust, &o, &none, &diff, None, &nodes)
+            reasons_and_base(&trust, &o, &none, &diff, None, &nodes, 1)
                 .map(|(r, _)| r)
                 .unwrap()
                 .is_empty()
@@ -643,7 +646,7 @@ mod tests {
             "{conf}# edited\n"
         )));
         assert_eq!(
-            reasons_and_base(&trust, &o, &none, &diff, None, &nodes)
+            reasons_and_base(&trust, &o, &none, &diff, None, &nodes, 1)
                 .map(|(r, _)| r)
                 .unwrap(),
             vec![Reason::ConfigDrift]

@@ -23,12 +23,36 @@ fn settings(conf: &str) -> Option<BTreeMap<String, String>> {
     let mut out = BTreeMap::new();
     let mut path: Vec<String> = Vec::new();
     let mut in_preload = false;
+    // The inlined `[broker] include`, between its marker comments: read as nats-server reads
+    // it (a list over lines, trailing comments), each setting `include.KEY`.
+    let mut include: Option<Vec<&str>> = None;
     for line in conf.lines() {
         let t = line.trim();
+        if let Some(lines) = &mut include {
+            if t.starts_with("# end of include ") {
+                let text = lines.join("\n");
+                let (values, problems) = crate::include::parse(&text, "include");
+                if problems.is_empty() {
+                    for (key, value) in values {
+                        out.insert(format!("include.{key}"), value.to_string());
+                    }
+                } else {
+                    out.insert("include".into(), crate::digest::sha256(text.as_bytes()));
+                }
+                include = None;
+            } else {
+                lines.push(line);
+            }
+            continue;
+        }
         if in_preload {
             if t == "}" {
                 in_preload = false;
             }
+            continue;
+        }
+        if t.starts_with("# include ") && path.is_empty() {
+            include = Some(Vec::new());
             continue;
         }
         if t.is_empty() || t.starts_with('#') {
@@ -102,12 +126,16 @@ pub struct StoreMove {
     /// The store at `from` holds data (JetStream's folder has an entry).
     pub holds_data: bool,
     /// The spaces' data is taken out of service: the store it leaves holds data, and the
-    /// broker would start on a store without it (and in a cluster, no node keeps a replica).
+    /// broker would start on a store without it (and in a cluster, too few nodes keep one).
     pub out_of_service: bool,
+    /// A cluster node leaving its data: it catches up from the replicas on the others.
+    #[serde(default)]
+    pub caught_up: bool,
 }
 
-/// Every rendered node whose store is not where its data lives.
-pub fn store_moves(observed: &Observed, nodes: &[Node]) -> Vec<StoreMove> {
+/// Every rendered node whose store is not where its data lives; `replicas` is how many nodes
+/// hold each stream.
+pub fn store_moves(observed: &Observed, nodes: &[Node], replicas: u8) -> Vec<StoreMove> {
     let has_data = !observed.inventory.spaces.is_empty();
     let mut out = Vec::new();
     for n in nodes {
@@ -127,14 +155,17 @@ pub fn store_moves(observed: &Observed, nodes: &[Node]) -> Vec<StoreMove> {
             carried,
             holds_data: o.store_holds_data,
             out_of_service: has_data && !carried && o.store_holds_data,
+            caught_up: false,
         });
     }
-    // In a cluster, a node that moves catches up from the replicas on the others: the data
-    // leaves service only when no node keeps its store.
+    // In a cluster whose streams have replicas, a node that moves catches up from the
+    // replicas on the others: the data leaves service only when as many stores as there are
+    // replicas move away from it (which ones hold a stream is the cluster's choice).
     let lost = out.iter().filter(|m| m.out_of_service).count();
-    if observed.is_cluster() && lost < nodes.len() {
-        for m in &mut out {
+    if observed.is_cluster() && replicas > 1 && lost < usize::from(replicas) {
+        for m in out.iter_mut().filter(|m| m.out_of_service) {
             m.out_of_service = false;
+            m.caught_up = true;
         }
     }
     out
@@ -154,14 +185,23 @@ mod tests {
         assert_eq!(
             changes(CONF, &after),
             Some(vec![
+                "include.max_connections: 100 -> 200".into(),
                 "jetstream.store_dir: \"/srv/.cotal/nats\" -> \"/srv/.cotal/nats-new\"".into(),
-                "max_connections: 100 -> 200".into()
             ])
         );
-        let hidden = CONF.replace("max_connections: 100", "max_connections: 100\u{1b}[2J");
+        // An include's list over lines, with comments: read as nats-server reads it.
+        let listed = CONF.replace(
+            "max_connections: 100\n",
+            "max_connections: 100 # tuned\nserver_tags: [\n  \"a\", # first\n  \"b\"\n]\n",
+        );
+        assert_eq!(
+            changes(CONF, &listed),
+            Some(vec!["include.server_tags: (unset) -> [\"a\",\"b\"]".into()])
+        );
+        let hidden = CONF.replace("port: 4222", "port: 4222\u{1b}[2J");
         assert_eq!(
             changes(CONF, &hidden),
-            Some(vec!["max_connections: 100 -> 100\\u{1b}[2J".into()])
+            Some(vec!["port: 4222 -> 4222\\u{1b}[2J".into()])
         );
         let added = CONF.replace("port: 4222\n", "port: 4222\nmax_payload: 1024\n");
         assert_eq!(

@@ -98,14 +98,10 @@ pub fn reissue(desired: &Desired, observed: &Observed, intent: &Intent) -> Optio
         .filter(|(key, at)| monitor_revocations.get(*key).is_none_or(|ts| ts < *at))
         .map(|(k, at)| (k.clone(), *at))
         .collect();
-    let pruned: Vec<String> = if rotate {
+    let pruned: Vec<String> = if rotate || !intent.prune_revocations {
         Vec::new()
     } else {
-        monitor_revocations
-            .keys()
-            .filter(|k| expired(k))
-            .cloned()
-            .collect()
+        prunable(observed)
     };
     if matches!(system.keys, SysKeysState::Scoped(_)) && !rotate {
         match (&system.monitor, system.key(SysRole::Monitor)) {
@@ -161,6 +157,28 @@ pub fn reissue(desired: &Desired, observed: &Observed, intent: &Intent) -> Optio
         pruned,
         changes,
     })
+}
+
+/// The revocations the monitoring account's JWT holds whose user's recorded expiry has passed
+/// (a day of slack): what `--prune-revocations` drops; without it a plan only warns of them.
+pub fn prunable(observed: &Observed) -> Vec<String> {
+    let system = &observed.system;
+    system
+        .monitor
+        .as_ref()
+        .map(|(_, c)| {
+            c.revocations
+                .keys()
+                .filter(|k| {
+                    system
+                        .handed_out_expires
+                        .get(*k)
+                        .is_some_and(|exp| exp + REVOCATION_SLACK < observed.now)
+                })
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// A day of slack past a user's recorded expiry before its revocation is dropped: a broker
@@ -485,11 +503,22 @@ mod tests {
             None,
             "an unexpired user's revocation and one never expiring are kept"
         );
-        // Its recorded expiry passed (more than a day ago): the plan drops it, and says so;
-        // and a revocation the JWT lacks is not put back in for an expired user.
+        // Its recorded expiry passed (more than a day ago): kept unless the operator asks (a
+        // clock that jumped ahead says the same); asked, the plan drops it and says so; and a
+        // revocation the JWT lacks is not put back in for an expired user.
         o.system
             .handed_out_expires
             .insert("UOLD".into(), NOW - 2 * 86_400);
+        assert_eq!(
+            reissue(&d, &o, &intent),
+            None,
+            "not without --prune-revocations"
+        );
+        assert_eq!(prunable(&o), ["UOLD"]);
+        let intent = Intent {
+            prune_revocations: true,
+            ..Intent::default()
+        };
         let r = reissue(&d, &o, &intent).expect("a re-issue");
         assert_eq!(r.pruned, ["UOLD"]);
         assert!(r.handed_out.is_empty());

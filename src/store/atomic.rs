@@ -441,6 +441,39 @@ pub fn read_no_follow_within(path: &Path, limit: u64) -> Result<Found> {
     Ok(Found::File(bytes))
 }
 
+/// Read a file the operator may keep behind a link (`cotal.toml`, a certificate, a saved
+/// plan, an include): the link is followed, but a FIFO never blocks the open, anything but a
+/// regular file is refused, and at most `limit + 1` bytes are ever held (a file over `limit`,
+/// or grown past it while read, is refused by name). `NotFound` is returned as it is.
+pub fn read_following_within(path: &Path, limit: u64) -> std::io::Result<Vec<u8>> {
+    use nix::fcntl::OFlag;
+    let file = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(OFlag::O_NONBLOCK.bits())
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::other(format!(
+            "it is {}, not a regular file",
+            kind_of(&meta.file_type())
+        )));
+    }
+    let too_large = || {
+        std::io::Error::other(format!(
+            "it is larger than {limit} bytes, more than cotal reads of it; nothing was read"
+        ))
+    };
+    if meta.len() > limit {
+        return Err(too_large());
+    }
+    let mut bytes = Vec::with_capacity(meta.len() as usize);
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(too_large());
+    }
+    Ok(bytes)
+}
+
 /// What a non-regular file is, in words.
 pub fn kind_of(t: &fs::FileType) -> &'static str {
     if t.is_symlink() {

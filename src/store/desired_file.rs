@@ -8,10 +8,13 @@
 use crate::error::{Error, Result};
 use crate::store::{Root, atomic};
 
+/// The largest `cotal.toml` cotal reads (10,000 spaces with members and channels take a few MiB).
+pub const MAX_BYTES: u64 = 64 << 20;
+
 /// The file's text, `None` when there is no file.
 pub fn read(root: &Root) -> Result<Option<String>> {
     let path = root.desired_file();
-    match std::fs::read(&path) {
+    match atomic::read_following_within(&path, MAX_BYTES) {
         Ok(bytes) => String::from_utf8(bytes)
             .map(Some)
             .map_err(|_| Error::input(format!("{}: not UTF-8", path.display()))),
@@ -33,7 +36,7 @@ pub fn read_required(root: &Root) -> Result<String> {
 /// The text of a `cotal.toml` at `path` (any path: `validate` and `fmt` take one), read as
 /// [`read`] reads the root's; absent or not UTF-8 is bad input naming it.
 pub fn read_at(path: &std::path::Path) -> Result<String> {
-    match std::fs::read(path) {
+    match atomic::read_following_within(path, MAX_BYTES) {
         Ok(bytes) => String::from_utf8(bytes)
             .map_err(|_| Error::input(format!("{}: not UTF-8", path.display()))),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Err(Error::input(

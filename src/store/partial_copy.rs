@@ -10,6 +10,7 @@
 
 use super::{Root, atomic};
 use crate::error::Result;
+use std::os::unix::ffi::OsStringExt;
 use std::path::{Path, PathBuf};
 
 /// The suffix of every partial copy's folder name.
@@ -47,10 +48,10 @@ pub fn leftover(root: &Root) -> Option<PathBuf> {
     else {
         return None;
     };
-    let path = PathBuf::from(String::from_utf8(bytes).ok()?);
+    let path = PathBuf::from(std::ffi::OsString::from_vec(bytes));
     let ours = path
         .file_name()
-        .is_some_and(|n| n.to_string_lossy().ends_with(SUFFIX));
+        .is_some_and(|n| n.as_encoded_bytes().ends_with(SUFFIX.as_bytes()));
     (ours && std::fs::symlink_metadata(&path).is_ok()).then_some(path)
 }
 

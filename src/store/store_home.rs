@@ -27,8 +27,21 @@ pub struct StoreHomes {
     pub nodes: BTreeMap<String, StoreHome>,
 }
 
+/// The record's name in a state folder.
+const FILE: &str = "store.json";
+
 fn path(root: &Root) -> PathBuf {
-    root.state_dir().join("store.json")
+    root.state_dir().join(FILE)
+}
+
+/// Write the record into `state_dir` (a `.cotal/` being staged, not yet a root's).
+pub fn save_in(state_dir: &Path, homes: &StoreHomes) -> Result<()> {
+    record::write(
+        &state_dir.join(FILE),
+        homes,
+        record::Layout::Pretty,
+        atomic::SECRET,
+    )
 }
 
 /// The record, `None` when the root has none (made before it, or never started): then where
@@ -36,11 +49,6 @@ fn path(root: &Root) -> PathBuf {
 /// truth (a restored root's is empty: its data was not carried).
 pub fn load(root: &Root) -> Result<Option<StoreHomes>> {
     record::read_optional::<StoreHomes>(&path(root))
-}
-
-/// Record that no node's data lives anywhere yet (a root restored without its store).
-pub fn forget_all(root: &Root) -> Result<()> {
-    save(root, &StoreHomes::default())
 }
 
 /// Whether the store at `dir` holds JetStream data (its `jetstream/` folder has an entry).

@@ -1037,7 +1037,7 @@ fn a_pull_request_moving_the_store_is_planned_as_data_out_of_service_in_ci_and_o
     let text = ci_plan(2);
     assert!(
         text.contains(&format!(
-            "the store moves from {} to {}: {} holds no data yet, so nothing is taken out of service",
+            "the store moves from {} to {}: {} holds no space's data, so nothing is taken out of service",
             old_store.display(),
             new_store.display(),
             old_store.display()
