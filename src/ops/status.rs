@@ -208,6 +208,11 @@ impl TlsStatus {
     }
 }
 
+/// The problem a broken `cotal.toml` is, as every format of `status` carries it.
+pub fn desired_problem(why: &str) -> String {
+    format!("cotal.toml is broken (plan and apply refuse until it is fixed): {why}")
+}
+
 /// The status of the root, and the observation it was made from.
 pub fn status(root: &Root) -> Result<(Status, Observed)> {
     let (desired, digest, desired_error) = observe::desired_for_reading(root)?;
@@ -249,6 +254,12 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
         }
     }
     let nodes = node_status(root, &desired, &observed);
+    // Every format carries every problem: a broken `cotal.toml` is the first (a collector
+    // reading `problems` or `cotal_problems` never publishes a healthy broker while plan and
+    // apply refuse).
+    if let Some(why) = &desired_error {
+        problems.insert(0, desired_problem(why));
+    }
     let status = Status {
         format_version: FORMAT_VERSION,
         root: root.dir().display().to_string(),

@@ -1363,6 +1363,26 @@ fn status_names_what_it_cannot_trust_and_reads_through_a_broken_cotal_toml() {
     );
     root.cotal(&["creds", "list", "design"]).assert().success();
     root.cotal(&["plan"]).assert().code(1);
+    // Every format carries the problem, and exits 1 as the text does: a collector never
+    // publishes a healthy broker while plan and apply refuse.
+    let json = stdout(&root.cotal(&["status", "--format", "json"]).assert().code(1));
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let problems = v["problems"].as_array().unwrap();
+    assert_eq!(problems.len(), 1, "{v}");
+    assert!(
+        problems[0]
+            .as_str()
+            .unwrap()
+            .starts_with("cotal.toml is broken (plan and apply refuse until it is fixed): "),
+        "{v}"
+    );
+    let metrics = stdout(
+        &root
+            .cotal(&["status", "--format", "prometheus"])
+            .assert()
+            .code(1),
+    );
+    assert!(metrics.contains("\ncotal_problems 1\n"), "{metrics}");
     root.desire(TWO_SPACES);
     // JSON: a format version, limits and protection per space.
     let json = stdout(
