@@ -92,10 +92,15 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             ))
         );
         if let Served::Started {
-            registry_seeded, ..
+            registry_seeded,
+            failed,
+            ..
         } = served
         {
             refresh_state(&root, registry_seeded);
+            if !failed.is_empty() {
+                return Ok(crate::error::exit::PARTLY_APPLIED);
+            }
         }
         return Ok(0);
     }
@@ -127,6 +132,7 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
             spaces,
             generation,
             registry_seeded,
+            failed,
         } => {
             println!(
                 "{spaces} space{} served; generation {generation}; up in {}.",
@@ -134,6 +140,20 @@ pub fn up(global: &Global, args: UpArgs) -> Result<i32> {
                 super::progress::took(progress.elapsed())
             );
             refresh_state(&root, registry_seeded);
+            if !failed.is_empty() {
+                // On standard error, as `apply` says it: what failed and what to do next.
+                eprintln!(
+                    "error: partly done: the broker runs, but {} space step(s) failed; those spaces are not served, every other one is.",
+                    failed.len()
+                );
+                for f in &failed {
+                    eprintln!("  {f}");
+                }
+                eprintln!(
+                    "next: fix what each names (the space's own streams, connections or registry), then `cotal apply`: it plans only what is left"
+                );
+                return Ok(crate::error::exit::PARTLY_APPLIED);
+            }
         }
     }
     Ok(0)

@@ -38,7 +38,7 @@ Exit codes:
   5    a saved plan is stale
   6    an apply was interrupted: its journal is open; `cotal apply` finishes it
   7    a reload was not confirmed: everything the apply changed was put back
-  8    partly applied: some spaces' own steps failed, every other step is done
+  8    partly applied (or `up` partly done): some spaces' own steps failed, every other step is done
   64   usage error (an unknown flag, a missing argument)
   130  stopped by a signal at a step boundary; `cotal apply` finishes it
 

@@ -53,6 +53,9 @@ pub enum Served {
         /// The registries its provisioning seeded, each at its revision (for the state
         /// refresh that follows: `ops::state::refresh`).
         registry_seeded: std::collections::BTreeMap<crate::model::SpaceName, u64>,
+        /// The spaces whose own provisioning failed (each step and why, as `apply` says it):
+        /// not served; every other space is. Non-empty: `up` exits 8, partly done.
+        failed: Vec<crate::apply::SpaceFailure>,
     },
     /// An interrupted apply's journal is open: the nodes that were not running were started on
     /// the config they last ran, and nothing was promoted or provisioned (the next `cotal apply`
@@ -314,10 +317,11 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
             if observed.inventory.spaces.get(space).is_some_and(|o| !o.limits.is_suspended() && o.archived.is_none()))
     });
     let mut registry_seeded = Default::default();
+    let mut failed = Vec::new();
     if !provisioning.is_empty() {
         // The executor runs them, with its journal and audit, as apply would.
         let mut broker = Running::connect(root, topology, &observed)?;
-        registry_seeded = execute(
+        let outcome = execute(
             root,
             &desired,
             &observed,
@@ -326,20 +330,31 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
             &provisioning,
             &mut broker,
         )?;
+        registry_seeded = outcome.registry_seeded;
+        failed = outcome.failed;
         for step in &provisioning.steps {
-            on(UpEvent::Provisioned(step.title()));
+            let title = step.title();
+            if !failed.iter().any(|f| f.step == title) {
+                on(UpEvent::Provisioned(title));
+            }
         }
     }
     Ok(Served::Started {
-        // In service: neither archived (left out) nor suspended (refusing its users).
+        // In service: neither archived (left out) nor suspended (refusing its users), and
+        // provisioned.
         spaces: observed
             .inventory
             .spaces
-            .values()
-            .filter(|s| s.archived.is_none() && !s.limits.is_suspended())
+            .iter()
+            .filter(|(n, s)| {
+                s.archived.is_none()
+                    && !s.limits.is_suspended()
+                    && !failed.iter().any(|f| &f.space == *n)
+            })
             .count(),
         generation: observed.generation.generation(),
         registry_seeded,
+        failed,
     })
 }
 
@@ -352,7 +367,7 @@ fn execute(
     progress: &dyn Progress,
     to_run: &plan::Plan,
     broker: &mut dyn crate::broker::Broker,
-) -> Result<std::collections::BTreeMap<crate::model::SpaceName, u64>> {
+) -> Result<crate::apply::Outcome> {
     let nodes = plan::nodes(desired, observed);
     let ctx = Context {
         root,
@@ -362,7 +377,7 @@ fn execute(
         lock,
         progress,
     };
-    apply::execute(&ctx, to_run, broker).map(|outcome| outcome.registry_seeded)
+    apply::execute(&ctx, to_run, broker)
 }
 
 /// Wait until the cluster's JetStream has a meta leader and its meta group counts every running

@@ -74,6 +74,9 @@ pub struct Up {
     pub generation: Option<u64>,
     /// The spaces the open journal removes (status `started-for-journal`).
     pub journal_removes: Vec<String>,
+    /// The provisioning steps that failed, each `STEP: WHY` (status `started`; non-empty: the
+    /// command exits 8, those spaces not served).
+    pub failed: Vec<String>,
     pub duration_ms: u64,
 }
 
@@ -92,6 +95,7 @@ impl Up {
             spaces: None,
             generation: None,
             journal_removes: Vec::new(),
+            failed: Vec::new(),
             duration_ms: duration.as_millis() as u64,
         };
         for event in events {
@@ -122,10 +126,14 @@ impl Up {
                 doc.running_pid = *pid;
             }
             Served::Started {
-                spaces, generation, ..
+                spaces,
+                generation,
+                failed,
+                ..
             } => {
                 doc.spaces = Some(*spaces);
                 doc.generation = Some(*generation);
+                doc.failed = failed.iter().map(ToString::to_string).collect();
             }
             Served::StartedForJournal { removals, .. } => {
                 doc.status = UpStatus::StartedForJournal;

@@ -1367,6 +1367,7 @@ fn status_names_what_it_cannot_trust_and_reads_through_a_broken_cotal_toml() {
     // publishes a healthy broker while plan and apply refuse.
     let json = stdout(&root.cotal(&["status", "--format", "json"]).assert().code(1));
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    crate::support::assert_valid_for("schemas/status.schema.json", &v);
     let problems = v["problems"].as_array().unwrap();
     assert_eq!(problems.len(), 1, "{v}");
     assert!(
@@ -1392,6 +1393,7 @@ fn status_names_what_it_cannot_trust_and_reads_through_a_broken_cotal_toml() {
             .success(),
     );
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    crate::support::assert_valid_for("schemas/status.schema.json", &v);
     assert_eq!(v["format_version"], 1);
     let design = v["spaces"]
         .as_array()
@@ -1406,6 +1408,7 @@ fn status_names_what_it_cannot_trust_and_reads_through_a_broken_cotal_toml() {
     insta::assert_snapshot!("status_names_a_corrupt_record", run(&root, &["status"]));
     let json = stdout(&root.cotal(&["status", "--format", "json"]).assert().code(3));
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    crate::support::assert_valid_for("schemas/status.schema.json", &v);
     assert_eq!(v["problems"].as_array().unwrap().len(), 1, "{v}");
     root.cotal(&["space", "list"]).assert().code(3);
 }

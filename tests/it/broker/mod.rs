@@ -302,7 +302,11 @@ impl Broker {
             .cotal(&["status", "--format", "json"])
             .assert()
             .success();
-        serde_json::from_str(&stdout(&out)).unwrap()
+        let status: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+        // Every status a broker test reads (one server, clusters, every lifecycle state) is
+        // checked against its schema.
+        crate::support::assert_valid_for("schemas/status.schema.json", &status);
+        status
     }
 
     fn space_status(&self, space: &str) -> Option<serde_json::Value> {

@@ -516,3 +516,54 @@ fn a_members_account_holds_the_spaces_connection_limit_and_follows_its_change() 
         .assert()
         .code(0);
 }
+
+/// `up` completes provisioning; a space whose own provisioning fails is said, step and why, as
+/// `apply` says it, with exit 8 (partly done): the others are served, and `apply` finishes it.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn up_names_the_space_it_could_not_provision_and_exits_8_while_the_others_are_served() {
+    let b = Broker::start("[spaces.alpha.limits]\nmax_connections = 2\n\n[spaces.beta]\n");
+    let admin = b.owner("alpha");
+    // alpha's owner deletes one of its streams: the next `up` provisions it again.
+    {
+        let first = b.connect(&admin).unwrap();
+        b.rt.block_on(async {
+            let js = async_nats::jetstream::new(first.client.clone());
+            js.delete_stream("CHAT_alpha").await.unwrap();
+        });
+    }
+    b.root.cotal(&["down"]).assert().success();
+    let paused = crate::support::Paused::at(&b.root, &["up"], "after-journal-open");
+    // The broker runs; alpha's owner takes its every connection before the provisioner's.
+    let mut one = b.connect(&admin).unwrap();
+    let mut two = b.connect(&admin).unwrap();
+    let (code, said) = paused.resume();
+    assert_eq!(code, Some(8), "{said}");
+    assert!(
+        said.contains("partly done: the broker runs, but 1 space step(s) failed")
+            && said.contains("provision \"alpha\"")
+            && said.contains("maximum account active connections exceeded"),
+        "{said}"
+    );
+    assert_eq!(b.space_status("beta").unwrap()["servable"], true);
+    assert_eq!(b.space_status("alpha").unwrap()["servable"], false);
+    // The tenant lets go (each close awaited as an event); the broker frees the slots as it
+    // sees them close, and `apply` finishes what `up` could not.
+    for client in [&mut one, &mut two] {
+        b.rt.block_on(client.client.drain()).unwrap();
+        assert!(
+            wait_for(&b, client, "closed"),
+            "{:?}",
+            client.events.lock().unwrap()
+        );
+    }
+    super::eventually(
+        "alpha is provisioned once it let go",
+        Duration::from_secs(20),
+        || match b.root.apply().get_output().status.code() {
+            Some(0) => Ok(()),
+            other => Err(format!("exit {other:?}")),
+        },
+    );
+    assert_eq!(b.space_status("alpha").unwrap()["servable"], true);
+}
