@@ -59,7 +59,8 @@ pub struct Revoked {
 /// Check, under the lock, that `space` still has `account` (the one the caller observed and
 /// validated), refusing while an interrupted apply is removing it.
 fn check_account(root: &Root, space: &SpaceName, account: &str) -> Result<()> {
-    if let JournalState::Valid(j) = journal::load(root)?
+    let journal = journal::load(root)?;
+    if let JournalState::Valid(j) = &journal
         && j.removals.iter().any(|r| &r.space == space)
     {
         return Err(Error::refused(
@@ -70,6 +71,9 @@ fn check_account(root: &Root, space: &SpaceName, account: &str) -> Result<()> {
             .next("run `cotal apply` to finish it"),
         ));
     }
+    // Any other interrupted apply blocks the root too (seed 000 §3): no user is handed out or
+    // revoked between two states; `cotal apply` finishes it first.
+    crate::apply::refuse_if_journal_open(&journal, "creds")?;
     let record = account_record::load(root, space)?;
     if record.account.public != account {
         return Err(Error::refused(

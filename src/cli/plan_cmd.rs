@@ -139,6 +139,11 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         None => observe::observe_parsing(&root)?,
     };
     let mut plan = plan::compute(&desired, &observed, &intent)?;
+    plan.target = Some(crate::ops::apply::target(
+        &root,
+        &observed,
+        args.state.as_deref(),
+    ));
     if args.unverified_state {
         plan.notice = Some(UNVERIFIED_NOTICE.to_string());
     }

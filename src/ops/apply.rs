@@ -107,6 +107,18 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
         prune_revocations: req.prune_revocations,
     };
     let observed = observe::observe(root, &desired, digest)?;
+    // A rotation is its own change, never the one that finishes an interrupted apply (seed 000
+    // §2.2 step 4, §3): `cotal apply` finishes it first.
+    if intent.rotate.sys || !intent.rotate.accounts.is_empty() {
+        apply::refuse_if_journal_open(
+            &observed.journal,
+            if intent.rotate.sys {
+                "rotate sys"
+            } else {
+                "rotate account"
+            },
+        )?;
+    }
     let planning = std::time::Instant::now();
     // What was observed is only this cotal's to act on while its lock is still the root's.
     lock.verify()?;
@@ -160,6 +172,8 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
         }
         None => plan::compute(&desired, &observed, &intent)?,
     };
+    let mut plan = plan;
+    plan.target = Some(target(root, &observed, None));
     tracing::debug!(took = ?planning.elapsed(), steps = plan.steps.len(), "planned");
     if let Some(saved) = &req.saved {
         check_stale(saved, &plan)?;
@@ -173,6 +187,21 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
         observed,
         plan,
     })
+}
+
+/// What a plan of `root` is for: its folder and `cotal.toml`, the broker it targets (its
+/// first node's client URL), and the state file it was made from, if any.
+pub fn target(
+    root: &Root,
+    observed: &Observed,
+    state: Option<&std::path::Path>,
+) -> plan::PlanTarget {
+    plan::PlanTarget {
+        root: root.dir().display().to_string(),
+        desired_file: root.desired_file().display().to_string(),
+        broker: format!("nats://{}", observed.listener()),
+        state: state.map(|s| s.display().to_string()),
+    }
 }
 
 /// What an executed apply did, for the report; [`Applied::write_state`] then leaves the state

@@ -426,6 +426,15 @@ pub fn down(root: &Root, args: &Down, on: &dyn Fn(DownEvent)) -> Result<Stopped>
     // may be unparsable: stopping never needs it).
     let desired = observe::desired(root).map(|(d, _)| d).unwrap_or_default();
     let topology = &desired.topology;
+    // A cut is a consistency point for backups: never one taken between two states (seed 000
+    // §2.2 step 4): the apply that finishes the journal comes first. A plain `down` stops the
+    // broker whatever the journal says.
+    if args.preserve_state {
+        apply::refuse_if_journal_open(
+            &crate::store::journal::load(root)?,
+            "down --preserve-state",
+        )?;
+    }
     if args.preserve_state && topology.is_cluster() {
         return Err(Error::refused(
             Diagnostic::new("--preserve-state records a cut for `cotal space backup` and `space restore`, which do not work on a cluster yet.")

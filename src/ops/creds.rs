@@ -289,6 +289,7 @@ pub fn mint_system(
     let observed = observe::observe(root, &desired, digest)?;
     plan::guard_trust(&observed)?;
     let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
+    crate::apply::refuse_if_journal_open(&crate::store::journal::load(root)?, "creds --system")?;
     credentials::mint_system(root, &lock, role, name, expires)
 }
 
@@ -306,6 +307,10 @@ pub fn revoke_system(
     let observed = observe::observe(root, &desired, digest)?;
     let trust = plan::guard_trust(&observed)?;
     let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
+    crate::apply::refuse_if_journal_open(
+        &crate::store::journal::load(root)?,
+        "creds revoke --system",
+    )?;
     credentials::revoke_system(root, &lock, &trust.sys_pub, target)
 }
 

@@ -207,6 +207,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
     let count = |a: Action| described.changes.iter().filter(|c| c.action == a).count();
     Ok(Plan {
         notice: None,
+        target: None,
         format_version: super::FORMAT_VERSION,
         pins,
         broker_running: observed.is_running(),

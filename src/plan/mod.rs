@@ -830,6 +830,10 @@ pub struct Plan {
     /// not checked); set by the CLI, never by planning.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub notice: Option<String>,
+    /// Which root, `cotal.toml` and broker the plan is for; set by the CLI, never by planning
+    /// (a plan must never leave a reader guessing whose broker it changes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<PlanTarget>,
     pub format_version: u32,
     pub pins: Pins,
     pub broker_running: bool,
@@ -839,6 +843,31 @@ pub struct Plan {
     pub warnings: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub config: Option<ConfigChange>,
+}
+
+/// What a plan is for: the root folder, the `cotal.toml` planned, the broker it targets, and
+/// the state file it was planned from (a pull request's plan).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlanTarget {
+    pub root: String,
+    pub desired_file: String,
+    /// The broker's client URL (its first node's, on a cluster).
+    pub broker: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+}
+
+impl PlanTarget {
+    /// One line for people: `for ROOT/cotal.toml, broker nats://HOST:PORT` (and the state).
+    pub fn line(&self) -> String {
+        match &self.state {
+            Some(state) => format!(
+                "Plan for {}, broker {} as the state {} records it.",
+                self.desired_file, self.broker, state
+            ),
+            None => format!("Plan for {}, broker {}.", self.desired_file, self.broker),
+        }
+    }
 }
 
 impl Plan {
@@ -1027,6 +1056,7 @@ impl Plan {
         }
         Plan {
             notice: self.notice.clone(),
+            target: self.target.clone(),
             format_version: self.format_version,
             pins: self.pins.clone(),
             broker_running: self.broker_running,
@@ -1086,6 +1116,7 @@ mod tests {
     fn plan(steps: Vec<Step>) -> Plan {
         Plan {
             notice: None,
+            target: None,
             format_version: FORMAT_VERSION,
             pins: Pins {
                 generation: 1,

@@ -503,6 +503,7 @@ pub fn boot_plan(desired: &Desired, observed: &Observed) -> Result<Plan, Refusal
     let g = observed.generation.generation();
     Ok(Plan {
         notice: None,
+        target: None,
         format_version: super::FORMAT_VERSION,
         pins: Pins {
             generation: g,

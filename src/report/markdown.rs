@@ -24,6 +24,19 @@ pub fn markdown(plan: &Plan) -> String {
     if let Some(notice) = &plan.notice {
         let _ = writeln!(out, "> **Warning:** {notice}\n");
     }
+    if let Some(t) = &plan.target {
+        let _ = writeln!(
+            out,
+            "**Root** `{}` · **cotal.toml** `{}` · **Broker** `{}`{}\n",
+            t.root,
+            t.desired_file,
+            t.broker,
+            t.state
+                .as_ref()
+                .map(|s| format!(" · **State** `{s}`"))
+                .unwrap_or_default()
+        );
+    }
     if plan.is_empty() {
         out.push_str("### cotal plan: no changes\n\nThe broker matches `cotal.toml`.\n");
         return out;

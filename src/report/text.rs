@@ -77,6 +77,9 @@ pub fn text_with(plan: &Plan, p: &Palette, options: TextOptions) -> String {
     if let Some(notice) = &plan.notice {
         let _ = writeln!(out, "{} {notice}\n", p.warn.apply_to("warning:"));
     }
+    if let Some(target) = &plan.target {
+        let _ = writeln!(out, "{}", target.line());
+    }
     if plan.is_empty() {
         out.push_str("No changes. The broker matches cotal.toml.\n");
         for w in &plan.warnings {

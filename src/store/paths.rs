@@ -52,18 +52,34 @@ impl Root {
         if let Some(dir) = explicit {
             return Root::at(dir);
         }
-        if let Some(dir) = std::env::var_os("COTAL_ROOT").filter(|v| !v.is_empty()) {
-            return Root::at(PathBuf::from(dir));
-        }
         let cwd = Root::at(std::env::current_dir().map_err(|e| Error::io(".", e))?)?.dir;
-        for dir in cwd.ancestors() {
-            if dir.join(DESIRED_FILE).is_file()
-                || std::fs::symlink_metadata(dir.join(".cotal")).is_ok()
-            {
-                return Root::at(dir);
+        let around = cwd
+            .ancestors()
+            .find(|dir| {
+                dir.join(DESIRED_FILE).is_file()
+                    || std::fs::symlink_metadata(dir.join(".cotal")).is_ok()
+            })
+            .map(Root::at)
+            .transpose()?;
+        if let Some(dir) = std::env::var_os("COTAL_ROOT").filter(|v| !v.is_empty()) {
+            let named = Root::at(PathBuf::from(dir))?;
+            // A `COTAL_ROOT` exported for another root, run in this one: which is meant is
+            // not clear, and acting on the wrong one is worse than asking.
+            if let Some(here) = around.filter(|here| here.dir != named.dir) {
+                return Err(Error::input(
+                    Diagnostic::new(format!(
+                        "COTAL_ROOT names the root {}, but the working folder is in the root {} (its {}): cotal does not guess which one is meant; nothing was read.",
+                        named.dir.display(),
+                        here.dir.display(),
+                        if here.desired_file().is_file() { DESIRED_FILE } else { ".cotal/" }
+                    ))
+                    .next(format!("pass --root {} (or --root {}): --root wins over both", here.dir.display(), named.dir.display()))
+                    .next("or unset COTAL_ROOT in this shell"),
+                ));
             }
+            return Ok(named);
         }
-        Ok(Root { dir: cwd })
+        Ok(around.unwrap_or(Root { dir: cwd }))
     }
 
     pub fn dir(&self) -> &Path {

@@ -2540,3 +2540,90 @@ fn privileged_operations_are_audited_before_they_act_and_refused_without_an_audi
     std::fs::remove_dir(&audit).unwrap();
     std::fs::write(&audit, kept).unwrap();
 }
+
+/// Every plan names the root, the `cotal.toml` and the broker it is for (text, markdown and
+/// JSON), and a `COTAL_ROOT` left exported for another root is refused in this one, naming
+/// both: a plan never says "No changes" of a file the operator is not looking at.
+#[test]
+fn every_plan_names_its_root_and_a_stale_cotal_root_is_refused() {
+    let a = TestRoot::init();
+    a.desire("[spaces.design]\n");
+    a.apply().success();
+    let b = TestRoot::init();
+    b.desire("[spaces.other]\n");
+    b.apply().success();
+    let text = stdout(&a.cotal(&["plan"]).assert().success());
+    assert!(
+        text.starts_with(&format!(
+            "Plan for {}/cotal.toml, broker nats://127.0.0.1:4222.\nNo changes.",
+            a.path().display()
+        )),
+        "{text}"
+    );
+    a.desire("[spaces.design]\n\n[spaces.more]\n");
+    let json: serde_json::Value = serde_json::from_str(&stdout(
+        &a.cotal(&["plan", "--format", "json"]).assert().success(),
+    ))
+    .unwrap();
+    assert_eq!(json["target"]["root"], a.path().display().to_string());
+    assert_eq!(json["target"]["broker"], "nats://127.0.0.1:4222");
+    let markdown = stdout(
+        &a.cotal(&["plan", "--format", "markdown"])
+            .assert()
+            .success(),
+    );
+    assert!(
+        markdown.contains(&format!("**Root** `{}`", a.path().display())),
+        "{markdown}"
+    );
+    let applied = stdout(&a.cotal(&["apply", "--auto-approve"]).assert().success());
+    assert!(
+        applied.starts_with(&format!("Plan for {}/cotal.toml", a.path().display())),
+        "{applied}"
+    );
+    // In folder A with COTAL_ROOT=B: refused, naming both; --root decides.
+    let stale = |args: &[&str]| {
+        let mut cmd = assert_cmd::Command::cargo_bin("cotal").unwrap();
+        cmd.current_dir(a.path())
+            .env("COTAL_ROOT", b.path())
+            .env_remove("COTAL_STATE_KEY")
+            .env("NO_COLOR", "1")
+            .args(args)
+            .write_stdin("");
+        cmd
+    };
+    let before = (a.snapshot(), b.snapshot());
+    for args in [
+        vec!["plan"],
+        vec!["apply", "--auto-approve"],
+        vec!["status"],
+    ] {
+        let out = stale(&args).assert().code(1);
+        let err = stderr(&out);
+        assert!(
+            err.contains(&format!(
+                "COTAL_ROOT names the root {}, but the working folder is in the root {} (its cotal.toml)",
+                b.path().display(),
+                a.path().display()
+            )),
+            "{args:?}: {err}"
+        );
+        assert!(err.contains("--root wins over both"), "{err}");
+    }
+    assert_eq!(
+        (a.snapshot(), b.snapshot()),
+        before,
+        "nothing read or written"
+    );
+    let mut args = vec!["--root".to_string(), b.path().display().to_string()];
+    args.push("plan".into());
+    let text = stdout(
+        &stale(&args.iter().map(String::as_str).collect::<Vec<_>>())
+            .assert()
+            .success(),
+    );
+    assert!(
+        text.starts_with(&format!("Plan for {}/cotal.toml", b.path().display())),
+        "{text}"
+    );
+}

@@ -1097,3 +1097,50 @@ fn a_pull_request_moving_the_store_is_planned_as_data_out_of_service_in_ci_and_o
         stderr(&out)
     );
 }
+
+/// An open removal journal blocks the root (seed 000 §2.2 step 4, §3): every verb that would
+/// change trust, hand out or revoke users, or record a cut refuses, naming the apply that
+/// finishes it; that apply does, and the verbs work again.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn an_open_removal_journal_blocks_every_verb_but_the_apply_that_finishes_it() {
+    let root = converged();
+    root.desire("[spaces.design]\n");
+    let crashed = root
+        .cotal(&["apply", "--auto-approve", "--allow-destroy"])
+        .env("COTAL_CRASH_AT", "after-removal-committed")
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&crashed.stderr)
+            .contains("crash injected at after-removal-committed"),
+        "the crash point was never reached"
+    );
+    // The killed apply's holder note is housekeeping the next lock holder replaces, not state.
+    let _ = std::fs::remove_file(root.file(".cotal/maintenance/lock.json"));
+    let before = root.snapshot();
+    for args in [
+        vec!["rotate", "account", "design", "--auto-approve"],
+        vec!["rotate", "sys", "--auto-approve"],
+        vec!["creds", "design", "--user", "ops", "--profile", "admin"],
+        vec!["creds", "revoke", "design", "--all"],
+        vec!["creds", "--system", "monitor", "--expires", "1d"],
+        vec!["down", "--preserve-state"],
+    ] {
+        let out = root.cotal(&args).assert().code(6);
+        let err = stderr(&out);
+        assert!(
+            err.contains("was interrupted")
+                && err.contains("refuses until it is finished")
+                && err.contains(
+                    "run `cotal apply` to finish it (it completes the removal of \"release\")"
+                ),
+            "{args:?}: {err}"
+        );
+        assert_eq!(root.snapshot(), before, "{args:?} changed nothing");
+    }
+    root.apply().success();
+    root.cotal(&["creds", "design", "--user", "ops", "--profile", "admin"])
+        .assert()
+        .success();
+}
