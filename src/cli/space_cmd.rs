@@ -218,7 +218,30 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                     }
                     return Ok(text.to_string());
                 }
-                edit::add_space(text, &name, state, protect, &limits).map_err(Error::input)
+                let edited =
+                    edit::add_space(text, &name, state, protect, &limits).map_err(Error::input)?;
+                // What the flags wrote is judged as the flags: an error names them, never a
+                // line of cotal's in-memory edit of the file (a file that was already broken
+                // is reported as it is, by the apply).
+                if crate::desired::parse(text, "cotal.toml").is_ok()
+                    && let Err(e) = crate::desired::parse(&edited, "cotal.toml")
+                {
+                    let first = e.lines().next().unwrap_or_default();
+                    let why = first.split_once(": ").map_or(first, |(_, why)| why);
+                    let flags: Vec<String> = limits
+                        .iter()
+                        .map(|(k, v)| format!("--limit {k}={v}"))
+                        .collect();
+                    return Err(Error::input(
+                        crate::diagnostic::Diagnostic::new(format!(
+                            "cotal space add {} {}: {why}; nothing was written.",
+                            name.quoted(),
+                            flags.join(" ")
+                        ))
+                        .next("fix the flag and run it again"),
+                    ));
+                }
+                Ok(edited)
             };
             apply_cmd::flow(
                 global,

@@ -2627,3 +2627,32 @@ fn every_plan_names_its_root_and_a_stale_cotal_root_is_refused() {
         "{text}"
     );
 }
+
+/// An error in what an imperative verb's flags wrote names the flags, never a line of cotal's
+/// in-memory edit of `cotal.toml` (`cotal.toml:242:15` of a 238-line file).
+#[test]
+fn a_bad_flag_of_space_add_is_named_as_the_flag_and_writes_nothing() {
+    let root = TestRoot::init();
+    root.desire("[spaces.design]\n");
+    root.apply().success();
+    let before = root.snapshot();
+    let out = root
+        .cotal(&[
+            "space",
+            "add",
+            "extra",
+            "--limit",
+            "max_storage=64MB",
+            "--auto-approve",
+        ])
+        .assert()
+        .code(1);
+    let err = stderr(&out);
+    assert!(
+        err.contains("cotal space add \"extra\" --limit max_storage=64MB: ")
+            && err.contains("nothing was written")
+            && !err.contains("cotal.toml:"),
+        "{err}"
+    );
+    assert_eq!(root.snapshot(), before);
+}
