@@ -133,11 +133,31 @@ pub fn held_by_another_program(
         let Ok(exe) = std::fs::read_link(format!("/proc/{pid}/exe")) else {
             return false;
         };
-        if is_nats_executable(&exe, &configured) {
+        if is_nats_executable(&exe, &configured) && !runs_another_roots_config(node, pid) {
             return false;
         }
     }
     !holders.is_empty()
+}
+
+/// Whether nats-server `pid` runs a config of another cotal root (its `-c` names a
+/// `server.conf` in a `.cotal/` folder that is not this node's root's): that root's broker,
+/// never this one's, whatever port it shares with this root's old config (a root restored
+/// beside the one it was backed up from).
+fn runs_another_roots_config(node: &NodeFiles, pid: u32) -> bool {
+    let state_dir = |p: &Path| -> Option<PathBuf> {
+        p.ancestors()
+            .find(|a| a.file_name().is_some_and(|n| n == ".cotal"))
+            .map(Path::to_path_buf)
+    };
+    let Some(ours) = state_dir(&node.conf) else {
+        return false;
+    };
+    cmdline(pid)
+        .and_then(|args| config_arg(&args))
+        .and_then(|c| resolve_against(pid, &c))
+        .and_then(|c| state_dir(&c))
+        .is_some_and(|theirs| theirs != ours)
 }
 
 /// The pids (of those this user can inspect) that own any of `sockets`.

@@ -244,6 +244,15 @@ impl Global {
         if exists(root.desired_file()) || exists(root.state_dir()) {
             return Ok(root);
         }
+        if !root.dir().is_dir() {
+            return Err(crate::error::Error::input(
+                Diagnostic::new(format!(
+                    "{} does not exist (or is not a folder); nothing was read or written.",
+                    root.dir().display()
+                ))
+                .next("check the path given to --root (or COTAL_ROOT), or make a root there with `cotal init`"),
+            ));
+        }
         Err(crate::error::Error::input(
             Diagnostic::new(format!(
                 "{} is not a cotal root (no cotal.toml, no .cotal/, here or in any parent folder); nothing was read or written.",

@@ -215,9 +215,15 @@ fn existing(
                 .sum();
             if over > 0 {
                 blast.connections_dropped = Some(over);
+                let live = live.unwrap_or(0);
                 details.push(format!(
-                    "{} live connections, more than the new max {max} in an account (the space's, or a member's): the newest {over} are closed",
-                    live.unwrap_or(0)
+                    "{live} live connection{}, more than the new max {max} in an account (the space's, or a member's): {}",
+                    if live == 1 { "" } else { "s" },
+                    if over == 1 {
+                        "the newest one is closed".to_string()
+                    } else {
+                        format!("the newest {over} are closed")
+                    }
                 ));
             }
         }

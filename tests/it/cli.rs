@@ -2656,3 +2656,24 @@ fn a_bad_flag_of_space_add_is_named_as_the_flag_and_writes_nothing() {
     );
     assert_eq!(root.snapshot(), before);
 }
+
+#[test]
+fn a_root_flag_at_a_missing_folder_says_it_does_not_exist() {
+    let root = TestRoot::new();
+    let missing = root.file("nowhere");
+    let out = assert_cmd::Command::cargo_bin("cotal")
+        .unwrap()
+        .arg("--root")
+        .arg(&missing)
+        .arg("plan")
+        .env_remove("COTAL_ROOT")
+        .assert()
+        .code(1);
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!("{} does not exist", missing.display()))
+            && !err.contains("is not a cotal root"),
+        "{err}"
+    );
+    assert!(!missing.exists(), "nothing made");
+}

@@ -285,3 +285,38 @@ fn every_verb_prints_a_versioned_json_document_its_schema_describes() {
     assert_eq!(moved["relocated"], true);
     assert_eq!(moved["verified"].as_array().unwrap().len(), streams);
 }
+
+/// A root restored into a new folder on the same host while the root it was backed up from
+/// still runs its broker on the old port: that broker is the other root's (its `-c` names the
+/// other root's config), so the restored root's plan, `up` and `down` judge the port it moves
+/// to and leave the other broker alone.
+#[test]
+fn a_root_restored_beside_its_running_source_moves_its_port_and_leaves_the_source_alone() {
+    let a = Broker::start(TWO);
+    let vault = tempfile::tempdir().unwrap();
+    let dir = vault.path().join("root-backup");
+    a.root
+        .cotal(&["root", "backup", dir.to_str().unwrap()])
+        .assert()
+        .success();
+    let copy = crate::support::TestRoot::new();
+    copy.cotal(&["root", "restore", dir.to_str().unwrap()])
+        .assert()
+        .success();
+    let new = super::free_port();
+    copy.desire_on(new, TWO);
+    let plan = stdout(
+        &copy
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(2),
+    );
+    assert!(plan.contains(&format!("port: {new}")), "{plan}");
+    copy.apply().success();
+    copy.cotal(&["up"]).assert().success();
+    copy.cotal(&["down"]).assert().success();
+    // The source's broker never noticed: still running, still answering.
+    assert_eq!(a.status()["broker"]["state"], "running");
+    a.client("design")
+        .expect("the source still serves its spaces");
+}
