@@ -850,7 +850,10 @@ fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
              the journal stays open: every removal and purge it names is committed and will be finished.",
                 step.title()
             ))
-            .next("fix the cause and re-run `cotal apply`; if a node stopped, `cotal up` starts it (it works while the journal is open) and `cotal apply` finishes; if a running single server is what blocks a removal, `cotal down` (which works while the journal is open) and `cotal apply` finish it with the broker stopped (a cluster's removal needs its nodes running, and a purge is finished only through the running broker)"),
+            .next("fix the cause and re-run `cotal apply`")
+            .next("one server whose broker stopped: `cotal apply` finishes a removal with the broker stopped, then `cotal up` (which refuses while a removal's journal is open); a running one that blocks a removal: `cotal down`, `cotal apply`, then `cotal up`")
+            .next("a cluster: `cotal up` starts a stopped node (it works while the journal is open), then `cotal apply` finishes (a cluster's removal needs its nodes running)")
+            .next("a purge is finished only through the running broker: `cotal up`, then `cotal apply`"),
         )
     } else {
         let _ = journal::close(root);

@@ -579,3 +579,39 @@ fn an_interrupted_bulk_add_is_replanned_as_adds_being_completed() {
         .assert()
         .code(0);
 }
+
+/// nats-server dies while an apply removes a space on one server: the apply stops after the
+/// commit point, and the advice it gives works as written: `up` refuses while the removal's
+/// journal is open, `apply` finishes the removal with the broker stopped, then `up` serves.
+#[test]
+fn a_broker_that_dies_during_a_removal_is_recovered_by_the_advice_the_apply_gives() {
+    let b = Broker::start("[spaces.design]\n\n[spaces.release]\n");
+    b.desire("[spaces.design]\n");
+    let paused = crate::support::Paused::at(
+        &b.root,
+        &["apply", "--auto-approve", "--allow-destroy"],
+        "after-removal-committed",
+    );
+    let pid = b.pid();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(pid as i32),
+        nix::sys::signal::Signal::SIGKILL,
+    )
+    .unwrap();
+    let (code, said) = paused.resume();
+    assert_eq!(code, Some(6), "{said}");
+    assert!(
+        said.contains("one server whose broker stopped: `cotal apply` finishes a removal with the broker stopped, then `cotal up`"),
+        "{said}"
+    );
+    // As the advice says: `up` refuses, `apply` finishes, then `up` serves.
+    b.root.cotal(&["up"]).assert().code(6);
+    b.root.apply().success();
+    b.root.cotal(&["up"]).assert().success();
+    b.root
+        .cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    assert!(b.space_status("release").is_none());
+    assert_eq!(b.space_status("design").unwrap()["servable"], true);
+}
