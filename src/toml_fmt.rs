@@ -1,8 +1,9 @@
 //! `cotal fmt`: `cotal.toml` in one canonical layout that keeps every comment and every value
 //! (toml_edit), like `terraform fmt`. Pure: text in, text out.
 //!
-//! The layout: `key = value` with one space around `=`; a trailing comment one space after its
-//! value; comment lines kept, without trailing whitespace or indentation; at most one blank line
+//! The layout: `key = value` with one space around `=`; a trailing comment where its author put
+//! it (at least one space after its value: comments aligned in a column stay aligned); comment
+//! lines kept (a blank line setting a comment block apart kept too), without trailing whitespace or indentation; at most one blank line
 //! in a row, exactly one before each table header (none at the top); inline tables and arrays
 //! spaced by toml_edit; one newline at the end. Keys and tables keep their order.
 //!
@@ -30,16 +31,21 @@ pub fn format(text: &str) -> Result<String, String> {
     Ok(out)
 }
 
-/// The comment lines of a decor's text (each trimmed, blank lines collapsed to one).
+/// The comment lines of a decor's text (each trimmed, blank lines collapsed to one; a blank
+/// line before the first comment is kept, so a comment block stays set apart from what is
+/// above it).
 fn comments(raw: &str) -> String {
     let mut out = String::new();
     let mut blank = false;
+    let mut first = true;
     for line in raw.split('\n') {
         let line = line.trim();
         if line.is_empty() {
-            blank = !out.is_empty();
+            // A decor starts at the beginning of its line: an empty piece first is a blank line.
+            blank = !out.is_empty() || first;
             continue;
         }
+        first = false;
         if blank {
             out.push('\n');
             blank = false;
@@ -60,12 +66,8 @@ fn raw(r: Option<&RawString>) -> &str {
 fn table(t: &mut Table) {
     let prefix = comments(raw(t.decor().prefix()));
     t.decor_mut().set_prefix(prefix);
-    let suffix = raw(t.decor().suffix()).trim().to_string();
-    t.decor_mut().set_suffix(if suffix.is_empty() {
-        String::new()
-    } else {
-        format!(" {suffix}")
-    });
+    let suffix = raw(t.decor().suffix()).to_string();
+    t.decor_mut().set_suffix(trailing_comment(&suffix));
     for (mut key, item) in t.iter_mut() {
         if item.is_value() {
             // `key = value`: comment lines above it kept, one space before `=`.
@@ -91,7 +93,7 @@ fn table(t: &mut Table) {
 }
 
 fn value(v: &mut Value) {
-    let suffix = raw(v.decor().suffix()).trim().to_string();
+    let suffix = trailing_comment(raw(v.decor().suffix()));
     // toml_edit's own layout of an array or inline table drops the comments inside it: one
     // that holds a comment is left as written.
     let has_comment = v.to_string().contains('#');
@@ -101,11 +103,23 @@ fn value(v: &mut Value) {
         _ => {}
     }
     v.decor_mut().set_prefix(" ");
-    v.decor_mut().set_suffix(if suffix.is_empty() {
-        String::new()
+    v.decor_mut().set_suffix(suffix);
+}
+
+/// A line's trailing comment as written after a value or a header: the space before it is the
+/// author's (comments aligned in a column stay aligned), at least one; nothing when there is
+/// no comment.
+fn trailing_comment(written: &str) -> String {
+    let comment = written.trim();
+    if comment.is_empty() {
+        return String::new();
+    }
+    let lead = &written[..written.len() - written.trim_start().len()];
+    if lead.is_empty() || lead.contains('\n') {
+        format!(" {comment}")
     } else {
-        format!(" {suffix}")
-    });
+        format!("{lead}{comment}")
+    }
 }
 
 /// Trailing whitespace off every line, at most one blank line in a row, one before each table
@@ -150,7 +164,7 @@ mod tests {
         let out = format(messy).unwrap();
         assert_eq!(
             out,
-            "# my broker\nversion = 1\n\n[broker] # the one server\nport = 4222 #   keep\nhost = \"127.0.0.1\"\n\n# the design team\n[spaces.design]\nprotect = true\n\n[spaces.design.limits]\nmax_connections = 200\n\n[spaces.release] # shipping\nchannels.general = { delivery_class = \"live\", description = \"x\" }\n"
+            "# my broker\nversion = 1\n\n[broker]   # the one server\nport = 4222 #   keep\nhost = \"127.0.0.1\"\n\n# the design team\n[spaces.design]\nprotect = true\n\n[spaces.design.limits]\nmax_connections = 200\n\n[spaces.release] # shipping\nchannels.general = { delivery_class = \"live\", description = \"x\" }\n"
         );
         assert_eq!(format(&out).unwrap(), out, "formatting is stable");
         assert_eq!(
@@ -171,6 +185,31 @@ mod tests {
         assert_eq!(out.matches('#').count(), starter.matches('#').count());
         assert!(out.contains("# One table per space"), "comments kept");
         assert_eq!(format(&out).unwrap(), out, "stable");
+        // What `init` writes is already canonical: the pre-commit hook passes on day one.
+        assert_eq!(out, starter, "the starter is fmt-clean");
+    }
+
+    #[test]
+    fn aligned_trailing_comments_and_a_blank_line_before_a_comment_block_are_kept() {
+        let text = "[broker]\nhost = \"127.0.0.1\"        # listener\nstore_dir = \".cotal/nats\" # store\n\n# a block of its own\n# [spaces.example]\n";
+        assert_eq!(format(text).unwrap(), text);
+    }
+
+    #[test]
+    fn every_example_is_fmt_clean() {
+        for entry in std::fs::read_dir("examples").unwrap().flatten() {
+            let path = entry.path();
+            if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            assert_eq!(
+                format(&text).unwrap(),
+                text,
+                "{} is not fmt-clean",
+                path.display()
+            );
+        }
     }
 
     #[test]

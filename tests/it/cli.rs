@@ -2236,7 +2236,7 @@ fn fmt_lays_out_cotal_toml_keeping_comments_and_meaning() {
         .success();
     let out = root.cotal(&["fmt", "--check"]).assert().code(2);
     assert!(
-        stdout(&out).contains("+port = 4222 # clients"),
+        stdout(&out).contains("+port = 4222   # clients"),
         "{}",
         stdout(&out)
     );
@@ -2248,7 +2248,7 @@ fn fmt_lays_out_cotal_toml_keeping_comments_and_meaning() {
     let formatted = std::fs::read_to_string(root.file("cotal.toml")).unwrap();
     assert_eq!(
         formatted,
-        "# my broker\nversion = 1\n\n[broker]\nport = 4222 # clients\n\n[spaces.design] # the design team\nprotect = true\n\n[spaces.release]\n"
+        "# my broker\nversion = 1\n\n[broker]\nport = 4222   # clients\n\n[spaces.design]   # the design team\nprotect = true\n\n[spaces.release]\n"
     );
     root.cotal(&["fmt", "--check"]).assert().code(0);
     root.cotal(&["apply", saved.to_str().unwrap()])
