@@ -59,7 +59,7 @@ pub enum Error {
 
     /// A saved plan no longer matches what is on disk.
     #[error(
-        "the saved plan is stale: {0}\nrun `cotal plan --out FILE` again and review the new plan"
+        "the saved plan is stale: {0}\nnext: run `cotal plan --out FILE` again, review the new plan, and apply it"
     )]
     StalePlan(Box<Diagnostic>),
 

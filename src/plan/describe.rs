@@ -191,12 +191,14 @@ fn existing(
         // A space brought back from its archive gets its declared limits again: its archived
         // record's (no connection, no JetStream) are not worth a line each.
         if diff.archivals.get(name) != Some(&false) {
-            details.extend(
-                reissue
-                    .fields
-                    .iter()
-                    .map(|f| format!("{}: {} -> {}", f.field, f.from, f.to)),
-            );
+            details.extend(reissue.fields.iter().map(|f| {
+                // A change from nothing says only what it adds.
+                if f.from.is_empty() {
+                    format!("{}: {}", f.field, f.to)
+                } else {
+                    format!("{}: {} -> {}", f.field, f.from, f.to)
+                }
+            }));
         }
         let live = space.usage.connections;
         if spec.state == SpaceState::Suspended && !space.limits.is_suspended() {

@@ -468,7 +468,7 @@ pub fn guard_removals(
                     blast::removal(name, &space.usage.streams, space.usage.connections).describe(),
                 ),
                 format!(
-                    "first set `protect = false` in its [spaces.{}] table and run `cotal apply`, then delete the table and apply again",
+                    "first set `protect = false` in its [spaces.{}] table and run `cotal apply`, then remove it again (`cotal space rm`, or delete the table and `cotal apply`)",
                     toml_key(name)
                 ),
             );
