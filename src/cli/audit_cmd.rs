@@ -88,15 +88,17 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
                 };
                 let counts = r.counts.map(|c| {
                     let mut parts = Vec::new();
+                    let plural =
+                        |n: u64, one: &str| format!("{n} {one}{}", if n == 1 { "" } else { "s" });
                     if c.streams > 0 || c.bytes > 0 {
-                        parts.push(format!("{} streams", c.streams));
+                        parts.push(plural(c.streams, "stream"));
                         parts.push(crate::model::human_bytes(c.bytes));
                     }
                     if let Some(m) = c.messages {
-                        parts.push(format!("{m} messages"));
+                        parts.push(plural(m, "message"));
                     }
                     if let Some(n) = c.connections {
-                        parts.push(format!("{n} connections"));
+                        parts.push(plural(n, "connection"));
                     }
                     parts
                 });

@@ -367,6 +367,23 @@ fn set_state(
             .map_err(|e| Error::input(format!("--reason: {e}")))?;
     }
     let edit_fn = |text: &str| -> Result<String> {
+        // The verb's own refusal, named as the verb (never a line of cotal's in-memory edit):
+        // a cluster does not archive.
+        if state == SpaceState::Archived
+            && crate::desired::parse(text, "cotal.toml").is_ok_and(|d| d.topology.is_cluster())
+        {
+            return Err(Error::refused(
+                crate::diagnostic::Diagnostic::new(format!(
+                    "cotal space archive {}: a cluster does not archive: an archived account's replicated streams did not come back when it was loaded again (nats-server 2.15.1).",
+                    name.quoted()
+                ))
+                .blast("none, nothing was changed.")
+                .next(format!(
+                    "suspend the space instead (`cotal space suspend {}`): connections refused, data kept and served again on resume",
+                    name.as_str()
+                )),
+            ));
+        }
         edit::set_state(text, &name, state, reason).map_err(Error::input)
     };
     apply_cmd::flow(

@@ -2677,3 +2677,29 @@ fn a_root_flag_at_a_missing_folder_says_it_does_not_exist() {
     );
     assert!(!missing.exists(), "nothing made");
 }
+
+/// `space archive` on a cluster is the verb's own refusal (exit 3, naming the verb and what to
+/// do instead), never a parse error at a line of cotal's in-memory edit.
+#[test]
+fn space_archive_on_a_cluster_is_refused_as_the_verb() {
+    let root = TestRoot::init();
+    std::fs::write(
+        root.file("cotal.toml"),
+        format!("{CLUSTER}[spaces.design]\n"),
+    )
+    .unwrap();
+    root.apply().success();
+    let before = root.snapshot();
+    let out = root
+        .cotal(&["space", "archive", "design", "--auto-approve"])
+        .assert()
+        .code(3);
+    let err = stderr(&out);
+    assert!(
+        err.contains("cotal space archive \"design\": a cluster does not archive")
+            && err.contains("cotal space suspend design")
+            && !err.contains("cotal.toml:"),
+        "{err}"
+    );
+    assert_eq!(root.snapshot(), before);
+}
