@@ -284,14 +284,8 @@ pub fn revoke(
         }
         Target::All => vec!["*".into()],
     };
-    ledger.record_revocation(&keys, crate::clock::now());
-    // The time recorded (at least every named user's recorded issue time).
-    let at = keys
-        .iter()
-        .filter_map(|k| ledger.revoked.get(k))
-        .copied()
-        .max()
-        .unwrap_or_default();
+    // The time recorded: at least every named user's recorded issue time.
+    let at = ledger.record_revocation(&keys, crate::clock::now());
     users::save(root, space, &ledger)?;
     let what = match target {
         Target::User(name) => format!(
@@ -441,13 +435,8 @@ pub fn revoke_system(
             .next("`cotal creds list --system` lists them; cotal's own and the spaces' $SYS users are revoked by `cotal rotate sys`"),
         ));
     }
-    ledger.record_revocation(&keys, crate::clock::now());
-    let at = keys
-        .iter()
-        .filter_map(|k| ledger.revoked.get(k))
-        .copied()
-        .max()
-        .unwrap_or_default();
+    // The time recorded: at least every named user's recorded issue time.
+    let at = ledger.record_revocation(&keys, crate::clock::now());
     users::save_system(root, &ledger)?;
     let what = match target {
         Target::User(name) => format!("system user {name:?} ({} key(s))", keys.len()),

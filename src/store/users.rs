@@ -99,8 +99,8 @@ impl<P> Ledger<P> {
     /// only ever added). A revocation covers every user the ledger records under it by the
     /// ledger, not by the clock: its time is at least the latest recorded issue time of what it
     /// names (every user for `*`), so creds minted while the host's clock ran ahead are revoked
-    /// too.
-    pub fn record_revocation(&mut self, keys: &[String], at: i64) {
+    /// too. Returns the latest time now recorded for any of `keys`.
+    pub fn record_revocation(&mut self, keys: &[String], at: i64) -> i64 {
         for key in keys {
             let issued = self
                 .minted
@@ -112,6 +112,11 @@ impl<P> Ledger<P> {
             let ts = self.revoked.entry(key.clone()).or_insert(at);
             *ts = (*ts).max(at);
         }
+        keys.iter()
+            .filter_map(|k| self.revoked.get(k))
+            .copied()
+            .max()
+            .unwrap_or(at)
     }
 
     /// The earliest issue time a JWT minted now may carry to be accepted: after the `*`
@@ -215,7 +220,7 @@ mod tests {
         l.record_revocation(&["UAHEAD".into()], 1_000);
         assert!(l.is_revoked("UAHEAD", 5_000));
         // Never moves back.
-        l.record_revocation(&["UAHEAD".into()], 10);
+        assert_eq!(l.record_revocation(&["UAHEAD".into()], 10), 5_000);
         assert_eq!(l.revoked["UAHEAD"], 5_000);
     }
 }
