@@ -1,7 +1,7 @@
 //! SIGINT and SIGTERM during an apply: the first asks the executor to stop at the next step
 //! boundary ([`requested`]), so the lock is released, the journal and the audit say what was
-//! done, and the next `cotal apply` finishes it; a second ends the process at once (exit 130),
-//! as an impatient operator expects. The confirmation prompt waits through [`wait_for_input`],
+//! done, and the next `cotal apply` finishes it; a second ends the process at once (exit 130)
+//! and says so, as an impatient operator expects. The confirmation prompt waits through [`wait_for_input`],
 //! so a Ctrl-C there cancels the apply (nothing changed, the lock released). Before [`watch`]
 //! (planning) the signals keep their default: nothing has been changed yet.
 //!
@@ -14,6 +14,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 static REQUESTED: OnceLock<Arc<AtomicBool>> = OnceLock::new();
 
+/// What a second signal prints before the process ends: the step it was in may be half done,
+/// and the journal keeps what the apply did, so the re-run finishes it.
+const SECOND_SIGNAL: &str = "\ncotal: stopped at once by a second signal, possibly in the middle of a step; the journal keeps what the apply did.\nnext: run `cotal apply` to finish: it plans what is left.\n";
+
 /// From now on, SIGINT and SIGTERM ask for a stop at the next step boundary; a second one
 /// exits at once with [`exit::STOPPED`].
 pub fn watch() -> Result<()> {
@@ -21,13 +25,36 @@ pub fn watch() -> Result<()> {
         return Ok(());
     }
     let flag = Arc::new(AtomicBool::new(false));
+    let failed = |e: std::io::Error| Error::other(format!("cannot watch for interrupts: {e}"));
+    // Every delivery writes a byte (a pipe never merges two signals, as pending flags do); a
+    // thread counts them and ends the process at the second, after saying so.
+    let (mut deliveries, writer) = std::os::unix::net::UnixStream::pair().map_err(failed)?;
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // The shutdown is registered first: it acts only once the flag is already set, so the
-        // first signal sets the flag and the second exits.
-        signal_hook::flag::register_conditional_shutdown(signal, exit::STOPPED, Arc::clone(&flag))
-            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&flag)))
-            .map_err(|e| Error::other(format!("cannot watch for interrupts: {e}")))?;
+        signal_hook::flag::register(signal, Arc::clone(&flag)).map_err(failed)?;
+        signal_hook::low_level::pipe::register(signal, writer.try_clone().map_err(failed)?)
+            .map_err(failed)?;
     }
+    std::thread::Builder::new()
+        .name("cotal-signals".into())
+        .spawn(move || {
+            use nix::sys::signal::{SigSet, SigmaskHow, Signal, pthread_sigmask};
+            use std::io::Read;
+            // The signals go to the other threads: the prompt's `poll` must see them.
+            let mut mask = SigSet::empty();
+            mask.add(Signal::SIGINT);
+            mask.add(Signal::SIGTERM);
+            let _ = pthread_sigmask(SigmaskHow::SIG_BLOCK, Some(&mask), None);
+            let mut byte = [0u8; 1];
+            let mut seen = 0;
+            while matches!(deliveries.read(&mut byte), Ok(1)) {
+                seen += 1;
+                if seen == 2 {
+                    eprint!("{SECOND_SIGNAL}");
+                    std::process::exit(exit::STOPPED);
+                }
+            }
+        })
+        .map_err(failed)?;
     let _ = REQUESTED.set(flag);
     Ok(())
 }

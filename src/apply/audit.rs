@@ -292,7 +292,7 @@ impl Auditor<'_> {
                         };
                         let kept = blast.kept_on_disk;
                         let counts = Counts {
-                            streams: 0,
+                            streams: kept.and_then(|k| k.streams).unwrap_or(0),
                             messages: kept.and_then(|k| k.messages),
                             bytes: kept.and_then(|k| k.bytes).unwrap_or(0),
                             connections: blast.connections_dropped,

@@ -270,8 +270,11 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
                 Error::Stopped(_) => Event::ApplyInterrupted,
                 _ => Event::ApplyFailed,
             };
+            // The generation the root stands at: a promotion the apply made before it
+            // stopped stays made (the final one, or the fence's).
+            let at = outcome.generation.or(outcome.fenced).map(|(_, to)| to);
             // Best effort: the failure itself may be the audit log.
-            let _ = audit.write(event, None, None, &first_line(&e.to_string()), None);
+            let _ = audit.write(event, None, at, &first_line(&e.to_string()), None);
             Err(e)
         }
     }

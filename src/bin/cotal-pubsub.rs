@@ -5,7 +5,11 @@
 //! history (the stream's last message on the post's subject), as the original Cotal's clients
 //! read.
 //!
-//! `cotal-pubsub URL CREDS SPACE_TOKEN OWNER.ACTOR CHANNEL [MESSAGE]`
+//! `cotal-pubsub [--ca CA_PEM] URL CREDS SPACE_TOKEN OWNER.ACTOR CHANNEL [MESSAGE]`
+//!
+//! `--ca` names the PEM of the authority that signed a TLS broker's certificate (`[broker.tls]
+//! ca`, or the one `cotal tls` printed), for a `tls://` URL: the client then requires TLS and
+//! trusts that authority alone besides the system's roots.
 //!
 //! A binary of the package and not an example: it is built by `cargo install --path .` with the
 //! same dependencies and features as `cotal`, so the demo runs it without compiling anything
@@ -17,9 +21,19 @@ use std::time::Duration;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut args: Vec<String> = std::env::args().skip(1).collect();
+    let ca = match args.first().map(String::as_str) {
+        Some("--ca") if args.len() > 1 => {
+            let ca = args.remove(1);
+            args.remove(0);
+            Some(ca)
+        }
+        _ => None,
+    };
     let [url, creds, token, member, channel, rest @ ..] = args.as_slice() else {
-        eprintln!("usage: cotal-pubsub URL CREDS SPACE_TOKEN OWNER.ACTOR CHANNEL [MESSAGE]");
+        eprintln!(
+            "usage: cotal-pubsub [--ca CA_PEM] URL CREDS SPACE_TOKEN OWNER.ACTOR CHANNEL [MESSAGE]"
+        );
         std::process::exit(2);
     };
     let Some((owner, actor)) = member.split_once('.') else {
@@ -30,11 +44,13 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         .first()
         .cloned()
         .unwrap_or_else(|| "hello from cotal".into());
-    let client = async_nats::ConnectOptions::with_credentials_file(creds)
+    let mut options = async_nats::ConnectOptions::with_credentials_file(creds)
         .await?
-        .custom_inbox_prefix(format!("_INBOX_{owner}_{actor}"))
-        .connect(url)
-        .await?;
+        .custom_inbox_prefix(format!("_INBOX_{owner}_{actor}"));
+    if let Some(ca) = ca {
+        options = options.require_tls(true).add_root_certificates(ca.into());
+    }
+    let client = options.connect(url).await?;
     // The channel live: every member's posts to it, as the wire carries them.
     let mut live = client
         .subscribe(format!("cotal.{token}.chat.*.*.{channel}"))

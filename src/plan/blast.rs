@@ -46,10 +46,12 @@ pub struct Blast {
     pub siblings: Option<String>,
 }
 
-/// The data an archived space keeps on disk: its messages and bytes when the live figures
-/// counted them (`None`: not counted).
+/// The data an archived space keeps on disk: its streams, messages and bytes when the live
+/// figures counted them (`None`: not counted).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct KeptOnDisk {
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub streams: Option<u64>,
     pub messages: Option<u64>,
     pub bytes: Option<u64>,
 }

@@ -104,6 +104,7 @@ fn archival(
         let live = space.usage.source == UsageSource::Live;
         blast.connections_dropped = space.usage.connections;
         blast.kept_on_disk = Some(super::blast::KeptOnDisk {
+            streams: live.then_some(space.usage.streams.len() as u64),
             messages: live
                 .then(|| {
                     space

@@ -2056,13 +2056,42 @@ fn an_interrupted_apply_stops_at_a_step_boundary_and_the_next_apply_finishes_it(
     let (code, err) = paused.resume();
     assert_eq!(code, Some(130), "{err}");
     assert!(
-        !err.contains("apply stopped by a signal after"),
-        "at once: {err}"
+        !err.contains("apply stopped by a signal after")
+            && err.contains("stopped at once by a second signal")
+            && err.contains("run `cotal apply` to finish"),
+        "at once, and it says so: {err}"
     );
     root.apply().success();
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);
+
+    // Stopped after its promotion: the audit records the generation the root stands at.
+    root.desire(&format!("{TWO_SPACES}\n[spaces.ops]\n"));
+    let paused = crate::support::Paused::at(
+        &root,
+        &["apply", "--auto-approve", "--allow-destroy"],
+        "after-config-promoted",
+    );
+    kill(Pid::from_raw(paused.pid() as i32), Signal::SIGINT).unwrap();
+    let (code, err) = paused.resume();
+    assert_eq!(code, Some(130), "stopped before the reap: {err}");
+    let promoted: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(root.file(".cotal/auth/broker-config.json")).unwrap(),
+    )
+    .unwrap();
+    let audit = std::fs::read_to_string(root.file(".cotal/audit.jsonl")).unwrap();
+    let interrupted: serde_json::Value = audit
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .filter(|e| e["event"] == "apply.interrupted")
+        .last()
+        .unwrap();
+    assert_eq!(
+        interrupted["generation"]["after"], promoted["gen"],
+        "audited at the generation its promotion made: {interrupted}"
+    );
+    root.apply().success();
 }
 
 /// `cotal validate` checks `cotal.toml` and the files it names with no root, no seed and no

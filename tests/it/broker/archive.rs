@@ -157,6 +157,11 @@ fn an_archived_space_is_not_served_keeps_its_data_and_comes_back_whole() {
         archived["counts"]["connections"], 1,
         "the archive's audit counts what its fence evicted: {archived}"
     );
+    assert!(
+        archived["counts"]["messages"].as_u64() > Some(0)
+            && archived["counts"]["streams"].as_u64() > Some(0),
+        "the archive's audit counts the streams holding the messages it keeps: {archived}"
+    );
     drop(release);
 
     // Back suspended: loaded, refusing its users, its data on disk (nats-server recovers it

@@ -53,7 +53,7 @@ fn install(root: &TestRoot, leaf: &Leaf) {
     write(root, "tls/server.key", &leaf.key, 0o600);
 }
 
-const TLS: &str = "[broker.tls]\ncert = \"tls/server.pem\"\nkey = \"tls/server.key\"\nca = \"tls/ca.pem\"\n\n[spaces.design]\n\n[spaces.release]\n";
+const TLS: &str = "[broker.tls]\ncert = \"tls/server.pem\"\nkey = \"tls/server.key\"\nca = \"tls/ca.pem\"\n\n[spaces.design]\n\n[spaces.design.members.\"acme.alice\"]\nread = [\"general\"]\npost = [\"general\"]\n\n[spaces.release]\n";
 
 /// The connection events a client saw.
 type Events = Arc<std::sync::Mutex<Vec<String>>>;
@@ -158,6 +158,32 @@ fn the_client_listener_serves_tls_rotates_hot_verifies_clients_and_refuses_bad_p
         sibling.flush().await.unwrap();
     });
     assert_eq!(served(&b), cotal::digest::sha256(&first.der));
+
+    // The README's client, as a declared member over TLS: `--ca` trusts the broker's CA.
+    let creds = b.root.file("alice.creds");
+    std::fs::write(&creds, b.mint("design", &["--member", "acme.alice"])).unwrap();
+    let pubsub = |ca: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cotal-pubsub"));
+        if let Some(ca) = ca {
+            cmd.arg("--ca").arg(b.root.file(ca));
+        }
+        cmd.arg(format!("tls://127.0.0.1:{port}"))
+            .arg(&creds)
+            .args(["design", "acme.alice", "general", "over tls"])
+            .output()
+            .unwrap()
+    };
+    let posted = pubsub(Some("tls/ca.pem"));
+    let said = String::from_utf8_lossy(&posted.stdout);
+    assert!(
+        posted.status.success() && said.contains("read back: \"over tls\""),
+        "{said}{}",
+        String::from_utf8_lossy(&posted.stderr)
+    );
+    assert!(
+        !pubsub(None).status.success(),
+        "without --ca the broker's certificate is not trusted"
+    );
 
     // A new certificate at the same paths: a change naming both, applied hot, then served.
     let second = leaf(&ca, &["127.0.0.1", "localhost"], false);
