@@ -56,6 +56,45 @@ pub struct ConfirmArgs {
     pub relocated: Vec<std::path::PathBuf>,
 }
 
+/// The confirmation options of a space verb that never destroys data (add, suspend, resume,
+/// archive): `--allow-destroy`, `--prune-revocations` and `--relocated` are not offered, since
+/// the verb's plan is narrowed to its space and holds nothing they would allow.
+#[derive(Debug, Clone, clap::Args)]
+pub struct VerbArgs {
+    /// Do not ask for confirmation.
+    #[arg(long)]
+    pub auto_approve: bool,
+    /// How long to wait for the root's lock (0: fail at once naming the holder).
+    #[arg(long, value_parser = super::parse_duration, default_value = "0")]
+    pub lock_timeout: Duration,
+    /// Output format of the plan shown before applying.
+    #[arg(long, value_enum, default_value_t = Format::Text)]
+    pub format: Format,
+    /// Show the whole server.conf diff (the text plan shows its first 40 lines otherwise).
+    #[arg(long)]
+    pub diff: bool,
+    /// On a cluster with nodes down: proceed when a majority of the nodes run and confirm; the
+    /// others get their config file for their next start (the plan says which).
+    #[arg(long)]
+    pub allow_degraded: bool,
+}
+
+impl VerbArgs {
+    /// The apply's options for this verb: destroying only when the verb's own flag allows.
+    pub fn confirm(&self, allow_destroy: bool, relocated: Vec<std::path::PathBuf>) -> ConfirmArgs {
+        ConfirmArgs {
+            auto_approve: self.auto_approve,
+            allow_destroy,
+            lock_timeout: self.lock_timeout,
+            format: self.format,
+            diff: self.diff,
+            allow_degraded: self.allow_degraded,
+            prune_revocations: false,
+            relocated,
+        }
+    }
+}
+
 pub fn run(global: &Global, args: Args) -> Result<i32> {
     let root = global.root()?;
     let saved = args.plan_file.as_deref().map(op::load_saved).transpose()?;

@@ -4,7 +4,7 @@
 //! guards, audit and output as `apply`.
 
 use super::Global;
-use super::apply_cmd::{self, ConfirmArgs};
+use super::apply_cmd::{self, VerbArgs};
 use crate::diagnostic::Diagnostic;
 use crate::edit;
 use crate::error::{Error, Result};
@@ -33,7 +33,7 @@ pub enum Command {
         #[arg(long)]
         suspended: bool,
         #[command(flatten)]
-        confirm: ConfirmArgs,
+        confirm: VerbArgs,
     },
     /// Remove a space from cotal.toml and apply it (destroys its data); finishes a journaled removal.
     #[command(
@@ -43,7 +43,14 @@ pub enum Command {
         /// The space.
         name: String,
         #[command(flatten)]
-        confirm: ConfirmArgs,
+        confirm: VerbArgs,
+        /// Allow the removal (it destroys the space's data) without an interactive `yes`.
+        #[arg(long)]
+        allow_destroy: bool,
+        /// The receipt `cotal space restore` wrote on the destination of a move: a space whose
+        /// move this root recorded (`cotal space backup` of it fenced) is removed only with it.
+        #[arg(long, value_name = "RECEIPT")]
+        relocated: Vec<std::path::PathBuf>,
     },
     /// Suspend a space: its connections are closed and refused, its data kept.
     #[command(
@@ -57,7 +64,7 @@ pub enum Command {
         #[arg(long)]
         reason: Option<String>,
         #[command(flatten)]
-        confirm: ConfirmArgs,
+        confirm: VerbArgs,
     },
     /// Resume a suspended space, or bring back an archived one (active).
     #[command(after_help = "Examples:\n  cotal space resume design")]
@@ -65,7 +72,7 @@ pub enum Command {
         /// The space.
         name: String,
         #[command(flatten)]
-        confirm: ConfirmArgs,
+        confirm: VerbArgs,
     },
     /// Archive a space: its account leaves the broker's config (no connection, subscription
     /// or stream of it is served), its record, keys, protection and data stay on disk;
@@ -77,7 +84,7 @@ pub enum Command {
         /// The space.
         name: String,
         #[command(flatten)]
-        confirm: ConfirmArgs,
+        confirm: VerbArgs,
     },
     /// Empty every stream and bucket of a space (destroys its messages): its account, creds,
     /// connections and stream configs stay, and its default delivery class and declared
@@ -89,7 +96,10 @@ pub enum Command {
         /// The space (applied, active, not protected; the broker running).
         name: String,
         #[command(flatten)]
-        confirm: ConfirmArgs,
+        confirm: VerbArgs,
+        /// Allow the purge (it destroys the space's messages) without an interactive `yes`.
+        #[arg(long)]
+        allow_destroy: bool,
     },
     /// Back up a space's streams from the preserved store (after `cotal down --preserve-state`).
     #[command(
@@ -246,7 +256,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             apply_cmd::flow(
                 global,
                 &root,
-                &confirm,
+                &confirm.confirm(false, Vec::new()),
                 Request {
                     edit: Some(&edit_fn),
                     only: only(&name),
@@ -255,7 +265,12 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
                 },
             )
         }
-        Command::Rm { name, confirm } => {
+        Command::Rm {
+            name,
+            confirm,
+            allow_destroy,
+            relocated,
+        } => {
             let name = space(&name)?;
             // A name in neither cotal.toml nor the root is a mistake (a typo), never "no
             // changes"; one recorded in the root but already gone from the file is the removal
@@ -280,7 +295,7 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             apply_cmd::flow(
                 global,
                 &root,
-                &confirm,
+                &confirm.confirm(allow_destroy, relocated),
                 Request {
                     edit: Some(&edit_fn),
                     only: only(&name),
@@ -317,12 +332,16 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             &confirm,
             SpaceVerb::Archive,
         ),
-        Command::Purge { name, confirm } => {
+        Command::Purge {
+            name,
+            confirm,
+            allow_destroy,
+        } => {
             let name = space(&name)?;
             apply_cmd::flow(
                 global,
                 &root,
-                &confirm,
+                &confirm.confirm(allow_destroy, Vec::new()),
                 Request {
                     only: only(&name),
                     verb: Some(SpaceVerb::Purge),
@@ -358,7 +377,7 @@ fn set_state(
     root: &crate::store::Root,
     name: &str,
     (state, reason): (SpaceState, Option<&str>),
-    confirm: &ConfirmArgs,
+    confirm: &VerbArgs,
     verb: SpaceVerb,
 ) -> Result<i32> {
     let name = space(name)?;
@@ -389,7 +408,7 @@ fn set_state(
     apply_cmd::flow(
         global,
         root,
-        confirm,
+        &confirm.confirm(false, Vec::new()),
         Request {
             edit: Some(&edit_fn),
             only: only(&name),

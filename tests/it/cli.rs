@@ -2251,6 +2251,29 @@ fn help_lists_the_documented_exit_codes() {
     assert!(plan_help.contains("--detailed-exitcode") && plan_help.contains("Examples:"));
 }
 
+/// A space verb offers only the flags that can matter to it: the verbs that never destroy
+/// data offer no `--allow-destroy`, `--relocated` or `--prune-revocations`; `rm` offers
+/// `--allow-destroy` and `--relocated`, `purge` `--allow-destroy`.
+#[test]
+fn space_verbs_offer_only_the_flags_that_matter_to_them() {
+    let root = TestRoot::new();
+    let help = |verb: &str| stdout(&root.cotal(&["space", verb, "--help"]).assert().success());
+    for verb in ["add", "suspend", "resume", "archive"] {
+        let h = help(verb);
+        assert!(h.contains("--auto-approve"), "{verb}: {h}");
+        for flag in ["--allow-destroy", "--relocated", "--prune-revocations"] {
+            assert!(!h.contains(flag), "space {verb} offers {flag}: {h}");
+        }
+    }
+    let rm = help("rm");
+    assert!(rm.contains("--allow-destroy") && rm.contains("--relocated"), "{rm}");
+    let purge = help("purge");
+    assert!(purge.contains("--allow-destroy") && !purge.contains("--relocated"), "{purge}");
+    root.cotal(&["space", "add", "x", "--allow-destroy"])
+        .assert()
+        .code(64);
+}
+
 /// `cotal fmt` puts cotal.toml in the canonical layout keeping every comment and value;
 /// `--check` changes nothing and exits 2 with the diff; a plan saved before formatting is still
 /// the plan applied after it (the meaning did not move).
