@@ -2083,9 +2083,9 @@ fn an_interrupted_apply_stops_at_a_step_boundary_and_the_next_apply_finishes_it(
     let audit = std::fs::read_to_string(root.file(".cotal/audit.jsonl")).unwrap();
     let interrupted: serde_json::Value = audit
         .lines()
+        .rev()
         .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
-        .filter(|e| e["event"] == "apply.interrupted")
-        .last()
+        .find(|e| e["event"] == "apply.interrupted")
         .unwrap();
     assert_eq!(
         interrupted["generation"]["after"], promoted["gen"],
@@ -2266,9 +2266,15 @@ fn space_verbs_offer_only_the_flags_that_matter_to_them() {
         }
     }
     let rm = help("rm");
-    assert!(rm.contains("--allow-destroy") && rm.contains("--relocated"), "{rm}");
+    assert!(
+        rm.contains("--allow-destroy") && rm.contains("--relocated"),
+        "{rm}"
+    );
     let purge = help("purge");
-    assert!(purge.contains("--allow-destroy") && !purge.contains("--relocated"), "{purge}");
+    assert!(
+        purge.contains("--allow-destroy") && !purge.contains("--relocated"),
+        "{purge}"
+    );
     root.cotal(&["space", "add", "x", "--allow-destroy"])
         .assert()
         .code(64);
