@@ -236,7 +236,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     report(
         p.bold
             .apply_to(format!(
-                "Apply {}: {} added, {} changed, {} removed, in {}.",
+                "Apply {}: {} added, {} changed, {} removed{}, in {}.",
                 if applied.outcome.failed.is_empty() {
                     "complete"
                 } else {
@@ -245,6 +245,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                 summary.add,
                 summary.change,
                 summary.remove,
+                crate::report::settings_clause(summary.settings, "changed"),
                 super::progress::took(progress.elapsed())
             ))
             .to_string(),

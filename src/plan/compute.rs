@@ -215,6 +215,7 @@ pub fn compute(desired: &Desired, observed: &Observed, intent: &Intent) -> Resul
             add: count(Action::Add),
             change: count(Action::Change),
             remove: count(Action::Remove),
+            settings: super::settings_changed(&steps),
         },
         warnings: describe::warnings(desired, observed, &nodes)
             .into_iter()

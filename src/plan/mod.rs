@@ -794,6 +794,33 @@ pub struct Summary {
     pub add: usize,
     pub change: usize,
     pub remove: usize,
+    /// Broker settings the promotion changes (a `[broker]` or `[cluster]` key, node by node in
+    /// a cluster, a store move, a listener's TLS): [`settings_changed`]. Absent when none.
+    #[serde(skip_serializing_if = "is_zero_count", default)]
+    pub settings: usize,
+}
+
+fn is_zero_count(n: &usize) -> bool {
+    *n == 0
+}
+
+/// How many broker settings the steps' promotions change: each `key: old -> new` of
+/// [`Reason::Settings`], each store move, and a client or route listener's TLS.
+pub fn settings_changed(steps: &[Step]) -> usize {
+    steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::PromoteConfig { reasons, .. } => Some(reasons),
+            _ => None,
+        })
+        .flatten()
+        .map(|r| match r {
+            Reason::Settings { changes } => changes.len(),
+            Reason::StoreMove { moves } => moves.len(),
+            Reason::Tls { .. } | Reason::RouteTls { .. } => 1,
+            _ => 0,
+        })
+        .sum()
 }
 
 /// The config before and after, with JWTs shortened: what the diff shows. For a cluster: the
@@ -1064,6 +1091,7 @@ impl Plan {
                 add: count(Action::Add),
                 change: count(Action::Change),
                 remove: count(Action::Remove),
+                settings: settings_changed(&steps),
             },
             changes,
             steps,
@@ -1125,11 +1153,7 @@ mod tests {
                 config_digest: String::new(),
             },
             broker_running: true,
-            summary: Summary {
-                add: 0,
-                change: 0,
-                remove: 0,
-            },
+            summary: Summary::default(),
             changes: Vec::new(),
             steps,
             warnings: Vec::new(),

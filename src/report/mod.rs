@@ -97,10 +97,23 @@ pub fn visible(text: &str) -> std::borrow::Cow<'_, str> {
 
 /// The summary line.
 pub fn summary_line(plan: &Plan) -> String {
+    let s = plan.summary;
     format!(
-        "Plan: {} to add, {} to change, {} to remove.",
-        plan.summary.add, plan.summary.change, plan.summary.remove
+        "Plan: {} to add, {} to change, {} to remove{}.",
+        s.add,
+        s.change,
+        s.remove,
+        settings_clause(s.settings, "to change")
     )
+}
+
+/// `, N broker setting(s) DONE` when the promotion changes broker settings; empty otherwise.
+pub fn settings_clause(settings: usize, done: &str) -> String {
+    match settings {
+        0 => String::new(),
+        1 => format!(", 1 broker setting {done}"),
+        n => format!(", {n} broker settings {done}"),
+    }
 }
 
 #[cfg(test)]

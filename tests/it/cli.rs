@@ -2761,3 +2761,44 @@ fn space_archive_on_a_cluster_is_refused_as_the_verb() {
     );
     assert_eq!(root.snapshot(), before);
 }
+
+/// An intended broker setting is planned as what it is, counted in the summary in every
+/// format and in the apply's outcome: never "drift repair".
+#[test]
+fn a_broker_setting_change_is_named_and_counted_in_the_summary() {
+    let root = TestRoot::init();
+    root.desire_on(4222, TWO_SPACES);
+    root.apply().success();
+    root.desire_on(4333, TWO_SPACES);
+    let text = stdout(&root.cotal(&["plan"]).assert().success());
+    assert!(
+        text.contains("port: 4222 -> 4333")
+            && text
+                .contains("Plan: 0 to add, 0 to change, 0 to remove, 1 broker setting to change.")
+            && !text.contains("repair drift"),
+        "{text}"
+    );
+    let md = stdout(
+        &root
+            .cotal(&["plan", "--format", "markdown"])
+            .assert()
+            .success(),
+    );
+    assert!(md.contains("1 broker setting to change"), "{md}");
+    let json: serde_json::Value = serde_json::from_str(&stdout(
+        &root.cotal(&["plan", "--format", "json"]).assert().success(),
+    ))
+    .unwrap();
+    assert_eq!(json["summary"]["settings"], 1, "{json}");
+    let applied = stdout(&root.apply().success());
+    assert!(
+        applied.contains("0 removed, 1 broker setting changed, in"),
+        "{applied}"
+    );
+    // Nothing left: the summary carries no settings count.
+    let json: serde_json::Value = serde_json::from_str(&stdout(
+        &root.cotal(&["plan", "--format", "json"]).assert().success(),
+    ))
+    .unwrap();
+    assert!(json["summary"].get("settings").is_none(), "{json}");
+}
