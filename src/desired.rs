@@ -413,7 +413,7 @@ pub fn parse_document(document: Document<'_>, text: &str, file: &str) -> Result<
 
     let defaults = match raw.defaults.and_then(|d| d.limits) {
         None => Limits::default(),
-        Some(l) => limits(l, &loc)?,
+        Some(l) => limits(l, &loc, topology.replicas)?,
     };
     let mut spaces = BTreeMap::new();
     let mut channels = BTreeMap::new();
@@ -448,7 +448,7 @@ pub fn parse_document(document: Document<'_>, text: &str, file: &str) -> Result<
         }
         let limits = match space.limits {
             None => Limits::default(),
-            Some(l) => limits(l, &loc)?,
+            Some(l) => limits(l, &loc, topology.replicas)?,
         }
         .or(&defaults);
         let state = space.state.as_ref().map(|s| *s.get_ref());
@@ -750,7 +750,10 @@ fn monitoring(raw: Spanned<RawMonitoring>, tls: bool, loc: &Located) -> Result<M
     Ok(Monitoring { host, port, https })
 }
 
-fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {
+/// The limits of a space (or the defaults) on a broker whose streams have `replicas` replicas:
+/// a storage quota must hold each replica's reservations (nats-server counts a stream's
+/// `max_bytes` once per replica against an account's quota).
+fn limits(l: RawLimits, loc: &Located, replicas: u8) -> Result<Limits, String> {
     let count = |field: &str, v: Option<Spanned<i64>>, min: u64| -> Result<Option<u64>, String> {
         match v {
             None => Ok(None),
@@ -797,8 +800,14 @@ fn limits(l: RawLimits, loc: &Located) -> Result<Limits, String> {
         max_storage: size(
             "max_storage",
             l.max_storage,
-            crate::streams::min_quota(),
-            "JetStream reserves each stream's max_bytes up front: the space's provisioned buckets reserve 1 MiB, and its artifact store takes what the quota leaves (at most 4 GiB)",
+            crate::streams::min_quota() * u64::from(replicas.max(1)),
+            &if replicas > 1 {
+                format!(
+                    "JetStream reserves each stream's max_bytes up front, once per replica: with replicas = {replicas} the space's provisioned buckets reserve {replicas} MiB, and its artifact store takes what the quota leaves"
+                )
+            } else {
+                "JetStream reserves each stream's max_bytes up front: the space's provisioned buckets reserve 1 MiB, and its artifact store takes what the quota leaves (at most 4 GiB)".to_string()
+            },
         )?,
         max_memory: size("max_memory", l.max_memory, 1, "")?,
         max_streams: count("max_streams", l.max_streams, PROVISIONED_STREAMS)?,
@@ -1139,6 +1148,41 @@ max_storage = "10GiB"
         assert_eq!(
             ok.spaces.values().next().unwrap().limits.max_payload,
             Some(ByteSize(1 << 20))
+        );
+    }
+
+    /// At replicas = 3 nats-server counts every reservation three times against the quota:
+    /// a quota that holds one replica's reservations but not three is refused at its line.
+    #[test]
+    fn a_storage_quota_holds_every_replicas_reservations() {
+        let cluster = "version = 1\n[cluster]\nname = \"c\"\n[[cluster.nodes]]\nname = \"n1\"\nport = 4222\ncluster_port = 6222\n[[cluster.nodes]]\nname = \"n2\"\nport = 4223\ncluster_port = 6223\n[[cluster.nodes]]\nname = \"n3\"\nport = 4224\ncluster_port = 6224\n";
+        let e = err(&format!(
+            "{cluster}[spaces.a.limits]\nmax_storage = \"4MiB\"\n"
+        ));
+        assert!(
+            e.starts_with("cotal.toml:17:15:")
+                && e.contains("must be at least 6 MiB")
+                && e.contains("once per replica"),
+            "{e}"
+        );
+        let e = err(&format!(
+            "{cluster}[defaults.limits]\nmax_storage = \"4MiB\"\n"
+        ));
+        assert!(e.contains("must be at least 6 MiB"), "{e}");
+        assert!(
+            parse(
+                &format!("{cluster}[spaces.a.limits]\nmax_storage = \"6MiB\"\n"),
+                "cotal.toml"
+            )
+            .is_ok()
+        );
+        assert!(
+            parse(
+                "version = 1\n[spaces.a.limits]\nmax_storage = \"4MiB\"\n",
+                "cotal.toml"
+            )
+            .is_ok(),
+            "one server: one replica"
         );
     }
 

@@ -280,15 +280,42 @@ impl Plan {
             .collect()
     }
 
-    /// One line per member, for people.
+    /// One line per member, for people, without the live connections (the broker stopped).
     pub fn lines(&self) -> Vec<String> {
+        self.lines_closing(&Default::default(), &[])
+    }
+
+    /// One line per member, for people. `live`: each member's live connections, by principal
+    /// (empty: not known); `users`: the users minted for the members that stay unrevoked
+    /// decide whether a revocation closes all of its member's connections or up to them.
+    pub fn lines_closing(
+        &self,
+        live: &std::collections::BTreeMap<String, u64>,
+        users: &[MemberUser],
+    ) -> Vec<String> {
         self.changes
             .iter()
             .map(|(p, c, keys)| {
+                let closes = match live.get(p) {
+                    Some(n) if !keys.is_empty() => {
+                        let kept = users.iter().any(|u| {
+                            u.principal == *p && !keys.iter().any(|(k, _)| *k == u.key)
+                        });
+                        format!(
+                            "; closes {}{n} live connection{}",
+                            if kept && *n > 0 { "up to " } else { "" },
+                            if *n == 1 { "" } else { "s" }
+                        )
+                    }
+                    _ => String::new(),
+                };
                 let revoked = if keys.is_empty() {
                     String::new()
                 } else {
-                    format!("; {} user(s) minted under the old grant revoked", keys.len())
+                    format!(
+                        "; {} user(s) minted under the old grant revoked{closes}",
+                        keys.len()
+                    )
                 };
                 match c {
                     Change::Added { grant } => format!("+ member {p}: {}", grant.describe()),
@@ -307,11 +334,11 @@ impl Plan {
                         grant.describe()
                     ),
                     Change::Removed => format!(
-                        "- member {p}: {} user(s) revoked, then its acl record deleted",
+                        "- member {p}: {} user(s) revoked{closes}, then its acl record deleted",
                         keys.len()
                     ),
                     Change::Revoke { from, grant } => format!(
-                        "~ member {p}: {}; {} user(s) minted under an older grant revoked",
+                        "~ member {p}: {}; {} user(s) minted under an older grant revoked{closes}",
                         from.as_ref()
                             .map_or_else(|| grant.describe(), |old| old.change_to(grant)),
                         keys.len()

@@ -1763,6 +1763,7 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
                 .unwrap_or_default(),
             connections: None,
             per_account: Vec::new(),
+            by_member: BTreeMap::new(),
         };
         // Its own account's connections, then its members' accounts' (each bounded on its own).
         let mut per_account = vec![account.map(|a| a.connections).unwrap_or(0)];
@@ -1777,6 +1778,20 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
         );
         space.usage.connections = Some(per_account.iter().sum());
         space.usage.per_account = per_account;
+        space.usage.by_member = space
+            .sides
+            .iter()
+            .filter_map(|(role, side)| match role {
+                crate::side_accounts::SideRole::Member(p) => Some((
+                    p.to_string(),
+                    figures
+                        .accounts
+                        .get(&side.account_pub)
+                        .map_or(0, |a| a.connections),
+                )),
+                _ => None,
+            })
+            .collect();
         let Some(account) = account else { return };
         // Only a single server's: a cluster's report may come from a replica that is behind.
         let bucket = streams::registry_stream(&name.token());
@@ -1796,14 +1811,19 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
                     .reduce(|(a, x), (b, y)| (a.min(b), x && y))
             })
             .flatten();
-        (space.stream_drift, space.artifact_max_bytes) =
-            judge(name, space.limits.storage_quota(), account, replicas);
+        // On a cluster the shapes are made of each replica's share of the quota.
+        let share = streams::per_replica(
+            space.limits.storage_quota(),
+            replicas.map_or(1, |r| r as u8),
+        );
+        (space.stream_drift, space.artifact_max_bytes) = judge(name, share, account, replicas);
     });
 }
 
 /// The verdict on a space's stream configs in its account's figures: the streams whose config
 /// differs from the shape cotal expects (with the fields), and its artifact store's cap.
-/// `replicas`: the declared replica count on a cluster.
+/// `quota`: each replica's share of the storage quota ([`streams::per_replica`]); `replicas`:
+/// the declared replica count on a cluster.
 fn judge(
     name: &SpaceName,
     quota: Option<u64>,

@@ -249,6 +249,10 @@ pub struct Usage {
     /// connection limit bounds each account on its own.
     #[serde(skip)]
     pub per_account: Vec<u64>,
+    /// Each declared member's live connections (its own account's), by principal: what a
+    /// revocation of its users closes. Empty unless the figures are live.
+    #[serde(skip)]
+    pub by_member: BTreeMap<String, u64>,
 }
 
 impl Usage {

@@ -449,6 +449,7 @@ pub fn observed(
                 .collect(),
             connections: None,
             per_account: Vec::new(),
+            by_member: Default::default(),
         };
         space.sys_creds_present = s.sys_creds;
         space.sys_users = s.sys_users.clone();

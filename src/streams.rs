@@ -10,7 +10,8 @@
 //! account's quota and within the broker's store, so in a space with a quota the cap is half of
 //! what the quota leaves after the other reservations ([`artifact_cap`]): the quota bounds the
 //! store either way, a space of the starter's 32 MiB can still be provisioned, and the other half
-//! stays free for the streams the tenant creates.
+//! stays free for the streams the tenant creates. On a cluster every reservation counts once
+//! per replica against the quota, so the shapes are made of [`per_replica`]'s share of it.
 
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -170,6 +171,16 @@ pub fn artifact_cap(quota: Option<u64>) -> u64 {
         None => ARTIFACT_STORE_CAP,
         Some(q) => ARTIFACT_STORE_CAP.min((q.saturating_sub(fixed_reservation()) / 2).max(1)),
     }
+}
+
+/// The part of an account's storage quota one replica of its streams may reserve (`None`:
+/// unlimited): nats-server counts a stream's `max_bytes` once per replica against an account's
+/// (untiered) quota (`accountReservation` in its `jetstream.go`), so on a cluster of
+/// `replicas = 3` a space's reservations, its artifact store's cap among them, are made of a
+/// third of its quota. Every shape that depends on the quota ([`expected`], [`artifact_cap`])
+/// is given this, never the quota itself.
+pub fn per_replica(quota: Option<u64>, replicas: u8) -> Option<u64> {
+    quota.map(|q| q / u64::from(replicas.max(1)))
 }
 
 /// The channel registry bucket kind (its keys: [`crate::channels`]).
@@ -432,6 +443,14 @@ mod tests {
             assert!(left >= (quota - fixed_reservation()) / 2, "{quota}");
         }
         assert_eq!(reserved_storage(None), (4 << 30) + (1 << 20));
+        // At replicas = 3 each reservation counts three times: the reservations made of a
+        // third of the quota fit it three times over, the starter's 32 MiB among them.
+        for quota in [3 * min_quota(), 32 << 20, 5 << 30] {
+            let share = per_replica(Some(quota), 3);
+            assert!(3 * reserved_storage(share) < quota, "{quota}");
+        }
+        assert_eq!(per_replica(None, 3), None);
+        assert_eq!(per_replica(Some(32 << 20), 1), Some(32 << 20));
     }
 
     #[test]

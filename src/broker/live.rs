@@ -777,7 +777,9 @@ async fn provision_space(
     // buckets; each batch concurrently (every create is an fsync on the server, so in
     // parallel they cost about one).
     let artifacts = streams::artifact_stream(token);
-    let (first, rest): (Vec<Expected>, Vec<Expected>) = streams::expected(token, work.quota)
+    // Every reservation counts once per replica against the account's quota.
+    let share = streams::per_replica(work.quota, replicas.map_or(1, |r| r as u8));
+    let (first, rest): (Vec<Expected>, Vec<Expected>) = streams::expected(token, share)
         .into_iter()
         .partition(|e| e.stream_name() == artifacts);
     let (stream_batch, bucket_batch): (Vec<Expected>, Vec<Expected>) = rest

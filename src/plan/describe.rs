@@ -283,7 +283,12 @@ fn existing(
         details.extend(d.lines.iter().cloned());
     }
     if let Some(m) = diff.members.get(name) {
-        details.extend(m.lines());
+        match observed.inventory.spaces.get(name) {
+            Some(space) if space.usage.source == UsageSource::Live => {
+                details.extend(m.lines_closing(&space.usage.by_member, &space.member_users))
+            }
+            _ => details.extend(m.lines()),
+        }
     }
     if let Some(c) = diff.sides.get(name) {
         details.extend(c.lines.iter().cloned());

@@ -365,7 +365,10 @@ pub fn diff(
                 vec!["its streams and buckets come back from disk with the reload; any missing is created".into()],
             );
         } else if running && spec.state == SpaceState::Active {
-            let quota = spec.limits.max_storage.map(|b| b.0);
+            let quota = crate::streams::per_replica(
+                spec.limits.max_storage.map(|b| b.0),
+                desired.topology.replicas,
+            );
             let mut work = provisioning_work(name, space, quota);
             if purged && work.is_empty() {
                 work.push("seed the default delivery class again".into());
@@ -412,8 +415,9 @@ pub fn still_running(observed: &Observed, space: &ObservedSpace) -> bool {
 
 /// What provisioning must do for an existing space, from live figures: missing streams and
 /// drifted configs nats-server can update in place, and the artifact store's cap when the
-/// desired storage quota `quota` moves it (the provisioning after the reload reads the new
-/// quota from the record). Empty when nothing is known (usage not live).
+/// desired storage quota moves it (`quota`: its share per replica, [`crate::streams::per_replica`];
+/// the provisioning after the reload reads the new quota from the record). Empty when nothing
+/// is known (usage not live).
 pub fn provisioning_work(
     name: &SpaceName,
     space: &ObservedSpace,

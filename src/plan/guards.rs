@@ -286,11 +286,12 @@ pub fn guard_artifact_shrink(desired: &Desired, observed: &Observed) -> Result<(
             continue;
         };
         let quota = spec.limits.max_storage.map(|b| b.0);
-        let cap = crate::streams::artifact_cap(quota);
+        let replicas = desired.topology.replicas.max(1);
+        let cap = crate::streams::artifact_cap(crate::streams::per_replica(quota, replicas));
         if held.bytes <= cap {
             continue;
         }
-        let needed = held.bytes * 2 + crate::streams::fixed_reservation();
+        let needed = (held.bytes * 2 + crate::streams::fixed_reservation()) * u64::from(replicas);
         return Err(Diagnostic::refusal(
             format!(
                 "{}'s max_storage of {} caps its artifact store ({store}) at {}, below the {} of artifacts it holds: nats-server would drop the oldest artifacts to fit.",

@@ -271,6 +271,7 @@ fn removing_a_space_with_live_figures() {
         ],
         connections: Some(7),
         per_account: vec![7],
+        by_member: Default::default(),
     };
     let p = plan::compute(&desired("[spaces.design]\n"), &o, &Default::default()).unwrap();
     assert!(p.destroys_data());
@@ -457,6 +458,7 @@ fn lowering_storage_below_use_says_so() {
         }],
         connections: None,
         per_account: Vec::new(),
+        by_member: Default::default(),
     };
     let p = plan::compute(
         &desired("[spaces.design.limits]\nmax_storage = \"1GiB\"\n"),
@@ -489,6 +491,7 @@ fn archived_in(mut o: Observed, name: &str) -> Observed {
         }],
         connections: None,
         per_account: Vec::new(),
+        by_member: Default::default(),
     };
     let preloads = cotal::observed::preloads(&o.inventory.spaces);
     let node = plan::nodes(&desired(""), &o).remove(0);
@@ -527,6 +530,7 @@ fn archiving_and_bringing_back_a_space() {
         }],
         connections: Some(3),
         per_account: vec![3],
+        by_member: Default::default(),
     };
     let archive = desired("[spaces.design]\n[spaces.release]\nstate = \"archived\"\n");
     let p = plan::compute(&archive, &o, &Default::default()).unwrap();

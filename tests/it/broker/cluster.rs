@@ -8,6 +8,8 @@ use crate::support::{stderr, stdout};
 use std::time::Duration;
 
 const TWO: &str = "[spaces.design]\n\n[spaces.release]\n";
+/// A space with the starter's storage quota.
+const OPS_QUOTA: &str = "[spaces.ops]\n[spaces.ops.limits]\nmax_storage = \"32MiB\"\n";
 
 /// Each node's loaded config digest (VARZ, through `cotal status`), in node order.
 fn digests(b: &Broker) -> Vec<String> {
@@ -150,7 +152,9 @@ fn a_cluster_serves_replicated_spaces_and_every_node_confirms_each_change() {
         before_remove,
         "every node reloaded the removal"
     );
-    b.desire(&format!("{TWO}\n[spaces.ops]\n"));
+    // With the starter's quota: at replicas = 3 every reservation counts three times
+    // against it, and the artifact store is capped by a third of it.
+    b.desire(&format!("{TWO}\n{OPS_QUOTA}"));
     b.root.apply().success();
     let ops = client_on(&b, 1, "ops");
     publish_acked(&b, &ops, "ops", "the name again");
@@ -163,7 +167,9 @@ fn a_cluster_serves_replicated_spaces_and_every_node_confirms_each_change() {
 
     // Suspension closes the tenant's clients on every node.
     let mut suspended: Vec<Client> = (0..3).map(|i| client_on(&b, i, "design")).collect();
-    b.desire("[spaces.design]\nstate = \"suspended\"\n\n[spaces.release]\n\n[spaces.ops]\n");
+    b.desire(&format!(
+        "[spaces.design]\nstate = \"suspended\"\n\n[spaces.release]\n\n{OPS_QUOTA}"
+    ));
     b.root.apply().success();
     for (i, c) in suspended.iter_mut().enumerate() {
         assert!(

@@ -281,11 +281,12 @@ fn a_members_grant_is_enforced_by_the_broker_and_narrowing_it_revokes_its_creds(
             .await
             .unwrap()
             .unwrap();
-        alice_c
-            .client
-            .publish(m.reply.unwrap(), "{}".into())
-            .await
-            .unwrap();
+        // The copy the stream republishes may come first, without the reply subject: what
+        // is tried is the same either way, a publish by alice to the subject it chose.
+        let reply = m
+            .reply
+            .unwrap_or_else(|| "$JS.API.STREAM.INFO.CHAT_design".into());
+        alice_c.client.publish(reply, "{}".into()).await.unwrap();
         alice_c.client.flush().await.unwrap();
     });
     refused(
@@ -295,12 +296,12 @@ fn a_members_grant_is_enforced_by_the_broker_and_narrowing_it_revokes_its_creds(
         "$JS.API.STREAM.INFO.CHAT_design",
     );
 
-    // Narrowed: the plan says what it takes away, the apply revokes the old creds (their
-    // connection is closed), and new creds carry the narrow grant.
+    // Narrowed: the plan says what it takes away and the live connection it closes, the apply
+    // revokes the old creds (their connection is closed), and new creds carry the narrow grant.
     b.desire(&declared("\"team.api\""));
     let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
     assert!(
-        plan.contains("~ member acme.alice: reads +team.api -team.>; 1 user(s) minted under the old grant revoked"),
+        plan.contains("~ member acme.alice: reads +team.api -team.>; 1 user(s) minted under the old grant revoked; closes 1 live connection"),
         "{plan}"
     );
     b.root.apply().success();
@@ -351,7 +352,9 @@ fn a_members_grant_is_enforced_by_the_broker_and_narrowing_it_revokes_its_creds(
     b.desire("[spaces.design]\n");
     let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
     assert!(
-        plan.contains("- member acme.alice: 1 user(s) revoked, then its acl record deleted"),
+        plan.contains(
+            "- member acme.alice: 1 user(s) revoked; closes 1 live connection, then its acl record deleted"
+        ),
         "{plan}"
     );
     b.root.apply().success();
