@@ -22,6 +22,43 @@ pub struct Described {
     pub archive_blasts: BTreeMap<SpaceName, Blast>,
 }
 
+/// The declared members of a space the plan shows, with their grants, when the broker is
+/// stopped: their acl records are read and written only on a running broker, so a plan made
+/// with it stopped (a first pull request's) would otherwise show no grant at all. A member the
+/// plan already names (a revocation) is not repeated; an archived space's members wait for it.
+fn waiting_members(
+    desired: &Desired,
+    observed: &Observed,
+    diff: &Diff,
+    name: &SpaceName,
+) -> Vec<String> {
+    let archived = desired
+        .spaces
+        .get(name)
+        .is_some_and(|s| s.state == SpaceState::Archived);
+    let Some(declared) = desired.members.get(name) else {
+        return Vec::new();
+    };
+    if observed.is_running() || archived {
+        return Vec::new();
+    }
+    let named: std::collections::BTreeSet<&str> = diff
+        .members
+        .get(name)
+        .map(|m| m.changes.iter().map(|(p, _, _)| p.as_str()).collect())
+        .unwrap_or_default();
+    declared
+        .iter()
+        .filter(|(p, _)| !named.contains(p.to_string().as_str()))
+        .map(|(p, grant)| {
+            format!(
+                "member {p}: {} (its acl record is written by the next `cotal apply` with the broker running)",
+                grant.describe()
+            )
+        })
+        .collect()
+}
+
 /// Describe every change of the plan.
 pub fn describe(
     desired: &Desired,
@@ -43,6 +80,7 @@ pub fn describe(
         if let Some(m) = diff.members.get(name) {
             details.extend(m.lines());
         }
+        details.extend(waiting_members(desired, observed, diff, name));
         if let Some(c) = diff.sides.get(name) {
             details.extend(c.lines.iter().cloned());
         }
@@ -290,6 +328,7 @@ fn existing(
             _ => details.extend(m.lines()),
         }
     }
+    details.extend(waiting_members(desired, observed, diff, name));
     if let Some(c) = diff.sides.get(name) {
         details.extend(c.lines.iter().cloned());
     }

@@ -2802,3 +2802,29 @@ fn a_broker_setting_change_is_named_and_counted_in_the_summary() {
     .unwrap();
     assert!(json["summary"].get("settings").is_none(), "{json}");
 }
+
+/// A plan made with the broker stopped (a first pull request's) shows every declared member
+/// of the spaces it touches with its grant, and says its acl record waits for a running broker.
+#[test]
+fn a_stopped_plan_shows_the_members_and_what_waits_for_a_running_broker() {
+    let root = TestRoot::init();
+    let members = "[spaces.design]\n\n[spaces.design.members.\"acme.alice\"]\nread = [\"general\"]\npost = [\"general\"]\n";
+    root.desire(members);
+    let waits = "member acme.alice: reads general; posts general (its acl record is written by the next `cotal apply` with the broker running)";
+    for format in ["text", "markdown", "json"] {
+        let plan = stdout(&root.cotal(&["plan", "--format", format]).assert().success());
+        let said = match format {
+            "markdown" => waits.replace('`', "\\`"),
+            _ => waits.to_string(),
+        };
+        assert!(plan.contains(&said), "{format}: {plan}");
+    }
+    root.apply().success();
+    // A narrowed grant, still stopped: the new grant, and the same wait.
+    root.desire(&members.replace("read = [\"general\"]", "read = [\"general\", \"ops\"]"));
+    let plan = stdout(&root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains("member acme.alice: reads general, ops; posts general (its acl record is written by the next"),
+        "{plan}"
+    );
+}
