@@ -421,7 +421,16 @@ pub fn down(root: &Root, args: &Down, on: &dyn Fn(DownEvent)) -> Result<Stopped>
     if std::fs::symlink_metadata(root.state_dir()).is_err() {
         return Ok(Stopped::NeverInitialised);
     }
-    let _lock = lock::acquire(root, &crate::operator::holder(), args.lock_timeout)?;
+    let mut lock = lock::take(root, &crate::operator::holder(), args.lock_timeout)?;
+    // Stopping never needs a write that can fail (a full disk is when an operator most needs
+    // it): the kernel's lock is the exclusion, and `lock.json` only names the holder to whoever
+    // waits. A cut is a record, so `--preserve-state` writes (and needs) it.
+    match lock.announce() {
+        Err(e) if !args.preserve_state => {
+            tracing::warn!(error = %e, "lock.json not written; stopping under the kernel's lock alone")
+        }
+        other => other?,
+    }
     // The listener the running broker loaded: the promoted config's, else cotal.toml's (which
     // may be unparsable: stopping never needs it).
     let desired = observe::desired(root).map(|(d, _)| d).unwrap_or_default();

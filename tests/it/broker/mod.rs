@@ -2277,3 +2277,33 @@ fn up_and_down_bring_the_state_file_up_to_date() {
     b.root.cotal(&["up"]).assert().success();
     assert!(running(&b.root));
 }
+
+/// Stopping never needs a write that can fail (a full disk is when an operator needs it most):
+/// with `lock.json` impossible to write, `down` still stops the broker under the kernel's lock,
+/// while `--preserve-state`, which records a cut, refuses with nothing stopped.
+#[test]
+fn down_stops_the_broker_when_its_lock_note_cannot_be_written() {
+    let b = Broker::start("[spaces.design]\n");
+    let pid = b.pid();
+    // A directory where the note goes: every write of it fails, as on a full disk.
+    let note = b.root.file(".cotal/maintenance/lock.json");
+    std::fs::create_dir_all(note.join("in-the-way")).unwrap();
+    let out = b
+        .root
+        .cotal(&["down", "--preserve-state"])
+        .assert()
+        .failure();
+    assert!(
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid as i32), None).is_ok(),
+        "a cut needs its records: nothing was stopped: {}",
+        crate::support::stderr(&out)
+    );
+    let out = b.root.cotal(&["down"]).assert().success();
+    assert!(
+        stdout(&out).contains(&format!("nats-server stopped (pid {pid})")),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(b.status()["broker"]["state"], "stopped");
+    std::fs::remove_dir_all(&note).unwrap();
+}
