@@ -313,6 +313,27 @@ impl Auditor<'_> {
                 }
                 Ok(())
             }
+            // An add the interrupted apply made but could not audit (its last record is
+            // `space.provisioning`) and that this plan does not make again: it took effect.
+            Step::FinishJournal { adding, .. } => {
+                for space in adding {
+                    let again = plan.steps.iter().any(|s| {
+                        matches!(s, Step::AddAccount { space: s, .. } | Step::Provision { space: s, .. } if s == space)
+                    });
+                    let recorded =
+                        std::fs::symlink_metadata(self.root.account_record(space)).is_ok();
+                    if !again && recorded && self.add_unfinished(space)? {
+                        self.write(
+                            Event::SpaceAdded,
+                            Some(space),
+                            None,
+                            "recorded by the apply that finished the interrupted one: the add took effect, its audit record could not be written then",
+                            None,
+                        )?;
+                    }
+                }
+                Ok(())
+            }
             // Added archived: its record is all it gets, no promotion loads it.
             Step::AddAccount { space, spec, .. } if spec.state == SpaceState::Archived => self.write(
                 Event::SpaceAdded,

@@ -462,11 +462,14 @@ fn run(
         // Only the step's own error can be its space's alone (an audit write that fails is the
         // root's).
         let mut own = false;
+        // The step's work is done: an error after it is its audit record's.
+        let mut worked = false;
         let result = audit
             .before_step(step, plan)
             .and_then(|_| {
                 let ran = run_step(ctx, record, step, broker, &mut state, outcome, plan);
                 own = ran.is_err();
+                worked = ran.is_ok();
                 ran
             })
             .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
@@ -510,6 +513,9 @@ fn run(
         if let Err(e) = result {
             // What the run wrote is made durable before anything is put back or reported.
             let _ = crate::store::atomic::set_deferred(false);
+            if worked {
+                return Err(unaudited(ctx.root, e, step));
+            }
             return Err(step_failed(
                 ctx.root, e, outcome, &mut state, committed, step,
             ));
@@ -862,6 +868,24 @@ fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
         let _ = journal::close(root);
         e
     }
+}
+
+/// The error of a step whose change is in force but whose audit record could not be written
+/// (seed 002 §5.1: no committed change without its audit). Nothing is put back (the change
+/// took) and the journal stays open, so no later plan says "No changes": the next apply
+/// finishes the journal and writes what is missing (`space.added` of an add it names).
+fn unaudited(root: &Root, e: Error, step: &Step) -> Error {
+    Error::interrupted(
+        Diagnostic::new(format!(
+            "`{}` took effect, but its audit record could not be written: {e}\n\
+             the journal stays open: the next `cotal apply` finishes it and records what is missing.",
+            step.title()
+        ))
+        .next(format!(
+            "make the audit log writable ({}) and run `cotal apply`",
+            root.audit_log().display()
+        )),
+    )
 }
 
 fn load_broker(root: &Root) -> Result<BrokerRecord> {

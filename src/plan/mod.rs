@@ -367,6 +367,10 @@ pub enum Step {
         /// The spaces whose purge passed its commit point.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         purges: Vec<SpaceName>,
+        /// The spaces the interrupted apply was adding: one whose add took effect but whose
+        /// audit ends at `space.provisioning` gets its `space.added` from this step.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        adding: Vec<SpaceName>,
     },
     /// Fence the removed spaces a running broker still serves, before their data is dropped
     /// (the seed's deprovisioning order: deny traffic, revoke credentials, drop storage):

@@ -41,6 +41,7 @@ pub fn steps(
                 .filter(|p| p.committed)
                 .map(|p| p.space.clone())
                 .collect(),
+            adding: j.adding.clone(),
         });
     }
     let fenced: Vec<_> = match &fence {

@@ -2828,3 +2828,54 @@ fn a_stopped_plan_shows_the_members_and_what_waits_for_a_running_broker() {
         "{plan}"
     );
 }
+
+/// Seed 002 §5.1: no committed change without its audit. An add whose promotion took effect
+/// but whose `space.added` could not be written keeps the journal open: the next plan is not
+/// "No changes", and the apply that finishes it records the add.
+#[cfg(feature = "fault-injection")]
+#[test]
+fn an_add_committed_while_the_audit_fails_is_recorded_by_the_next_apply() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let audit = root.file(".cotal/audit.jsonl");
+    let paused = crate::support::Paused::at(
+        &root,
+        &["space", "add", "ops", "--auto-approve"],
+        "after-config-promoted",
+    );
+    // The audit becomes unwritable after the commit: a directory where the log should be.
+    let kept = std::fs::read(&audit).unwrap();
+    std::fs::remove_file(&audit).unwrap();
+    std::fs::create_dir(&audit).unwrap();
+    let (code, err) = paused.resume();
+    assert_ne!(code, Some(0), "{err}");
+    assert!(
+        err.contains("took effect, but its audit record could not be written")
+            && err.contains("the journal stays open"),
+        "{err}"
+    );
+    std::fs::remove_dir(&audit).unwrap();
+    std::fs::write(&audit, kept).unwrap();
+    let plan = stdout(
+        &root
+            .cotal(&["plan", "--detailed-exitcode"])
+            .assert()
+            .code(2),
+    );
+    assert!(plan.contains("finish the apply interrupted at"), "{plan}");
+    root.apply().success();
+    let out = root
+        .cotal(&["audit", "--space", "ops", "--format", "json"])
+        .assert()
+        .success();
+    assert!(
+        stdout(&out).contains("\"space.added\"")
+            && stdout(&out).contains("recorded by the apply that finished the interrupted one"),
+        "{}",
+        stdout(&out)
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
