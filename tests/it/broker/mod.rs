@@ -846,6 +846,8 @@ fn suspension_closes_and_refuses_connections_keeps_data_and_resume_restores_serv
         rx,
     };
     seed_data(&b, &release, "release");
+    // Seed 000 §4: tenant verbs never write the file holding the operator's trust.
+    let trust = std::fs::read(b.root.file(".cotal/auth/broker.json")).unwrap();
 
     let plan = b
         .root
@@ -939,6 +941,25 @@ fn suspension_closes_and_refuses_connections_keeps_data_and_resume_restores_serv
         .find(|e| e["event"] == "space.suspended")
         .unwrap();
     assert_eq!(suspended["counts"]["connections"], 1);
+    b.root
+        .cotal(&["space", "add", "ops", "--auto-approve"])
+        .assert()
+        .success();
+    b.root
+        .cotal(&[
+            "space",
+            "rm",
+            "release",
+            "--auto-approve",
+            "--allow-destroy",
+        ])
+        .assert()
+        .success();
+    assert_eq!(
+        std::fs::read(b.root.file(".cotal/auth/broker.json")).unwrap(),
+        trust,
+        "suspend, resume, add and rm on a running broker leave broker.json as it was"
+    );
 }
 
 #[test]
