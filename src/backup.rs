@@ -29,7 +29,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub const MANIFEST: &str = "manifest.json";
-pub const FORMAT: u32 = 1;
+/// The artifact format written: 2 carries a [`Commitment`]. Format 1 (before it) is still read.
+pub const FORMAT: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -41,6 +42,80 @@ pub struct Manifest {
     pub tool: String,
     pub created_at: String,
     pub streams: Vec<StreamEntry>,
+    /// The trust chain the artifact was taken under, and its signature over the rest of the
+    /// manifest (seed 000 §2.3). Absent only in artifacts of format 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commitment: Option<Commitment>,
+}
+
+/// An artifact's chain commitment: the operator that signed the space's account, and the
+/// account identity key's ed25519 signature over the manifest's digest (the manifest without
+/// its commitment, which itself holds every file's sha256). Only a holder of the account's
+/// identity seed (the root the data came from) can make one, so a manifest rewritten to match
+/// tampered files, or to name another account, is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Commitment {
+    /// The operator public key the account was signed by.
+    pub operator: String,
+    /// `sha256:` of the manifest serialized without its commitment.
+    pub digest: String,
+    /// The signature of `digest`'s bytes by the account identity key, base64url.
+    pub signature: String,
+}
+
+impl Manifest {
+    /// The digest the commitment signs: the manifest as written, without its commitment.
+    fn committed_digest(&self) -> String {
+        let mut bare = self.clone();
+        bare.commitment = None;
+        crate::digest::sha256(&serde_json::to_vec(&bare).expect("a manifest serializes"))
+    }
+
+    /// Sign the manifest with the account's identity key, under `operator`.
+    fn commit(&mut self, operator: &str, account_seed: &Seed) -> Result<()> {
+        use base64::Engine;
+        let digest = self.committed_digest();
+        let key = account_seed.key_pair().map_err(Error::other)?;
+        let signature = key
+            .sign(digest.as_bytes())
+            .map_err(|e| Error::other(format!("signing the backup's manifest: {e}")))?;
+        self.commitment = Some(Commitment {
+            operator: operator.to_string(),
+            digest,
+            signature: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature),
+        });
+        Ok(())
+    }
+
+    /// Check the commitment: the manifest is the one signed, by the account it names. `Err`
+    /// says why not, for people.
+    fn check_commitment(&self) -> std::result::Result<(), String> {
+        use base64::Engine;
+        let Some(c) = &self.commitment else {
+            return match self.format {
+                1 => Ok(()),
+                _ => Err("the manifest carries no chain commitment".into()),
+            };
+        };
+        let digest = self.committed_digest();
+        let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(&c.signature)
+            .map_err(|_| "its commitment's signature is not base64url".to_string())?;
+        let key = nkeys::KeyPair::from_public_key(&self.account).map_err(|_| {
+            format!(
+                "it names account {:?}, which is no account key",
+                self.account
+            )
+        })?;
+        if c.digest != digest || key.verify(digest.as_bytes(), &signature).is_err() {
+            return Err(format!(
+                "the manifest does not match its chain commitment: it was changed after account {} signed it",
+                self.account
+            ));
+        }
+        Ok(())
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -70,6 +145,8 @@ pub struct Target<'a> {
     pub account: &'a str,
     pub jwt: &'a str,
     pub signing_seed: &'a Seed,
+    /// The account's identity seed: it signs the artifact's chain commitment.
+    pub account_seed: &'a Seed,
     pub store_dir: &'a Path,
 }
 
@@ -180,6 +257,24 @@ pub fn backup(
     })?;
     let present = listing.get(target.account).cloned().unwrap_or_default();
     let wanted = backed_up(&target.space.token());
+    // The space's folder holds its stream list and nothing else (seed 000 §2.3): a stream
+    // outside it would be left out of the artifact without a word.
+    let known: Vec<String> = streams::expected(&target.space.token(), None)
+        .iter()
+        .map(streams::Expected::stream_name)
+        .collect();
+    let foreign: Vec<&String> = present.iter().filter(|n| !known.contains(n)).collect();
+    if !foreign.is_empty() {
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{}'s store folder holds stream(s) outside its stream list: {}; a space backup carries only the space's own streams, so the artifact would not hold them.",
+                target.space.quoted(),
+                foreign.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+            ))
+            .blast("none, nothing was written.")
+            .next("copy those streams with a NATS client (`nats stream backup`) or delete them while the broker runs, then take the cut and the backup again"),
+        ));
+    }
     let missing: Vec<&String> = wanted
         .iter()
         .filter(|n| {
@@ -236,14 +331,16 @@ pub fn backup(
                 files,
             });
         }
-        let manifest = Manifest {
+        let mut manifest = Manifest {
             format: FORMAT,
             space: target.space.clone(),
             account: target.account.to_string(),
             tool: format!("cotal {}", env!("CARGO_PKG_VERSION")),
             created_at: crate::clock::timestamp(),
             streams: entries,
+            commitment: None,
         };
+        manifest.commit(&target.trust.operator_pub, target.account_seed)?;
         record::write(
             &partial.join(MANIFEST),
             &manifest,
@@ -373,13 +470,16 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
             manifest_path.display()
         ))
     })?;
-    if manifest.format != FORMAT {
+    if !(1..=FORMAT).contains(&manifest.format) {
         return Err(Error::refused(format!(
-            "{}: artifact format {} is not {FORMAT}",
+            "{}: artifact format {} is not one this cotal reads (1 to {FORMAT})",
             manifest_path.display(),
             manifest.format
         )));
     }
+    manifest
+        .check_commitment()
+        .map_err(|why| Error::refused(format!("{}: {why}", manifest_path.display())))?;
     if &manifest.space != space {
         return Err(Error::refused(format!(
             "{} is a backup of space {}, not {}; a backup restores only into the space it was taken from",
@@ -403,6 +503,25 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
         return Err(Error::refused(format!(
             "{}: streams/ is missing or is not a folder (a link is refused)",
             dir.display()
+        )));
+    }
+    // `streams/` holds the listed streams' folders and nothing else.
+    let mut folders = Vec::new();
+    let streams_dir = dir.join("streams");
+    for entry in std::fs::read_dir(&streams_dir).at(&streams_dir)? {
+        let entry = entry.at(&streams_dir)?;
+        folders.push(entry.file_name().to_string_lossy().into_owned());
+    }
+    let extra: Vec<&String> = folders.iter().filter(|f| !names.contains(f)).collect();
+    if !extra.is_empty() {
+        return Err(Error::refused(format!(
+            "{}: streams/ holds {}, which the manifest does not list: tampered",
+            dir.display(),
+            extra
+                .iter()
+                .map(|s| s.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     }
     for stream in &manifest.streams {
@@ -519,6 +638,20 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
                 target.account
             ))
             .next("if you are deliberately moving the space here, pass --relocate"),
+        ));
+    }
+    if let Some(c) = &manifest.commitment
+        && c.operator != target.trust.operator_pub
+        && !relocate
+    {
+        return Err(Error::refused(
+            Diagnostic::new(format!(
+                "{} was taken under operator {}, and this root's broker trusts operator {}.",
+                dir.display(),
+                c.operator,
+                target.trust.operator_pub
+            ))
+            .next("if you are deliberately moving the space to this broker, pass --relocate"),
         ));
     }
     let existing: Vec<&str> = manifest

@@ -248,6 +248,7 @@ fn with_target<T>(
         account: &observed_space.account_pub,
         jwt: &isolated_jwt,
         signing_seed: &record.account.signing_seed,
+        account_seed: &record.account.seed,
         store_dir: &observed.first().store_dir,
     };
     work(root, &target, &tenants, observed_space)

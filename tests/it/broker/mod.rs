@@ -1436,6 +1436,30 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
     );
     assert!(!artifacts.path().join("x").exists());
     std::fs::remove_dir_all(a.root.file(".cotal/nats/jetstream/AXSTRAY")).unwrap();
+    // A stream in the space's own folder that is not in its stream list: the artifact would
+    // leave it out without a word, so the backup refuses, naming it.
+    let mine = a.root.file(&format!(
+        ".cotal/nats/jetstream/{}/streams/MINE",
+        a.root.account_pub("design")
+    ));
+    std::fs::create_dir_all(&mine).unwrap();
+    let out = a
+        .root
+        .cotal(&[
+            "space",
+            "backup",
+            "design",
+            artifacts.path().join("y").to_str().unwrap(),
+        ])
+        .assert()
+        .code(3);
+    assert!(
+        crate::support::stderr(&out).contains("outside its stream list: MINE"),
+        "{}",
+        crate::support::stderr(&out)
+    );
+    assert!(!artifacts.path().join("y").exists());
+    std::fs::remove_dir_all(&mine).unwrap();
 
     let copy = |name: &str| {
         let to = artifacts.path().join(name);
@@ -1471,6 +1495,29 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
     std::fs::remove_dir_all(missing.join("streams/DM_design")).unwrap();
     let extra = copy("extra");
     std::fs::write(extra.join("streams/CHAT_design/smuggled"), b"x").unwrap();
+    // A stream folder the manifest does not list.
+    let extra_stream = copy("extra-stream");
+    std::fs::create_dir_all(extra_stream.join("streams/SMUGGLED_design")).unwrap();
+    std::fs::write(extra_stream.join("streams/SMUGGLED_design/meta.inf"), b"{}").unwrap();
+    // A manifest rewritten (a count raised) after the source signed it.
+    let rewritten = copy("rewritten");
+    let mut manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(rewritten.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["format"], 2, "{manifest}");
+    assert_eq!(
+        manifest["commitment"]["operator"]
+            .as_str()
+            .map(|o| o.starts_with('O')),
+        Some(true),
+        "{manifest}"
+    );
+    let n = manifest["streams"][0]["messages"].as_u64().unwrap();
+    manifest["streams"][0]["messages"] = (n + 1).into();
+    std::fs::write(
+        rewritten.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
     // A stream folder that is a link to an intact copy elsewhere: refused, never followed.
     let linked = copy("linked");
     let elsewhere = artifacts.path().join("elsewhere");
@@ -1573,6 +1620,28 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
                 "--relocate",
             ],
             "does not list",
+        ),
+        (
+            "extra stream folder",
+            vec![
+                "space",
+                "restore",
+                "design",
+                extra_stream.to_str().unwrap(),
+                "--relocate",
+            ],
+            "streams/ holds SMUGGLED_design, which the manifest does not list",
+        ),
+        (
+            "rewritten manifest",
+            vec![
+                "space",
+                "restore",
+                "design",
+                rewritten.to_str().unwrap(),
+                "--relocate",
+            ],
+            "does not match its chain commitment",
         ),
         (
             "linked stream folder",
