@@ -2014,6 +2014,7 @@ fn usage_errors_unknown_spaces_and_a_broken_file_have_exit_codes_ci_can_trust() 
 /// and that `cotal apply` finishes it, the lock is released (no `lock.json` left), the audit
 /// records `apply.interrupted`, and the next apply converges. A second signal ends it at once
 /// (exit 130), and the next apply recovers from that too.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn an_interrupted_apply_stops_at_a_step_boundary_and_the_next_apply_finishes_it() {
     use nix::sys::signal::{Signal, kill};
@@ -2168,6 +2169,7 @@ fn the_config_diff_is_folded_unless_asked_for() {
 /// Ctrl-C during `space rm` past the removal's commit point: the apply stops (exit 130) with the
 /// journal open, and `cotal.toml` keeps the removal it asked for (the next apply finishes it,
 /// it must not find the space declared again).
+#[cfg(feature = "fault-injection")]
 #[test]
 fn an_interrupted_space_rm_past_its_commit_point_keeps_the_edit() {
     use nix::sys::signal::{Signal, kill};
@@ -2317,6 +2319,7 @@ fn fmt_lays_out_cotal_toml_keeping_comments_and_meaning() {
 /// `creds` hands out a user only of a space in service: one whose account an unfinished apply
 /// has not yet loaded (provisioning) and one an interrupted apply is removing are refused
 /// (exit 3), naming the state and the next step, and nothing is minted.
+#[cfg(feature = "fault-injection")]
 #[test]
 fn creds_refuse_a_space_that_is_provisioning_or_removing() {
     let root = TestRoot::init();
