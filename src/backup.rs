@@ -29,7 +29,9 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 pub const MANIFEST: &str = "manifest.json";
-/// The artifact format written: 2 carries a [`Commitment`]. Format 1 (before it) is still read.
+/// The artifact format written and read: 2 carries a [`Commitment`]. Format 1 (before it) is
+/// refused: stripping a commitment and writing format 1 would otherwise pass a rewritten
+/// manifest.
 pub const FORMAT: u32 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -41,6 +43,10 @@ pub struct Manifest {
     pub account: String,
     pub tool: String,
     pub created_at: String,
+    /// The operator public key the account was signed by (format 2): covered by the
+    /// commitment's signature like every other field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
     pub streams: Vec<StreamEntry>,
     /// The trust chain the artifact was taken under, and its signature over the rest of the
     /// manifest (seed 000 §2.3). Absent only in artifacts of format 1.
@@ -48,16 +54,14 @@ pub struct Manifest {
     pub commitment: Option<Commitment>,
 }
 
-/// An artifact's chain commitment: the operator that signed the space's account, and the
-/// account identity key's ed25519 signature over the manifest's digest (the manifest without
-/// its commitment, which itself holds every file's sha256). Only a holder of the account's
-/// identity seed (the root the data came from) can make one, so a manifest rewritten to match
-/// tampered files, or to name another account, is refused.
+/// An artifact's chain commitment: the account identity key's ed25519 signature over the
+/// manifest's digest (the manifest without its commitment, which names the operator and the
+/// account and holds every file's sha256). Only a holder of the account's identity seed (the
+/// root the data came from) can make one, so a manifest rewritten to match tampered files, or
+/// to name another account or operator, is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Commitment {
-    /// The operator public key the account was signed by.
-    pub operator: String,
     /// `sha256:` of the manifest serialized without its commitment.
     pub digest: String,
     /// The signature of `digest`'s bytes by the account identity key, base64url.
@@ -72,8 +76,8 @@ impl Manifest {
         crate::digest::sha256(&serde_json::to_vec(&bare).expect("a manifest serializes"))
     }
 
-    /// Sign the manifest with the account's identity key, under `operator`.
-    fn commit(&mut self, operator: &str, account_seed: &Seed) -> Result<()> {
+    /// Sign the manifest (naming its operator already) with the account's identity key.
+    fn commit(&mut self, account_seed: &Seed) -> Result<()> {
         use base64::Engine;
         let digest = self.committed_digest();
         let key = account_seed.key_pair().map_err(Error::other)?;
@@ -81,7 +85,6 @@ impl Manifest {
             .sign(digest.as_bytes())
             .map_err(|e| Error::other(format!("signing the backup's manifest: {e}")))?;
         self.commitment = Some(Commitment {
-            operator: operator.to_string(),
             digest,
             signature: base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(signature),
         });
@@ -92,11 +95,11 @@ impl Manifest {
     /// says why not, for people.
     fn check_commitment(&self) -> std::result::Result<(), String> {
         use base64::Engine;
-        let Some(c) = &self.commitment else {
-            return match self.format {
-                1 => Ok(()),
-                _ => Err("the manifest carries no chain commitment".into()),
-            };
+        let (Some(c), Some(_)) = (&self.commitment, &self.operator) else {
+            return Err(match self.format {
+                1 => "an artifact of format 1 carries no chain commitment, so a manifest rewritten with it could not be told from it; restore it with the cotal that wrote it, or take a new backup".into(),
+                _ => "the manifest carries no chain commitment (or names no operator)".into(),
+            });
         };
         let digest = self.committed_digest();
         let signature = base64::engine::general_purpose::URL_SAFE_NO_PAD
@@ -337,10 +340,11 @@ pub fn backup(
             account: target.account.to_string(),
             tool: format!("cotal {}", env!("CARGO_PKG_VERSION")),
             created_at: crate::clock::timestamp(),
+            operator: Some(target.trust.operator_pub.clone()),
             streams: entries,
             commitment: None,
         };
-        manifest.commit(&target.trust.operator_pub, target.account_seed)?;
+        manifest.commit(target.account_seed)?;
         record::write(
             &partial.join(MANIFEST),
             &manifest,
@@ -472,7 +476,7 @@ fn check_artifact(dir: &Path, space: &SpaceName) -> Result<Manifest> {
     })?;
     if !(1..=FORMAT).contains(&manifest.format) {
         return Err(Error::refused(format!(
-            "{}: artifact format {} is not one this cotal reads (1 to {FORMAT})",
+            "{}: artifact format {} is not one this cotal reads ({FORMAT})",
             manifest_path.display(),
             manifest.format
         )));
@@ -640,15 +644,15 @@ pub fn restore(root: &Root, target: &Target, dir: &Path, relocate: bool) -> Resu
             .next("if you are deliberately moving the space here, pass --relocate"),
         ));
     }
-    if let Some(c) = &manifest.commitment
-        && c.operator != target.trust.operator_pub
+    if let Some(operator) = &manifest.operator
+        && *operator != target.trust.operator_pub
         && !relocate
     {
         return Err(Error::refused(
             Diagnostic::new(format!(
                 "{} was taken under operator {}, and this root's broker trusts operator {}.",
                 dir.display(),
-                c.operator,
+                operator,
                 target.trust.operator_pub
             ))
             .next("if you are deliberately moving the space to this broker, pass --relocate"),

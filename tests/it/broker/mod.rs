@@ -1505,9 +1505,7 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
         serde_json::from_slice(&std::fs::read(rewritten.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["format"], 2, "{manifest}");
     assert_eq!(
-        manifest["commitment"]["operator"]
-            .as_str()
-            .map(|o| o.starts_with('O')),
+        manifest["operator"].as_str().map(|o| o.starts_with('O')),
         Some(true),
         "{manifest}"
     );
@@ -1515,6 +1513,15 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
     manifest["streams"][0]["messages"] = (n + 1).into();
     std::fs::write(
         rewritten.join("manifest.json"),
+        serde_json::to_vec_pretty(&manifest).unwrap(),
+    )
+    .unwrap();
+    // The same, its commitment stripped and its format set back to 1 (unsigned).
+    let stripped = copy("stripped");
+    manifest["format"] = 1.into();
+    manifest.as_object_mut().unwrap().remove("commitment");
+    std::fs::write(
+        stripped.join("manifest.json"),
         serde_json::to_vec_pretty(&manifest).unwrap(),
     )
     .unwrap();
@@ -1642,6 +1649,17 @@ fn backup_and_restore_refuse_bad_input_and_change_nothing() {
                 "--relocate",
             ],
             "does not match its chain commitment",
+        ),
+        (
+            "commitment stripped, format 1",
+            vec![
+                "space",
+                "restore",
+                "design",
+                stripped.to_str().unwrap(),
+                "--relocate",
+            ],
+            "format 1 carries no chain commitment",
         ),
         (
             "linked stream folder",
