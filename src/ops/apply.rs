@@ -172,6 +172,12 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
         }
         None => plan::compute(&desired, &observed, &intent)?,
     };
+    if req.only.is_some() {
+        let verb = req
+            .verb
+            .map_or_else(|| "rotate account".to_string(), |v| v.to_string());
+        refuse_broker_changes(&plan, &verb)?;
+    }
     let mut plan = plan;
     plan.target = Some(target(root, &observed, None));
     tracing::debug!(took = ?planning.elapsed(), steps = plan.steps.len(), "planned");
@@ -187,6 +193,45 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
         observed,
         plan,
     })
+}
+
+/// A verb narrowed to its spaces applies their change alone: a pending change of the broker
+/// itself (a setting, the store, a listener's TLS, the route credential) is never carried by
+/// it, since the operator asked for one space's change. Refused, naming each, so `cotal apply`
+/// (which shows them) applies them.
+fn refuse_broker_changes(plan: &Plan, verb: &str) -> Result<()> {
+    use crate::plan::{Reason, Step};
+    let pending: Vec<String> = plan
+        .steps
+        .iter()
+        .filter_map(|s| match s {
+            Step::PromoteConfig { reasons, .. } => Some(reasons),
+            _ => None,
+        })
+        .flatten()
+        .filter(|r| {
+            matches!(
+                r,
+                Reason::Settings { .. }
+                    | Reason::StoreMove { .. }
+                    | Reason::Tls { .. }
+                    | Reason::RouteTls { .. }
+                    | Reason::RouteCredential { .. }
+            )
+        })
+        .map(|r| r.to_string())
+        .collect();
+    if pending.is_empty() {
+        return Ok(());
+    }
+    Err(Error::refused(
+        crate::diagnostic::Diagnostic::new(format!(
+            "`cotal {verb}` applies only its space's change, and cotal.toml also changes the broker itself: {}.",
+            pending.join("; ")
+        ))
+        .blast("none, nothing was changed.")
+        .next("`cotal apply` applies every pending change (its plan shows them all); then run the verb again if anything is left"),
+    ))
 }
 
 /// What a plan of `root` is for: its folder and `cotal.toml`, the broker it targets (its

@@ -2793,6 +2793,22 @@ fn a_broker_setting_change_is_named_and_counted_in_the_summary() {
     ))
     .unwrap();
     assert_eq!(json["summary"]["settings"], 1, "{json}");
+    // A verb narrowed to a space never carries a pending change of the broker itself.
+    let before = root.snapshot();
+    for verb in [
+        &["space", "add", "ops", "--auto-approve"][..],
+        &["rotate", "account", "design", "--auto-approve"][..],
+    ] {
+        let err = stderr(&root.cotal(verb).assert().code(3));
+        assert!(
+            err.contains(
+                "applies only its space's change, and cotal.toml also changes the broker itself"
+            ) && err.contains("port: 4222 -> 4333")
+                && err.contains("`cotal apply` applies every pending change"),
+            "{verb:?}: {err}"
+        );
+    }
+    assert_eq!(root.snapshot(), before, "nothing changed");
     let applied = stdout(&root.apply().success());
     assert!(
         applied.contains("0 removed, 1 broker setting changed, in"),
