@@ -394,6 +394,10 @@ pub struct Journal {
     pub adding: Vec<SpaceName>,
     #[serde(default)]
     pub steps: Vec<JournaledStep>,
+    /// Audit records of changes that took effect but could not be written (seed 002 §5.1):
+    /// the apply that finishes this journal writes them first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owed: Vec<crate::audit::Record>,
 }
 
 impl Journal {

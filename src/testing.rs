@@ -152,6 +152,7 @@ pub fn journal(space: &str, account: &str, committed: bool) -> JournalState {
         added: Vec::new(),
         adding: Vec::new(),
         steps: Vec::new(),
+        owed: Vec::new(),
     })
 }
 

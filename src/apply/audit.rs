@@ -18,6 +18,8 @@ pub struct Auditor<'a> {
     /// Each space's last audited event, read from the log once per apply (then kept current
     /// by [`Auditor::write`]): a boot provisioning thousands of spaces asks for each.
     pub last_events: std::cell::RefCell<Option<std::collections::HashMap<SpaceName, Event>>>,
+    /// While [`Auditor::after_step_owing`] runs: the records made, written after all are made.
+    pub buffer: std::cell::RefCell<Option<Vec<AuditRecord>>>,
 }
 
 impl Auditor<'_> {
@@ -52,22 +54,26 @@ impl Auditor<'_> {
         {
             last.insert(space.clone(), event);
         }
-        store_audit::append(
-            self.root,
-            &AuditRecord {
-                time: crate::clock::timestamp(),
-                event,
-                space: space.cloned(),
-                actor: self.actor.clone(),
-                generation: Generations {
-                    before: self.before,
-                    after,
-                },
-                plan_digest: self.plan_digest.clone(),
-                outcome: outcome.to_string(),
-                counts,
+        let record = AuditRecord {
+            time: crate::clock::timestamp(),
+            event,
+            space: space.cloned(),
+            actor: self.actor.clone(),
+            generation: Generations {
+                before: self.before,
+                after,
             },
-        )
+            plan_digest: self.plan_digest.clone(),
+            outcome: outcome.to_string(),
+            counts,
+        };
+        match self.buffer.borrow_mut().as_mut() {
+            Some(buffer) => {
+                buffer.push(record);
+                Ok(())
+            }
+            None => store_audit::append(self.root, &record),
+        }
     }
 
     /// Whether the last audit record of `space` is `space.provisioning` (an add never finished).
@@ -154,6 +160,27 @@ impl Auditor<'_> {
             ),
             _ => Ok(()),
         }
+    }
+
+    /// [`Auditor::after_step`], its records made first and then written: when one cannot be
+    /// written, the error comes with it and every record after it (what the apply owes).
+    pub fn after_step_owing(
+        &self,
+        step: &Step,
+        plan: &Plan,
+        running: bool,
+        outcome: &Outcome,
+    ) -> std::result::Result<(), (crate::error::Error, Vec<AuditRecord>)> {
+        *self.buffer.borrow_mut() = Some(Vec::new());
+        let made = self.after_step(step, plan, running, outcome);
+        let records = self.buffer.borrow_mut().take().unwrap_or_default();
+        made.map_err(|e| (e, Vec::new()))?;
+        for (i, record) in records.iter().enumerate() {
+            if let Err(e) = store_audit::append(self.root, record) {
+                return Err((e, records[i..].to_vec()));
+            }
+        }
+        Ok(())
     }
 
     /// Events of transitions a step completed.
@@ -315,8 +342,31 @@ impl Auditor<'_> {
             }
             // An add the interrupted apply made but could not audit (its last record is
             // `space.provisioning`) and that this plan does not make again: it took effect.
-            Step::FinishJournal { adding, .. } => {
+            Step::FinishJournal { adding, owed, .. } => {
+                for record in owed {
+                    let mut late = record.clone();
+                    late.outcome = format!(
+                        "{} (recorded by the apply that finished the interrupted one)",
+                        record.outcome
+                    );
+                    if let (Some(space), Some(last)) =
+                        (&late.space, self.last_events.borrow_mut().as_mut())
+                    {
+                        last.insert(space.clone(), late.event);
+                    }
+                    match self.buffer.borrow_mut().as_mut() {
+                        Some(buffer) => buffer.push(late),
+                        None => store_audit::append(self.root, &late)?,
+                    }
+                }
                 for space in adding {
+                    // A `space.added` owed above is written already.
+                    if owed
+                        .iter()
+                        .any(|r| r.event == Event::SpaceAdded && r.space.as_ref() == Some(space))
+                    {
+                        continue;
+                    }
                     let again = plan.steps.iter().any(|s| {
                         matches!(s, Step::AddAccount { space: s, .. } | Step::Provision { space: s, .. } if s == space)
                     });

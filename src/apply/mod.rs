@@ -253,6 +253,7 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
         plan_digest: plan.decision_digest(),
         before: ctx.observed.generation.generation(),
         last_events: Default::default(),
+        buffer: Default::default(),
     };
     ctx.lock.verify()?;
     // Fail closed: nothing is changed before the apply is on the record.
@@ -367,6 +368,15 @@ fn run(
             adding
         },
         steps: Vec::new(),
+        // Owed records stay on the record until the step that writes them has run.
+        owed: plan
+            .steps
+            .iter()
+            .find_map(|s| match s {
+                Step::FinishJournal { owed, .. } => Some(owed.clone()),
+                _ => None,
+            })
+            .unwrap_or_default(),
     };
     let mut state = State {
         journal,
@@ -464,6 +474,8 @@ fn run(
         let mut own = false;
         // The step's work is done: an error after it is its audit record's.
         let mut worked = false;
+        // The step's audit records that could not be written.
+        let mut owed = Vec::new();
         let result = audit
             .before_step(step, plan)
             .and_then(|_| {
@@ -472,7 +484,17 @@ fn run(
                 worked = ran.is_ok();
                 ran
             })
-            .and_then(|_| audit.after_step(step, plan, broker.running(), outcome));
+            .and_then(|_| {
+                audit
+                    .after_step_owing(step, plan, broker.running(), outcome)
+                    .map_err(|(e, rest)| {
+                        owed = rest;
+                        e
+                    })
+            });
+        if result.is_ok() && matches!(step, Step::FinishJournal { .. }) {
+            state.journal.owed.clear();
+        }
         committed |= state.journal.removals.iter().any(|r| r.committed)
             || state.journal.purges.iter().any(|p| p.committed);
         if let Err(e) = &result
@@ -514,6 +536,10 @@ fn run(
             // What the run wrote is made durable before anything is put back or reported.
             let _ = crate::store::atomic::set_deferred(false);
             if worked {
+                // The records go on the journal (best effort: the journal stays open either
+                // way, and the apply that finishes it writes what it can establish).
+                state.journal.owed.extend(owed);
+                let _ = journal::save(ctx.root, &state.journal);
                 return Err(unaudited(ctx.root, e, step));
             }
             return Err(step_failed(
@@ -872,8 +898,9 @@ fn fail(root: &Root, e: Error, committed: bool, step: &Step) -> Error {
 
 /// The error of a step whose change is in force but whose audit record could not be written
 /// (seed 002 §5.1: no committed change without its audit). Nothing is put back (the change
-/// took) and the journal stays open, so no later plan says "No changes": the next apply
-/// finishes the journal and writes what is missing (`space.added` of an add it names).
+/// took) and the journal stays open holding the records owed, so no later plan says "No
+/// changes": the next apply finishes the journal and writes them (and the `space.added` of an
+/// add it names whose record is missing).
 fn unaudited(root: &Root, e: Error, step: &Step) -> Error {
     Error::interrupted(
         Diagnostic::new(format!(

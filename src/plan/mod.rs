@@ -371,6 +371,10 @@ pub enum Step {
         /// audit ends at `space.provisioning` gets its `space.added` from this step.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         adding: Vec<SpaceName>,
+        /// The audit records of changes the interrupted apply made but could not record: this
+        /// step writes them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        owed: Vec<crate::audit::Record>,
     },
     /// Fence the removed spaces a running broker still serves, before their data is dropped
     /// (the seed's deprovisioning order: deny traffic, revoke credentials, drop storage):

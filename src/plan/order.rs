@@ -42,6 +42,7 @@ pub fn steps(
                 .map(|p| p.space.clone())
                 .collect(),
             adding: j.adding.clone(),
+            owed: j.owed.clone(),
         });
     }
     let fenced: Vec<_> = match &fence {

@@ -2897,4 +2897,43 @@ fn an_add_committed_while_the_audit_fails_is_recorded_by_the_next_apply() {
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
         .code(0);
+
+    // A suspension whose record could not be written: owed on the journal, written by the next
+    // apply with the outcome it had.
+    let paused = crate::support::Paused::at(
+        &root,
+        &["space", "suspend", "release", "--auto-approve"],
+        "after-config-promoted",
+    );
+    let kept = std::fs::read(&audit).unwrap();
+    std::fs::remove_file(&audit).unwrap();
+    std::fs::create_dir(&audit).unwrap();
+    let (code, err) = paused.resume();
+    assert_ne!(code, Some(0), "{err}");
+    let journal = std::fs::read_to_string(root.file(".cotal/maintenance/journal.json")).unwrap();
+    assert!(
+        journal.contains("space.suspended"),
+        "owed on the journal: {journal}"
+    );
+    std::fs::remove_dir(&audit).unwrap();
+    std::fs::write(&audit, kept).unwrap();
+    root.apply().success();
+    let out = root
+        .cotal(&["audit", "--space", "release", "--format", "json"])
+        .assert()
+        .success();
+    let suspended: Vec<&str> = stdout(&out)
+        .lines()
+        .filter(|l| l.contains("\"space.suspended\""))
+        .map(|_| "")
+        .collect();
+    assert_eq!(suspended.len(), 1, "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("(recorded by the apply that finished the interrupted one)"),
+        "{}",
+        stdout(&out)
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
 }

@@ -372,6 +372,7 @@ fn an_interrupted_removal_is_finished_first() {
         added: Vec::new(),
         adding: Vec::new(),
         steps: Vec::new(),
+        owed: Vec::new(),
     });
     let p = plan::compute(&desired("[spaces.design]\n"), &o, &Default::default()).unwrap();
     assert!(!p.destroys_data(), "the data is already gone");
