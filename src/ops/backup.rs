@@ -7,7 +7,7 @@ use crate::backup::{self, Manifest, Target, Verified};
 use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
-use crate::observed::{BrokerProcess, BrokerRecordState, JournalState};
+use crate::observed::{BrokerProcess, BrokerRecordState};
 use crate::ops::relocation;
 use crate::store::{Root, account_record, cut, lock};
 use crate::{apply, observe, plan, root_backup};
@@ -95,12 +95,9 @@ pub fn root_backup(
     let _lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
     let (desired, digest, _) = observe::desired_for_reading(root)?;
     let observed = observe::observe(root, &desired, digest)?;
-    if let JournalState::Valid(_) = observed.journal {
-        return Err(Error::interrupted(
-            Diagnostic::new("an apply was interrupted (the journal is open): the records are between two states.")
-            .next("run `cotal apply` to finish it, then back up"),
-        ));
-    }
+    // The records are between two states while an apply is open: the one refusal every verb
+    // gives names what finishing it completes.
+    apply::refuse_if_journal_open(&observed.journal, "root backup")?;
     plan::guard_trust(&observed)?;
     let BrokerRecordState::Valid(trust) = &observed.broker else {
         unreachable!("guard_trust passed");

@@ -65,6 +65,13 @@ pub fn evict(root: &Root, space: &SpaceName, lock_timeout: Duration) -> Result<E
         ));
     }
     let running = Running::connect(root, &desired.topology, &observed)?;
+    // Audited before any connection is closed (fail closed); the outcome follows.
+    credentials::audit(
+        root,
+        Event::SpaceEvicted,
+        space,
+        "eviction begun: closing every live connection of its accounts".into(),
+    )?;
     let mut closed = 0usize;
     let result = accounts
         .iter()

@@ -240,6 +240,10 @@ pub fn show_or_cancel(
         return record_of();
     }
     let _lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
+    crate::apply::refuse_if_journal_open(
+        &crate::store::journal::load(root)?,
+        "space relocation --cancel",
+    )?;
     // A record that cannot be read is cancelled too: it is what the refusal of its removal
     // names.
     let moving = match record_of() {

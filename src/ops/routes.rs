@@ -42,8 +42,9 @@ pub fn rotate(root: &Root, lock_timeout: Duration) -> Result<u64> {
     }
     let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
     lock.verify()?;
+    crate::apply::refuse_if_journal_open(&crate::store::journal::load(root)?, "rotate routes")?;
     let rotation = route_rotation::load(root)? + 1;
-    route_rotation::save(root, rotation)?;
+    // Audited before it is recorded (fail closed): a failed save leaves the attempt on record.
     crate::credentials::audit_root(
         root,
         crate::audit::Event::RoutesRotated,
@@ -51,5 +52,6 @@ pub fn rotate(root: &Root, lock_timeout: Duration) -> Result<u64> {
             "route credential rotation {rotation} recorded; the next apply or up writes it into every node's include"
         ),
     )?;
+    route_rotation::save(root, rotation)?;
     Ok(rotation)
 }

@@ -1126,6 +1126,13 @@ fn an_open_removal_journal_blocks_every_verb_but_the_apply_that_finishes_it() {
         vec!["creds", "revoke", "design", "--all"],
         vec!["creds", "--system", "monitor", "--expires", "1d"],
         vec!["down", "--preserve-state"],
+        vec!["space", "add", "ops", "--auto-approve"],
+        vec!["space", "suspend", "design", "--auto-approve"],
+        vec!["space", "evict", "design"],
+        vec!["space", "relocation", "design", "--cancel"],
+        vec!["space", "backup", "design", "/nonexistent/backup"],
+        vec!["root", "backup", "/nonexistent/root-backup"],
+        vec!["up"],
     ] {
         let out = root.cotal(&args).assert().code(6);
         let err = stderr(&out);
