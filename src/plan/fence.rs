@@ -37,7 +37,9 @@ pub fn fence(
         .iter()
         .filter(|(name, r)| {
             removals.leaving(inv, name)
-                && (observed.loads(&r.account) || loads_archived(observed, name, r))
+                && (observed.loads(&r.account)
+                    || loads_archived(observed, name, r)
+                    || serves_live(observed, name))
                 && !in_force(observed, name, r.committed, fenced_for_removal)
         })
         .map(|(name, r)| Fenced {
@@ -159,6 +161,16 @@ fn in_force(
             .is_some_and(|behind| behind.is_empty())
 }
 
+/// Whether the running broker still serves `name` whatever the config on disk says (a config
+/// changed by hand and not reloaded, a reload a node missed): its live figures show the
+/// account's connections or streams, so a removal fences it before deleting anything.
+fn serves_live(observed: &Observed, name: &SpaceName) -> bool {
+    observed.inventory.spaces.get(name).is_some_and(|s| {
+        s.usage.source == crate::observed::UsageSource::Live
+            && (s.usage.connections.unwrap_or(0) > 0 || !s.usage.streams.is_empty())
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,6 +235,30 @@ mod tests {
             fence(&o, &Removals::default(), &Diff::default(), &described),
             None
         );
+        // A config on disk that no longer loads it (changed by hand, not reloaded), while the
+        // broker still serves its clients: fenced all the same.
+        let stripped = o.nodes[0]
+            .server_conf
+            .as_ref()
+            .unwrap()
+            .text
+            .replace(&o.inventory.spaces[&name("gone")].account_pub, "AGONE");
+        let kept = o.nodes[0]
+            .server_conf
+            .replace(PromotedConfig::new(stripped));
+        assert_eq!(
+            fence(&o, &removals, &Diff::default(), &described),
+            None,
+            "nothing says it is served"
+        );
+        let gone = o.inventory.spaces.get_mut(&name("gone")).unwrap();
+        gone.usage.source = crate::observed::UsageSource::Live;
+        gone.usage.connections = Some(2);
+        assert!(
+            fence(&o, &removals, &Diff::default(), &described).is_some(),
+            "its live connections are fenced before its data goes"
+        );
+        o.nodes[0].server_conf = kept;
         // A record already reaped (an interrupted reap) has nothing left to fence.
         o.inventory.spaces.remove(&name("gone"));
         assert_eq!(fence(&o, &removals, &Diff::default(), &described), None);
