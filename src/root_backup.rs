@@ -358,6 +358,11 @@ pub fn restore(root: &Root, dir: &Path) -> Result<Manifest> {
             manifest.generation,
             manifest.created_at
         ),
-    )?;
+    )
+    .map_err(|e| {
+        Error::other(format!(
+            "the root was restored and is in place, but its `root.restored` audit record could not be written: {e}"
+        ))
+    })?;
     Ok(manifest)
 }
