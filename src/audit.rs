@@ -9,7 +9,7 @@ use crate::model::SpaceName;
 use serde::{Deserialize, Serialize};
 
 /// Every event kind, as written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Event {
     #[serde(rename = "apply.started")]
     ApplyStarted,

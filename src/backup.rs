@@ -275,7 +275,7 @@ pub fn backup(
                 foreign.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
             ))
             .blast("none, nothing was written.")
-            .next("copy those streams with a NATS client (`nats stream backup`) or delete them while the broker runs, then take the cut and the backup again"),
+            .next("back those streams up with a NATS client (`nats stream backup`, the broker running): a space backup does not carry a tenant's own streams, and refuses rather than leave them out"),
         ));
     }
     let missing: Vec<&String> = wanted

@@ -803,7 +803,8 @@ fn limits(l: RawLimits, loc: &Located, replicas: u8) -> Result<Limits, String> {
             crate::streams::min_quota() * u64::from(replicas.max(1)),
             &if replicas > 1 {
                 format!(
-                    "JetStream reserves each stream's max_bytes up front, once per replica: with replicas = {replicas} the space's provisioned buckets reserve {replicas} MiB, and its artifact store takes what the quota leaves"
+                    "JetStream reserves each stream's max_bytes up front, once per replica: with replicas = {replicas} the space's provisioned buckets reserve {}, and its artifact store takes what the quota leaves",
+                    ByteSize(crate::streams::fixed_reservation() * u64::from(replicas))
                 )
             } else {
                 "JetStream reserves each stream's max_bytes up front: the space's provisioned buckets reserve 1 MiB, and its artifact store takes what the quota leaves (at most 4 GiB)".to_string()

@@ -49,8 +49,11 @@ pub fn watch() -> Result<()> {
             while matches!(deliveries.read(&mut byte), Ok(1)) {
                 seen += 1;
                 if seen == 2 {
-                    eprint!("{SECOND_SIGNAL}");
-                    std::process::exit(exit::STOPPED);
+                    // Neither the stderr lock nor exit handlers: the main thread may hold one
+                    // (blocked on a stalled pipe), and this must end the process whatever it
+                    // is doing.
+                    let _ = nix::unistd::write(std::io::stderr(), SECOND_SIGNAL.as_bytes());
+                    signal_hook::low_level::exit(exit::STOPPED);
                 }
             }
         })

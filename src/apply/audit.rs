@@ -20,6 +20,10 @@ pub struct Auditor<'a> {
     pub last_events: std::cell::RefCell<Option<std::collections::HashMap<SpaceName, Event>>>,
     /// While [`Auditor::after_step_owing`] runs: the records made, written after all are made.
     pub buffer: std::cell::RefCell<Option<Vec<AuditRecord>>>,
+    /// The (event, space) of each owed record this apply wrote late: a step the plan runs again
+    /// (a journaled removal's reap, a committed purge) makes the same record, which is then
+    /// not written a second time.
+    pub late: std::cell::RefCell<std::collections::HashSet<(Event, Option<SpaceName>)>>,
 }
 
 impl Auditor<'_> {
@@ -49,6 +53,9 @@ impl Auditor<'_> {
     ) -> Result<()> {
         // A step failure is not a transition: an add whose provisioning failed is still
         // unfinished (`space.provisioning` stays its last transition).
+        if self.late.borrow_mut().remove(&(event, space.cloned())) {
+            return Ok(());
+        }
         if event != Event::SpaceStepFailed
             && let (Some(space), Some(last)) = (space, self.last_events.borrow_mut().as_mut())
         {
@@ -343,12 +350,20 @@ impl Auditor<'_> {
             // An add the interrupted apply made but could not audit (its last record is
             // `space.provisioning`) and that this plan does not make again: it took effect.
             Step::FinishJournal { adding, owed, .. } => {
+                const LATE: &str = " (recorded by the apply that finished the interrupted one)";
+                // What the log says of each space is read before the late records go in, so
+                // the records below keep it current.
+                if let Some(space) = adding.first() {
+                    self.add_unfinished(space)?;
+                }
                 for record in owed {
                     let mut late = record.clone();
-                    late.outcome = format!(
-                        "{} (recorded by the apply that finished the interrupted one)",
-                        record.outcome
-                    );
+                    if !late.outcome.ends_with(LATE) {
+                        late.outcome.push_str(LATE);
+                    }
+                    self.late
+                        .borrow_mut()
+                        .insert((late.event, late.space.clone()));
                     if let (Some(space), Some(last)) =
                         (&late.space, self.last_events.borrow_mut().as_mut())
                     {

@@ -254,6 +254,7 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
         before: ctx.observed.generation.generation(),
         last_events: Default::default(),
         buffer: Default::default(),
+        late: Default::default(),
     };
     ctx.lock.verify()?;
     // Fail closed: nothing is changed before the apply is on the record.
@@ -535,10 +536,30 @@ fn run(
         if let Err(e) = result {
             // What the run wrote is made durable before anything is put back or reported.
             let _ = crate::store::atomic::set_deferred(false);
-            if worked {
+            // The step's change is in force when a promotion made it so, or when the step is
+            // a commit point, a reap after one, or the finishing of an interrupted apply;
+            // before a promotion a step's records are put back instead (nothing took effect,
+            // and the re-plan does and audits it all again).
+            let took_effect = worked
+                && (outcome.generation.is_some()
+                    || matches!(
+                        step,
+                        Step::Fence { .. }
+                            | Step::DeleteStreams { .. }
+                            | Step::PurgeStreams { .. }
+                            | Step::Reap { .. }
+                            | Step::FinishJournal { .. }
+                    ));
+            if took_effect {
                 // The records go on the journal (best effort: the journal stays open either
-                // way, and the apply that finishes it writes what it can establish).
-                state.journal.owed.extend(owed);
+                // way, and the apply that finishes it writes what it can establish). The
+                // finishing step's own records are the owed ones still unwritten: they replace
+                // the list, never add to it.
+                if matches!(step, Step::FinishJournal { .. }) {
+                    state.journal.owed = owed;
+                } else {
+                    state.journal.owed.extend(owed);
+                }
                 let _ = journal::save(ctx.root, &state.journal);
                 return Err(unaudited(ctx.root, e, step));
             }
@@ -631,6 +652,15 @@ fn step_failed(
         ),
         None => e,
     };
+    // Audit records still owed keep the journal open whatever failed: closing it would lose
+    // them.
+    if !committed && !state.journal.owed.is_empty() && !matches!(e, Error::LockLost(_)) {
+        let _ = journal::save(root, &state.journal);
+        return annotate(
+            e,
+            "the journal stays open: it holds audit records an interrupted apply owes, and `cotal apply` writes them",
+        );
+    }
     fail(root, e, committed, step)
 }
 

@@ -196,11 +196,20 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
 }
 
 /// A verb narrowed to its spaces applies their change alone: a pending change of the broker
-/// itself (a setting, the store, a listener's TLS, the route credential) is never carried by
-/// it, since the operator asked for one space's change. Refused, naming each, so `cotal apply`
-/// (which shows them) applies them.
+/// itself (a setting, the store, a listener's TLS, the route credential), whether cotal.toml or
+/// a hand edit of server.conf made it, is never carried by it, since the operator asked for one
+/// space's change. Refused, naming each, so `cotal apply` (which shows them) applies them; a
+/// plan that finishes an interrupted apply is never refused.
 fn refuse_broker_changes(plan: &Plan, verb: &str) -> Result<()> {
     use crate::plan::{Reason, Step};
+    // Finishing an interrupted apply is never refused: the journal must always be finishable.
+    if plan
+        .steps
+        .iter()
+        .any(|s| matches!(s, Step::FinishJournal { .. }))
+    {
+        return Ok(());
+    }
     let pending: Vec<String> = plan
         .steps
         .iter()
@@ -226,7 +235,7 @@ fn refuse_broker_changes(plan: &Plan, verb: &str) -> Result<()> {
     }
     Err(Error::refused(
         crate::diagnostic::Diagnostic::new(format!(
-            "`cotal {verb}` applies only its space's change, and cotal.toml also changes the broker itself: {}.",
+            "`cotal {verb}` applies only its space's change, and this plan would also change the broker itself (an edit of cotal.toml's [broker] or [cluster], a file it names such as a certificate, or server.conf changed by hand): {}.",
             pending.join("; ")
         ))
         .blast("none, nothing was changed.")

@@ -964,9 +964,9 @@ impl Plan {
                 keep.extend(purges.iter().cloned());
             }
         }
-        // The system account's re-issue is the root's, not another space's pending edit: it is
-        // kept whole (rotation, evictor, migration, templates), but revokes only the $SYS users
-        // of the kept spaces. Its changes end with one line per revoked space, in name order.
+        // The system account's re-issue is the root's, not another space's pending edit: what
+        // it would do for the kept spaces is named in the warning that leaves it for `cotal
+        // apply` (its changes end with one line per revoked space, in name order).
         let narrowed_system = self.steps.iter().find_map(|s| match s {
             Step::ReissueSystemAccount {
                 rotate,
@@ -997,10 +997,14 @@ impl Plan {
             }
             _ => None,
         });
-        let kept = |s: &Step| {
-            s.space().is_some_and(|sp| keep.contains(sp))
-                || (matches!(s, Step::ReissueSystemAccount { .. }) && narrowed_system.is_some())
-        };
+        // A verb narrowed to its spaces never rewrites the broker's trust (seed 000 §4: tenant
+        // verbs never write broker.json, which holds the system account): a pending re-issue
+        // of it is left for `cotal apply`, and said so.
+        let system_left = narrowed_system.as_ref().map(|s| match s {
+            Step::ReissueSystemAccount { changes, .. } => changes.join("; "),
+            _ => String::new(),
+        });
+        let kept = |s: &Step| s.space().is_some_and(|sp| keep.contains(sp));
         let dropped_config_change = self.steps.iter().any(|s| s.changes_config() && !kept(s));
         let kept_config_change = self.steps.iter().any(|s| s.changes_config() && kept(s));
         let mut steps = Vec::new();
@@ -1064,7 +1068,7 @@ impl Plan {
                         });
                     }
                 }
-                Step::ReissueSystemAccount { .. } => steps.extend(narrowed_system.clone()),
+                Step::ReissueSystemAccount { .. } => {}
                 s if kept(s) => steps.push(s.clone()),
                 _ => {}
             }
@@ -1087,6 +1091,11 @@ impl Plan {
             warnings.push(format!(
                 "cotal.toml has other pending changes ({}); they are left for `cotal apply`",
                 others.join(", ")
+            ));
+        }
+        if let Some(left) = system_left {
+            warnings.push(format!(
+                "the system account's pending re-issue ({left}) is left for `cotal apply`: a verb of one space never rewrites the broker's trust"
             ));
         }
         Plan {
@@ -1194,14 +1203,31 @@ mod tests {
         }
     }
 
+    /// Seed 000 §4: a verb of one space never re-issues the system account (broker.json); what
+    /// the re-issue would do for the kept spaces is named in the warning that leaves it.
     #[test]
-    fn only_keeps_the_system_step_whole_but_revokes_only_the_kept_spaces() {
+    fn only_leaves_the_system_step_for_apply_and_says_so() {
         let keep = std::collections::BTreeSet::from([name("a")]);
         let narrowed = plan(vec![system(&["a", "b"], &["templates"]), promote()]).only(&keep);
-        assert_eq!(narrowed.steps[0], system(&["a"], &["templates"]));
-        assert!(matches!(narrowed.steps[1], Step::PromoteConfig { .. }));
+        assert!(
+            !narrowed
+                .steps
+                .iter()
+                .any(|s| matches!(s, Step::ReissueSystemAccount { .. })),
+            "{:?}",
+            narrowed.steps
+        );
+        assert!(
+            narrowed
+                .warnings
+                .iter()
+                .any(|w| w.contains("system account's pending re-issue (templates")),
+            "{:?}",
+            narrowed.warnings
+        );
         // Only another space's revocation: nothing of the system account is this verb's.
         let narrowed = plan(vec![system(&["b"], &[]), promote()]).only(&keep);
         assert!(narrowed.steps.is_empty(), "{:?}", narrowed.steps);
+        assert!(narrowed.warnings.is_empty(), "{:?}", narrowed.warnings);
     }
 }

@@ -2802,7 +2802,7 @@ fn a_broker_setting_change_is_named_and_counted_in_the_summary() {
         let err = stderr(&root.cotal(verb).assert().code(3));
         assert!(
             err.contains(
-                "applies only its space's change, and cotal.toml also changes the broker itself"
+                "applies only its space's change, and this plan would also change the broker itself"
             ) && err.contains("port: 4222 -> 4333")
                 && err.contains("`cotal apply` applies every pending change"),
             "{verb:?}: {err}"
@@ -2932,6 +2932,76 @@ fn an_add_committed_while_the_audit_fails_is_recorded_by_the_next_apply() {
         stdout(&out).contains("(recorded by the apply that finished the interrupted one)"),
         "{}",
         stdout(&out)
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+    // A removal whose `space.removed` could not be written after its reap: owed, and written
+    // once by the apply that finishes it, though that apply runs the reap again.
+    root.desire(&format!("{TWO_SPACES}\n[spaces.ops]\n").replace("[spaces.release]\n", ""));
+    let paused = crate::support::Paused::at(
+        &root,
+        &["apply", "--auto-approve", "--allow-destroy"],
+        "after-reap",
+    );
+    let kept = std::fs::read(&audit).unwrap();
+    std::fs::remove_file(&audit).unwrap();
+    std::fs::create_dir(&audit).unwrap();
+    let (code, err) = paused.resume();
+    assert_eq!(code, Some(6), "{err}");
+    std::fs::remove_dir(&audit).unwrap();
+    std::fs::write(&audit, kept).unwrap();
+    root.apply().success();
+    let log = std::fs::read_to_string(&audit).unwrap();
+    let removed = log
+        .lines()
+        .filter(|l| l.contains("\"space.removed\""))
+        .count();
+    assert_eq!(removed, 1, "{log}");
+    assert!(
+        log.lines().any(|l| l.contains("\"space.removed\"")
+            && l.contains("recorded by the apply that finished the interrupted one")),
+        "the owed record, written late, and not again by the reap run again: {log}"
+    );
+    root.cotal(&["plan", "--detailed-exitcode"])
+        .assert()
+        .code(0);
+}
+
+/// Seed 000 §4: a verb of one space never writes broker.json. A pending re-issue of the system
+/// account (here the evictor opt-in) is left for `cotal apply`, with a warning.
+#[test]
+fn a_space_verb_leaves_the_system_accounts_reissue_for_apply_and_broker_json_alone() {
+    let root = TestRoot::init();
+    root.desire(TWO_SPACES);
+    root.apply().success();
+    let trust = std::fs::read(root.file(".cotal/auth/broker.json")).unwrap();
+    std::fs::write(
+        root.file("cotal.toml"),
+        format!("version = 1\n\n[broker]\nevictor_creds = true\n\n{TWO_SPACES}"),
+    )
+    .unwrap();
+    let out = stdout(
+        &root
+            .cotal(&["space", "add", "ops", "--auto-approve"])
+            .assert()
+            .success(),
+    );
+    assert!(
+        out.contains("the system account's pending re-issue")
+            && out.contains("left for `cotal apply`"),
+        "{out}"
+    );
+    assert_eq!(
+        std::fs::read(root.file(".cotal/auth/broker.json")).unwrap(),
+        trust,
+        "space add left broker.json alone"
+    );
+    root.apply().success();
+    assert_ne!(
+        std::fs::read(root.file(".cotal/auth/broker.json")).unwrap(),
+        trust,
+        "cotal apply re-issued the system account"
     );
     root.cotal(&["plan", "--detailed-exitcode"])
         .assert()
