@@ -9,7 +9,7 @@ use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum State {
+pub enum LifecycleState {
     /// The record exists but the broker has not loaded it, or its streams are incomplete.
     Provisioning,
     Active,
@@ -21,14 +21,14 @@ pub enum State {
     Removing,
 }
 
-impl std::fmt::Display for State {
+impl std::fmt::Display for LifecycleState {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(match self {
-            State::Provisioning => "provisioning",
-            State::Active => "active",
-            State::Suspended => "suspended",
-            State::Archived => "archived",
-            State::Removing => "removing",
+            LifecycleState::Provisioning => "provisioning",
+            LifecycleState::Active => "active",
+            LifecycleState::Suspended => "suspended",
+            LifecycleState::Archived => "archived",
+            LifecycleState::Removing => "removing",
         })
     }
 }
@@ -36,7 +36,7 @@ impl std::fmt::Display for State {
 /// The derived view of one space.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct View {
-    pub state: State,
+    pub state: LifecycleState,
     /// Active, loaded by a running broker, streams complete.
     pub servable: bool,
     /// Whether the promoted config preloads the account.
@@ -65,21 +65,21 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
     };
     let running = observed.is_running();
     let state = if removing {
-        State::Removing
+        LifecycleState::Removing
     } else if space.archived.is_some() {
-        State::Archived
+        LifecycleState::Archived
     } else if suspended {
-        State::Suspended
+        LifecycleState::Suspended
     } else if !loaded || streams_complete == Some(false) {
-        State::Provisioning
+        LifecycleState::Provisioning
     } else {
-        State::Active
+        LifecycleState::Active
     };
     let mut why_not = Vec::new();
     match state {
-        State::Removing => why_not.push("an interrupted apply is removing it".to_string()),
-        State::Suspended => why_not.push("suspended".to_string()),
-        State::Archived => {
+        LifecycleState::Removing => why_not.push("an interrupted apply is removing it".to_string()),
+        LifecycleState::Suspended => why_not.push("suspended".to_string()),
+        LifecycleState::Archived => {
             // Not loaded, so nothing of it is observed: its streams are on disk, unserved.
             why_not.push(match &space.archived {
                 Some(a) => format!("archived at {} by {}", a.at, a.by),
@@ -126,7 +126,7 @@ pub fn view(name: &SpaceName, space: &ObservedSpace, observed: &Observed) -> Vie
     if drifted {
         why_not.push("stream config drifted".into());
     }
-    let servable = state == State::Active
+    let servable = state == LifecycleState::Active
         && running
         && quorum
         && loaded

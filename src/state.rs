@@ -29,7 +29,7 @@ pub const FORMAT_VERSION: u32 = 1;
 /// The state file (`schemas/state.schema.json`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct State {
+pub struct StateFile {
     pub format_version: u32,
     /// When it was exported (RFC 3339).
     pub exported_at: String,
@@ -217,7 +217,7 @@ pub fn export(
     observed: &Observed,
     now: &str,
     root: Option<&std::path::Path>,
-) -> Result<State, Diagnostic> {
+) -> Result<StateFile, Diagnostic> {
     let problems = observed.problems();
     if !problems.is_empty() {
         return Err(Diagnostic::new(format!(
@@ -239,7 +239,7 @@ pub fn export(
         SysKeysState::Legacy => SystemKeys::Legacy,
         SysKeysState::None => SystemKeys::None,
     };
-    Ok(State {
+    Ok(StateFile {
         format_version: FORMAT_VERSION,
         exported_at: now.to_string(),
         generation: match &observed.generation {
@@ -349,7 +349,7 @@ pub fn export(
 /// (`live_error` says so when the broker ran). Refuses a state whose JWTs do not verify or
 /// do not match the keys it names.
 pub fn observed(
-    state: &State,
+    state: &StateFile,
     desired: &crate::desired::Desired,
     desired_digest: String,
     now: i64,
@@ -572,7 +572,11 @@ fn declared_capacity(
 /// Where `cotal.toml` puts node `name`'s store on the broker host: its `store_dir` against the
 /// root the state was exported from (`None`: a state exported before it named its root, or a
 /// node the file does not declare; the store is then taken to be where the data lives).
-fn declared_store(state: &State, desired: &crate::desired::Desired, name: &str) -> Option<PathBuf> {
+fn declared_store(
+    state: &StateFile,
+    desired: &crate::desired::Desired,
+    name: &str,
+) -> Option<PathBuf> {
     let root = state.broker.root.as_ref()?;
     let spec = desired.topology.nodes.iter().find(|n| n.name == name)?;
     Some(crate::topology::resolve(root, &spec.store_dir))

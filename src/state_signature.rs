@@ -6,14 +6,14 @@
 //! public key given outside the pull request (`--state-key`, `COTAL_STATE_KEY`).
 //!
 //! What is signed: the state's compact JSON with `signature` absent, as this cotal serializes
-//! [`State`] (fields in declaration order, maps sorted), so a state that was parsed and
+//! [`StateFile`] (fields in declaration order, maps sorted), so a state that was parsed and
 //! serialized again signs the same bytes, and any edit of a field (a space dropped, a JWT
 //! swapped) breaks the signature.
 //!
 //! Invariants: pure (no IO); [`verify`] accepts only a signature by exactly the trusted key over
 //! exactly the state's content; a seed never enters a [`Signature`].
 
-use crate::state::State;
+use crate::state::StateFile;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};
@@ -45,8 +45,8 @@ pub enum Unverified {
 }
 
 /// The bytes a signature covers: `state` without its signature, compact.
-fn signed_bytes(state: &State) -> Vec<u8> {
-    let unsigned = State {
+fn signed_bytes(state: &StateFile) -> Vec<u8> {
+    let unsigned = StateFile {
         signature: None,
         ..state.clone()
     };
@@ -54,14 +54,14 @@ fn signed_bytes(state: &State) -> Vec<u8> {
 }
 
 /// Sign `state` with `key` (replacing any signature it had).
-pub fn sign(state: &mut State, key: &nkeys::KeyPair) {
+pub fn sign(state: &mut StateFile, key: &nkeys::KeyPair) {
     state.signature = None;
     state.signature = Some(signature_of(state, key));
 }
 
 /// `key`'s signature of `unsigned` (a state without its signature, which serializes without
 /// the field: no copy of a few MB as `signed_bytes` makes).
-fn signature_of(unsigned: &State, key: &nkeys::KeyPair) -> Signature {
+fn signature_of(unsigned: &StateFile, key: &nkeys::KeyPair) -> Signature {
     debug_assert!(unsigned.signature.is_none());
     let bytes = serde_json::to_vec(unsigned).expect("the state serializes");
     let sig = key.sign(&bytes).expect("a key pair made from a seed signs");
@@ -78,9 +78,9 @@ fn signature_of(unsigned: &State, key: &nkeys::KeyPair) -> Signature {
 /// (at a thousand spaces each is a pass over a few MB, and signing hashes the compact bytes
 /// twice); the signature, a state's last field, is then appended to the text as serde_json
 /// writes it (a test compares the two).
-pub fn sign_pretty(state: &mut State, key: &nkeys::KeyPair) -> Vec<u8> {
+pub fn sign_pretty(state: &mut StateFile, key: &nkeys::KeyPair) -> Vec<u8> {
     state.signature = None;
-    let unsigned: &State = state;
+    let unsigned: &StateFile = state;
     let (signature, mut text) = rayon::join(
         || signature_of(unsigned, key),
         || serde_json::to_vec_pretty(unsigned).expect("the state serializes"),
@@ -108,7 +108,7 @@ pub fn sign_pretty(state: &mut State, key: &nkeys::KeyPair) -> Vec<u8> {
 }
 
 /// Check that `state` was signed by `trusted` (a public state key) and not changed since.
-pub fn verify(state: &State, trusted: &str) -> Result<(), Unverified> {
+pub fn verify(state: &StateFile, trusted: &str) -> Result<(), Unverified> {
     let Some(signature) = &state.signature else {
         return Err(Unverified::Unsigned);
     };
@@ -141,7 +141,7 @@ pub fn is_public_key(text: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn state() -> State {
+    fn state() -> StateFile {
         serde_json::from_value(serde_json::json!({
             "format_version": 1,
             "exported_at": "2026-12-02T00:00:00Z",
@@ -167,7 +167,8 @@ mod tests {
         assert!(is_public_key(&key.public_key()));
         verify(&s, &key.public_key()).expect("verifies against its own key");
         // Parsed again from its pretty JSON (what a file holds), it still verifies.
-        let again: State = serde_json::from_slice(&serde_json::to_vec_pretty(&s).unwrap()).unwrap();
+        let again: StateFile =
+            serde_json::from_slice(&serde_json::to_vec_pretty(&s).unwrap()).unwrap();
         verify(&again, &key.public_key()).expect("a round trip keeps the signature valid");
         let other = nkeys::KeyPair::new(KEY_TYPE).public_key();
         assert!(matches!(
@@ -189,7 +190,7 @@ mod tests {
             whole.push(b'\n');
             assert_eq!(String::from_utf8(text.clone()), String::from_utf8(whole));
             verify(&s, &key.public_key()).expect("the state it leaves verifies");
-            let read: State = serde_json::from_slice(&text).unwrap();
+            let read: StateFile = serde_json::from_slice(&text).unwrap();
             verify(&read, &key.public_key()).expect("the text it returns verifies");
         }
     }

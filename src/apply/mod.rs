@@ -230,7 +230,7 @@ impl Expected {
 }
 
 /// What an apply carries from step to step.
-struct State {
+struct RunState {
     journal: Journal,
     /// What the plan saw of the inventory, plus this apply's own writes.
     expected: ExpectedInventory,
@@ -379,7 +379,7 @@ fn run(
             })
             .unwrap_or_default(),
     };
-    let mut state = State {
+    let mut state = RunState {
         journal,
         expected: ctx
             .observed
@@ -638,7 +638,7 @@ fn step_failed(
     root: &Root,
     e: Error,
     outcome: &Outcome,
-    state: &mut State,
+    state: &mut RunState,
     committed: bool,
     step: &Step,
 ) -> Error {
@@ -692,7 +692,7 @@ fn run_step(
     record: &mut BrokerRecord,
     step: &Step,
     broker: &mut dyn Broker,
-    state: &mut State,
+    state: &mut RunState,
     outcome: &mut Outcome,
     plan: &Plan,
 ) -> Result<()> {

@@ -9,7 +9,7 @@
 
 use super::undo::undo_writes;
 use super::users::space_user;
-use super::{Context, ExpectedInventory, State, lock_lost};
+use super::{Context, ExpectedInventory, RunState, lock_lost};
 use crate::broker::{Broker, Expectation, preflight};
 use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
@@ -45,7 +45,7 @@ pub fn promote(
     ctx: &Context,
     record: &BrokerRecord,
     expected: u64,
-    state: &mut State,
+    state: &mut RunState,
     plan: &Plan,
     broker: &mut dyn Broker,
     stage: Stage,
@@ -285,7 +285,7 @@ fn discard_every_next(files: &[NodeFiles]) -> Result<()> {
 
 /// Promote every node's candidate; when one cannot be promoted, put back the nodes already
 /// promoted (nothing was reloaded yet) and every record this apply wrote, and say so (exit 7).
-fn promote_every_node(files: &[NodeFiles], clustered: bool, state: &mut State) -> Result<()> {
+fn promote_every_node(files: &[NodeFiles], clustered: bool, state: &mut RunState) -> Result<()> {
     for (k, f) in files.iter().enumerate() {
         let Err(e) = server_conf::promote_next(f) else {
             continue;
@@ -327,7 +327,7 @@ fn restore_every(files: &[NodeFiles]) -> Vec<String> {
 }
 
 /// Put back every record this apply wrote; says how that went, for the rollback's message.
-fn put_back_records(state: &mut State) -> String {
+fn put_back_records(state: &mut RunState) -> String {
     let not_undone = undo_writes(state.undo.entries());
     state.undo.clear();
     if not_undone.is_empty() {
@@ -418,7 +418,7 @@ fn reload_or_roll_back(
     broker: &mut dyn Broker,
     digests: &[(String, String)],
     expectations: &[Expectation],
-    state: &mut State,
+    state: &mut RunState,
     stage: Stage,
 ) -> Result<()> {
     let confirmed = broker

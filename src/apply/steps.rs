@@ -5,7 +5,7 @@
 
 use super::undo::{Undo, remember};
 use super::users::{space_user, write_sys_creds};
-use super::{Context, Outcome, ReapFailure, State};
+use super::{Context, Outcome, ReapFailure, RunState};
 use crate::broker::Broker;
 use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
@@ -25,7 +25,7 @@ use crate::store::{account_record, jetstream_dir, journal, space_dir};
 pub fn fence_records(
     ctx: &Context,
     record: &BrokerRecord,
-    state: &mut State,
+    state: &mut RunState,
     spaces: &[crate::plan::Fenced],
 ) -> Result<()> {
     let mut journal = state.journal.clone();
@@ -64,7 +64,7 @@ pub fn fence_records(
 /// does not take puts the record back). `true` when there was one.
 pub fn end_relocation(
     ctx: &Context,
-    state: &mut State,
+    state: &mut RunState,
     space: &SpaceName,
     account: &str,
 ) -> Result<bool> {
@@ -106,7 +106,7 @@ pub fn record_relocation_verified(
 pub fn delete_streams(
     ctx: &Context,
     broker: &mut dyn Broker,
-    state: &mut State,
+    state: &mut RunState,
     space: &SpaceName,
     account: &str,
 ) -> Result<()> {
@@ -136,7 +136,7 @@ pub fn delete_streams(
 pub fn purge_streams(
     ctx: &Context,
     broker: &mut dyn Broker,
-    state: &mut State,
+    state: &mut RunState,
     outcome: &mut Outcome,
     space: &SpaceName,
     account: &str,
@@ -217,7 +217,7 @@ pub fn purge_streams(
 pub fn add_account(
     ctx: &Context,
     record: &BrokerRecord,
-    state: &mut State,
+    state: &mut RunState,
     space: &SpaceName,
     spec: &SpaceSpec,
     sides: &[crate::plan::sides::SideWrite],
@@ -288,7 +288,7 @@ pub struct AccountReissue<'a> {
 pub fn reissue_account(
     ctx: &Context,
     record: &BrokerRecord,
-    state: &mut State,
+    state: &mut RunState,
     reissue: AccountReissue,
 ) -> Result<()> {
     let AccountReissue {
@@ -342,7 +342,7 @@ pub struct SideAccountsWrite<'a> {
 pub fn write_side_accounts(
     ctx: &Context,
     record: &BrokerRecord,
-    state: &mut State,
+    state: &mut RunState,
     w: SideAccountsWrite,
 ) -> Result<()> {
     let current = planned_record(ctx, w.space, w.account)?;
@@ -378,7 +378,7 @@ pub fn write_side_accounts(
 /// that follows renders the inventory, which leaves an archived account out.
 pub fn record_archive(
     ctx: &Context,
-    state: &mut State,
+    state: &mut RunState,
     space: &SpaceName,
     account: &str,
     archived: bool,
@@ -427,7 +427,7 @@ fn planned_record(
 /// promotion's inventory check.
 fn write_record(
     ctx: &Context,
-    state: &mut State,
+    state: &mut RunState,
     space: &SpaceName,
     updated: &account_record::AccountRecord,
 ) -> Result<()> {
@@ -443,7 +443,7 @@ fn write_record(
 pub fn heal_sys_creds(
     ctx: &Context,
     record: &BrokerRecord,
-    state: &mut State,
+    state: &mut RunState,
     space: &SpaceName,
 ) -> Result<()> {
     let current = account_record::load(ctx.root, space)?;
@@ -456,7 +456,7 @@ pub fn heal_sys_creds(
 /// Record the space's protection beside its material.
 pub fn record_protection(
     ctx: &Context,
-    state: &mut State,
+    state: &mut RunState,
     space: &SpaceName,
     protect: bool,
 ) -> Result<()> {
@@ -470,7 +470,7 @@ pub fn record_protection(
 /// change it.
 fn lifecycle_of(
     ctx: &Context,
-    state: &mut State,
+    state: &mut RunState,
     space: &SpaceName,
 ) -> Result<space_dir::Lifecycle> {
     let root = ctx.root;
@@ -501,7 +501,7 @@ fn lifecycle_of(
 /// made before cotal recorded suspensions (`backfill`) is recorded with both `unknown`.
 pub fn record_suspension(
     ctx: &Context,
-    state: &mut State,
+    state: &mut RunState,
     space: &SpaceName,
     (suspended, backfill): (bool, bool),
     reason: Option<&str>,

@@ -8,7 +8,7 @@
 //! No revocation is ever dropped by the clock here: only those the plan names (and shows)
 //! leave the JWT, so a host clock that jumps ahead cannot let revoked creds in again.
 
-use super::State;
+use super::RunState;
 use super::undo::remember;
 use crate::error::{Error, Result};
 use crate::jwt::{self, AccountNats};
@@ -33,7 +33,7 @@ pub struct Reissue<'a> {
 pub fn reissue_system_account(
     root: &Root,
     record: &mut BrokerRecord,
-    state: &mut State,
+    state: &mut RunState,
     step: Reissue<'_>,
 ) -> Result<()> {
     let Reissue {

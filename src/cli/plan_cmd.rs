@@ -221,7 +221,7 @@ fn from_state(
             ));
         }
     };
-    let state: crate::state::State = serde_json::from_slice(&bytes).map_err(|e| {
+    let state: crate::state::StateFile = serde_json::from_slice(&bytes).map_err(|e| {
         Error::input(
             crate::diagnostic::Diagnostic::new(format!(
                 "{}:{}:{}: not a cotal state ({}; the file's values are not shown)",

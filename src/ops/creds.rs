@@ -122,14 +122,14 @@ fn refuse_unless_in_service(
     space: &ObservedSpace,
     observed: &crate::observed::Observed,
 ) -> Result<()> {
-    use crate::lifecycle::State;
+    use crate::lifecycle::LifecycleState;
     let view = crate::lifecycle::view(name, space, observed);
     let (why, next) = match view.state {
-        State::Removing => (
+        LifecycleState::Removing => (
             "an interrupted apply is removing it",
             "run `cotal apply` to finish the removal; a space of that name added again gets a new account",
         ),
-        State::Archived => (
+        LifecycleState::Archived => (
             "its account is left out of the broker's config (its data is kept on disk, unserved)",
             "`cotal space resume` (or state = \"active\" in cotal.toml and `cotal apply`) brings it back, then mint; creds handed out before connect again once it is back",
         ),
@@ -137,14 +137,14 @@ fn refuse_unless_in_service(
             "the broker's config does not load its account yet (an apply is not finished)",
             "run `cotal apply`, then mint",
         ),
-        State::Provisioning if observed.is_running() => (
+        LifecycleState::Provisioning if observed.is_running() => (
             "its streams are not all created",
             "run `cotal up` (or `cotal apply`) to provision them, then mint; `cotal status` says what is missing",
         ),
         _ => return Ok(()),
     };
     let state = match view.state {
-        State::Removing | State::Archived => view.state.to_string(),
+        LifecycleState::Removing | LifecycleState::Archived => view.state.to_string(),
         _ => "provisioning".to_string(),
     };
     Err(Error::refused(

@@ -20,7 +20,7 @@ pub struct Row {
     pub protect: Option<bool>,
     pub applied: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<lifecycle::State>,
+    pub state: Option<lifecycle::LifecycleState>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub servable: Option<bool>,
     /// Its account record exists but cannot be trusted.
