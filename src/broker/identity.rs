@@ -402,57 +402,6 @@ fn canonical_ip(ip: IpAddr) -> IpAddr {
     }
 }
 
-/// One listening TCP socket: its local address, port and inode (from `sock_diag` or
-/// `/proc/net/tcp{,6}`, [`crate::broker::listen_table`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub ip: IpAddr,
-    pub port: u16,
-    pub inode: u64,
-}
-
-/// The LISTEN entries of a `/proc/net/tcp` or `/proc/net/tcp6` text. Pure.
-pub fn parse_table(text: &str) -> Vec<Entry> {
-    const LISTEN: &str = "0A";
-    text.lines()
-        .skip(1)
-        .filter_map(|line| {
-            let cols: Vec<&str> = line.split_whitespace().collect();
-            if cols.len() < 10 || cols[3] != LISTEN {
-                return None;
-            }
-            let (addr, port) = cols[1].split_once(':')?;
-            Some(Entry {
-                ip: parse_ip(addr)?,
-                port: u16::from_str_radix(port, 16).ok()?,
-                inode: cols[9].parse().ok()?,
-            })
-        })
-        .collect()
-}
-
-/// The kernel prints each 32-bit word of the address as a number in host byte order.
-fn parse_ip(hex: &str) -> Option<IpAddr> {
-    let word = |i: usize| -> Option<[u8; 4]> {
-        Some(
-            u32::from_str_radix(hex.get(i * 8..i * 8 + 8)?, 16)
-                .ok()?
-                .to_ne_bytes(),
-        )
-    };
-    match hex.len() {
-        8 => Some(IpAddr::V4(Ipv4Addr::from(word(0)?))),
-        32 => {
-            let mut bytes = [0u8; 16];
-            for i in 0..4 {
-                bytes[i * 4..i * 4 + 4].copy_from_slice(&word(i)?);
-            }
-            Some(IpAddr::V6(Ipv6Addr::from(bytes)))
-        }
-        _ => None,
-    }
-}
-
 /// Who holds the listening sockets, in words: "pid 123 (nats-server -c /x/server.conf) listens
 /// on 127.0.0.1:4222". Scans `/proc/*/fd`, so only for messages.
 pub fn describe_holders(sockets: &BTreeSet<u64>, listener: &Listener) -> String {
@@ -476,6 +425,7 @@ pub fn describe_holders(sockets: &BTreeSet<u64>, listener: &Listener) -> String 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::broker::listen_table::{Entry, parse_table};
 
     const TCP: &str = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
    0: 0100007F:1092 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4242 1 0000000000000000 100 0 0 10 0

@@ -11,7 +11,6 @@
 //! kernel ends with an error code) is not an error but the fallback, and never a partial list,
 //! so the probe's answer never depends on which source served it.
 
-use crate::broker::identity::{Entry, parse_table};
 use crate::error::Result;
 use netlink_packet_core::{
     NLM_F_DUMP, NLM_F_REQUEST, NetlinkHeader, NetlinkMessage, NetlinkPayload,
@@ -20,6 +19,58 @@ use netlink_packet_sock_diag::SockDiagMessage;
 use netlink_packet_sock_diag::constants::{AF_INET, AF_INET6, IPPROTO_TCP};
 use netlink_packet_sock_diag::inet::{ExtensionFlags, InetRequest, SocketId, StateFlags};
 use netlink_sys::{Socket, SocketAddr, protocols::NETLINK_SOCK_DIAG};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+/// One listening TCP socket: its local address, port and inode (from `sock_diag` or
+/// `/proc/net/tcp{,6}`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub ip: IpAddr,
+    pub port: u16,
+    pub inode: u64,
+}
+
+/// The LISTEN entries of a `/proc/net/tcp` or `/proc/net/tcp6` text. Pure.
+pub fn parse_table(text: &str) -> Vec<Entry> {
+    const LISTEN: &str = "0A";
+    text.lines()
+        .skip(1)
+        .filter_map(|line| {
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            if cols.len() < 10 || cols[3] != LISTEN {
+                return None;
+            }
+            let (addr, port) = cols[1].split_once(':')?;
+            Some(Entry {
+                ip: parse_ip(addr)?,
+                port: u16::from_str_radix(port, 16).ok()?,
+                inode: cols[9].parse().ok()?,
+            })
+        })
+        .collect()
+}
+
+/// The kernel prints each 32-bit word of the address as a number in host byte order.
+fn parse_ip(hex: &str) -> Option<IpAddr> {
+    let word = |i: usize| -> Option<[u8; 4]> {
+        Some(
+            u32::from_str_radix(hex.get(i * 8..i * 8 + 8)?, 16)
+                .ok()?
+                .to_ne_bytes(),
+        )
+    };
+    match hex.len() {
+        8 => Some(IpAddr::V4(Ipv4Addr::from(word(0)?))),
+        32 => {
+            let mut bytes = [0u8; 16];
+            for i in 0..4 {
+                bytes[i * 4..i * 4 + 4].copy_from_slice(&word(i)?);
+            }
+            Some(IpAddr::V6(Ipv6Addr::from(bytes)))
+        }
+        _ => None,
+    }
+}
 
 /// Every TCP socket in state LISTEN, IPv4 and IPv6: from `sock_diag`, or from
 /// `/proc/net/tcp{,6}` when the dump is not available.

@@ -1183,7 +1183,7 @@ async fn request_all<T: for<'de> Deserialize<'de>>(
         return Ok(vec![request(client, subject, body).await?]);
     }
     let out =
-        crate::broker::control::gather(client, subject, body, TIMEOUT, |got: &[T]| got.len() >= n)
+        crate::broker::gather::gather(client, subject, body, TIMEOUT, |got: &[T]| got.len() >= n)
             .await?;
     if out.is_empty() {
         return Err(BrokerError::request(subject, format!("no reply within {TIMEOUT:?}")).into());

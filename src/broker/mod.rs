@@ -9,6 +9,7 @@
 
 pub mod client_tls;
 pub mod control;
+pub mod gather;
 pub mod identity;
 pub mod isolated;
 pub mod listen_table;
