@@ -282,15 +282,11 @@ pub fn execute(ctx: &Context, plan: &Plan, broker: &mut dyn Broker) -> Result<Ou
     }
 }
 
-fn run(
-    ctx: &Context,
-    plan: &Plan,
-    broker: &mut dyn Broker,
-    record: &mut BrokerRecord,
-    audit: &Auditor,
-    outcome: &mut Outcome,
-) -> Result<()> {
-    let journal = Journal {
+/// The journal this apply opens: its plan, the removals and purges it commits (a committed
+/// purge keeps its recorded bounds), the accounts and adds an interrupted apply left known, and
+/// the audit records it still owes.
+fn opening_journal(ctx: &Context, plan: &Plan, audit: &Auditor) -> Journal {
+    Journal {
         op: "apply".into(),
         plan_digest: audit.plan_digest.clone(),
         started_at: crate::clock::timestamp(),
@@ -378,7 +374,18 @@ fn run(
                 _ => None,
             })
             .unwrap_or_default(),
-    };
+    }
+}
+
+fn run(
+    ctx: &Context,
+    plan: &Plan,
+    broker: &mut dyn Broker,
+    record: &mut BrokerRecord,
+    audit: &Auditor,
+    outcome: &mut Outcome,
+) -> Result<()> {
+    let journal = opening_journal(ctx, plan, audit);
     let mut state = RunState {
         journal,
         expected: ctx
