@@ -22,26 +22,31 @@ pub struct Described {
     pub archive_blasts: BTreeMap<SpaceName, Blast>,
 }
 
-/// The declared members of a space the plan shows, with their grants, when the broker is
-/// stopped: their acl records are read and written only on a running broker, so a plan made
-/// with it stopped (a first pull request's) would otherwise show no grant at all. A member the
-/// plan already names (a revocation) is not repeated; an archived space's members wait for it.
-fn waiting_members(
+/// The declared members of a space the plan touches that no member change names, each with
+/// its grant, so a reviewer always sees the ACLs of what changes: with the broker stopped
+/// (a first pull request's plan) their acl records are read and written only later, and it
+/// says so; with it running, no change is planned for them; while the space is suspended their
+/// records wait for its resume. An archived space's members wait for it and are not listed.
+fn declared_members(
     desired: &Desired,
     observed: &Observed,
     diff: &Diff,
     name: &SpaceName,
 ) -> Vec<String> {
-    let archived = desired
-        .spaces
-        .get(name)
-        .is_some_and(|s| s.state == SpaceState::Archived);
+    let Some(spec) = desired.spaces.get(name) else {
+        return Vec::new();
+    };
     let Some(declared) = desired.members.get(name) else {
         return Vec::new();
     };
-    if observed.is_running() || archived {
-        return Vec::new();
-    }
+    let why = match (spec.state, observed.is_running()) {
+        (SpaceState::Archived, _) => return Vec::new(),
+        (_, false) => "its acl record is written by the next `cotal apply` with the broker running",
+        (SpaceState::Suspended, true) => {
+            "declared; its acl record waits until the space is resumed"
+        }
+        (_, true) => "declared; no change planned",
+    };
     let named: std::collections::BTreeSet<&str> = diff
         .members
         .get(name)
@@ -50,12 +55,7 @@ fn waiting_members(
     declared
         .iter()
         .filter(|(p, _)| !named.contains(p.to_string().as_str()))
-        .map(|(p, grant)| {
-            format!(
-                "member {p}: {} (its acl record is written by the next `cotal apply` with the broker running)",
-                grant.describe()
-            )
-        })
+        .map(|(p, grant)| format!("member {p}: {} ({why})", grant.describe()))
         .collect()
 }
 
@@ -80,7 +80,7 @@ pub fn describe(
         if let Some(m) = diff.members.get(name) {
             details.extend(m.lines());
         }
-        details.extend(waiting_members(desired, observed, diff, name));
+        details.extend(declared_members(desired, observed, diff, name));
         if let Some(c) = diff.sides.get(name) {
             details.extend(c.lines.iter().cloned());
         }
@@ -328,7 +328,7 @@ fn existing(
             _ => details.extend(m.lines()),
         }
     }
-    details.extend(waiting_members(desired, observed, diff, name));
+    details.extend(declared_members(desired, observed, diff, name));
     if let Some(c) = diff.sides.get(name) {
         details.extend(c.lines.iter().cloned());
     }

@@ -125,6 +125,19 @@ fn a_members_grant_is_enforced_by_the_broker_and_narrowing_it_revokes_its_creds(
         record["revision"], 10,
         "one more than the record it replaced"
     );
+    // A plan that touches the space lists its members with their grants, changed or not.
+    b.desire(&format!(
+        "{}[spaces.design.limits]\nmax_connections = 50\n",
+        declared("\"team.>\"")
+    ));
+    let plan = stdout(&b.root.cotal(&["plan"]).assert().success());
+    assert!(
+        plan.contains(
+            "member acme.alice: reads team.>; posts team.backend (declared; no change planned)"
+        ),
+        "{plan}"
+    );
+    b.desire(&declared("\"team.>\""));
     let (old_creds, mut alice_c) = alice(&b);
     let mut seen = b.rt.block_on(async {
         let s = admin.client.subscribe("cotal.design.chat.>").await.unwrap();
