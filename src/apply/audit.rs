@@ -190,6 +190,210 @@ impl Auditor<'_> {
         Ok(())
     }
 
+    /// The transitions a promotion put in force: each re-issued account's (suspended, resumed,
+    /// limits changed, users revoked), each archive and return, a move ended by serving the
+    /// space again, and, with the broker stopped, each add.
+    fn after_promotion(
+        &self,
+        plan: &Plan,
+        running: bool,
+        outcome: &Outcome,
+        after: Option<u64>,
+    ) -> Result<()> {
+        for s in &plan.steps {
+            if let Step::ReissueAccount {
+                space,
+                transition,
+                changes,
+                blast,
+                ..
+            } = s
+                // A return from an archive is audited as such, below.
+                && !plan.steps.iter().any(|a| {
+                    matches!(a, Step::RecordArchive { space: a, .. } if a == space)
+                })
+            {
+                let event = match transition {
+                    Transition::Suspend => Event::SpaceSuspended,
+                    Transition::Resume => Event::SpaceResumed,
+                    Transition::Limits => Event::SpaceLimitsChanged,
+                    Transition::Revoke => Event::UsersRevoked,
+                };
+                let mut what: Vec<String> = changes
+                    .iter()
+                    .map(|c| format!("{}: {} -> {}", c.field, c.from, c.to))
+                    .collect();
+                // A suspension's reason, as the plan records it (the record's own
+                // time and actor are this audit record's).
+                if *transition == Transition::Suspend
+                    && let Some(reason) = suspend_reason(plan, space)
+                {
+                    what.push(format!("reason: {reason}"));
+                }
+                let counts = Counts {
+                    connections: blast.connections_dropped,
+                    ..Counts::default()
+                };
+                self.write(event, Some(space), after, &what.join("; "), Some(counts))?;
+            }
+        }
+        for space in &outcome.relocations_ended {
+            self.write(
+                Event::RelocationFailed,
+                Some(space),
+                after,
+                "ended: the space is served again (resumed, or brought back from its archive) after its export, so the artifact no longer holds it all; a move needs a new fence and export, and its removal needs no receipt now",
+                None,
+            )?;
+        }
+        for s in &plan.steps {
+            if let Step::RecordArchive {
+                space, archived, ..
+            } = s
+            {
+                // The space's whole change: its fence's evictions included.
+                let blast = change_blast(plan, space);
+                let (event, what) = if *archived {
+                    (
+                        Event::SpaceArchived,
+                        format!(
+                            "archived: its account left the config; {}",
+                            blast.describe()
+                        ),
+                    )
+                } else {
+                    (
+                        Event::SpaceUnarchived,
+                        "brought back: its account is loaded again with the data kept on disk"
+                            .to_string(),
+                    )
+                };
+                let kept = blast.kept_on_disk;
+                let counts = Counts {
+                    streams: kept.and_then(|k| k.streams).unwrap_or(0),
+                    messages: kept.and_then(|k| k.messages),
+                    bytes: kept.and_then(|k| k.bytes).unwrap_or(0),
+                    connections: blast.connections_dropped,
+                };
+                self.write(event, Some(space), after, &what, Some(counts))?;
+            }
+        }
+        if !running {
+            for space in added(plan) {
+                self.write(
+                    Event::SpaceAdded,
+                    Some(space),
+                    after,
+                    "added; its streams are provisioned at the next `cotal up`",
+                    None,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The records an interrupted apply owes, written late, and the `space.added` of each add
+    /// it made that its audit ends without (its last record `space.provisioning`) and that this
+    /// plan does not make again.
+    fn after_finishing(
+        &self,
+        plan: &Plan,
+        adding: &[SpaceName],
+        owed: &[AuditRecord],
+    ) -> Result<()> {
+        const LATE: &str = " (recorded by the apply that finished the interrupted one)";
+        // What the log says of each space is read before the late records go in, so
+        // the records below keep it current.
+        if let Some(space) = adding.first() {
+            self.add_unfinished(space)?;
+        }
+        for record in owed {
+            let mut late = record.clone();
+            if !late.outcome.ends_with(LATE) {
+                late.outcome.push_str(LATE);
+            }
+            self.late
+                .borrow_mut()
+                .insert((late.event, late.space.clone()));
+            if let (Some(space), Some(last)) = (&late.space, self.last_events.borrow_mut().as_mut())
+            {
+                last.insert(space.clone(), late.event);
+            }
+            match self.buffer.borrow_mut().as_mut() {
+                Some(buffer) => buffer.push(late),
+                None => store_audit::append(self.root, &late)?,
+            }
+        }
+        for space in adding {
+            // A `space.added` owed above is written already.
+            if owed
+                .iter()
+                .any(|r| r.event == Event::SpaceAdded && r.space.as_ref() == Some(space))
+            {
+                continue;
+            }
+            let again = plan.steps.iter().any(|s| {
+                matches!(s, Step::AddAccount { space: s, .. } | Step::Provision { space: s, .. } if s == space)
+            });
+            let recorded = std::fs::symlink_metadata(self.root.account_record(space)).is_ok();
+            if !again && recorded && self.add_unfinished(space)? {
+                self.write(
+                    Event::SpaceAdded,
+                    Some(space),
+                    None,
+                    "recorded by the apply that finished the interrupted one: the add took effect, its audit record could not be written then",
+                    None,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A removal's end (`space.removed`, with its counts and what was reaped), and the end of
+    /// the move it completes.
+    fn after_reap(
+        &self,
+        plan: &Plan,
+        outcome: &Outcome,
+        (space, account): (&SpaceName, &str),
+        after: Option<u64>,
+    ) -> Result<()> {
+        let counts = plan.steps.iter().find_map(|s| match s {
+            Step::DeleteStreams {
+                space: sp,
+                account: a,
+                ..
+            } if sp == space && a == account => Some(Counts::of(&change_blast(plan, space))),
+            _ => None,
+        });
+        let reaped = outcome
+            .reaped
+            .iter()
+            .find(|(s, _)| s == space)
+            .map(|(_, removed)| removed.join(", "))
+            .filter(|r| !r.is_empty());
+        let mut text = "removed".to_string();
+        if let Some(reaped) = reaped {
+            text.push_str(&format!("; reaped: {reaped}"));
+        }
+        if outcome.reap_failures.iter().any(|f| &f.space == space) {
+            text.push_str("; some local material could not be reaped");
+        }
+        self.write(Event::SpaceRemoved, Some(space), after, &text, counts)?;
+        if let Some(digest) = super::relocation_of(plan, space) {
+            self.write(
+                Event::RelocationCompleted,
+                Some(space),
+                after,
+                &format!(
+                    "moved: the destination verified the artifact (receipt {digest}), and the space is removed from this broker"
+                ),
+                None,
+            )?;
+        }
+        Ok(())
+    }
+
     /// Events of transitions a step completed.
     pub fn after_step(
         &self,
@@ -255,150 +459,10 @@ impl Auditor<'_> {
                 None,
             ),
             // A re-issued account takes effect when the broker loads the promoted config.
-            Step::PromoteConfig { .. } => {
-                for s in &plan.steps {
-                    if let Step::ReissueAccount {
-                        space,
-                        transition,
-                        changes,
-                        blast,
-                        ..
-                    } = s
-                        // A return from an archive is audited as such, below.
-                        && !plan.steps.iter().any(|a| {
-                            matches!(a, Step::RecordArchive { space: a, .. } if a == space)
-                        })
-                    {
-                        let event = match transition {
-                            Transition::Suspend => Event::SpaceSuspended,
-                            Transition::Resume => Event::SpaceResumed,
-                            Transition::Limits => Event::SpaceLimitsChanged,
-                            Transition::Revoke => Event::UsersRevoked,
-                        };
-                        let mut what: Vec<String> = changes
-                            .iter()
-                            .map(|c| format!("{}: {} -> {}", c.field, c.from, c.to))
-                            .collect();
-                        // A suspension's reason, as the plan records it (the record's own
-                        // time and actor are this audit record's).
-                        if *transition == Transition::Suspend
-                            && let Some(reason) = suspend_reason(plan, space)
-                        {
-                            what.push(format!("reason: {reason}"));
-                        }
-                        let counts = Counts {
-                            connections: blast.connections_dropped,
-                            ..Counts::default()
-                        };
-                        self.write(event, Some(space), after, &what.join("; "), Some(counts))?;
-                    }
-                }
-                for space in &outcome.relocations_ended {
-                    self.write(
-                        Event::RelocationFailed,
-                        Some(space),
-                        after,
-                        "ended: the space is served again (resumed, or brought back from its archive) after its export, so the artifact no longer holds it all; a move needs a new fence and export, and its removal needs no receipt now",
-                        None,
-                    )?;
-                }
-                for s in &plan.steps {
-                    if let Step::RecordArchive {
-                        space, archived, ..
-                    } = s
-                    {
-                        // The space's whole change: its fence's evictions included.
-                        let blast = change_blast(plan, space);
-                        let (event, what) = if *archived {
-                            (
-                                Event::SpaceArchived,
-                                format!(
-                                    "archived: its account left the config; {}",
-                                    blast.describe()
-                                ),
-                            )
-                        } else {
-                            (
-                                Event::SpaceUnarchived,
-                                "brought back: its account is loaded again with the data kept on disk"
-                                    .to_string(),
-                            )
-                        };
-                        let kept = blast.kept_on_disk;
-                        let counts = Counts {
-                            streams: kept.and_then(|k| k.streams).unwrap_or(0),
-                            messages: kept.and_then(|k| k.messages),
-                            bytes: kept.and_then(|k| k.bytes).unwrap_or(0),
-                            connections: blast.connections_dropped,
-                        };
-                        self.write(event, Some(space), after, &what, Some(counts))?;
-                    }
-                }
-                if !running {
-                    for space in added(plan) {
-                        self.write(
-                            Event::SpaceAdded,
-                            Some(space),
-                            after,
-                            "added; its streams are provisioned at the next `cotal up`",
-                            None,
-                        )?;
-                    }
-                }
-                Ok(())
-            }
+            Step::PromoteConfig { .. } => self.after_promotion(plan, running, outcome, after),
             // An add the interrupted apply made but could not audit (its last record is
             // `space.provisioning`) and that this plan does not make again: it took effect.
-            Step::FinishJournal { adding, owed, .. } => {
-                const LATE: &str = " (recorded by the apply that finished the interrupted one)";
-                // What the log says of each space is read before the late records go in, so
-                // the records below keep it current.
-                if let Some(space) = adding.first() {
-                    self.add_unfinished(space)?;
-                }
-                for record in owed {
-                    let mut late = record.clone();
-                    if !late.outcome.ends_with(LATE) {
-                        late.outcome.push_str(LATE);
-                    }
-                    self.late
-                        .borrow_mut()
-                        .insert((late.event, late.space.clone()));
-                    if let (Some(space), Some(last)) =
-                        (&late.space, self.last_events.borrow_mut().as_mut())
-                    {
-                        last.insert(space.clone(), late.event);
-                    }
-                    match self.buffer.borrow_mut().as_mut() {
-                        Some(buffer) => buffer.push(late),
-                        None => store_audit::append(self.root, &late)?,
-                    }
-                }
-                for space in adding {
-                    // A `space.added` owed above is written already.
-                    if owed
-                        .iter()
-                        .any(|r| r.event == Event::SpaceAdded && r.space.as_ref() == Some(space))
-                    {
-                        continue;
-                    }
-                    let again = plan.steps.iter().any(|s| {
-                        matches!(s, Step::AddAccount { space: s, .. } | Step::Provision { space: s, .. } if s == space)
-                    });
-                    let recorded =
-                        std::fs::symlink_metadata(self.root.account_record(space)).is_ok();
-                    if !again && recorded && self.add_unfinished(space)? {
-                        self.write(
-                            Event::SpaceAdded,
-                            Some(space),
-                            None,
-                            "recorded by the apply that finished the interrupted one: the add took effect, its audit record could not be written then",
-                            None,
-                        )?;
-                    }
-                }
-                Ok(())
-            }
+            Step::FinishJournal { adding, owed, .. } => self.after_finishing(plan, adding, owed),
             // Added archived: its record is all it gets, no promotion loads it.
             Step::AddAccount { space, spec, .. } if spec.state == SpaceState::Archived => self.write(
                 Event::SpaceAdded,
@@ -465,42 +529,7 @@ impl Auditor<'_> {
                 &changes.join("; "),
                 None,
             ),
-            Step::Reap { space, account } => {
-                let counts = plan.steps.iter().find_map(|s| match s {
-                    Step::DeleteStreams {
-                        space: sp,
-                        account: a,
-                        ..
-                    } if sp == space && a == account => Some(Counts::of(&change_blast(plan, space))),
-                    _ => None,
-                });
-                let reaped = outcome
-                    .reaped
-                    .iter()
-                    .find(|(s, _)| s == space)
-                    .map(|(_, removed)| removed.join(", "))
-                    .filter(|r| !r.is_empty());
-                let mut text = "removed".to_string();
-                if let Some(reaped) = reaped {
-                    text.push_str(&format!("; reaped: {reaped}"));
-                }
-                if outcome.reap_failures.iter().any(|f| &f.space == space) {
-                    text.push_str("; some local material could not be reaped");
-                }
-                self.write(Event::SpaceRemoved, Some(space), after, &text, counts)?;
-                if let Some(digest) = super::relocation_of(plan, space) {
-                    self.write(
-                        Event::RelocationCompleted,
-                        Some(space),
-                        after,
-                        &format!(
-                            "moved: the destination verified the artifact (receipt {digest}), and the space is removed from this broker"
-                        ),
-                        None,
-                    )?;
-                }
-                Ok(())
-            }
+            Step::Reap { space, account } => self.after_reap(plan, outcome, (space, account), after),
             _ => Ok(()),
         }
     }
