@@ -199,72 +199,13 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             protect,
             suspended,
             confirm,
-        } => {
-            let name = space(&name)?;
-            let limits: Vec<(String, String)> = limits
-                .iter()
-                .map(|l| {
-                    l.split_once('=')
-                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-                        .ok_or_else(|| {
-                            Error::input(format!(
-                                "--limit {l:?}: write KEY=VALUE, e.g. max_connections=200"
-                            ))
-                        })
-                })
-                .collect::<Result<_>>()?;
-            let state = if suspended {
-                SpaceState::Suspended
-            } else {
-                SpaceState::Active
-            };
-            let edit_fn = |text: &str| -> Result<String> {
-                if edit::has_space(text, &name).map_err(Error::input)? {
-                    if !limits.is_empty() || protect || suspended {
-                        return Err(Error::input(format!(
-                            "cotal.toml already has a table for {}; change its settings there and run `cotal apply`",
-                            name.quoted()
-                        )));
-                    }
-                    return Ok(text.to_string());
-                }
-                let edited =
-                    edit::add_space(text, &name, state, protect, &limits).map_err(Error::input)?;
-                // What the flags wrote is judged as the flags: an error names them, never a
-                // line of cotal's in-memory edit of the file (a file that was already broken
-                // is reported as it is, by the apply).
-                if crate::desired::parse(text, "cotal.toml").is_ok()
-                    && let Err(e) = crate::desired::parse(&edited, "cotal.toml")
-                {
-                    let first = e.lines().next().unwrap_or_default();
-                    let why = first.split_once(": ").map_or(first, |(_, why)| why);
-                    let flags: Vec<String> = limits
-                        .iter()
-                        .map(|(k, v)| format!("--limit {k}={v}"))
-                        .collect();
-                    return Err(Error::input(
-                        crate::diagnostic::Diagnostic::new(format!(
-                            "cotal space add {} {}: {why}; nothing was written.",
-                            name.quoted(),
-                            flags.join(" ")
-                        ))
-                        .next("fix the flag and run it again"),
-                    ));
-                }
-                Ok(edited)
-            };
-            apply_cmd::flow(
-                global,
-                &root,
-                &confirm.confirm(false, Vec::new()),
-                Request {
-                    edit: Some(&edit_fn),
-                    only: only(&name),
-                    verb: Some(SpaceVerb::Add),
-                    ..Request::default()
-                },
-            )
-        }
+        } => add(
+            global,
+            &root,
+            &name,
+            (&limits, protect, suspended),
+            &confirm,
+        ),
         Command::Rm {
             name,
             confirm,
@@ -370,6 +311,80 @@ pub fn run(global: &Global, command: Command) -> Result<i32> {
             super::backup_cmd::restore(global, &name, &dir, (relocate, receipt.as_deref()), format)
         }
     }
+}
+
+/// `cotal space add`: the space's table written from the flags (judged as the flags), then
+/// applied alone.
+fn add(
+    global: &Global,
+    root: &crate::store::Root,
+    name: &str,
+    (limits, protect, suspended): (&[String], bool, bool),
+    confirm: &VerbArgs,
+) -> Result<i32> {
+    let name = space(name)?;
+    let limits: Vec<(String, String)> = limits
+        .iter()
+        .map(|l| {
+            l.split_once('=')
+                .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                .ok_or_else(|| {
+                    Error::input(format!(
+                        "--limit {l:?}: write KEY=VALUE, e.g. max_connections=200"
+                    ))
+                })
+        })
+        .collect::<Result<_>>()?;
+    let state = if suspended {
+        SpaceState::Suspended
+    } else {
+        SpaceState::Active
+    };
+    let edit_fn = |text: &str| -> Result<String> {
+        if edit::has_space(text, &name).map_err(Error::input)? {
+            if !limits.is_empty() || protect || suspended {
+                return Err(Error::input(format!(
+                    "cotal.toml already has a table for {}; change its settings there and run `cotal apply`",
+                    name.quoted()
+                )));
+            }
+            return Ok(text.to_string());
+        }
+        let edited = edit::add_space(text, &name, state, protect, &limits).map_err(Error::input)?;
+        // What the flags wrote is judged as the flags: an error names them, never a
+        // line of cotal's in-memory edit of the file (a file that was already broken
+        // is reported as it is, by the apply).
+        if crate::desired::parse(text, "cotal.toml").is_ok()
+            && let Err(e) = crate::desired::parse(&edited, "cotal.toml")
+        {
+            let first = e.lines().next().unwrap_or_default();
+            let why = first.split_once(": ").map_or(first, |(_, why)| why);
+            let flags: Vec<String> = limits
+                .iter()
+                .map(|(k, v)| format!("--limit {k}={v}"))
+                .collect();
+            return Err(Error::input(
+                crate::diagnostic::Diagnostic::new(format!(
+                    "cotal space add {} {}: {why}; nothing was written.",
+                    name.quoted(),
+                    flags.join(" ")
+                ))
+                .next("fix the flag and run it again"),
+            ));
+        }
+        Ok(edited)
+    };
+    apply_cmd::flow(
+        global,
+        root,
+        &confirm.confirm(false, Vec::new()),
+        Request {
+            edit: Some(&edit_fn),
+            only: only(&name),
+            verb: Some(SpaceVerb::Add),
+            ..Request::default()
+        },
+    )
 }
 
 fn set_state(
