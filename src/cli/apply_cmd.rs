@@ -218,6 +218,47 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             eprintln!("{line}");
         }
     };
+    report_outcome(
+        &report,
+        global,
+        root,
+        &applied,
+        (summary, progress.elapsed()),
+    );
+    let p = Palette::new(global.colour);
+    if json {
+        print!(
+            "{}",
+            outcome_document(&prepared_plan, &applied, progress.elapsed())
+        );
+    }
+    if !applied.outcome.failed.is_empty() {
+        // On standard error, like every failure: what failed and what to do next.
+        eprintln!(
+            "{} partly applied: {} space step(s) failed; every other step is done.",
+            p.remove.apply_to("error:"),
+            applied.outcome.failed.len()
+        );
+        for f in &applied.outcome.failed {
+            eprintln!("  {f}");
+        }
+        eprintln!(
+            "next: fix what each names (the space's own streams, connections or registry), then `cotal apply` again: it plans only what is left"
+        );
+        return Ok(crate::error::exit::PARTLY_APPLIED);
+    }
+    Ok(0)
+}
+
+/// The apply's outcome for people, line by line through `report`: each reload confirmed, the
+/// summary, the generations, the state file's write, what was reaped and purged.
+fn report_outcome(
+    report: &dyn Fn(String),
+    global: &Global,
+    root: &Root,
+    applied: &op::Applied,
+    (summary, elapsed): (crate::plan::Summary, Duration),
+) {
     for took in &applied.reloads {
         let ms = took.as_secs_f64() * 1000.0;
         let nodes = applied.nodes;
@@ -246,7 +287,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                 summary.change,
                 summary.remove,
                 crate::report::settings_clause(summary.settings, "changed"),
-                super::progress::took(progress.elapsed())
+                super::progress::took(elapsed)
             ))
             .to_string(),
     );
@@ -287,83 +328,66 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
             p.warn.apply_to("warning:")
         ));
     }
-    if json {
-        print!(
-            "{}",
-            outcome::Outcome {
-                format_version: outcome::FORMAT_VERSION,
-                status: if applied.outcome.failed.is_empty() {
-                    outcome::Status::Applied
-                } else {
-                    outcome::Status::PartlyApplied
-                },
-                plan: &prepared_plan,
-                generation: applied
-                    .outcome
-                    .generations()
-                    .map(|(from, to)| outcome::Generation { from, to }),
-                reloads_ms: applied
-                    .reloads
-                    .iter()
-                    .map(|d| d.as_secs_f64() * 1000.0)
-                    .collect(),
-                nodes: applied.nodes,
-                failed: applied
-                    .outcome
-                    .failed
-                    .iter()
-                    .map(|f| outcome::Failed {
-                        space: f.space.to_string(),
-                        step: f.step.clone(),
-                        reason: f.reason.clone(),
-                    })
-                    .collect(),
-                reaped: applied
-                    .outcome
-                    .reaped
-                    .iter()
-                    .map(|(space, removed)| outcome::Reaped {
-                        space: space.to_string(),
-                        removed: removed.clone(),
-                    })
-                    .collect(),
-                purged: applied
-                    .outcome
-                    .purged
-                    .iter()
-                    .map(|p| outcome::Purged {
-                        space: p.space.to_string(),
-                        streams: p.streams,
-                        messages: p.messages,
-                    })
-                    .collect(),
-                reap_failures: applied
-                    .outcome
-                    .reap_failures
-                    .iter()
-                    .map(|f| f.to_string())
-                    .collect(),
-                duration_ms: progress.elapsed().as_millis() as u64,
-            }
-            .json()
-        );
+}
+
+/// The one JSON document of an apply's outcome (`schemas/apply.schema.json`), the plan in it.
+fn outcome_document(plan: &Plan, applied: &op::Applied, elapsed: Duration) -> String {
+    outcome::Outcome {
+        format_version: outcome::FORMAT_VERSION,
+        status: if applied.outcome.failed.is_empty() {
+            outcome::Status::Applied
+        } else {
+            outcome::Status::PartlyApplied
+        },
+        plan,
+        generation: applied
+            .outcome
+            .generations()
+            .map(|(from, to)| outcome::Generation { from, to }),
+        reloads_ms: applied
+            .reloads
+            .iter()
+            .map(|d| d.as_secs_f64() * 1000.0)
+            .collect(),
+        nodes: applied.nodes,
+        failed: applied
+            .outcome
+            .failed
+            .iter()
+            .map(|f| outcome::Failed {
+                space: f.space.to_string(),
+                step: f.step.clone(),
+                reason: f.reason.clone(),
+            })
+            .collect(),
+        reaped: applied
+            .outcome
+            .reaped
+            .iter()
+            .map(|(space, removed)| outcome::Reaped {
+                space: space.to_string(),
+                removed: removed.clone(),
+            })
+            .collect(),
+        purged: applied
+            .outcome
+            .purged
+            .iter()
+            .map(|p| outcome::Purged {
+                space: p.space.to_string(),
+                streams: p.streams,
+                messages: p.messages,
+            })
+            .collect(),
+        reap_failures: applied
+            .outcome
+            .reap_failures
+            .iter()
+            .map(|f| f.to_string())
+            .collect(),
+        duration_ms: elapsed.as_millis() as u64,
     }
-    if !applied.outcome.failed.is_empty() {
-        // On standard error, like every failure: what failed and what to do next.
-        eprintln!(
-            "{} partly applied: {} space step(s) failed; every other step is done.",
-            p.remove.apply_to("error:"),
-            applied.outcome.failed.len()
-        );
-        for f in &applied.outcome.failed {
-            eprintln!("  {f}");
-        }
-        eprintln!(
-            "next: fix what each names (the space's own streams, connections or registry), then `cotal apply` again: it plans only what is left"
-        );
-        return Ok(crate::error::exit::PARTLY_APPLIED);
-    }
-    Ok(0)
+    .json()
 }
 
 fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
