@@ -949,6 +949,27 @@ impl Plan {
         crate::digest::sha256(&serde_json::to_vec(&decisions).expect("steps serialize"))
     }
 
+    /// What the system account's pending re-issue would do for the spaces `keep` (its own
+    /// changes, and the revocations of those spaces' `$SYS` users; its changes end with one
+    /// line per revoked space, in name order), in words; `None` when nothing of it is theirs.
+    fn system_left_for(&self, keep: &std::collections::BTreeSet<SpaceName>) -> Option<String> {
+        self.steps.iter().find_map(|s| match s {
+            Step::ReissueSystemAccount {
+                revoke, changes, ..
+            } => {
+                let own = changes.len().saturating_sub(revoke.len());
+                let mut kept = changes[..own].to_vec();
+                for ((name, _), line) in revoke.iter().zip(&changes[own..]) {
+                    if keep.contains(name) {
+                        kept.push(line.clone());
+                    }
+                }
+                (!kept.is_empty()).then(|| kept.join("; "))
+            }
+            _ => None,
+        })
+    }
+
     /// The part of the plan about `keep` (the imperative `cotal space` verbs): their steps, the
     /// open journal's (always finished whole), and the one promotion when a kept step changes
     /// the config or the config has drifted. Other spaces' pending edits are left for a later
@@ -964,46 +985,10 @@ impl Plan {
                 keep.extend(purges.iter().cloned());
             }
         }
-        // The system account's re-issue is the root's, not another space's pending edit: what
-        // it would do for the kept spaces is named in the warning that leaves it for `cotal
-        // apply` (its changes end with one line per revoked space, in name order).
-        let narrowed_system = self.steps.iter().find_map(|s| match s {
-            Step::ReissueSystemAccount {
-                rotate,
-                evictor,
-                revoke,
-                handed_out,
-                pruned,
-                changes,
-            } => {
-                let own = changes.len().saturating_sub(revoke.len());
-                let mut kept_changes = changes[..own].to_vec();
-                let mut kept_revoke = std::collections::BTreeMap::new();
-                for ((name, keys), line) in revoke.iter().zip(&changes[own..]) {
-                    if keep.contains(name) {
-                        kept_revoke.insert(name.clone(), keys.clone());
-                        kept_changes.push(line.clone());
-                    }
-                }
-                let keep_step = !kept_changes.is_empty();
-                keep_step.then_some(Step::ReissueSystemAccount {
-                    rotate: *rotate,
-                    evictor: *evictor,
-                    revoke: kept_revoke,
-                    handed_out: handed_out.clone(),
-                    pruned: pruned.clone(),
-                    changes: kept_changes,
-                })
-            }
-            _ => None,
-        });
         // A verb narrowed to its spaces never rewrites the broker's trust (seed 000 §4: tenant
         // verbs never write broker.json, which holds the system account): a pending re-issue
         // of it is left for `cotal apply`, and said so.
-        let system_left = narrowed_system.as_ref().map(|s| match s {
-            Step::ReissueSystemAccount { changes, .. } => changes.join("; "),
-            _ => String::new(),
-        });
+        let system_left = self.system_left_for(&keep);
         let kept = |s: &Step| s.space().is_some_and(|sp| keep.contains(sp));
         let dropped_config_change = self.steps.iter().any(|s| s.changes_config() && !kept(s));
         let kept_config_change = self.steps.iter().any(|s| s.changes_config() && kept(s));
