@@ -281,8 +281,29 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         on(UpEvent::CutCleared);
     }
 
+    complete_provisioning(
+        root,
+        (&desired, digest),
+        &lock,
+        (args.timeout, progress),
+        on,
+    )
+}
+
+/// `up`'s last stage, with every node started and the config promoted: booting completes
+/// provisioning (docs/design/lifecycle-model.md, "Booting completes provisioning") of every
+/// space already applied and in service, from what the broker says it holds, through the
+/// executor (its journal and audit, as apply would).
+fn complete_provisioning(
+    root: &Root,
+    (desired, digest): (&crate::desired::Desired, String),
+    lock: &lock::Lock,
+    (timeout, progress): (Duration, &dyn Progress),
+    on: &dyn Fn(UpEvent),
+) -> Result<Served> {
+    let topology = &desired.topology;
     // Booting completes provisioning (docs/design/lifecycle-model.md, "Booting completes provisioning"), from what the broker says it holds.
-    let observed = observe::observe(root, &desired, digest)?;
+    let observed = observe::observe(root, desired, digest)?;
     for n in &observed.nodes {
         if n.remote() && !n.process.is_running() {
             on(UpEvent::RemoteNotAnswering {
@@ -292,12 +313,12 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         }
     }
     if topology.is_cluster() {
-        let leader = wait_for_meta_leader(root, topology, &observed, args.timeout)?;
+        let leader = wait_for_meta_leader(root, topology, &observed, timeout)?;
         on(UpEvent::MetaLeader(leader));
     }
     let observed = if topology.is_cluster() {
         // Read again now that JetStream answers cluster-wide.
-        observe::observe(root, &desired, observed.desired_digest.clone())?
+        observe::observe(root, desired, observed.desired_digest.clone())?
     } else {
         observed
     };
@@ -309,7 +330,7 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
             .next("`cotal status` to see the broker, then `cotal apply`, which provisions whatever is missing"),
         ));
     }
-    let mut provisioning = plan::compute(&desired, &observed, &plan::Intent::default())?;
+    let mut provisioning = plan::compute(desired, &observed, &plan::Intent::default())?;
     provisioning.steps.retain(|s| {
         // Only spaces already applied: `up` completes provisioning, it does not apply cotal.toml
         // (and not suspended or archived there: neither accepts a provisioner).
@@ -323,9 +344,9 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         let mut broker = Running::connect(root, topology, &observed)?;
         let outcome = execute(
             root,
-            &desired,
+            desired,
             &observed,
-            &lock,
+            lock,
             progress,
             &provisioning,
             &mut broker,
