@@ -97,79 +97,8 @@ pub fn text_with(plan: &Plan, p: &Palette, options: TextOptions) -> String {
             "stopped"
         }
     );
-    for c in &plan.changes {
-        let style = match c.action {
-            Action::Add => &p.add,
-            Action::Change => &p.change,
-            Action::Remove => &p.remove,
-        };
-        let verb = match c.action {
-            Action::Add => "add",
-            Action::Change => "change",
-            Action::Remove => "remove",
-        };
-        let account = c
-            .account
-            .as_deref()
-            .map(|a| format!(" (account {})", &a[..a.len().min(12)]))
-            .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "  {} {} {verb}{}",
-            style.apply_to(c.action.symbol()),
-            style.apply_to(c.space.quoted()).bold(),
-            p.dim.apply_to(account)
-        );
-        for d in &c.details {
-            let _ = writeln!(out, "      {d}");
-        }
-        let blast = c.blast.describe();
-        if !blast.is_empty() {
-            let _ = writeln!(out, "      {} {blast}", p.bold.apply_to("blast radius:"));
-        }
-    }
-    if !plan.changes.is_empty() {
-        out.push('\n');
-    }
-    let _ = writeln!(out, "{}", p.bold.apply_to("Steps:"));
-    for (i, step) in plan.steps.iter().enumerate() {
-        let _ = writeln!(out, "  {}. {}", i + 1, step.title());
-        if let Step::ReissueSystemAccount { changes, .. } = step {
-            for c in changes {
-                let _ = writeln!(out, "     {} {c}", p.change.apply_to("~"));
-            }
-        }
-        if let Step::Fence { blast, .. } | Step::RecordArchive { blast, .. } = step
-            && !blast.describe().is_empty()
-        {
-            let _ = writeln!(
-                out,
-                "     {}",
-                p.dim
-                    .apply_to(format!("blast radius: {}", blast.describe()))
-            );
-        }
-        if let Step::PromoteConfig { reasons, blast, .. } = step {
-            let _ = writeln!(
-                out,
-                "     {}",
-                p.dim.apply_to(format!(
-                    "because: {}",
-                    reasons
-                        .iter()
-                        .map(|r| r.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ))
-            );
-            let _ = writeln!(
-                out,
-                "     {}",
-                p.dim
-                    .apply_to(format!("blast radius: {}", blast.describe()))
-            );
-        }
-    }
+    changes_section(&mut out, plan, p);
+    steps_section(&mut out, plan, p);
     if !plan.warnings.is_empty() {
         out.push('\n');
         for w in &plan.warnings {
@@ -261,4 +190,85 @@ pub fn text_with(plan: &Plan, p: &Palette, options: TextOptions) -> String {
         }
     }
     out
+}
+
+/// Each space change: its symbol, name and account, its details and its blast radius.
+fn changes_section(out: &mut String, plan: &Plan, p: &Palette) {
+    for c in &plan.changes {
+        let style = match c.action {
+            Action::Add => &p.add,
+            Action::Change => &p.change,
+            Action::Remove => &p.remove,
+        };
+        let verb = match c.action {
+            Action::Add => "add",
+            Action::Change => "change",
+            Action::Remove => "remove",
+        };
+        let account = c
+            .account
+            .as_deref()
+            .map(|a| format!(" (account {})", &a[..a.len().min(12)]))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "  {} {} {verb}{}",
+            style.apply_to(c.action.symbol()),
+            style.apply_to(c.space.quoted()).bold(),
+            p.dim.apply_to(account)
+        );
+        for d in &c.details {
+            let _ = writeln!(out, "      {d}");
+        }
+        let blast = c.blast.describe();
+        if !blast.is_empty() {
+            let _ = writeln!(out, "      {} {blast}", p.bold.apply_to("blast radius:"));
+        }
+    }
+    if !plan.changes.is_empty() {
+        out.push('\n');
+    }
+}
+
+/// The numbered steps, each with what it re-issues, why and its blast radius.
+fn steps_section(out: &mut String, plan: &Plan, p: &Palette) {
+    let _ = writeln!(out, "{}", p.bold.apply_to("Steps:"));
+    for (i, step) in plan.steps.iter().enumerate() {
+        let _ = writeln!(out, "  {}. {}", i + 1, step.title());
+        if let Step::ReissueSystemAccount { changes, .. } = step {
+            for c in changes {
+                let _ = writeln!(out, "     {} {c}", p.change.apply_to("~"));
+            }
+        }
+        if let Step::Fence { blast, .. } | Step::RecordArchive { blast, .. } = step
+            && !blast.describe().is_empty()
+        {
+            let _ = writeln!(
+                out,
+                "     {}",
+                p.dim
+                    .apply_to(format!("blast radius: {}", blast.describe()))
+            );
+        }
+        if let Step::PromoteConfig { reasons, blast, .. } = step {
+            let _ = writeln!(
+                out,
+                "     {}",
+                p.dim.apply_to(format!(
+                    "because: {}",
+                    reasons
+                        .iter()
+                        .map(|r| r.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ))
+            );
+            let _ = writeln!(
+                out,
+                "     {}",
+                p.dim
+                    .apply_to(format!("blast radius: {}", blast.describe()))
+            );
+        }
+    }
 }
