@@ -395,70 +395,9 @@ pub fn observed(
     };
     let mut inventory = Inventory::default();
     for (name, s) in &state.spaces {
-        let claims: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&s.jwt)
-            .map_err(|e| format!("the JWT of space {}: {e}", name.quoted()))?;
-        if claims.sub != s.account || !trust.signs_accounts(&claims.iss) {
-            return Err(format!(
-                "the JWT of space {} is not its account's, or not signed by this operator",
-                name.quoted()
-            ));
-        }
-        let mut space = ObservedSpace::recorded(
-            s.account.clone(),
-            s.signing_key.clone(),
-            s.jwt.clone(),
-            claims.nats.limits,
-            claims.nats.revocations,
-        );
-        space.exports = claims.nats.exports.clone();
-        space.imports = claims.nats.imports.clone();
-        for (role, side) in &s.side_accounts {
-            let c: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&side.jwt)
-                .map_err(|e| format!("the {role} side account of space {}: {e}", name.quoted()))?;
-            if c.sub != side.account || !trust.signs_accounts(&c.iss) {
-                return Err(format!(
-                    "the {role} side account of space {} is not its key's, or not signed by this operator",
-                    name.quoted()
-                ));
-            }
-            space.sides.insert(
-                role.clone(),
-                crate::observed::ObservedSide {
-                    account_pub: side.account.clone(),
-                    jwt: side.jwt.clone(),
-                    claims: c.nats,
-                },
-            );
-        }
-        space.archived = s.archived.clone();
-        space.relocation = s.relocation.clone();
-        space.revoked = s.revoked.clone();
-        space.side_revoked = s.side_revoked.clone();
-        space.protect_recorded = s.protect;
-        space.suspension_recorded = s.suspension.clone();
-        space.usage = Usage {
-            source: UsageSource::Unknown,
-            streams: s
-                .streams
-                .iter()
-                .map(|n| StreamUsage {
-                    name: n.clone(),
-                    messages: None,
-                    bytes: 0,
-                })
-                .collect(),
-            connections: None,
-            per_account: Vec::new(),
-            by_member: Default::default(),
-        };
-        space.sys_creds_present = s.sys_creds;
-        space.sys_users = s.sys_users.clone();
-        space.sys_issued = s.sys_issued.clone();
-        space.registry = match &s.channels {
-            Some(r) => crate::observed::RegistryState::Read(r.clone()),
-            None => crate::observed::RegistryState::Unknown,
-        };
-        inventory.spaces.insert(name.clone(), space);
+        inventory
+            .spaces
+            .insert(name.clone(), observed_space(name, s, &trust)?);
     }
     let keys = match &b.system_keys {
         SystemKeys::Scoped(k) => SysKeysState::Scoped(k.clone()),
@@ -548,6 +487,80 @@ pub fn observed(
                 .collect()
         },
     })
+}
+
+/// One space of the state as a plan observes it: its JWT and each side account's checked
+/// against the trust (its key's, signed by this operator), its records, and its streams known
+/// by name only (no live figures).
+fn observed_space(
+    name: &SpaceName,
+    s: &AppliedSpace,
+    trust: &BrokerTrust,
+) -> Result<ObservedSpace, String> {
+    let claims: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&s.jwt)
+        .map_err(|e| format!("the JWT of space {}: {e}", name.quoted()))?;
+    if claims.sub != s.account || !trust.signs_accounts(&claims.iss) {
+        return Err(format!(
+            "the JWT of space {} is not its account's, or not signed by this operator",
+            name.quoted()
+        ));
+    }
+    let mut space = ObservedSpace::recorded(
+        s.account.clone(),
+        s.signing_key.clone(),
+        s.jwt.clone(),
+        claims.nats.limits,
+        claims.nats.revocations,
+    );
+    space.exports = claims.nats.exports.clone();
+    space.imports = claims.nats.imports.clone();
+    for (role, side) in &s.side_accounts {
+        let c: jwt::Claims<jwt::AccountNats> = jwt::decode_verified(&side.jwt)
+            .map_err(|e| format!("the {role} side account of space {}: {e}", name.quoted()))?;
+        if c.sub != side.account || !trust.signs_accounts(&c.iss) {
+            return Err(format!(
+                "the {role} side account of space {} is not its key's, or not signed by this operator",
+                name.quoted()
+            ));
+        }
+        space.sides.insert(
+            role.clone(),
+            crate::observed::ObservedSide {
+                account_pub: side.account.clone(),
+                jwt: side.jwt.clone(),
+                claims: c.nats,
+            },
+        );
+    }
+    space.archived = s.archived.clone();
+    space.relocation = s.relocation.clone();
+    space.revoked = s.revoked.clone();
+    space.side_revoked = s.side_revoked.clone();
+    space.protect_recorded = s.protect;
+    space.suspension_recorded = s.suspension.clone();
+    space.usage = Usage {
+        source: UsageSource::Unknown,
+        streams: s
+            .streams
+            .iter()
+            .map(|n| StreamUsage {
+                name: n.clone(),
+                messages: None,
+                bytes: 0,
+            })
+            .collect(),
+        connections: None,
+        per_account: Vec::new(),
+        by_member: Default::default(),
+    };
+    space.sys_creds_present = s.sys_creds;
+    space.sys_users = s.sys_users.clone();
+    space.sys_issued = s.sys_issued.clone();
+    space.registry = match &s.channels {
+        Some(r) => crate::observed::RegistryState::Read(r.clone()),
+        None => crate::observed::RegistryState::Unknown,
+    };
+    Ok(space)
 }
 
 /// The store sizes a plan from the state judges by: what `cotal.toml` declares (a pull request
