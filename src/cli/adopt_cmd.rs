@@ -6,7 +6,7 @@
 //! instead ([`crate::ops::adopt_nsc`]): its keys and JWTs become a new root's records.
 
 use super::Global;
-use super::apply_cmd::{self, ConfirmArgs};
+use super::apply_cmd;
 use crate::adopt::Rotation;
 use crate::error::Result;
 use crate::ops::apply::Request;
@@ -121,18 +121,16 @@ pub fn run(global: &Global, mut args: Args) -> Result<i32> {
             apply_cmd::flow(
                 global,
                 &root,
-                &ConfirmArgs {
+                &apply_cmd::VerbArgs {
                     // Approved with the adoption that named it; asked for on its own when
                     // the adoption had nothing else to do.
                     auto_approve: args.auto_approve || outcome.carried_out,
-                    allow_destroy: false,
                     lock_timeout: args.lock_timeout,
                     format: crate::report::Format::Text,
                     diff: false,
                     allow_degraded: false,
-                    prune_revocations: false,
-                    relocated: Vec::new(),
-                },
+                }
+                .confirm(false, Vec::new()),
                 Request {
                     rotate: Rotate {
                         sys: true,

@@ -22,28 +22,15 @@ pub struct Args {
     pub confirm: ConfirmArgs,
 }
 
-/// Confirmation and locking options shared by apply and the space verbs.
+/// Confirmation and locking options of `apply` and the verbs that may destroy data: a verb's
+/// own ([`VerbArgs`]) and what only such a plan needs.
 #[derive(Debug, Clone, clap::Args)]
 pub struct ConfirmArgs {
-    /// Do not ask for confirmation.
-    #[arg(long)]
-    pub auto_approve: bool,
+    #[command(flatten)]
+    pub common: VerbArgs,
     /// Allow a plan that destroys data (removes spaces) without an interactive `yes`.
     #[arg(long)]
     pub allow_destroy: bool,
-    /// How long to wait for the root's lock (0: fail at once naming the holder).
-    #[arg(long, value_parser = super::parse_duration, default_value = "0")]
-    pub lock_timeout: Duration,
-    /// Output format of the plan shown before applying.
-    #[arg(long, value_enum, default_value_t = Format::Text)]
-    pub format: Format,
-    /// Show the whole server.conf diff (the text plan shows its first 40 lines otherwise).
-    #[arg(long)]
-    pub diff: bool,
-    /// On a cluster with nodes down: proceed when a majority of the nodes run and confirm; the
-    /// others get their config file for their next start (the plan says which).
-    #[arg(long)]
-    pub allow_degraded: bool,
     /// Drop the revocations of monitoring users whose recorded expiry has passed (the plan
     /// names them; check the host's clock first: revoked creds whose expiry has not really
     /// passed would connect again).
@@ -56,9 +43,10 @@ pub struct ConfirmArgs {
     pub relocated: Vec<std::path::PathBuf>,
 }
 
-/// The confirmation options of a space verb that never destroys data (add, suspend, resume,
-/// archive): `--allow-destroy`, `--prune-revocations` and `--relocated` are not offered, since
-/// the verb's plan is narrowed to its space and holds nothing they would allow.
+/// The confirmation options every applying verb has. A space verb that never destroys data
+/// (add, suspend, resume, archive) has only these: `--allow-destroy`, `--prune-revocations` and
+/// `--relocated` are not offered, since its plan is narrowed to its space and holds nothing
+/// they would allow.
 #[derive(Debug, Clone, clap::Args)]
 pub struct VerbArgs {
     /// Do not ask for confirmation.
@@ -83,12 +71,8 @@ impl VerbArgs {
     /// The apply's options for this verb: destroying only when the verb's own flag allows.
     pub fn confirm(&self, allow_destroy: bool, relocated: Vec<std::path::PathBuf>) -> ConfirmArgs {
         ConfirmArgs {
-            auto_approve: self.auto_approve,
+            common: self.clone(),
             allow_destroy,
-            lock_timeout: self.lock_timeout,
-            format: self.format,
-            diff: self.diff,
-            allow_degraded: self.allow_degraded,
             prune_revocations: false,
             relocated,
         }
@@ -119,8 +103,8 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     let mut prepared = op::prepare(
         root,
         Request {
-            lock_timeout: confirm_args.lock_timeout,
-            allow_degraded: confirm_args.allow_degraded,
+            lock_timeout: confirm_args.common.lock_timeout,
+            allow_degraded: confirm_args.common.allow_degraded,
             prune_revocations: confirm_args.prune_revocations,
             relocated: confirm_args.relocated.clone(),
             ..req
@@ -128,18 +112,18 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     )?;
     let shown = super::format_plan(
         &prepared.plan,
-        confirm_args.format,
+        confirm_args.common.format,
         global.colour,
         crate::report::TextOptions {
-            whole_diff: confirm_args.diff,
+            whole_diff: confirm_args.common.diff,
             destroy_hint: !confirm_args.allow_destroy,
         },
     );
     // With --format json the one document of the outcome is printed at the end (the plan in
     // it); the plan is not printed before.
-    let json = confirm_args.format == Format::Json;
+    let json = confirm_args.common.format == Format::Json;
     // The plan is not shown before a JSON apply, so nobody can be asked to approve it.
-    if json && !approved && !confirm_args.auto_approve {
+    if json && !approved && !confirm_args.common.auto_approve {
         return Err(Error::input(
             Diagnostic::new(
                 "--format json prints what was done once it is done; it shows no plan to approve, so it needs --auto-approve (or a saved plan); nothing was changed.",
@@ -198,7 +182,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
                 .next("review the plan above, then re-run with --allow-destroy"),
             ));
         }
-        if confirm_args.format == Format::Text {
+        if confirm_args.common.format == Format::Text {
             println!("\nApplying the saved plan: it is the approval, so nothing is asked.");
         }
     } else {
@@ -212,7 +196,7 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
 
     // With a machine-readable plan on stdout, the progress report goes to stderr.
     let report = |line: String| {
-        if confirm_args.format == Format::Text {
+        if confirm_args.common.format == Format::Text {
             println!("{line}");
         } else {
             eprintln!("{line}");
@@ -391,7 +375,7 @@ fn outcome_document(plan: &Plan, applied: &op::Applied, elapsed: Duration) -> St
 }
 
 fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {
-    if args.auto_approve {
+    if args.common.auto_approve {
         if plan.destroys_data() && !args.allow_destroy {
             return Err(Error::refused(
                 Diagnostic::new(format!(
