@@ -201,7 +201,7 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
 /// space's change. Refused, naming each, so `cotal apply` (which shows them) applies them; a
 /// plan that finishes an interrupted apply is never refused.
 fn refuse_broker_changes(plan: &Plan, verb: &str) -> Result<()> {
-    use crate::plan::{Reason, Step};
+    use crate::plan::Step;
     // Finishing an interrupted apply is never refused: the journal must always be finishable.
     if plan
         .steps
@@ -218,16 +218,7 @@ fn refuse_broker_changes(plan: &Plan, verb: &str) -> Result<()> {
             _ => None,
         })
         .flatten()
-        .filter(|r| {
-            matches!(
-                r,
-                Reason::Settings { .. }
-                    | Reason::StoreMove { .. }
-                    | Reason::Tls { .. }
-                    | Reason::RouteTls { .. }
-                    | Reason::RouteCredential { .. }
-            )
-        })
+        .filter(|r| r.broker_settings() > 0)
         .map(|r| r.to_string())
         .collect();
     if pending.is_empty() {

@@ -164,6 +164,18 @@ pub enum Reason {
 }
 
 impl Reason {
+    /// How many broker settings the reason changes: each `key: old -> new`, each store move, a
+    /// listener's TLS, the route credential (0: not a change of the broker itself). What the
+    /// summary counts, and what a verb narrowed to one space never carries.
+    pub fn broker_settings(&self) -> usize {
+        match self {
+            Reason::Settings { changes } => changes.len(),
+            Reason::StoreMove { moves } => moves.len(),
+            Reason::Tls { .. } | Reason::RouteTls { .. } | Reason::RouteCredential { .. } => 1,
+            _ => 0,
+        }
+    }
+
     /// Whether the reason is one of the plan's own space changes (what an imperative verb
     /// narrows away when it keeps other spaces' changes for later).
     pub fn is_space_change(&self) -> bool {
@@ -812,8 +824,7 @@ fn is_zero_count(n: &usize) -> bool {
     *n == 0
 }
 
-/// How many broker settings the steps' promotions change: each `key: old -> new` of
-/// [`Reason::Settings`], each store move, and a client or route listener's TLS.
+/// How many broker settings the steps' promotions change ([`Reason::broker_settings`]).
 pub fn settings_changed(steps: &[Step]) -> usize {
     steps
         .iter()
@@ -822,12 +833,7 @@ pub fn settings_changed(steps: &[Step]) -> usize {
             _ => None,
         })
         .flatten()
-        .map(|r| match r {
-            Reason::Settings { changes } => changes.len(),
-            Reason::StoreMove { moves } => moves.len(),
-            Reason::Tls { .. } | Reason::RouteTls { .. } => 1,
-            _ => 0,
-        })
+        .map(Reason::broker_settings)
         .sum()
 }
 
