@@ -62,73 +62,12 @@ pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
     let copy = document.clone();
     let (desired, digest) = rayon::join(
         || desired::parse_document(copy, text, &file),
-        || digest_of(document, text),
+        || digest::desired_digest_of(document, text),
     );
     Ok((desired.map_err(Error::input)?, digest))
 }
 
-/// The digest a plan pins `cotal.toml` by: the sha256 of its values in a canonical form (keys
-/// sorted, comments, whitespace, quoting and table layout left out), so an edit of a comment or
-/// of the layout leaves a saved plan valid and any change of a value makes it stale.
-pub fn desired_digest(text: &str) -> String {
-    match toml::de::DeTable::parse(text) {
-        Ok(document) => digest_of(document, text),
-        // Text that does not parse is never planned from; its bytes stand for it.
-        Err(_) => digest::sha256(text.as_bytes()),
-    }
-}
-
-/// [`desired_digest`] of `text`, parsed as `document`.
-fn digest_of(document: desired::Document<'_>, text: &str) -> String {
-    use serde::Deserialize;
-    use std::io::Write;
-    fn canonical(v: &toml::Value, out: &mut Vec<u8>) {
-        let json = |out: &mut Vec<u8>, s: &String| {
-            serde_json::to_writer(out, s).expect("a string serializes")
-        };
-        // Writes to a vector do not fail.
-        let _ = match v {
-            toml::Value::Table(t) => {
-                let mut keys: Vec<&String> = t.keys().collect();
-                keys.sort();
-                out.push(b'{');
-                for k in keys {
-                    json(out, k);
-                    out.push(b':');
-                    canonical(&t[k.as_str()], out);
-                    out.push(b',');
-                }
-                out.push(b'}');
-                Ok(())
-            }
-            toml::Value::Array(a) => {
-                out.push(b'[');
-                for item in a {
-                    canonical(item, out);
-                    out.push(b',');
-                }
-                out.push(b']');
-                Ok(())
-            }
-            toml::Value::String(s) => {
-                json(out, s);
-                Ok(())
-            }
-            toml::Value::Integer(i) => write!(out, "i{i}"),
-            toml::Value::Float(f) => write!(out, "f{f:?}"),
-            toml::Value::Boolean(b) => write!(out, "b{b}"),
-            toml::Value::Datetime(d) => write!(out, "d{d}"),
-        };
-    }
-    match toml::Value::deserialize(toml::de::Deserializer::from(document)) {
-        Ok(value) => {
-            let mut out = Vec::new();
-            canonical(&value, &mut out);
-            digest::sha256(&out)
-        }
-        Err(_) => digest::sha256(text.as_bytes()),
-    }
-}
+pub use crate::digest::desired_digest;
 
 /// Observe the root.
 /// The original Cotal's material that names no tenant ([`Observed::unattributed_material`]):

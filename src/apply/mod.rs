@@ -82,21 +82,7 @@ pub struct Purged {
     pub bytes: Option<u64>,
 }
 
-/// One space's step that failed while the others went on.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SpaceFailure {
-    pub space: SpaceName,
-    /// The step's title (`provision "x"`, `write the channel registry of "x"`).
-    pub step: String,
-    /// What went wrong, first line.
-    pub reason: String,
-}
-
-impl std::fmt::Display for SpaceFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.step, self.reason)
-    }
-}
+pub use crate::outcomes::SpaceFailure;
 
 /// After this many spaces' steps failed in a row, the next failure is not one space's: the
 /// broker itself is failing them all (stopped, out of quorum, out of disk), and the apply stops

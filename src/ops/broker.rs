@@ -10,9 +10,9 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::observe;
 use crate::observed::PromotedConfig;
+pub use crate::outcomes::{DownEvent, Served, Stopped, UpEvent};
 use crate::plan::{self, Step};
 use crate::store::{Root, lock};
-use std::path::PathBuf;
 use std::time::Duration;
 
 /// What `up` is asked.
@@ -24,49 +24,6 @@ pub struct Up {
     pub allow_destroy: bool,
 }
 
-/// What `up` tells as it goes.
-pub enum UpEvent {
-    /// A node was started (`node`: its name on a cluster).
-    Started {
-        node: Option<String>,
-        pid: u32,
-        listener: Listener,
-    },
-    /// The cut of `down --preserve-state` was cleared.
-    CutCleared,
-    /// A node another machine runs does not answer through the cluster.
-    RemoteNotAnswering { node: String, config: PathBuf },
-    /// The cluster's JetStream meta leader.
-    MetaLeader(String),
-    /// A provisioning step `up` completed.
-    Provisioned(String),
-}
-
-/// What `up` leaves.
-pub enum Served {
-    /// Every node already ran (`pid`: a single server's).
-    AlreadyRunning { pid: Option<u32> },
-    /// The broker runs and serves these spaces at this generation.
-    Started {
-        spaces: usize,
-        generation: u64,
-        /// The registries its provisioning seeded, each at its revision (for the state
-        /// refresh that follows: `ops::state::refresh`).
-        registry_seeded: std::collections::BTreeMap<crate::model::SpaceName, u64>,
-        /// The spaces whose own provisioning failed (each step and why, as `apply` says it):
-        /// not served; every other space is. Non-empty: `up` exits 8, partly done.
-        failed: Vec<crate::apply::SpaceFailure>,
-    },
-    /// An interrupted apply's journal is open: the nodes that were not running were started on
-    /// the config they last ran, and nothing was promoted or provisioned (the next `cotal apply`
-    /// finishes the journal, which may need every node running: a cluster's removal does).
-    StartedForJournal {
-        started: usize,
-        /// The spaces the journal removes.
-        removals: Vec<crate::model::SpaceName>,
-    },
-}
-
 /// What `down` is asked.
 pub struct Down {
     /// How long nats-server gets after SIGTERM before SIGKILL.
@@ -74,38 +31,6 @@ pub struct Down {
     pub lock_timeout: Duration,
     /// Record a cut for `space backup` and `space restore`.
     pub preserve_state: bool,
-}
-
-/// What `down` tells of each node (`node`: its name when there is more than one).
-pub enum DownEvent {
-    Stopped {
-        node: Option<String>,
-        pid: u32,
-    },
-    /// The pidfile named a process that is not this root's nats-server; it was removed.
-    StalePidfile {
-        node: Option<String>,
-        pid: u32,
-    },
-    NotRunning {
-        node: Option<String>,
-    },
-    /// Another machine runs it: stop it there.
-    Remote {
-        node: String,
-    },
-}
-
-/// What `down` leaves.
-pub enum Stopped {
-    /// The root has no `.cotal/`: no broker of it can run.
-    NeverInitialised,
-    Stopped,
-    /// Stopped, with a cut recorded.
-    Cut {
-        at: String,
-        generation: u64,
-    },
 }
 
 /// Render from the inventory, start nats-server (every node of a cluster that is not

@@ -10,7 +10,7 @@
 //! Pure: built from values the operations returned. No secret is in any of them: a creds
 //! document names the file the creds were written to, never the creds.
 
-use crate::ops::broker::{DownEvent, Served, Stopped, UpEvent};
+use crate::outcomes::{DownEvent, Served, Stopped, UpEvent};
 use serde::Serialize;
 
 /// Bumped when one of these documents changes shape incompatibly.

@@ -469,7 +469,7 @@ fn clash(a: &NodeSpec, b: &NodeSpec) -> Option<(Field, String)> {
 /// A node's `config` as written may not name `cotal.toml`, anything in `.cotal/` but the node's
 /// own folder, or climb out with `..`: cotal replaces that file with the node's config (and a
 /// plan shows what it holds). Absolute paths are checked against the root when it is known
-/// ([`crate::store::Root::check_node_config`]).
+/// (`cotal::store::Root::check_node_config`).
 pub(crate) fn check_config_path(node: &str, path: String) -> Result<String, String> {
     use std::path::Component;
     let parts: Vec<Component> = std::path::Path::new(&path)

@@ -1,7 +1,7 @@
 //! The lifecycle audit: one JSON object per transition, appended to `.cotal/audit.jsonl`.
 //!
 //! The event types and their fields are here (pure); writing and reading are in
-//! [`crate::store::audit`]. Mandatory events are written before the work they announce, so an
+//! `cotal::store::audit`. Mandatory events are written before the work they announce, so an
 //! apply whose audit cannot be written stops before its commit point (fail closed: docs/design/lifecycle-model.md,
 //! "The audit fails closed").
 

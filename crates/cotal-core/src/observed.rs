@@ -584,7 +584,7 @@ pub struct ObservedInclude {
     pub problems: Vec<String>,
 }
 
-/// The TLS material of `[broker.tls]`, as observed ([`crate::tls`] reads it).
+/// The TLS material of `[broker.tls]`, as observed (`cotal::tls` reads it).
 /// What the broker's TLS files are, as far as a plan needs them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TlsFacts {
@@ -691,7 +691,7 @@ pub struct ServerInfo {
     pub drift_cache: Option<crate::drift_verdicts::DriftCache>,
 }
 
-/// One node's recorded store (`.cotal/store.json`, [`crate::store::store_home`]).
+/// One node's recorded store (`.cotal/store.json`, `cotal::store::store_home`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StoreHome {

@@ -1,6 +1,6 @@
 //! The state's signature: what lets `cotal plan --state` in a pull request's CI trust a
 //! `state.json` it did not make. The root holds a state key (`.cotal/auth/state.seed`, an
-//! ed25519 nkey of the module type, public key `M…`; see [`crate::store::state_key`]), used for
+//! ed25519 nkey of the module type, public key `M…`; see `cotal::store::state_key`), used for
 //! nothing else: not the operator's identity, so a leaked state key signs no account. Every
 //! state cotal writes carries `signature = {key, sig}`; `plan --state` checks it against a
 //! public key given outside the pull request (`--state-key`, `COTAL_STATE_KEY`).

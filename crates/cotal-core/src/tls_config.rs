@@ -1,6 +1,6 @@
 //! The TLS tables of `cotal.toml` as declared: `[broker.tls]` (the client listener of every
 //! node) and `[cluster.tls]` (mutual TLS on a cluster's routes), parsed and validated. Pure:
-//! the files they name are read and checked by observation ([`crate::tls`]), and each problem
+//! the files they name are read and checked by observation (`cotal::tls`), and each problem
 //! is reported at its key's place in `cotal.toml`.
 
 use crate::topology::{check_host, check_path};
@@ -11,7 +11,7 @@ use toml::Spanned;
 pub type At<'a> = &'a dyn Fn(usize, String) -> String;
 
 /// `[broker.tls]` as declared. Paths are as written (relative ones are relative to the root);
-/// the files are read and checked by observation ([`crate::tls`]), and each problem is
+/// the files are read and checked by observation (`cotal::tls`), and each problem is
 /// reported at the key's place in `cotal.toml`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct TlsSettings {

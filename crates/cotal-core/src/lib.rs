@@ -1,0 +1,85 @@
+//! cotal-core: what cotal decides, as plain functions of their inputs. `desired + observed +
+//! intent -> plan` lives here, with the vocabulary, `cotal.toml` parsed and edited, the
+//! topology, the streams, channels, members and permissions of a space, its lifecycle, the JWTs,
+//! the state and its signature, what observation found and the drift verdicts, adoption's
+//! planning, the planner and every report. Nothing here reads a file, the environment or the
+//! clock, starts a process or a thread, draws randomness or talks to a broker: the `cotal`
+//! crate holds those edges and re-exports every module below under its own name, so
+//! `cotal::plan` is `cotal_core::plan`. `clippy.toml` disallows the IO, and
+//! `tests/it/architecture.rs` (in `cotal`) checks the sources and this manifest.
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | [`desired`] | `cotal.toml` parsed and validated (file:line:column errors) |
+//! | [`tls_config`] | the `[broker.tls]` and `[cluster.tls]` tables as declared, parsed and validated |
+//! | [`topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` parsed and validated |
+//! | [`model`] | the vocabulary: space names (and how they are shown), states, limits, sizes, listeners |
+//! | [`observed`] | what observation found, as plain data |
+//! | [`drift_verdicts`] | verdicts on stream configs and what vouches for them (the drift cache's data) |
+//! | [`plan`] | `(desired, observed, intent) -> Plan` in named stages (`plan::Intent`: the rotations and `--allow-degraded` of one run); the closed `Step` set; refusals |
+//! | [`report`] | a plan as text, JSON and markdown; the versioned JSON documents of what each verb did |
+//! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view |
+//! | [`route_auth`] | the cluster's route credential, derived from the operator seed, and its include file |
+//! | [`lifecycle`] | a space's derived state and servability |
+//! | [`relocation`] | a space's move to another broker: the source's record, the destination's receipt, and the check of one against the other |
+//! | [`adopt`] | adoption of a root the original Cotal made: what was found, what adopting it does, the `cotal.toml` it writes |
+//! | [`members`] | declared members of a space and their channel ACLs: who may read and post where, the `acl` records, what a plan changes of them |
+//! | [`side_accounts`] | the accounts beside a space's: one per declared member, its observer's and its evictor's, each importing from the space only what its principal may do; the space's and the system account's exports; the monitoring account; the check of kept imports |
+//! | [`nsc`] | adoption of an operator managed with nsc: its store's keys and JWTs as a broker and its spaces, the claims cotal does not model |
+//! | [`streams`] | the one table of a space's streams and buckets |
+//! | [`permissions`] | the permissions of every user cotal mints |
+//! | [`jwt`] | typed NATS JWTs, signing and verification |
+//! | [`digest`] | the sha256 digests plans and generation records pin |
+//! | [`audit`] | the lifecycle audit's record types |
+//! | [`edit`] | format-preserving edits of `cotal.toml` for the space verbs |
+//! | [`channels`] | channels declared per space: validation, wire form, diff against the registry |
+//! | [`secret`] | a seed that never prints |
+//! | [`include`] | `[broker] include`: what an operator's nats-server settings may hold, parsed as nats-server reads them (the edge reads the file) |
+//! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) |
+//! | [`state_signature`] | the state's signature: sign with the root's state key, verify against the key given from outside the pull request |
+//! | [`error`] | the error kinds and their exit codes |
+//! | [`diagnostic`] | a refusal or error as data: what, tenants, blast radius, next steps |
+//! | [`toml_fmt`] | `cotal fmt`: cotal.toml in one canonical layout, comments and meaning kept |
+//! | [`outcomes`] | what the edge's operations tell and return (`up`'s and `down`'s events, a space's failed step), as plain data for the reports |
+//! | `testing` | plain-data fixtures shared by the unit and the integration tests (hidden, not an API) |
+//!
+//! docs/design/architecture.md ("The shape of the code") describes the two crates.
+
+#![forbid(unsafe_code)]
+// Unit tests draw fresh keys and read the example files; the library itself is linted without
+// this (clippy's lib target), so production code stays held to clippy.toml.
+#![cfg_attr(test, allow(clippy::disallowed_methods, clippy::disallowed_types))]
+
+pub mod adopt;
+pub mod audit;
+pub mod channels;
+pub mod desired;
+pub mod diagnostic;
+pub mod digest;
+pub mod drift_verdicts;
+pub mod edit;
+pub mod error;
+pub mod include;
+pub mod jwt;
+pub mod lifecycle;
+pub mod members;
+pub mod model;
+pub mod nsc;
+pub mod observed;
+pub mod outcomes;
+pub mod permissions;
+pub mod plan;
+pub mod relocation;
+pub mod render;
+pub mod report;
+pub mod route_auth;
+pub mod secret;
+pub mod side_accounts;
+pub mod state;
+pub mod state_signature;
+pub mod streams;
+#[doc(hidden)]
+pub mod testing;
+pub mod tls_config;
+pub mod toml_fmt;
+pub mod topology;
