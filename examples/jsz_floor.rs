@@ -31,10 +31,11 @@ async fn main() -> Result<(), Failure> {
     let account = cotal::store::account_record::load(&root, &space)?
         .account
         .public;
-    let creds = cotal::mint::system_users(&root, "cotal-monitor", cotal::permissions::monitor())?
-        .into_iter()
-        .next()
-        .ok_or("no system user")?;
+    let creds =
+        cotal::mint::system_users(&root, "cotal-monitor", cotal::space::permissions::monitor())?
+            .into_iter()
+            .next()
+            .ok_or("no system user")?;
     let client = async_nats::ConnectOptions::with_credentials(&creds)?
         .connect(url.as_str())
         .await?;

@@ -8,7 +8,7 @@
 //! provisioning took, then the seconds the wait for every account's JetStream took before it.
 
 use cotal::broker::live::{kv_config, stream_config};
-use cotal::streams::{self, Expected};
+use cotal::space::streams::{self, Expected};
 use futures::StreamExt;
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
@@ -41,7 +41,7 @@ async fn main() -> Result<(), Failure> {
             &record.account.public,
             &record.account.signing_seed,
             "floor",
-            cotal::permissions::provisioner(),
+            cotal::space::permissions::provisioner(),
             None,
             None,
         )?
@@ -132,8 +132,8 @@ async fn provision(url: &str, creds: &str, token: &str) -> Result<(), Failure> {
     let registry = js.get_key_value(streams::registry_bucket(token)).await?;
     registry
         .create(
-            cotal::channels::DEFAULTS_KEY,
-            cotal::channels::SEEDED_DEFAULTS.into(),
+            cotal::space::channels::DEFAULTS_KEY,
+            cotal::space::channels::SEEDED_DEFAULTS.into(),
         )
         .await?;
     Ok(())

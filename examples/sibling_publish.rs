@@ -40,13 +40,13 @@ async fn main() -> Result<(), Failure> {
         &record.account.public,
         &record.account.signing_seed,
         user,
-        cotal::permissions::admin(&token),
+        cotal::space::permissions::admin(&token),
         None,
         None,
     )?
     .creds;
     let client = async_nats::ConnectOptions::with_credentials(&creds)?
-        .custom_inbox_prefix(cotal::permissions::member_inbox(user))
+        .custom_inbox_prefix(cotal::space::permissions::member_inbox(user))
         .connect(url.as_str())
         .await?;
     let js = async_nats::jetstream::new(client);

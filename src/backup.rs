@@ -19,11 +19,11 @@ use crate::error::{Error, IoContext, Result};
 use crate::mint;
 use crate::model::SpaceName;
 use crate::observed::BrokerTrust;
-use crate::permissions;
-use crate::secret::Seed;
+use crate::space::permissions;
+use crate::space::streams;
 use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic, jetstream_dir, partial_copy};
-use crate::streams;
+use crate::trust::secret::Seed;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -73,7 +73,7 @@ impl Manifest {
     fn committed_digest(&self) -> String {
         let mut bare = self.clone();
         bare.commitment = None;
-        crate::digest::sha256(&serde_json::to_vec(&bare).expect("a manifest serializes"))
+        crate::trust::digest::sha256(&serde_json::to_vec(&bare).expect("a manifest serializes"))
     }
 
     /// Sign the manifest (naming its operator already) with the account's identity key.
@@ -412,7 +412,7 @@ fn copy_into(from: &Path, to: &Path, rel: &str, out: &mut Vec<FileEntry>) -> Res
 /// artifact's identity, as a relocation records it and its receipt names it.
 pub fn manifest_digest(dir: &Path) -> Result<String> {
     manifest_bytes(&dir.join(MANIFEST))
-        .map(|bytes| crate::digest::sha256(&bytes))
+        .map(|bytes| crate::trust::digest::sha256(&bytes))
         .map_err(|why| Error::refused(format!("{why}: the artifact is not complete")))
 }
 

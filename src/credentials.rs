@@ -11,7 +11,7 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::{GenerationState, JournalState};
-use crate::permissions::{self, Profile, SysRole};
+use crate::space::permissions::{self, Profile, SysRole};
 use crate::store::users::{self, Minted};
 use crate::store::{Root, account_record, audit, generation, journal, lock::Lock};
 use std::time::Duration;
@@ -29,12 +29,15 @@ pub struct Request {
     /// `None`: never expires.
     pub expires: Option<Duration>,
     /// A declared member (`--member`): its user carries the member's grant, not `profile`'s.
-    pub member: Option<(crate::members::Principal, crate::members::Grant)>,
+    pub member: Option<(
+        crate::space::members::Principal,
+        crate::space::members::Grant,
+    )>,
 }
 
 /// A minted user: the creds file (secret) and what the ledger recorded.
 pub struct Issued {
-    pub creds: crate::secret::Secret,
+    pub creds: crate::trust::secret::Secret,
     pub minted: Minted,
 }
 
@@ -172,15 +175,14 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
         issued_at: user.issued_at,
         expires_at: user.expires_at,
         signed_by: Some(record.account.signing_pub.clone()),
-        member: request
-            .member
-            .as_ref()
-            .map(|(principal, grant)| crate::members::MemberMark {
+        member: request.member.as_ref().map(|(principal, grant)| {
+            crate::space::members::MemberMark {
                 principal: principal.to_string(),
                 grant: grant.digest(),
                 read: grant.read.clone(),
                 post: grant.post.clone(),
-            }),
+            }
+        }),
         owner_guard: request.member.is_none() && request.profile == Profile::Admin,
         account: (issuer_account != account).then_some(issuer_account),
     };
@@ -201,7 +203,7 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
         ),
     )?;
     Ok(Issued {
-        creds: crate::secret::Secret::new(user.creds),
+        creds: crate::trust::secret::Secret::new(user.creds),
         minted,
     })
 }
@@ -211,11 +213,11 @@ pub fn mint(root: &Root, _lock: &Lock, account: &str, request: &Request) -> Resu
 fn member_account(
     record: &account_record::AccountRecord,
     space: &SpaceName,
-    principal: &crate::members::Principal,
+    principal: &crate::space::members::Principal,
 ) -> Result<String> {
     match record
         .side_accounts
-        .get(&crate::side_accounts::SideRole::Member(principal.clone()))
+        .get(&crate::space::side_accounts::SideRole::Member(principal.clone()))
     {
         Some(side) => Ok(side.public.clone()),
         None => Err(Error::refused(
@@ -308,7 +310,7 @@ pub fn revoke(
 /// A system user handed out by `cotal creds --system`: the creds (secret) and what the system
 /// users' ledger recorded.
 pub struct IssuedSystem {
-    pub creds: crate::secret::Secret,
+    pub creds: crate::trust::secret::Secret,
     pub minted: Minted<SysRole>,
 }
 
@@ -404,7 +406,7 @@ pub fn mint_system(
         ),
     )?;
     Ok(IssuedSystem {
-        creds: crate::secret::Secret::new(user.creds),
+        creds: crate::trust::secret::Secret::new(user.creds),
         minted,
     })
 }

@@ -1,9 +1,9 @@
 //! `[broker] include` read from the root: the file, bounded and checked, as an
 //! [`ObservedInclude`]. What it may hold and how it is parsed is the core's
-//! ([`cotal_core::include`], re-exported here).
+//! ([`cotal_core::desired::include`], re-exported here).
 
 use crate::observed::ObservedInclude;
-pub use cotal_core::include::*;
+pub use cotal_core::desired::include::*;
 
 /// Read the include `path` (relative to `dir`, the root) and check it.
 pub fn observe(dir: &std::path::Path, path: &str, at: &str) -> ObservedInclude {

@@ -36,10 +36,8 @@
 
 pub use cotal_core;
 pub use cotal_core::{
-    adopt, audit, channels, desired, diagnostic, digest, drift_verdicts, edit, error, jwt,
-    lifecycle, members, model, nsc, observed, outcomes, permissions, plan, relocation, render,
-    report, route_auth, secret, side_accounts, state, state_signature, streams, tls_config,
-    toml_fmt, topology,
+    adopt, audit, desired, diagnostic, error, model, observed, outcomes, plan, render, report,
+    space, trust,
 };
 
 pub mod apply;

@@ -1,7 +1,7 @@
 //! Minting trust material: the broker's operator and system account, space accounts, and users.
 //!
 //! This is an edge, not the pure core: it draws fresh keys (randomness) and reads the clock for
-//! `iat`. Everything it signs is built by the pure [`crate::jwt`] module.
+//! `iat`. Everything it signs is built by the pure [`crate::trust::jwt`] module.
 //!
 //! Invariants: seeds leave this module only inside records that are written 0600 or creds that
 //! are handed to the caller; the system account never has JetStream; accounts are signed by the
@@ -9,12 +9,12 @@
 
 use crate::clock::now;
 use crate::diagnostic::Diagnostic;
-use crate::jwt::{self, AccountLimits, Permissions};
 use crate::model::{SpaceName, SpaceSpec};
-use crate::permissions::SysRole;
-use crate::secret::Seed;
+use crate::space::permissions::SysRole;
 use crate::store::account_record::{AccountKeys, AccountRecord};
 use crate::store::broker_record::{BrokerRecord, OperatorKeys, SysAccount, SysKeys};
+use crate::trust::jwt::{self, AccountLimits, Permissions};
+use crate::trust::secret::Seed;
 use nkeys::KeyPair;
 
 /// A new broker: an operator with a signing key, and a system account whose JWT lists scoped
@@ -64,7 +64,7 @@ pub fn broker(multi_space: bool, evictor: bool) -> Result<BrokerRecord, String> 
     })
 }
 
-/// The root's monitoring account ([`crate::side_accounts::monitor_claims`]): `existing`'s key
+/// The root's monitoring account ([`crate::space::side_accounts::monitor_claims`]): `existing`'s key
 /// re-issued, or a fresh key (whose seed is never kept: its users are signed by the monitor
 /// key), signed by the operator's account signer.
 pub fn monitor_account(
@@ -87,7 +87,7 @@ pub fn monitor_account(
         name: "monitor".into(),
         sub: public.clone(),
         exp: None,
-        nats: crate::side_accounts::monitor_claims(sys_pub, &monitor_key, revocations),
+        nats: crate::space::side_accounts::monitor_claims(sys_pub, &monitor_key, revocations),
     };
     let jwt = jwt::encode(&mut claims, &signer)?;
     Ok(crate::store::account_record::SideAccount { public, jwt })
@@ -120,7 +120,7 @@ pub fn sys_account_jwt(
     let signer = operator.account_signer().key_pair()?;
     let mut claims = jwt::account_claims("SYS", sys_pub, "", AccountLimits::system(), now());
     claims.nats.signing_keys = Vec::new();
-    claims.nats.exports = crate::side_accounts::system_exports();
+    claims.nats.exports = crate::space::side_accounts::system_exports();
     if let Some(keys) = keys {
         for role in SysRole::ALL.into_iter().filter(|r| r.in_system_account()) {
             if let Some(seed) = keys.get(role) {
@@ -155,7 +155,7 @@ pub fn account(
         AccountLimits::for_space(spec),
         now(),
     );
-    claims.nats.exports = crate::side_accounts::space_exports(&space.token());
+    claims.nats.exports = crate::space::side_accounts::space_exports(&space.token());
     let token = jwt::encode(&mut claims, &operator)?;
     Ok(AccountRecord {
         space: space.to_string(),
@@ -226,7 +226,7 @@ pub fn reissue(
                 .or_insert_with(|| serde_json::Value::Array(Vec::new()))
                 .as_array_mut()
                 .ok_or("its exports are not a list")?;
-            for e in crate::side_accounts::space_exports(&space.token()) {
+            for e in crate::space::side_accounts::space_exports(&space.token()) {
                 let e = serde_json::to_value(e).map_err(|e| e.to_string())?;
                 if !exports.contains(&e) {
                     exports.push(e);
@@ -244,7 +244,7 @@ pub fn reissue(
         now(),
     );
     claims.nats.revocations = revocations.clone();
-    claims.nats.exports = crate::side_accounts::space_exports(&space.token());
+    claims.nats.exports = crate::space::side_accounts::space_exports(&space.token());
     out.account.jwt = jwt::encode(&mut claims, &operator)?;
     Ok(out)
 }
@@ -252,13 +252,13 @@ pub fn reissue(
 /// The record with its side accounts written: each of `write` minted (a fresh key, whose seed
 /// is never kept: the operator signs the account, and its users are signed by the space's
 /// signing key or the root's scoped system keys) or re-issued under its key with the claims
-/// its role calls for ([`crate::side_accounts::claims`]), each of `drop` removed.
+/// its role calls for ([`crate::space::side_accounts::claims`]), each of `drop` removed.
 pub fn side_accounts(
     broker: &BrokerRecord,
     record: &AccountRecord,
     suspended: bool,
     write: &[crate::plan::sides::SideWrite],
-    drop: &[crate::side_accounts::SideRole],
+    drop: &[crate::space::side_accounts::SideRole],
 ) -> Result<AccountRecord, String> {
     use crate::store::account_record::SideAccount;
     let operator = broker.operator.account_signer().key_pair()?;
@@ -282,7 +282,7 @@ pub fn side_accounts(
             .as_i64()
             .unwrap_or(jwt::UNLIMITED)
     };
-    let ctx = crate::side_accounts::Space {
+    let ctx = crate::space::side_accounts::Space {
         token: &token,
         account: &record.account.public,
         signing_key: &record.account.signing_pub,
@@ -309,7 +309,12 @@ pub fn side_accounts(
             name: w.role.account_name(&token),
             sub: public.clone(),
             exp: None,
-            nats: crate::side_accounts::claims(&w.role, &ctx, w.grant.as_ref(), &w.revocations),
+            nats: crate::space::side_accounts::claims(
+                &w.role,
+                &ctx,
+                w.grant.as_ref(),
+                &w.revocations,
+            ),
         };
         let jwt = jwt::encode(&mut claims, &operator)?;
         out.side_accounts
@@ -439,7 +444,7 @@ pub fn system_users(
     use crate::store::broker_record;
     let record = record_for_system_users(root)?;
     let sys = &record.sys.public;
-    let ephemeral = Some(crate::permissions::EPHEMERAL);
+    let ephemeral = Some(crate::space::permissions::EPHEMERAL);
     let mint = |seed: &Seed, scoped: bool| -> crate::error::Result<String> {
         let creds = if scoped {
             scoped_user(sys, seed, name, ephemeral, None)

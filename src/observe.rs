@@ -7,23 +7,24 @@ use crate::broker::identity::{self, Listener, Liveness};
 use crate::broker::live;
 use crate::desired::{self, Desired};
 use crate::diagnostic::Diagnostic;
-use crate::digest;
-use crate::drift_verdicts::{DriftCache, Verdict, Vouching};
 use crate::error::{Error, Result};
+use crate::mint;
 use crate::model::SpaceName;
 use crate::observed::ObservedSpace;
+use crate::observed::drift_verdicts::{DriftCache, Verdict, Vouching};
 use crate::observed::{
     BrokerProcess, BrokerRecordState, Capacity, CapacitySource, Inventory, JournalState, Observed,
     ObservedNode, PromotedConfig, ServerInfo, Store, StreamUsage, SysKeysState, SystemObserved,
     Usage, UsageSource,
 };
+use crate::space::{permissions, streams};
 use crate::store::folder_cache::{self, FolderCache};
 use crate::store::signature_memo::SignatureMemo;
 use crate::store::{
     Root, broker_record, desired_file, generation, inventory, jetstream_dir, journal, server_conf,
     space_dir, users,
 };
-use crate::{mint, permissions, streams};
+use crate::trust::digest;
 use rayon::prelude::*;
 use std::collections::BTreeMap;
 
@@ -67,7 +68,7 @@ pub fn desired_from_text(root: &Root, text: &str) -> Result<(Desired, String)> {
     Ok((desired.map_err(Error::input)?, digest))
 }
 
-pub use crate::digest::desired_digest;
+pub use crate::trust::digest::desired_digest;
 
 /// Observe the root.
 /// The original Cotal's material that names no tenant ([`Observed::unattributed_material`]):
@@ -293,7 +294,7 @@ fn read_records(root: &Root, now: i64) -> Result<Records> {
                 .collect();
             system.handed_out_revoked = ledger.revoked;
             system.monitor = record.sys.monitor_account.as_ref().and_then(|m| {
-                crate::jwt::decode_verified::<crate::jwt::AccountNats>(&m.jwt)
+                crate::trust::jwt::decode_verified::<crate::trust::jwt::AccountNats>(&m.jwt)
                     .ok()
                     .map(|c| (m.public.clone(), c.nats))
             });
@@ -620,7 +621,7 @@ fn digests_of(
     let preloads = crate::observed::preloads(spaces);
     let credential = match crate::store::broker_record::load(root) {
         Ok(crate::store::broker_record::Loaded::Valid((record, _))) => {
-            Some(crate::route_auth::RouteCredential::derive(
+            Some(crate::trust::route_auth::RouteCredential::derive(
                 &record.operator.seed,
                 observed.route_rotation,
             ))
@@ -778,7 +779,7 @@ fn observe_live(
             })
         {
             space.registry =
-                crate::observed::RegistryState::Read(crate::channels::seeded(revision));
+                crate::observed::RegistryState::Read(crate::space::channels::seeded(revision));
         }
     }
     match &known_registries.read {
@@ -938,7 +939,7 @@ fn local_files(
     if listing.has(SpaceFile::Relocation) {
         space.relocation = match crate::store::relocation::load(root, name, &space.account_pub) {
             Ok(r) => r,
-            Err(e) => Some(crate::relocation::Relocation::unreadable(
+            Err(e) => Some(crate::adopt::relocation::Relocation::unreadable(
                 &space.account_pub,
                 &e.to_string(),
             )),
@@ -978,15 +979,17 @@ fn set_ledger(space: &mut crate::observed::ObservedSpace, ledger: users::Ledger)
         .filter(|m| !ledger.is_revoked(&m.key, m.issued_at))
         .filter(|m| m.expires_at.is_none_or(|t| t > crate::clock::now()))
         .filter_map(|m| {
-            m.member.as_ref().map(|mark| crate::members::MemberUser {
-                principal: mark.principal.clone(),
-                key: m.key.clone(),
-                grant: mark.grant.clone(),
-                issued_at: m.issued_at,
-                read: mark.read.clone(),
-                post: mark.post.clone(),
-                account: m.account.clone(),
-            })
+            m.member
+                .as_ref()
+                .map(|mark| crate::space::members::MemberUser {
+                    principal: mark.principal.clone(),
+                    key: m.key.clone(),
+                    grant: mark.grant.clone(),
+                    issued_at: m.issued_at,
+                    read: mark.read.clone(),
+                    post: mark.post.clone(),
+                    account: m.account.clone(),
+                })
         })
         .collect();
     // The users the ledger records that still connect (not revoked, not expired) and match.
@@ -1005,12 +1008,12 @@ fn set_ledger(space: &mut crate::observed::ObservedSpace, ledger: users::Ledger)
             .collect()
     };
     space.retired_users = in_force(&|m| {
-        m.profile == crate::permissions::Profile::Member
+        m.profile == crate::space::permissions::Profile::Member
             && m.member.is_none()
             && m.account.is_none()
     });
     space.unguarded_owners =
-        in_force(&|m| m.profile == crate::permissions::Profile::Admin && !m.owner_guard);
+        in_force(&|m| m.profile == crate::space::permissions::Profile::Admin && !m.owner_guard);
     // Each revocation goes to the account its user lives in: a side account's users' to it
     // (with `*`, every user of the space), the others' to the space's account.
     let in_side: std::collections::BTreeMap<&str, &str> = ledger
@@ -1244,7 +1247,7 @@ fn node_conf(f: &crate::store::NodeFiles) -> Result<Option<PromotedConfig>> {
 /// The system account as the broker record holds it: which scoped keys it keeps (or the legacy
 /// `sys.seed`), the JWT's revocations, and whether its scoped keys carry today's templates.
 fn system_observed(record: &broker_record::BrokerRecord, legacy_seed: bool) -> SystemObserved {
-    use crate::jwt::{self, AccountNats};
+    use crate::trust::jwt::{self, AccountNats};
     use permissions::SysRole;
     let claims = jwt::decode_verified::<AccountNats>(&record.sys.jwt).ok();
     let revocations = claims
@@ -1427,7 +1430,7 @@ fn bucket_reader(
     name: &SpaceName,
     space: &crate::observed::ObservedSpace,
     user: &str,
-    permissions: crate::jwt::Permissions,
+    permissions: crate::trust::jwt::Permissions,
 ) -> Result<Option<String>> {
     let record = crate::store::account_record::load(root, name)?;
     if record.account.public != space.account_pub {
@@ -1448,7 +1451,7 @@ fn bucket_reader(
 
 /// A bucket as read: its keys, missing (no bucket yet), or why reading it failed.
 fn bucket_state(
-    result: std::result::Result<Option<crate::channels::Registry>, String>,
+    result: std::result::Result<Option<crate::space::channels::Registry>, String>,
 ) -> crate::observed::RegistryState {
     use crate::observed::RegistryState;
     match result {
@@ -1588,7 +1591,7 @@ fn judged(inventory: &Inventory, figures: &live::Figures) -> Option<DriftCache> 
 fn verdict(
     name: &SpaceName,
     quota: Option<u64>,
-    voucher: &crate::drift_verdicts::Voucher,
+    voucher: &crate::observed::drift_verdicts::Voucher,
     (drift, artifact_max_bytes): (Vec<(String, Vec<String>)>, Option<i64>),
 ) -> Verdict {
     Verdict {
@@ -1710,7 +1713,9 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
             space
                 .sides
                 .iter()
-                .filter(|(role, _)| matches!(role, crate::side_accounts::SideRole::Member(_)))
+                .filter(|(role, _)| {
+                    matches!(role, crate::space::side_accounts::SideRole::Member(_))
+                })
                 .filter_map(|(_, side)| figures.accounts.get(&side.account_pub))
                 .map(|a| a.connections)
                 .filter(|c| *c > 0),
@@ -1721,7 +1726,7 @@ fn apply_figures(inventory: &mut Inventory, figures: &live::Figures, replicas: O
             .sides
             .iter()
             .filter_map(|(role, side)| match role {
-                crate::side_accounts::SideRole::Member(p) => Some((
+                crate::space::side_accounts::SideRole::Member(p) => Some((
                     p.to_string(),
                     figures
                         .accounts
@@ -1901,7 +1906,7 @@ pub fn promoted_listener(promoted: Option<&PromotedConfig>, host: &str, port: u1
 /// The root's broker, three-valued, from the kernel's view of the pidfile's process and the
 /// listener (see [`crate::broker::identity`]).
 pub fn broker_process(
-    node: &crate::topology::NodeFiles,
+    node: &crate::desired::topology::NodeFiles,
     listener: &Listener,
 ) -> Result<BrokerProcess> {
     Ok(match identity::probe(node, listener)? {
@@ -1919,7 +1924,7 @@ pub fn broker_process(
 /// refused for the old one; a holder that might be this root's broker unrecognised keeps it
 /// unknown.
 pub fn broker_process_moving(
-    node: &crate::topology::NodeFiles,
+    node: &crate::desired::topology::NodeFiles,
     promoted: &Listener,
     declared: &Listener,
 ) -> Result<BrokerProcess> {
@@ -1945,7 +1950,7 @@ mod tests {
     /// out).
     fn reported_stream(
         name: String,
-        shape: Option<crate::streams::Shape>,
+        shape: Option<crate::space::streams::Shape>,
     ) -> crate::broker::live::StreamFigures {
         crate::broker::live::StreamFigures {
             name,
@@ -2018,7 +2023,7 @@ mod tests {
     fn a_vouched_verdict_gives_its_space_the_drift_and_cap_judged_and_a_fresh_one_is_judged() {
         use super::{Inventory, judged, streams, take_vouched_verdicts};
         use crate::broker::live::{AccountFigures, Figures};
-        use crate::drift_verdicts::{ApiCounters, DriftCache, Verdict, Voucher};
+        use crate::observed::drift_verdicts::{ApiCounters, DriftCache, Verdict, Voucher};
         let (a, sa) = crate::testing::fixed_space(1, "a", &Default::default(), 0);
         let (b, sb) = crate::testing::fixed_space(2, "b", &Default::default(), 0);
         let api = ApiCounters {

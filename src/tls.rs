@@ -37,7 +37,7 @@ pub fn observe(root: &Root, tls: &TlsSettings, purpose: Use) -> ObservedTls {
     let ca = tls.ca.as_ref().and_then(|ca| {
         read(root, ca, &mut problems).and_then(|(path, bytes)| {
             certificates(ca, &bytes, &mut problems)
-                .map(|certs| (path, crate::digest::sha256(&bytes), certs))
+                .map(|certs| (path, crate::trust::digest::sha256(&bytes), certs))
         })
     });
     if let (Some(c), Some(k)) = (&tls.client_cert, &tls.client_key) {
@@ -61,7 +61,7 @@ pub fn observe(root: &Root, tls: &TlsSettings, purpose: Use) -> ObservedTls {
                 cert_file,
                 key_file,
                 ca_file: ca.as_ref().map(|(p, _, _)| p.clone()),
-                fingerprint: crate::digest::sha256(chain[0].as_ref()),
+                fingerprint: crate::trust::digest::sha256(chain[0].as_ref()),
                 not_after,
                 names,
                 ca_fingerprint: ca.map(|(_, f, _)| f),

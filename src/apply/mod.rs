@@ -119,7 +119,7 @@ fn isolated(step: &Step, e: &Error, plan: &Plan, outcome: &Outcome) -> Option<Sp
 
 /// A registry key an apply wrote: the key, the value written (`None`: deleted), and the
 /// revision the broker gave it.
-pub type WrittenKey = crate::channels::Written;
+pub type WrittenKey = crate::space::channels::Written;
 
 /// Local material of a removed space that could not be reaped (the removal itself is done).
 #[derive(Debug, Clone, PartialEq, Eq)]

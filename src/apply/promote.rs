@@ -18,9 +18,9 @@ use crate::model::SpaceName;
 use crate::observed::{
     BrokerTrust, GenerationRecord, GenerationState, Inventory, JournaledRemoval,
 };
-use crate::permissions;
 use crate::plan::{Plan, Step};
 use crate::render;
+use crate::space::permissions;
 use crate::store::broker_record::BrokerRecord;
 use crate::store::signature_memo::SignatureMemo;
 use crate::store::{NodeFiles, Root, account_record, generation, inventory, server_conf};
@@ -66,7 +66,7 @@ pub fn promote(
     };
     let memo = SignatureMemo::load(root, record.operator.seed.expose());
     let inv = checked_inventory(root, &trust, &memo, &state.expected, dropped)?;
-    let credential = crate::route_auth::RouteCredential::derive(
+    let credential = crate::trust::route_auth::RouteCredential::derive(
         &record.operator.seed,
         ctx.observed.route_rotation,
     );
@@ -197,7 +197,7 @@ fn render_and_preflight(
     files: &[NodeFiles],
     trust: &BrokerTrust,
     inv: &Inventory,
-    credential: &crate::route_auth::RouteCredential,
+    credential: &crate::trust::route_auth::RouteCredential,
 ) -> Result<Candidate> {
     let preloads = crate::observed::preloads(&inv.spaces);
     let mut digests = Vec::new();
@@ -264,7 +264,7 @@ fn render_and_preflight(
         return Err(if ctx.observed.is_cluster() {
             Error::refused(format!(
                 "{}{e}",
-                crate::topology::node_prefix(true, &f.name)
+                crate::desired::topology::node_prefix(true, &f.name)
             ))
         } else {
             e

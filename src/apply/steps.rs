@@ -13,7 +13,7 @@ use crate::fault::{self, Point};
 use crate::mint;
 use crate::model::{SpaceName, SpaceSpec};
 use crate::observed::{JournaledAdd, UsageSource};
-use crate::permissions;
+use crate::space::permissions;
 use crate::store::broker_record::BrokerRecord;
 use crate::store::paths::SpaceFile;
 use crate::store::{account_record, jetstream_dir, journal, space_dir};
@@ -91,12 +91,12 @@ pub fn record_relocation_verified(
     let Some(mut moving) = crate::store::relocation::load(ctx.root, space, account)? else {
         return Ok(());
     };
-    if moving.phase == crate::relocation::Phase::Verified
+    if moving.phase == crate::adopt::relocation::Phase::Verified
         && moving.receipt.as_deref() == Some(digest)
     {
         return Ok(());
     }
-    moving.phase = crate::relocation::Phase::Verified;
+    moving.phase = crate::adopt::relocation::Phase::Verified;
     moving.receipt = Some(digest.to_string());
     crate::store::relocation::save(ctx.root, space, &moving)
 }
@@ -279,7 +279,7 @@ pub struct AccountReissue<'a> {
     pub space: &'a SpaceName,
     pub account: &'a str,
     pub spec: &'a SpaceSpec,
-    pub revocations: &'a crate::jwt::Revocations,
+    pub revocations: &'a crate::trust::jwt::Revocations,
     pub rotate_signing: bool,
 }
 
@@ -329,7 +329,7 @@ pub struct SideAccountsWrite<'a> {
     pub account: &'a str,
     pub suspended: bool,
     pub write: &'a [crate::plan::sides::SideWrite],
-    pub drop: &'a [crate::side_accounts::SideRole],
+    pub drop: &'a [crate::space::side_accounts::SideRole],
     pub retired: &'a [(String, i64)],
 }
 
@@ -552,14 +552,13 @@ pub fn provision_many(
         .iter()
         .map(|space| {
             let current = account_record::load(ctx.root, space)?;
-            let quota =
-                crate::jwt::decode_verified::<crate::jwt::AccountNats>(&current.account.jwt)
-                    .map_err(|e| {
-                        Error::other(format!("the account JWT of {}: {e}", space.quoted()))
-                    })?
-                    .nats
-                    .limits
-                    .storage_quota();
+            let quota = crate::trust::jwt::decode_verified::<crate::trust::jwt::AccountNats>(
+                &current.account.jwt,
+            )
+            .map_err(|e| Error::other(format!("the account JWT of {}: {e}", space.quoted())))?
+            .nats
+            .limits
+            .storage_quota();
             let creds = space_user(
                 ctx.root,
                 space,
@@ -684,7 +683,7 @@ fn bucket_writer(
     space: &SpaceName,
     account: &str,
     name: &str,
-    permissions: crate::jwt::Permissions,
+    permissions: crate::trust::jwt::Permissions,
 ) -> Result<String> {
     let current = account_record::load(ctx.root, space)?;
     if !account.is_empty() && current.account.public != account {
@@ -708,7 +707,7 @@ pub fn write_acl(
     broker: &mut dyn Broker,
     space: &SpaceName,
     account: &str,
-    writes: &[crate::channels::Write],
+    writes: &[crate::space::channels::Write],
 ) -> Result<()> {
     let writer = bucket_writer(
         ctx,
@@ -728,8 +727,8 @@ pub fn write_channels(
     broker: &mut dyn Broker,
     space: &SpaceName,
     account: &str,
-    writes: &[crate::channels::Write],
-) -> Result<Vec<crate::channels::Written>> {
+    writes: &[crate::space::channels::Write],
+) -> Result<Vec<crate::space::channels::Written>> {
     let writer = bucket_writer(
         ctx,
         space,

@@ -11,11 +11,11 @@
 use super::RunState;
 use super::undo::remember;
 use crate::error::{Error, Result};
-use crate::jwt::{self, AccountNats};
 use crate::mint;
 use crate::model::SpaceName;
 use crate::store::broker_record::{self, BrokerRecord, PreviousControl};
 use crate::store::{Root, atomic};
+use crate::trust::jwt::{self, AccountNats};
 use std::collections::BTreeMap;
 
 /// What the plan's re-issue step asks for.

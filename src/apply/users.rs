@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::mint;
 use crate::model::SpaceName;
-use crate::permissions;
+use crate::space::permissions;
 use crate::store::broker_record::BrokerRecord;
 use crate::store::{Root, account_record, space_dir};
 
@@ -15,7 +15,7 @@ pub fn space_user(
     space: &SpaceName,
     account: &str,
     name: &str,
-    permissions: crate::jwt::Permissions,
+    permissions: crate::trust::jwt::Permissions,
 ) -> Result<Option<String>> {
     let record = match account_record::load(root, space) {
         Ok(r) if r.account.public == account => r,
@@ -39,7 +39,7 @@ pub fn space_user(
 
 /// Mint and write the space's $SYS creds with the system keys `record` keeps: the membership
 /// observer, and the connection evictor when the root keeps an evictor key. Each is a user of
-/// the space's side account of its role ([`crate::side_accounts`]), signed by the root's scoped
+/// the space's side account of its role ([`crate::space::side_accounts`]), signed by the root's scoped
 /// key of the role (the account's template is all it may do), named after the space's account
 /// (the inbox prefix the original's services use), expiring after
 /// [`permissions::SYS_CREDS_LIFETIME`]. Nothing is written when the record keeps no system key
@@ -54,7 +54,7 @@ pub fn write_sys_creds(
         return Ok(());
     };
     let space_record = account_record::load(root, space)?;
-    let side = |role: crate::side_accounts::SideRole| -> Result<(String, Option<i64>)> {
+    let side = |role: crate::space::side_accounts::SideRole| -> Result<(String, Option<i64>)> {
         space_record
             .side_accounts
             .get(&role)
@@ -67,12 +67,12 @@ pub fn write_sys_creds(
             })
     };
     let lifetime = Some(permissions::SYS_CREDS_LIFETIME);
-    let (observer_account, floor) = side(crate::side_accounts::SideRole::Observer)?;
+    let (observer_account, floor) = side(crate::space::side_accounts::SideRole::Observer)?;
     let observer = mint::scoped_user(&observer_account, &keys.observer, account, lifetime, floor)
         .map_err(Error::other)?;
     let evictor = match &keys.evictor {
         Some(seed) => {
-            let (evictor_account, floor) = side(crate::side_accounts::SideRole::Evictor)?;
+            let (evictor_account, floor) = side(crate::space::side_accounts::SideRole::Evictor)?;
             Some(
                 mint::scoped_user(&evictor_account, seed, account, lifetime, floor)
                     .map_err(Error::other)?,

@@ -304,7 +304,7 @@ fn probe(
         .peer_certificates()
         .and_then(|c| c.first())
         .ok_or("the listener presented no certificate")?;
-    let fingerprint = crate::digest::sha256(leaf.as_ref());
+    let fingerprint = crate::trust::digest::sha256(leaf.as_ref());
     if ca.is_some() {
         let mut info = String::new();
         std::io::BufReader::new(rustls::Stream::new(&mut conn, &mut tcp))

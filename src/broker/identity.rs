@@ -291,7 +291,7 @@ pub fn cmdline(pid: u32) -> Option<Vec<String>> {
 /// (whoever takes a port writes its own command line: `\x1b[2J` must not clear the
 /// operator's screen), and at most 160 characters of it.
 pub fn shown_command(args: &[String]) -> String {
-    crate::channels::displayable(&args.join(" "))
+    crate::space::channels::displayable(&args.join(" "))
         .chars()
         .take(160)
         .collect()

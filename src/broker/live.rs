@@ -4,11 +4,11 @@
 //! Every call here is async inside a private current-thread runtime; callers stay synchronous.
 //! Every user is minted in memory by the caller with a short expiry and never written to disk.
 
-use crate::channels;
 use crate::diagnostic::Diagnostic;
-use crate::drift_verdicts::{ApiCounters, Voucher, Vouching, names_digest};
 use crate::error::{BrokerError, Error, Result};
-use crate::streams::{self, Expected, Retention, Shape};
+use crate::observed::drift_verdicts::{ApiCounters, Voucher, Vouching, names_digest};
+use crate::space::channels;
+use crate::space::streams::{self, Expected, Retention, Shape};
 use async_nats::jetstream::{self, kv, stream};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -454,7 +454,7 @@ impl Nats {
             .connection_timeout(TIMEOUT)
             .request_timeout(Some(TIMEOUT))
             .max_reconnects(Some(0))
-            .custom_inbox_prefix(crate::permissions::inbox_prefix(account))
+            .custom_inbox_prefix(crate::space::permissions::inbox_prefix(account))
             .name("cotal")
             .connect(&self.url)
             .await
@@ -496,7 +496,7 @@ impl Nats {
         space: &crate::model::SpaceName,
         writes: &[channels::Write],
     ) -> Result<()> {
-        use crate::members::{AclRecord, Principal};
+        use crate::space::members::{AclRecord, Principal};
         let token = space.token();
         self.rt.block_on(async {
             let client = connect(&self.url, creds)
@@ -588,7 +588,7 @@ impl Nats {
                 }
                 let config = jetstream::consumer::pull::Config {
                     durable_name: Some(user.clone()),
-                    filter_subjects: crate::members::consumer_filters(&token, &read),
+                    filter_subjects: crate::space::members::consumer_filters(&token, &read),
                     ..Default::default()
                 };
                 if chat.create_consumer(config.clone()).await.is_err() {

@@ -52,11 +52,11 @@ pub enum Expectation {
     SystemLoaded { account: String, jwt: String },
     /// The root's monitoring account is in force with exactly this JWT.
     MonitorLoaded { account: String, jwt: String },
-    /// A side account of a space ([`crate::side_accounts`]) holds no other JWT than `jwt`
+    /// A side account of a space ([`crate::space::side_accounts`]) holds no other JWT than `jwt`
     /// (`None`: the broker no longer knows it), asked as [`Expectation::Loaded`] is.
     SideLoaded {
         space: SpaceName,
-        role: crate::side_accounts::SideRole,
+        role: crate::space::side_accounts::SideRole,
         account: String,
         jwt: Option<String>,
     },
@@ -95,7 +95,7 @@ pub struct Provisioned {
 pub struct Provisioning {
     pub space: SpaceName,
     /// Its account's storage quota (`None`: unlimited), which the artifact store's cap follows
-    /// ([`crate::streams::artifact_cap`]).
+    /// ([`crate::space::streams::artifact_cap`]).
     pub quota: Option<u64>,
     /// A provisioner user of its account.
     pub creds: String,
@@ -163,14 +163,14 @@ pub trait Broker {
         &mut self,
         space: &SpaceName,
         writer: &str,
-        writes: &[crate::channels::Write],
-    ) -> Result<Vec<crate::channels::Written>>;
+        writes: &[crate::space::channels::Write],
+    ) -> Result<Vec<crate::space::channels::Written>>;
     /// Write the space's members' acl records as `writer` ([`live::Nats::write_acl`]).
     fn write_acl(
         &mut self,
         space: &SpaceName,
         writer: &str,
-        writes: &[crate::channels::Write],
+        writes: &[crate::space::channels::Write],
     ) -> Result<()>;
 }
 
@@ -246,8 +246,8 @@ impl Broker for Stopped {
         &mut self,
         space: &SpaceName,
         _writer: &str,
-        _writes: &[crate::channels::Write],
-    ) -> Result<Vec<crate::channels::Written>> {
+        _writes: &[crate::space::channels::Write],
+    ) -> Result<Vec<crate::space::channels::Written>> {
         Err(Error::process(format!(
             "cannot write the channels of {}: the broker is not running (plan with it running)",
             space.quoted()
@@ -257,7 +257,7 @@ impl Broker for Stopped {
         &mut self,
         space: &SpaceName,
         _writer: &str,
-        _writes: &[crate::channels::Write],
+        _writes: &[crate::space::channels::Write],
     ) -> Result<()> {
         Err(Error::process(format!(
             "cannot write the members of {}: the broker is not running (plan with it running)",
@@ -272,7 +272,7 @@ struct Target {
     name: String,
     id: String,
     nats: live::Nats,
-    files: crate::topology::NodeFiles,
+    files: crate::desired::topology::NodeFiles,
 }
 
 /// The root's running broker (one server, or every running node of a cluster), reached on the
@@ -347,7 +347,7 @@ impl Running {
     /// its `server_name` (a running node that does not answer is an error naming it).
     pub fn connect(
         root: &Root,
-        topology: &crate::topology::Topology,
+        topology: &crate::desired::topology::Topology,
         observed: &crate::observed::Observed,
     ) -> Result<Self> {
         let listener = observed.listener();
@@ -355,7 +355,7 @@ impl Running {
         // The previous control key's user, when one is kept, reaches a broker that still runs
         // the system JWT of an apply interrupted before its promotion.
         let creds =
-            crate::mint::system_users(root, "cotal-control", crate::permissions::control())?;
+            crate::mint::system_users(root, "cotal-control", crate::space::permissions::control())?;
         let mut last = None;
         let mut control = None;
         for user in &creds {
@@ -425,8 +425,11 @@ impl Running {
     /// Connect again as a control user of the system keys on disk now (or of an earlier key
     /// set this session used), to the same server.
     fn reconnect(&mut self) -> Result<()> {
-        let fresh =
-            crate::mint::system_user(&self.root, "cotal-control", crate::permissions::control())?;
+        let fresh = crate::mint::system_user(
+            &self.root,
+            "cotal-control",
+            crate::space::permissions::control(),
+        )?;
         self.creds.push(fresh);
         let mut last = None;
         for creds in self.creds.iter().rev() {
@@ -516,7 +519,7 @@ impl Running {
 
     /// "node NAME: " for a cluster, nothing for a single server.
     fn on(&self, i: usize) -> String {
-        crate::topology::node_prefix(self.clustered, &self.targets[i].name)
+        crate::desired::topology::node_prefix(self.clustered, &self.targets[i].name)
     }
 }
 
@@ -826,15 +829,15 @@ impl Broker for Running {
         &mut self,
         space: &SpaceName,
         writer: &str,
-        writes: &[crate::channels::Write],
-    ) -> Result<Vec<crate::channels::Written>> {
+        writes: &[crate::space::channels::Write],
+    ) -> Result<Vec<crate::space::channels::Written>> {
         self.nats.write_channels(writer, space, writes)
     }
     fn write_acl(
         &mut self,
         space: &SpaceName,
         writer: &str,
-        writes: &[crate::channels::Write],
+        writes: &[crate::space::channels::Write],
     ) -> Result<()> {
         self.nats.write_acl(writer, space, writes)
     }

@@ -49,7 +49,7 @@ fn run_nsc(global: &Global, args: Args, dir: std::path::PathBuf) -> Result<i32> 
     let nsc = crate::ops::adopt_nsc::Args {
         dir,
         operator: args.operator,
-        request: crate::nsc::Request {
+        request: crate::adopt::nsc::Request {
             accounts: args
                 .accounts
                 .iter()

@@ -11,8 +11,8 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::model::stamp;
-use crate::permissions::Profile;
 use crate::report::documents;
+use crate::space::permissions::Profile;
 use crate::store::atomic;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -84,9 +84,9 @@ pub enum SystemRole {
 }
 
 impl SystemRole {
-    fn role(self) -> crate::permissions::SysRole {
+    fn role(self) -> crate::space::permissions::SysRole {
         match self {
-            SystemRole::Monitor => crate::permissions::SysRole::Monitor,
+            SystemRole::Monitor => crate::space::permissions::SysRole::Monitor,
         }
     }
 }
@@ -282,7 +282,7 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
             ));
         }
     };
-    crate::permissions::valid_user_name(&user).map_err(Error::input)?;
+    crate::space::permissions::valid_user_name(&user).map_err(Error::input)?;
     let issued = crate::ops::creds::mint(
         &root,
         &Request {
@@ -343,7 +343,7 @@ fn mint(global: &Global, args: MintArgs) -> Result<i32> {
     if m.member.is_some() {
         eprintln!(
             "Connect it with the inbox prefix {:?} (the only inbox a member may subscribe under).",
-            crate::permissions::member_inbox(&m.name)
+            crate::space::permissions::member_inbox(&m.name)
         );
     }
     if let Some(hint) = crate::ops::creds::connect_hint(&root) {

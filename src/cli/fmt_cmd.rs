@@ -1,5 +1,5 @@
 //! `cotal fmt [--check] [FILE]`: rewrite `cotal.toml` in the canonical layout
-//! ([`crate::toml_fmt`]), keeping every comment and value; `--check` changes nothing, prints
+//! ([`crate::desired::toml_fmt`]), keeping every comment and value; `--check` changes nothing, prints
 //! the diff and exits 2 when the file is not in the layout (a pre-commit hook, CI).
 
 use super::Global;
@@ -35,7 +35,7 @@ pub fn run(global: &Global, args: Args) -> Result<i32> {
         _ => None,
     };
     let text = crate::store::desired_file::read_at(&file)?;
-    let formatted = crate::toml_fmt::format(&text).map_err(|e| {
+    let formatted = crate::desired::toml_fmt::format(&text).map_err(|e| {
         Error::input(
             Diagnostic::new(format!("{e}; nothing was written.")).next(format!(
                 "`cotal validate {}` names the line and column",

@@ -190,7 +190,7 @@ enum Trust<'a> {
 
 /// The observation a state file stands for (no root, no seed, no broker). The file comes with
 /// a pull request, and what cotal says of it is posted publicly: a link, a FIFO, a device or a
-/// file over [`crate::state::MAX_STATE_BYTES`] is refused unread, a parse error names the
+/// file over [`crate::observed::state::MAX_STATE_BYTES`] is refused unread, a parse error names the
 /// line and column, never a value, and a state not signed by the trusted key is refused.
 fn from_state(
     file: &std::path::Path,
@@ -201,7 +201,7 @@ fn from_state(
     use crate::error::Error;
     use crate::store::atomic::{Found, read_no_follow_within};
     let next = "pass the state file itself: a regular file of at most 64 MiB, as `cotal state export --out FILE` writes it";
-    let found = read_no_follow_within(file, crate::state::MAX_STATE_BYTES)
+    let found = read_no_follow_within(file, crate::observed::state::MAX_STATE_BYTES)
         .map_err(|e| Error::input(crate::diagnostic::Diagnostic::new(e.to_string()).next(next)))?;
     let bytes = match found {
         Found::File(bytes) => bytes,
@@ -221,7 +221,7 @@ fn from_state(
             ));
         }
     };
-    let state: crate::state::StateFile = serde_json::from_slice(&bytes).map_err(|e| {
+    let state: crate::observed::state::StateFile = serde_json::from_slice(&bytes).map_err(|e| {
         Error::input(
             crate::diagnostic::Diagnostic::new(format!(
                 "{}:{}:{}: not a cotal state ({}; the file's values are not shown)",
@@ -239,7 +239,7 @@ fn from_state(
         )
     })?;
     if let Trust::Key(key) = trust {
-        if !crate::state_signature::is_public_key(key) {
+        if !crate::trust::state_signature::is_public_key(key) {
             return Err(Error::input(
                 crate::diagnostic::Diagnostic::new(format!(
                     "--state-key {key} is not a public state key (an nkey starting with M); nothing was planned."
@@ -247,7 +247,7 @@ fn from_state(
                 .next("give the key `cotal state key` prints on the broker host"),
             ));
         }
-        crate::state_signature::verify(&state, key).map_err(|why| {
+        crate::trust::state_signature::verify(&state, key).map_err(|why| {
             Error::refused(
                 crate::diagnostic::Diagnostic::new(format!(
                     "{} is not a state the broker signed: {why}; nothing was planned.",
@@ -258,6 +258,6 @@ fn from_state(
             )
         })?;
     }
-    crate::state::observed(&state, desired, digest, crate::clock::now())
+    crate::observed::state::observed(&state, desired, digest, crate::clock::now())
         .map_err(|e| Error::input(format!("{}: {e}", file.display())))
 }

@@ -5,8 +5,8 @@
 
 use super::Global;
 use super::apply_cmd::{self, VerbArgs};
+use crate::desired::edit;
 use crate::diagnostic::Diagnostic;
-use crate::edit;
 use crate::error::{Error, Result};
 use crate::model::{SpaceName, SpaceState};
 use crate::ops::apply::{Request, SpaceVerb};

@@ -1,4 +1,4 @@
-//! `cotal state export` and `cotal state key`: the secret-free state of the root (see [`crate::state`]), for
+//! `cotal state export` and `cotal state key`: the secret-free state of the root (see [`crate::observed::state`]), for
 //! `cotal plan --state FILE` where the root and its seeds are not (a pull request's CI).
 //! The operation is [`crate::ops::state`], which every successful apply also runs to write
 //! `.cotal/state.json`; its signature is checked against the key `state key` prints.

@@ -9,17 +9,17 @@
 //! `account.<hex>.json` per space, `cotal.toml`, and, when the broker runs on the config given,
 //! its pid in `.cotal/nats.pid` (the process cotal's identity check then knows as this root's).
 
+use crate::adopt::nsc::{Import, Request, Store};
 use crate::adopt::{FoundSpace, Origin, OriginalConf};
 use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
-use crate::nsc::{Import, Request, Store};
-use crate::secret::Seed;
 use crate::store::account_record::{self, AccountKeys, AccountRecord};
 use crate::store::atomic::{self, Found};
 use crate::store::broker_record::{self, BrokerRecord, Loaded, OperatorKeys, SysAccount};
 use crate::store::signature_memo::SignatureMemo;
 use crate::store::{Root, desired_file, inventory, lock};
+use crate::trust::secret::Seed;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -125,7 +125,7 @@ fn folders(dir: &Path) -> Result<Vec<String>> {
 /// or an account's public key, so no name a hostile JWT writes (`../../x`) ever becomes a path
 /// into the key store or beside it.
 fn keys_named(token: &str) -> Vec<String> {
-    let Ok(claims) = crate::jwt::decode_verified::<serde_json::Value>(token) else {
+    let Ok(claims) = crate::trust::jwt::decode_verified::<serde_json::Value>(token) else {
         return Vec::new();
     };
     let mut out = vec![claims.sub.clone()];
@@ -221,7 +221,7 @@ pub fn read_store(dir: &Path, operator: Option<&str>) -> Result<Store> {
         named.extend(keys);
     }
     for public in named {
-        let path = crate::nsc::key_path(dir, &public);
+        let path = crate::adopt::nsc::key_path(dir, &public);
         let bytes = match atomic::read_no_follow_within(&path, atomic::MAX_TOKEN_BYTES)? {
             Found::File(bytes) => bytes,
             Found::Absent => continue,
@@ -294,8 +294,8 @@ fn read_server(root: &Root, path: &Path) -> Result<Server> {
 }
 
 /// A single server on the adopted config (the identity check's files).
-fn topology_on(conf: &OriginalConf, path: &Path) -> crate::topology::Topology {
-    let mut t = crate::topology::Topology::lone(
+fn topology_on(conf: &OriginalConf, path: &Path) -> crate::desired::topology::Topology {
+    let mut t = crate::desired::topology::Topology::lone(
         conf.host.clone().unwrap_or_else(|| "0.0.0.0".into()),
         conf.port.unwrap_or(4222),
         conf.store_dir.clone().unwrap_or_default(),
@@ -307,7 +307,7 @@ fn topology_on(conf: &OriginalConf, path: &Path) -> crate::topology::Topology {
 /// Read everything adoption decides on. Writes nothing.
 pub fn survey(root: &Root, args: &Args) -> Result<Survey> {
     let store = read_store(&args.dir, args.operator.as_deref())?;
-    let import = crate::nsc::import(
+    let import = crate::adopt::nsc::import(
         &store,
         &args.request,
         crate::mint::new_account_seed,
@@ -361,7 +361,7 @@ fn check_server(s: &Server, import: &Import, own: &BTreeSet<String>) -> Result<(
             let file = s.path.parent().unwrap_or(Path::new("/")).join(op);
             read_text(&file)?
         };
-        let trusted = crate::jwt::decode_verified::<crate::jwt::OperatorNats>(&token)
+        let trusted = crate::trust::jwt::decode_verified::<crate::trust::jwt::OperatorNats>(&token)
             .map(|c| c.sub)
             .unwrap_or_default();
         if trusted != import.operator_pub {
@@ -693,7 +693,7 @@ pub fn describe(s: &Survey) -> String {
                 .join(", ")
         );
     }
-    let mut out = crate::nsc::describe(&s.import);
+    let mut out = crate::adopt::nsc::describe(&s.import);
     if let Some(server) = &s.server {
         let _ = writeln!(out, "  broker config {}", server.path.display());
         match &server.serves {

@@ -378,8 +378,9 @@ impl<'r> Prepared<'r> {
 
 /// Read a plan saved by `cotal plan --out FILE`.
 pub fn load_saved(path: &std::path::Path) -> Result<Plan> {
-    let bytes = crate::store::atomic::read_following_within(path, crate::state::MAX_STATE_BYTES)
-        .map_err(|e| Error::io(path, e))?;
+    let bytes =
+        crate::store::atomic::read_following_within(path, crate::observed::state::MAX_STATE_BYTES)
+            .map_err(|e| Error::io(path, e))?;
     let plan: Plan = serde_json::from_slice(&bytes)
         .map_err(|e| Error::input(format!("{}: not a saved cotal plan: {e}", path.display())))?;
     if plan.format_version != plan::FORMAT_VERSION {

@@ -22,7 +22,7 @@ pub fn space_backup(
     root: &Root,
     name: &str,
     dir: &Path,
-) -> Result<(Manifest, Option<crate::relocation::Relocation>)> {
+) -> Result<(Manifest, Option<crate::adopt::relocation::Relocation>)> {
     with_target(
         root,
         name,

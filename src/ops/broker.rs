@@ -331,7 +331,7 @@ fn execute(
 /// system account. Returns the leader's name.
 fn wait_for_meta_leader(
     root: &Root,
-    topology: &crate::topology::Topology,
+    topology: &crate::desired::topology::Topology,
     observed: &crate::observed::Observed,
     timeout: Duration,
 ) -> Result<String> {
@@ -401,7 +401,10 @@ pub fn down(root: &Root, args: &Down, on: &dyn Fn(DownEvent)) -> Result<Stopped>
     // besides (a cotal.toml that does not parse, or whose [cluster] changed, still stops every
     // node this root started). A node folder cotal.toml does not name listens where its
     // promoted config says (port 0 matches no listener).
-    let mut nodes: Vec<(crate::store::NodeFiles, Option<&crate::topology::NodeSpec>)> = topology
+    let mut nodes: Vec<(
+        crate::store::NodeFiles,
+        Option<&crate::desired::topology::NodeSpec>,
+    )> = topology
         .nodes
         .iter()
         .map(|n| (root.files_of(topology, n), Some(n)))
@@ -524,7 +527,7 @@ fn stop_node(
         Liveness::Unknown { seen } => Err(Error::refused(
             Diagnostic::new(format!(
                 "cannot tell whether this root's broker is running: {}{seen}; nothing was signalled there.",
-                name.map(|n| crate::topology::node_prefix(true, &n)).unwrap_or_default()
+                name.map(|n| crate::desired::topology::node_prefix(true, &n)).unwrap_or_default()
             ))
             .next("if the pidfile itself is wrong, move it aside and run `cotal down` again; otherwise stop whatever holds the port (it is not a nats-server of this root, so cotal leaves it alone)"),
         )),
@@ -555,15 +558,15 @@ fn refuse_foreign_store(observed: &crate::observed::Observed, replicas: u8) -> R
                     } else {
                         String::new()
                     },
-                    crate::channels::displayable(&n.store_dir.display().to_string()),
+                    crate::space::channels::displayable(&n.store_dir.display().to_string()),
                     match &n.store_id {
                         Some(id) => format!(
                             "another store (.cotal-store-id {})",
-                            crate::channels::displayable(id)
+                            crate::space::channels::displayable(id)
                         ),
                         None => "no .cotal-store-id".to_string(),
                     },
-                    crate::channels::displayable(recorded),
+                    crate::space::channels::displayable(recorded),
                 )
             })
         })

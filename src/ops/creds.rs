@@ -6,7 +6,7 @@ use crate::credentials::{self, Issued, IssuedSystem, Request, Revoked, Target};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::ObservedSpace;
-use crate::permissions::SysRole;
+use crate::space::permissions::SysRole;
 use crate::store::{Root, lock, users};
 use crate::{observe, plan};
 use std::time::Duration;
@@ -56,8 +56,11 @@ pub fn declared_member(
     root: &Root,
     space: &SpaceName,
     raw: &str,
-) -> Result<(crate::members::Principal, crate::members::Grant)> {
-    let principal = crate::members::Principal::parse(raw).map_err(Error::input)?;
+) -> Result<(
+    crate::space::members::Principal,
+    crate::space::members::Grant,
+)> {
+    let principal = crate::space::members::Principal::parse(raw).map_err(Error::input)?;
     let file = root.desired_file();
     let text = crate::store::desired_file::read(root)?
         .ok_or_else(|| Error::input(format!("{} is missing", file.display())))?;
@@ -89,7 +92,7 @@ pub fn mint(
     lock_timeout: Duration,
     unreadable: Unreadable,
 ) -> Result<Issued> {
-    crate::permissions::valid_user_name(&request.user).map_err(Error::input)?;
+    crate::space::permissions::valid_user_name(&request.user).map_err(Error::input)?;
     let (space, observed) = observed_space_in(root, &request.space, unreadable)?;
     refuse_unless_in_service(&request.space, &space, &observed)?;
     let lock = lock::acquire(root, &crate::operator::holder(), lock_timeout)?;
@@ -122,8 +125,8 @@ fn refuse_unless_in_service(
     space: &ObservedSpace,
     observed: &crate::observed::Observed,
 ) -> Result<()> {
-    use crate::lifecycle::LifecycleState;
-    let view = crate::lifecycle::view(name, space, observed);
+    use crate::space::lifecycle::LifecycleState;
+    let view = crate::space::lifecycle::view(name, space, observed);
     let (why, next) = match view.state {
         LifecycleState::Removing => (
             "an interrupted apply is removing it",
@@ -281,7 +284,7 @@ pub fn mint_system(
     lock_timeout: Duration,
     unreadable: Unreadable,
 ) -> Result<IssuedSystem> {
-    crate::permissions::valid_user_name(name).map_err(Error::input)?;
+    crate::space::permissions::valid_user_name(name).map_err(Error::input)?;
     let (desired, digest, broken) = observe::desired_for_reading(root)?;
     if let Some(why) = &broken {
         unreadable(why);
@@ -330,7 +333,7 @@ pub fn list_system(root: &Root, now: i64, unreadable: Unreadable) -> Result<Syst
     let trust = plan::guard_trust(&observed)?;
     let ledger = users::load_system(root, &trust.sys_pub)?;
     let system = &observed.system;
-    let refused = |revocations: &crate::jwt::Revocations, key: &str, issued_at: i64| {
+    let refused = |revocations: &crate::trust::jwt::Revocations, key: &str, issued_at: i64| {
         revocations.get(key).is_some_and(|ts| issued_at <= *ts)
     };
     let users = ledger

@@ -42,7 +42,9 @@ pub fn evict(root: &Root, space: &SpaceName, lock_timeout: Duration) -> Result<E
             observed_space
                 .sides
                 .iter()
-                .filter(|(role, _)| matches!(role, crate::side_accounts::SideRole::Member(_)))
+                .filter(|(role, _)| {
+                    matches!(role, crate::space::side_accounts::SideRole::Member(_))
+                })
                 .map(|(_, side)| side.account_pub.as_str()),
         )
         .collect();

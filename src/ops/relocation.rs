@@ -1,10 +1,13 @@
-//! A space's move to another broker, as a recorded procedure ([`crate::relocation`]): what
+//! A space's move to another broker, as a recorded procedure ([`crate::adopt::relocation`]): what
 //! `cotal space backup` records on the source around the export of a fenced space, the receipt
 //! `cotal space restore` writes on the destination, the receipts `--relocated` hands to a
 //! removal, and `cotal space relocation NAME [--cancel]`. Every phase is audited before the
 //! next one; each is resumable (a backup run again exports again; a removal run again finds
 //! the receipt recorded).
 
+use crate::adopt::relocation::{
+    Artifact, Phase, RECEIPT_FORMAT, RECEIPT_KIND, Receipt, Relocation, StreamCount,
+};
 use crate::audit::Event;
 use crate::backup::{Manifest, Verified};
 use crate::credentials::audit;
@@ -12,9 +15,6 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::observed::ObservedSpace;
-use crate::relocation::{
-    Artifact, Phase, RECEIPT_FORMAT, RECEIPT_KIND, Receipt, Relocation, StreamCount,
-};
 use crate::store::{Root, lock, relocation as record};
 use std::path::Path;
 
@@ -35,7 +35,7 @@ fn operator() -> String {
 /// Record (or resume) the move of the fenced `space` before its export: `started`, then
 /// `fenced`, each audited first (fail-closed).
 pub fn begin(root: &Root, name: &SpaceName, space: &ObservedSpace) -> Result<Relocation> {
-    let jwt = crate::relocation::jwt_digest(&space.jwt);
+    let jwt = crate::adopt::relocation::jwt_digest(&space.jwt);
     // A record that cannot be read is started again (its phase is unknown).
     let resumed = record::load(root, name, &space.account_pub).unwrap_or(None);
     let mut moving = match resumed {
@@ -94,8 +94,9 @@ pub fn exported(
     let digest = crate::backup::manifest_digest(dir)?;
     // A new artifact: a receipt of an earlier one no longer counts.
     moving.phase = Phase::Exported;
-    moving.fenced_jwt =
-        crate::relocation::jwt_digest(&crate::store::account_record::load(root, name)?.account.jwt);
+    moving.fenced_jwt = crate::adopt::relocation::jwt_digest(
+        &crate::store::account_record::load(root, name)?.account.jwt,
+    );
     moving.receipt = None;
     moving.artifact = Some(Artifact {
         path: dir.display().to_string(),

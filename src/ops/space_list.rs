@@ -4,9 +4,9 @@
 //! broken `cotal.toml` (and says so).
 
 use crate::error::Result;
-use crate::lifecycle;
 use crate::model::{SpaceName, SpaceState};
 use crate::observe;
+use crate::space::lifecycle;
 use crate::store::Root;
 use serde::Serialize;
 use std::collections::BTreeSet;
@@ -84,7 +84,7 @@ pub fn list(root: &Root) -> Result<SpaceList> {
                     match &s.registry {
                         crate::observed::RegistryState::Read(r) => Some(
                             r.keys()
-                                .filter(|k| *k != crate::channels::DEFAULTS_KEY)
+                                .filter(|k| *k != crate::space::channels::DEFAULTS_KEY)
                                 .count(),
                         ),
                         _ => None,

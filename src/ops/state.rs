@@ -1,4 +1,4 @@
-//! The secret-free state of a root (see [`crate::state`]): exported on request (`cotal state
+//! The secret-free state of a root (see [`crate::observed::state`]): exported on request (`cotal state
 //! export`) and written to `.cotal/state.json` after every apply, so the review loop always has
 //! the latest.
 
@@ -25,14 +25,15 @@ fn export_remembering(
 /// The state of `observed` as JSON, signed with the root's state key (made now if the root
 /// has none).
 fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> {
-    let mut state = crate::state::export(observed, &crate::clock::timestamp(), Some(root.dir()))
-        .map_err(|e| {
-            Error::refused(
-                e.context("no state exported")
-                    .blast("none, nothing was written."),
-            )
-        })?;
-    Ok(crate::state_signature::sign_pretty(
+    let mut state =
+        crate::observed::state::export(observed, &crate::clock::timestamp(), Some(root.dir()))
+            .map_err(|e| {
+                Error::refused(
+                    e.context("no state exported")
+                        .blast("none, nothing was written."),
+                )
+            })?;
+    Ok(crate::trust::state_signature::sign_pretty(
         &mut state,
         &crate::store::state_key::load_or_create(root)?,
     ))
@@ -83,11 +84,13 @@ pub fn refresh(
         }
         Some(v)
     };
-    let current =
-        match atomic::read_no_follow_within(&root.state_file(), crate::state::MAX_STATE_BYTES) {
-            Ok(atomic::Found::File(bytes)) => Some(bytes),
-            _ => None,
-        };
+    let current = match atomic::read_no_follow_within(
+        &root.state_file(),
+        crate::observed::state::MAX_STATE_BYTES,
+    ) {
+        Ok(atomic::Found::File(bytes)) => Some(bytes),
+        _ => None,
+    };
     if current.as_deref().and_then(without_time) == without_time(&bytes) {
         return Ok(false);
     }
@@ -152,7 +155,7 @@ fn observe_and_write(
                             (Some(v), Some(rev)) => {
                                 r.insert(
                                     key.clone(),
-                                    crate::channels::Entry {
+                                    crate::space::channels::Entry {
                                         value: serde_json::from_str(v)
                                             .unwrap_or_else(|_| v.clone().into()),
                                         revision: *rev,

@@ -4,9 +4,9 @@
 //! takes no lock; works with a broken `cotal.toml` (and says so).
 
 use crate::error::Result;
-use crate::lifecycle;
 use crate::observe;
 use crate::observed::{BrokerProcess, BrokerRecordState, JournalState, Observed};
+use crate::space::lifecycle;
 use crate::store::Root;
 use serde::Serialize;
 
@@ -168,7 +168,7 @@ pub struct SpaceStatus {
     pub archived: Option<crate::model::Archival>,
     /// Its move to another broker, as this (source) root records it.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub relocation: Option<crate::relocation::Relocation>,
+    pub relocation: Option<crate::adopt::relocation::Relocation>,
     /// The applied limits (from the account JWT; absent: unlimited).
     pub limits: crate::model::Limits,
     /// On a running cluster: the fewest replicas of the space's streams, and whether every
@@ -196,7 +196,7 @@ pub struct TlsStatus {
 impl TlsStatus {
     /// The declared certificate's, when it could be read.
     fn of(
-        declared: &Option<crate::tls_config::TlsSettings>,
+        declared: &Option<crate::desired::tls_config::TlsSettings>,
         observed: &Option<crate::observed::ObservedTls>,
     ) -> Option<TlsStatus> {
         let (declared, f) = (declared.as_ref()?, observed.as_ref()?.facts.as_ref()?);
@@ -309,7 +309,7 @@ pub fn status(root: &Root) -> Result<(Status, Observed)> {
             },
             evictor: observed
                 .system
-                .key(crate::permissions::SysRole::Evictor)
+                .key(crate::space::permissions::SysRole::Evictor)
                 .is_some(),
             creds_expire: observed
                 .inventory

@@ -8,9 +8,9 @@
 
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
-use crate::secret::Seed;
 use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic};
+use crate::trust::secret::Seed;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -42,7 +42,7 @@ pub struct AccountRecord {
     /// ([`crate::mint`]), and every plan says so.
     #[serde(rename = "keepClaims", default, skip_serializing_if = "Vec::is_empty")]
     pub keep_claims: Vec<String>,
-    /// The accounts at the space's side ([`crate::side_accounts`]): its members', its
+    /// The accounts at the space's side ([`crate::space::side_accounts`]): its members', its
     /// observer's and its evictor's, each its public key and JWT (their users are signed by
     /// the space's signing key or the root's scoped system keys, so no seed of theirs is kept).
     /// Preloaded with the space's account, archived and removed with it.
@@ -55,7 +55,8 @@ pub struct AccountRecord {
 }
 
 /// A space's side accounts, by the principal each holds.
-pub type SideAccounts = std::collections::BTreeMap<crate::side_accounts::SideRole, SideAccount>;
+pub type SideAccounts =
+    std::collections::BTreeMap<crate::space::side_accounts::SideRole, SideAccount>;
 
 /// One side account as stored: its key and its JWT, signed by the operator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

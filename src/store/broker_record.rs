@@ -12,11 +12,11 @@
 
 use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
-use crate::jwt::{self, AccountNats, OperatorNats};
 use crate::observed::BrokerTrust;
-use crate::secret::Seed;
 use crate::store::record::{self, Layout, Record};
 use crate::store::{Root, atomic};
+use crate::trust::jwt::{self, AccountNats, OperatorNats};
+use crate::trust::secret::Seed;
 use serde::{Deserialize, Serialize};
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -52,7 +52,7 @@ pub struct SysAccount {
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub keys: Option<SysKeys>,
     /// The monitoring account: the users `cotal creds --system monitor` hands out live there,
-    /// importing the read-only `$SYS` requests ([`crate::side_accounts::monitor_claims`]), so no
+    /// importing the read-only `$SYS` requests ([`crate::space::side_accounts::monitor_claims`]), so no
     /// answer to them lands in the system account. Its key and JWT (its users are signed by the
     /// monitor key, which it lists scoped); absent on roots that keep no monitor key yet.
     #[serde(
@@ -63,7 +63,7 @@ pub struct SysAccount {
     pub monitor_account: Option<crate::store::account_record::SideAccount>,
 }
 
-/// The system account's signing seeds, one per role (see [`crate::permissions::SysRole`]).
+/// The system account's signing seeds, one per role (see [`crate::space::permissions::SysRole`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SysKeys {
@@ -101,8 +101,8 @@ pub struct PreviousControl {
 
 impl SysKeys {
     /// The seed of `role`, when kept.
-    pub fn get(&self, role: crate::permissions::SysRole) -> Option<&Seed> {
-        use crate::permissions::SysRole;
+    pub fn get(&self, role: crate::space::permissions::SysRole) -> Option<&Seed> {
+        use crate::space::permissions::SysRole;
         match role {
             SysRole::Control => Some(&self.control),
             SysRole::Observer => Some(&self.observer),
@@ -162,7 +162,7 @@ impl BrokerRecord {
             return Err("SYS account JWT is not signed by the recorded operator".into());
         }
         if let Some(keys) = &self.sys.keys {
-            use crate::permissions::SysRole;
+            use crate::space::permissions::SysRole;
             // The keys of roles whose users live in the system account; the others are listed
             // by the spaces' side accounts of their role.
             for role in SysRole::ALL.into_iter().filter(|r| r.in_system_account()) {

@@ -32,8 +32,8 @@
 //! source of truth: anything wrong with it counts as an empty cache, which costs one JSZ with
 //! every config.
 
-use crate::drift_verdicts::DriftCache;
 use crate::error::Result;
+use crate::observed::drift_verdicts::DriftCache;
 use crate::store::record::{self, Layout, Record};
 use crate::store::{Root, atomic};
 
@@ -72,7 +72,7 @@ pub fn save(root: &Root, cache: &DriftCache) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::drift_verdicts::{ApiCounters, Verdict, names_digest};
+    use crate::observed::drift_verdicts::{ApiCounters, Verdict, names_digest};
 
     fn judged() -> DriftCache {
         let mut cache = DriftCache::new("NSERVER", "sha256:loaded", ApiCounters::default());

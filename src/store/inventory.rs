@@ -7,13 +7,13 @@
 //! is corrupt, and a corrupt record makes every verb refuse: it may be a real tenant.
 
 use crate::error::{IoContext, Result};
-use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
 use crate::observed::{BrokerTrust, CorruptRecord, Inventory, ObservedSide, ObservedSpace};
 use crate::store::Root;
 use crate::store::account_record;
 use crate::store::paths::{ACCOUNT_PREFIX, ACCOUNT_SUFFIX};
 use crate::store::signature_memo::SignatureMemo;
+use crate::trust::jwt::{self, AccountNats};
 use rayon::prelude::*;
 use std::path::Path;
 
@@ -27,11 +27,11 @@ pub struct ValidRecord {
     pub revocations: jwt::Revocations,
     pub archived: Option<crate::model::Archival>,
     /// The claims cotal does not model its record keeps (`keepClaims`); `limits` are then
-    /// only what cotal models of the JWT's ([`crate::jwt::AccountLimits::modeled`]).
+    /// only what cotal models of the JWT's ([`crate::trust::jwt::AccountLimits::modeled`]).
     pub kept_claims: Vec<String>,
     pub exports: Vec<jwt::Export>,
     pub imports: Vec<jwt::Import>,
-    pub sides: std::collections::BTreeMap<crate::side_accounts::SideRole, ObservedSide>,
+    pub sides: std::collections::BTreeMap<crate::space::side_accounts::SideRole, ObservedSide>,
 }
 
 /// Validate one namespace entry. Pure apart from its inputs (`memo` spares the signature

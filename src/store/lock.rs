@@ -33,9 +33,9 @@ impl std::fmt::Display for Holder {
             f,
             "pid {} on {} running `{}` since {}",
             self.pid,
-            crate::channels::displayable(&self.host),
-            crate::channels::displayable(&self.command),
-            crate::channels::displayable(&self.since)
+            crate::space::channels::displayable(&self.host),
+            crate::space::channels::displayable(&self.command),
+            crate::space::channels::displayable(&self.since)
         )
     }
 }

@@ -230,7 +230,7 @@ impl Root {
     }
     /// The files of every node of `topology`, in its order: a single server's are where they
     /// always were (`.cotal/auth/server.conf`, `.cotal/nats.pid`, `.cotal/nats.log`).
-    pub fn nodes(&self, topology: &crate::topology::Topology) -> Vec<NodeFiles> {
+    pub fn nodes(&self, topology: &crate::desired::topology::Topology) -> Vec<NodeFiles> {
         topology
             .nodes
             .iter()
@@ -241,8 +241,8 @@ impl Root {
     /// The files of `node` of `topology`.
     pub fn files_of(
         &self,
-        topology: &crate::topology::Topology,
-        node: &crate::topology::NodeSpec,
+        topology: &crate::desired::topology::Topology,
+        node: &crate::desired::topology::NodeSpec,
     ) -> NodeFiles {
         if topology.is_cluster() {
             return self.node_files(&node.name, node.config.as_deref());
@@ -268,7 +268,7 @@ impl Root {
     /// The files of a single server (the node `local`).
     pub fn lone_node_files(&self) -> NodeFiles {
         NodeFiles {
-            name: crate::topology::LONE_NODE.into(),
+            name: crate::desired::topology::LONE_NODE.into(),
             dir: self.auth_dir(),
             conf: self.server_conf(),
             conf_next: self.server_conf_next(),
@@ -368,7 +368,7 @@ impl Root {
     }
 }
 
-pub use crate::topology::NodeFiles;
+pub use crate::desired::topology::NodeFiles;
 
 /// The files of a space's folder `.cotal/space.<hex>/`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -552,5 +552,5 @@ fn check_desired(root: &Path, desired: &Path) -> Result<()> {
 
 /// Lexical normalization (no symlink resolution): drops `.` and folds `..`.
 fn normalize(path: &Path) -> PathBuf {
-    crate::topology::normalize(path)
+    crate::desired::topology::normalize(path)
 }

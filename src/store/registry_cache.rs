@@ -10,9 +10,9 @@
 //! a source of truth: anything wrong with it counts as an empty cache. Only a single server's
 //! registries are cached (a cluster's figures may come from a replica that is behind).
 
-use crate::channels::Registry;
 use crate::error::Result;
 use crate::observed::RegistryFingerprint;
+use crate::space::channels::Registry;
 use crate::store::record::{self, Layout, Record};
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};

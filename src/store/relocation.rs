@@ -1,14 +1,14 @@
 //! `.cotal/space.<hex>/relocation.json` (0600): the source's record of a space being moved
-//! ([`crate::relocation::Relocation`]), bound to its account; and the receipt files the
-//! destination writes and the source reads ([`crate::relocation::Receipt`], 0644, no secret).
+//! ([`crate::adopt::relocation::Relocation`]), bound to its account; and the receipt files the
+//! destination writes and the source reads ([`crate::adopt::relocation::Receipt`], 0644, no secret).
 //!
 //! Invariant: a record is read only when it names the space's current account (one of an
 //! earlier account of the name reads as none); a receipt is read without following a link,
 //! at most [`MAX_RECEIPT_BYTES`], and identified by the sha256 of its bytes.
 
+use crate::adopt::relocation::{Receipt, Relocation};
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
-use crate::relocation::{Receipt, Relocation};
 use crate::store::paths::SpaceFile;
 use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic};
@@ -65,7 +65,7 @@ pub fn read_receipt(path: &Path) -> Result<(String, Receipt)> {
     };
     let receipt: Receipt = serde_json::from_slice(&bytes)
         .map_err(|e| refuse(&format!("not a relocation receipt ({})", e.classify_word())))?;
-    Ok((crate::digest::sha256(&bytes), receipt))
+    Ok((crate::trust::digest::sha256(&bytes), receipt))
 }
 
 /// A serde_json error's category, in a word (its message may quote the file).

@@ -1,6 +1,6 @@
 //! `.cotal/auth/routes.json`: how many times `cotal rotate routes` replaced the cluster's route
 //! credential (`{"rotation": N}`; absent: 0). The credential itself is derived from it and the
-//! operator seed ([`crate::route_auth`]), never stored.
+//! operator seed ([`crate::trust::route_auth`]), never stored.
 //!
 //! Invariants: written 0600 under the root's lock, only ever incremented; a file that does not
 //! parse is an error naming it.

@@ -22,8 +22,8 @@
 //!   current tokens.
 
 use crate::error::Result;
-use crate::jwt;
 use crate::store::{Root, atomic};
+use crate::trust::jwt;
 use serde::de::DeserializeOwned;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -55,7 +55,7 @@ struct SysLedger {
 #[serde(deny_unknown_fields)]
 struct LedgerEntry {
     key: String,
-    role: crate::permissions::SysRole,
+    role: crate::space::permissions::SysRole,
     issuer: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     account: String,
@@ -167,12 +167,14 @@ fn record_sys_users(
 
 /// The $SYS user a creds text holds, as its JWT says.
 fn sys_user_of(
-    role: crate::permissions::SysRole,
+    role: crate::space::permissions::SysRole,
     creds: &str,
     memo: &SignatureMemo,
 ) -> Option<crate::observed::SysUser> {
-    let token = crate::jwt::creds_jwt(creds)?;
-    let claims = memo.decode_verified::<crate::jwt::UserNats>(token).ok()?;
+    let token = crate::trust::jwt::creds_jwt(creds)?;
+    let claims = memo
+        .decode_verified::<crate::trust::jwt::UserNats>(token)
+        .ok()?;
     Some(crate::observed::SysUser {
         role,
         key: claims.sub,
@@ -197,7 +199,7 @@ pub fn save_sys_creds(
     observer: &str,
     evictor: Option<&str>,
 ) -> Result<()> {
-    use crate::permissions::SysRole;
+    use crate::space::permissions::SysRole;
     atomic::ensure_dir(&root.space_dir(space), atomic::PRIVATE_DIR)?;
     let minted: Vec<_> = [
         (SysRole::Observer, Some(observer)),
@@ -227,7 +229,7 @@ pub fn save_sys_creds(
         &file(SpaceFile::Membership),
         &Membership {
             account_id: account.to_string(),
-            inbox_prefix: crate::permissions::inbox_prefix(account),
+            inbox_prefix: crate::space::permissions::inbox_prefix(account),
         },
         Layout::Compact,
         atomic::SECRET,
@@ -257,7 +259,7 @@ fn sys_creds_read(
     account: &str,
     memo: &SignatureMemo,
 ) -> (bool, Vec<crate::observed::SysUser>, bool) {
-    use crate::permissions::SysRole;
+    use crate::space::permissions::SysRole;
     if !listing.has(SpaceFile::Membership) || !listing.has(SpaceFile::ObserverCreds) {
         return (false, Vec::new(), true);
     }
@@ -505,7 +507,7 @@ mod tests {
     fn creds_of_a_sys_user() -> (String, String) {
         let sys = nkeys::KeyPair::new_account();
         let user = nkeys::KeyPair::new_user();
-        let mut claims = crate::jwt::user_claims(
+        let mut claims = crate::trust::jwt::user_claims(
             "observer",
             &user.public_key(),
             "",
@@ -513,9 +515,9 @@ mod tests {
             1,
             None,
         );
-        let token = crate::jwt::encode(&mut claims, &sys).unwrap();
+        let token = crate::trust::jwt::encode(&mut claims, &sys).unwrap();
         (
-            crate::jwt::creds_file(&token, &user.seed().unwrap()),
+            crate::trust::jwt::creds_file(&token, &user.seed().unwrap()),
             user.public_key(),
         )
     }

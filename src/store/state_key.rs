@@ -1,15 +1,15 @@
 //! `.cotal/auth/state.seed`: the seed of the root's state key, which signs every state cotal
-//! writes ([`crate::state_signature`]). Made the first time a state is signed or the key is
+//! writes ([`crate::trust::state_signature`]). Made the first time a state is signed or the key is
 //! asked for (`cotal state key`), so roots made before it get one without a step.
 //!
-//! Invariants: the file is 0600 and holds one nkey seed of [`crate::state_signature::KEY_TYPE`];
+//! Invariants: the file is 0600 and holds one nkey seed of [`crate::trust::state_signature::KEY_TYPE`];
 //! it is created whole or not at all and never replaced (two cotals racing to make it keep
 //! the first one's); a file that is not such a seed is an error naming it, never replaced.
 
 use crate::error::{Error, Result};
-use crate::secret::Seed;
-use crate::state_signature::KEY_TYPE;
 use crate::store::{Root, atomic};
+use crate::trust::secret::Seed;
+use crate::trust::state_signature::KEY_TYPE;
 
 /// The root's state key, made now when the root has none.
 pub fn load_or_create(root: &Root) -> Result<nkeys::KeyPair> {

@@ -8,12 +8,12 @@
 //! (a revoked key stays revoked); the file is written under the root's lock.
 
 use crate::error::Result;
-use crate::jwt::Revocations;
 use crate::model::SpaceName;
-use crate::permissions::{Profile, SysRole};
+use crate::space::permissions::{Profile, SysRole};
 use crate::store::paths::SpaceFile;
 use crate::store::record::{self, Layout};
 use crate::store::{Root, atomic};
+use crate::trust::jwt::Revocations;
 use serde::{Deserialize, Serialize};
 
 /// One user minted by `cotal creds`; `P` is what it may do (a space user's [`Profile`], a
@@ -37,13 +37,13 @@ pub struct Minted<P = Profile> {
     /// A declared member's user (`cotal creds --member`): its principal and grant, so a
     /// changed grant revokes it.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub member: Option<crate::members::MemberMark>,
-    /// The side account it is a user of (a member's: [`crate::side_accounts`]); absent for a
+    pub member: Option<crate::space::members::MemberMark>,
+    /// The side account it is a user of (a member's: [`crate::space::side_accounts`]); absent for a
     /// user of the space's own account (every user minted before side accounts).
     #[serde(skip_serializing_if = "Option::is_none", default)]
     pub account: Option<String>,
     /// An owner (`--profile admin`) minted with the API's delete and purge of what cotal
-    /// provisions denied ([`crate::permissions::admin`]); absent for one minted before, which
+    /// provisions denied ([`crate::space::permissions::admin`]); absent for one minted before, which
     /// may still delete and purge them (a plan names it).
     #[serde(
         rename = "ownerGuard",

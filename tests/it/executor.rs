@@ -135,7 +135,7 @@ impl Broker for Fake {
         &mut self,
         _: &SpaceName,
         writer: &str,
-        _: &[cotal::channels::Write],
+        _: &[cotal::space::channels::Write],
     ) -> Result<()> {
         assert!(writer.contains("BEGIN NATS USER JWT"));
         Ok(())
@@ -144,8 +144,8 @@ impl Broker for Fake {
         &mut self,
         _: &SpaceName,
         writer: &str,
-        writes: &[cotal::channels::Write],
-    ) -> Result<Vec<cotal::channels::Written>> {
+        writes: &[cotal::space::channels::Write],
+    ) -> Result<Vec<cotal::space::channels::Written>> {
         assert!(writer.contains("BEGIN NATS USER JWT"));
         Ok(writes
             .iter()

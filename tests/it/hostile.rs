@@ -463,7 +463,7 @@ fn a_hostile_state_file_is_refused_unread_and_never_echoed() {
     let big = dir.path().join("big.json");
     std::fs::File::create(&big)
         .unwrap()
-        .set_len(cotal::state::MAX_STATE_BYTES + 1)
+        .set_len(cotal::observed::state::MAX_STATE_BYTES + 1)
         .unwrap();
     let e = plan(&big);
     assert!(e.contains("is larger than 67108864 bytes"), "{e}");

@@ -51,7 +51,7 @@ fn observed(spaces: Vec<(SpaceName, ObservedSpace)>) -> Observed {
         ));
         o.generation = GenerationState::Valid(GenerationRecord {
             generation: 4,
-            inventory_digest: cotal::digest::inventory(
+            inventory_digest: cotal::trust::digest::inventory(
                 o.inventory
                     .spaces
                     .iter()
@@ -134,12 +134,12 @@ fn render_refuses_zero_spaces_duplicates_and_foreign_accounts() {
             .contains("preloaded twice")
     );
     let stranger = testing::fixed_key(nkeys::KeyPairType::Operator, 99);
-    let foreign = cotal::jwt::encode(
-        &mut cotal::jwt::account_claims(
+    let foreign = cotal::trust::jwt::encode(
+        &mut cotal::trust::jwt::account_claims(
             "a",
             &sa.account_pub,
             &sa.signing_pub,
-            cotal::jwt::AccountLimits::for_space(&SpaceSpec::default()),
+            cotal::trust::jwt::AccountLimits::for_space(&SpaceSpec::default()),
             IAT,
         ),
         &stranger,
@@ -165,12 +165,12 @@ fn render_refuses_zero_spaces_duplicates_and_foreign_accounts() {
         .collect();
     let foreign_of = |i: usize| {
         let s = &spaces[i].1;
-        cotal::jwt::encode(
-            &mut cotal::jwt::account_claims(
+        cotal::trust::jwt::encode(
+            &mut cotal::trust::jwt::account_claims(
                 &format!("s{i:02}"),
                 &s.account_pub,
                 &s.signing_pub,
-                cotal::jwt::AccountLimits::for_space(&SpaceSpec::default()),
+                cotal::trust::jwt::AccountLimits::for_space(&SpaceSpec::default()),
                 IAT,
             ),
             &stranger,

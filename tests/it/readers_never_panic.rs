@@ -83,6 +83,6 @@ proptest! {
         let _ = cotal::store::journal::parse(&bytes);
         let _ = cotal::store::generation::parse(&bytes);
         let _ = serde_json::from_slice::<cotal::plan::Plan>(&bytes);
-        let _ = cotal::jwt::decode_verified::<serde_json::Value>(&String::from_utf8_lossy(&bytes));
+        let _ = cotal::trust::jwt::decode_verified::<serde_json::Value>(&String::from_utf8_lossy(&bytes));
     }
 }

@@ -111,9 +111,21 @@ fn the_module_map_of_contributing_is_the_crates_and_names_every_module() {
         .map(|m| m.trim_end_matches(';'))
         .collect();
     assert!(
-        modules.len() > 40,
+        modules.len() > 25,
         "both crates' modules were found: {modules:?}"
     );
+    // The core's rooms: each module a room holds has a row of its own (`desired::topology`).
+    let mut modules: Vec<String> = modules.into_iter().map(String::from).collect();
+    for room in ["desired", "observed", "adopt", "space", "trust"] {
+        let text =
+            std::fs::read_to_string(repo.join(format!("crates/cotal-core/src/{room}/mod.rs")))
+                .unwrap();
+        modules.extend(
+            text.lines()
+                .filter_map(|l| l.strip_prefix("pub mod "))
+                .map(|m| format!("{room}::{}", m.trim_end_matches(';'))),
+        );
+    }
     for module in modules {
         assert!(
             doc_rows

@@ -10,37 +10,39 @@
 //!
 //! | module | what it owns |
 //! |---|---|
-//! | [`desired`] | `cotal.toml` parsed and validated (file:line:column errors) |
-//! | [`tls_config`] | the `[broker.tls]` and `[cluster.tls]` tables as declared, parsed and validated |
-//! | [`topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` parsed and validated |
+//! | [`desired`] | `cotal.toml`, the room of what the operator declares: parsed and validated (file:line:column errors), and beside it: |
+//! | [`desired::topology`] | the broker's nodes: a single server is a cluster of one; `[cluster]` parsed and validated |
+//! | [`desired::tls_config`] | the `[broker.tls]` and `[cluster.tls]` tables as declared, parsed and validated |
+//! | [`desired::include`] | `[broker] include`: what an operator's nats-server settings may hold, parsed as nats-server reads them (the edge reads the file) |
+//! | [`desired::edit`] | format-preserving edits of `cotal.toml` for the space verbs |
+//! | [`desired::toml_fmt`] | `cotal fmt`: cotal.toml in one canonical layout, comments and meaning kept |
 //! | [`model`] | the vocabulary: space names (and how they are shown), states, limits, sizes, listeners |
-//! | [`observed`] | what observation found, as plain data |
-//! | [`drift_verdicts`] | verdicts on stream configs and what vouches for them (the drift cache's data) |
+//! | [`observed`] | what is there, the room of observation's data: what observation found, as plain data, and beside it: |
+//! | [`observed::drift_verdicts`] | verdicts on stream configs and what vouches for them (the drift cache's data) |
+//! | [`observed::state`] | the secret-free state `plan --state` plans against (export, and back to an observation) |
 //! | [`plan`] | `(desired, observed, intent) -> Plan` in named stages (`plan::Intent`: the rotations and `--allow-degraded` of one run); the closed `Step` set; refusals |
 //! | [`report`] | a plan as text, JSON and markdown; the versioned JSON documents of what each verb did |
+//! | [`outcomes`] | what the edge's operations tell and return (`up`'s and `down`'s events, a space's failed step), as plain data for the reports |
 //! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view |
-//! | [`route_auth`] | the cluster's route credential, derived from the operator seed, and its include file |
-//! | [`lifecycle`] | a space's derived state and servability |
-//! | [`relocation`] | a space's move to another broker: the source's record, the destination's receipt, and the check of one against the other |
-//! | [`adopt`] | adoption of a root the original Cotal made: what was found, what adopting it does, the `cotal.toml` it writes |
-//! | [`members`] | declared members of a space and their channel ACLs: who may read and post where, the `acl` records, what a plan changes of them |
-//! | [`side_accounts`] | the accounts beside a space's: one per declared member, its observer's and its evictor's, each importing from the space only what its principal may do; the space's and the system account's exports; the monitoring account; the check of kept imports |
-//! | [`nsc`] | adoption of an operator managed with nsc: its store's keys and JWTs as a broker and its spaces, the claims cotal does not model |
-//! | [`streams`] | the one table of a space's streams and buckets |
-//! | [`permissions`] | the permissions of every user cotal mints |
-//! | [`jwt`] | typed NATS JWTs, signing and verification |
-//! | [`digest`] | the sha256 digests plans and generation records pin |
+//! | [`space`] | a space's contents and who may use them: |
+//! | [`space::streams`] | the one table of a space's streams and buckets |
+//! | [`space::channels`] | channels declared per space: validation, wire form, diff against the registry |
+//! | [`space::members`] | declared members of a space and their channel ACLs: who may read and post where, the `acl` records, what a plan changes of them |
+//! | [`space::permissions`] | the permissions of every user cotal mints |
+//! | [`space::lifecycle`] | a space's derived state and servability |
+//! | [`space::side_accounts`] | the accounts beside a space's: one per declared member, its observer's and its evictor's, each importing from the space only what its principal may do; the space's and the system account's exports; the monitoring account; the check of kept imports |
+//! | [`trust`] | what proves who signed what: |
+//! | [`trust::jwt`] | typed NATS JWTs, signing and verification |
+//! | [`trust::digest`] | the sha256 digests plans and generation records pin |
+//! | [`trust::secret`] | a seed that never prints |
+//! | [`trust::state_signature`] | the state's signature: sign with the root's state key, verify against the key given from outside the pull request |
+//! | [`trust::route_auth`] | the cluster's route credential, derived from the operator seed, and its include file |
+//! | [`adopt`] | what other tools and brokers hand over: adoption of a root the original Cotal made (what was found, what adopting it does, the `cotal.toml` it writes), and beside it: |
+//! | [`adopt::nsc`] | adoption of an operator managed with nsc: its store's keys and JWTs as a broker and its spaces, the claims cotal does not model |
+//! | [`adopt::relocation`] | a space's move to another broker: the source's record, the destination's receipt, and the check of one against the other |
 //! | [`audit`] | the lifecycle audit's record types |
-//! | [`edit`] | format-preserving edits of `cotal.toml` for the space verbs |
-//! | [`channels`] | channels declared per space: validation, wire form, diff against the registry |
-//! | [`secret`] | a seed that never prints |
-//! | [`include`] | `[broker] include`: what an operator's nats-server settings may hold, parsed as nats-server reads them (the edge reads the file) |
-//! | [`state`] | the secret-free state `plan --state` plans against (export, and back to an observation) |
-//! | [`state_signature`] | the state's signature: sign with the root's state key, verify against the key given from outside the pull request |
 //! | [`error`] | the error kinds and their exit codes |
 //! | [`diagnostic`] | a refusal or error as data: what, tenants, blast radius, next steps |
-//! | [`toml_fmt`] | `cotal fmt`: cotal.toml in one canonical layout, comments and meaning kept |
-//! | [`outcomes`] | what the edge's operations tell and return (`up`'s and `down`'s events, a space's failed step), as plain data for the reports |
 //! | `testing` | plain-data fixtures shared by the unit and the integration tests (hidden, not an API) |
 //!
 //! docs/design/architecture.md ("The shape of the code") describes the two crates.
@@ -52,34 +54,16 @@
 
 pub mod adopt;
 pub mod audit;
-pub mod channels;
 pub mod desired;
 pub mod diagnostic;
-pub mod digest;
-pub mod drift_verdicts;
-pub mod edit;
 pub mod error;
-pub mod include;
-pub mod jwt;
-pub mod lifecycle;
-pub mod members;
 pub mod model;
-pub mod nsc;
 pub mod observed;
 pub mod outcomes;
-pub mod permissions;
 pub mod plan;
-pub mod relocation;
 pub mod render;
 pub mod report;
-pub mod route_auth;
-pub mod secret;
-pub mod side_accounts;
-pub mod state;
-pub mod state_signature;
-pub mod streams;
+pub mod space;
 #[doc(hidden)]
 pub mod testing;
-pub mod tls_config;
-pub mod toml_fmt;
-pub mod topology;
+pub mod trust;

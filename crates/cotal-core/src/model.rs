@@ -100,7 +100,7 @@ impl SpaceName {
 /// A character that could hide or reorder what a terminal shows: a control character (a tab,
 /// a newline), a line or paragraph separator, a zero-width or bidirectional formatting
 /// character (U+202E and its kin), a byte-order mark. A space name may hold none of them, and a
-/// tenant's text shows them escaped ([`crate::channels::displayable`]).
+/// tenant's text shows them escaped ([`crate::space::channels::displayable`]).
 pub fn hides_or_reorders(c: char) -> bool {
     c.is_control()
         || matches!(

@@ -6,9 +6,9 @@
 //! accounts come from the validated inventory, whose signatures were verified when it was read;
 //! here each token's issuer and subject are checked again against what it is preloaded as.
 
-use crate::jwt::BrokerTrust;
-use crate::jwt::{self, AccountNats};
 use crate::model::SpaceName;
+use crate::trust::jwt::BrokerTrust;
+use crate::trust::jwt::{self, AccountNats};
 use rayon::prelude::*;
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -43,7 +43,7 @@ pub struct Node {
     pub log_rotation: bool,
 }
 
-/// An operator-owned include, as read and checked ([`crate::include`]).
+/// An operator-owned include, as read and checked ([`crate::desired::include`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Include {
     /// As `cotal.toml` names it.
@@ -219,7 +219,10 @@ fn seconds(ms: u64) -> serde_json::Value {
 impl Node {
     /// The node with the route credential its cluster block renders into its include file and
     /// digest (a single server's node is returned as it is).
-    pub fn with_route_credential(&self, credential: &crate::route_auth::RouteCredential) -> Node {
+    pub fn with_route_credential(
+        &self,
+        credential: &crate::trust::route_auth::RouteCredential,
+    ) -> Node {
         let mut node = self.clone();
         if let Some(c) = &mut node.cluster {
             c.credential = Some(credential.clone());
@@ -230,7 +233,7 @@ impl Node {
 
 /// A cluster node's `server_name` and `cluster {}` block. The routes are authenticated: the
 /// block names an include file (beside the config) that holds the `authorization {}` the node
-/// requires and the route URLs with the credential it presents (see [`crate::route_auth`]).
+/// requires and the route URLs with the credential it presents (see [`crate::trust::route_auth`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClusterBlock {
     /// The cluster's name.
@@ -244,7 +247,7 @@ pub struct ClusterBlock {
     /// The route credential, where the caller holds it (an apply, `status`): needed for the
     /// include file and for the digest nats-server computes over the included values. A plan
     /// renders the text, which never holds it, without.
-    pub credential: Option<crate::route_auth::RouteCredential>,
+    pub credential: Option<crate::trust::route_auth::RouteCredential>,
     /// Mutual TLS on the routes (`[cluster.tls]`): `verify` always on.
     pub tls: Option<ListenerTls>,
     /// The rotation of the route credential the include holds, named in a comment (from the
@@ -300,13 +303,13 @@ pub struct Preload<'a> {
     pub account: &'a str,
     pub token: Token<'a>,
     /// A side account of the space (`None`: the space's own account).
-    pub side: Option<&'a crate::side_accounts::SideRole>,
+    pub side: Option<&'a crate::space::side_accounts::SideRole>,
 }
 
 /// The fingerprint of what a render preloads (placeholders included as given): the generation
 /// record's `inventoryDigest`.
 pub fn preloads_digest(preloads: &[Preload]) -> String {
-    crate::digest::inventory(
+    crate::trust::digest::inventory(
         preloads
             .iter()
             .map(|p| (p.space, p.account, p.token.text())),
@@ -458,7 +461,7 @@ fn text(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
             let _ = writeln!(
                 out,
                 "{}{} (cotal rotate routes)",
-                crate::route_auth::ROTATION_LINE,
+                crate::trust::route_auth::ROTATION_LINE,
                 c.rotation
             );
         }
@@ -612,7 +615,7 @@ fn digest(broker: &BrokerTrust, preloads: &[Preload], node: &Node) -> String {
 pub fn parsed_digest(parsed: &serde_json::Value) -> String {
     let mut encoded = go_html_safe(parsed.to_string());
     encoded.push('\n');
-    crate::digest::sha256(encoded.as_bytes())
+    crate::trust::digest::sha256(encoded.as_bytes())
 }
 
 /// A `tls {}` block as nats-server parses what [`tls_block`] writes.

@@ -7,9 +7,9 @@
 
 #![allow(clippy::disallowed_methods)]
 
-use crate::jwt::AccountLimits;
 use crate::model::{Listener, SpaceName, SpaceSpec};
 use crate::observed::*;
+use crate::trust::jwt::AccountLimits;
 
 pub fn name(s: &str) -> SpaceName {
     SpaceName::parse(s).unwrap()
@@ -43,7 +43,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
         system: crate::observed::SystemObserved {
             // A root of today keeps a monitor key (one without is planned to get it).
             keys: crate::observed::SysKeysState::Scoped(std::collections::BTreeMap::from([(
-                crate::permissions::SysRole::Monitor,
+                crate::space::permissions::SysRole::Monitor,
                 "AMONITOR".to_string(),
             )])),
             revocations: Default::default(),
@@ -55,7 +55,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
             // system account names it).
             monitor: Some((
                 "AMONITORACCOUNT".into(),
-                crate::side_accounts::monitor_claims("", "AMONITOR", &Default::default()),
+                crate::space::side_accounts::monitor_claims("", "AMONITOR", &Default::default()),
             )),
             legacy_monitor_users: 0,
         },
@@ -74,7 +74,7 @@ pub fn observed(spaces: &[(&str, ObservedSpace)]) -> Observed {
                 .map(|(n, s)| {
                     let mut s = s.clone();
                     if s.exports.is_empty() {
-                        s.exports = crate::side_accounts::space_exports(&name(n).token());
+                        s.exports = crate::space::side_accounts::space_exports(&name(n).token());
                     }
                     (name(n), s)
                 })
@@ -113,10 +113,10 @@ pub fn lone_node(store_dir: &str) -> ObservedNode {
 }
 
 /// The stopped node `spec`, its files in `/srv/.cotal/node.NAME/`, no config promoted yet.
-pub fn node(spec: crate::topology::NodeSpec, store_dir: &str) -> ObservedNode {
+pub fn node(spec: crate::desired::topology::NodeSpec, store_dir: &str) -> ObservedNode {
     let dir = std::path::PathBuf::from(format!("/srv/.cotal/node.{}", spec.name));
     ObservedNode {
-        files: crate::topology::NodeFiles {
+        files: crate::desired::topology::NodeFiles {
             name: spec.name.clone(),
             conf: dir.join("server.conf"),
             conf_next: dir.join("server.conf.next"),
@@ -164,7 +164,7 @@ pub fn journal(space: &str, account: &str, committed: bool) -> JournalState {
 /// A broker trust and spaces whose account JWTs are really signed by its operator (the renderer
 /// checks issuers), keyed by name.
 pub fn minted(names: &[&str]) -> (BrokerTrust, Vec<(String, ObservedSpace)>) {
-    use crate::jwt;
+    use crate::trust::jwt;
     use nkeys::KeyPair;
     let operator = KeyPair::new_operator();
     let trust = trust_of(
@@ -182,7 +182,7 @@ pub fn minted(names: &[&str]) -> (BrokerTrust, Vec<(String, ObservedSpace)>) {
             let limits = AccountLimits::for_space(&SpaceSpec::default());
             let mut claims =
                 jwt::account_claims(n, &account.public_key(), &signing.public_key(), limits, 1);
-            claims.nats.exports = crate::side_accounts::space_exports(n);
+            claims.nats.exports = crate::space::side_accounts::space_exports(n);
             let token = jwt::encode(&mut claims, &operator).unwrap();
             let mut s = space(&account.public_key(), &SpaceSpec::default());
             s.signing_pub = signing.public_key();
@@ -225,7 +225,7 @@ fn trust_of(
     monitor: &nkeys::KeyPair,
     iat: i64,
 ) -> BrokerTrust {
-    use crate::jwt;
+    use crate::trust::jwt;
     BrokerTrust {
         operator_pub: operator.public_key(),
         operator_signing: Vec::new(),
@@ -254,7 +254,7 @@ fn trust_of(
                 name: "monitor".into(),
                 sub: monitor.public_key(),
                 exp: None,
-                nats: crate::side_accounts::monitor_claims(
+                nats: crate::space::side_accounts::monitor_claims(
                     &sys.public_key(),
                     "AMONITOR",
                     &Default::default(),
@@ -268,7 +268,7 @@ fn trust_of(
 /// Space `name` with fixed keys (number `n`), its account JWT signed by [`fixed_operator`] at
 /// `iat` as `spec` asks.
 pub fn fixed_space(n: u8, name: &str, spec: &SpaceSpec, iat: i64) -> (SpaceName, ObservedSpace) {
-    use crate::jwt;
+    use crate::trust::jwt;
     use nkeys::KeyPairType;
     let account = fixed_key(KeyPairType::Account, 10 + n);
     let signing = fixed_key(KeyPairType::Account, 40 + n);
@@ -281,7 +281,7 @@ pub fn fixed_space(n: u8, name: &str, spec: &SpaceSpec, iat: i64) -> (SpaceName,
         AccountLimits::for_space(spec),
         iat,
     );
-    claims.nats.exports = crate::side_accounts::space_exports(&name.token());
+    claims.nats.exports = crate::space::side_accounts::space_exports(&name.token());
     let token = jwt::encode(&mut claims, &fixed_operator()).expect("signing");
     let mut s = space(&account.public_key(), spec);
     s.signing_pub = signing.public_key();
@@ -292,11 +292,15 @@ pub fn fixed_space(n: u8, name: &str, spec: &SpaceSpec, iat: i64) -> (SpaceName,
 
 /// The monitoring account `trust` names, as an observation of its broker record holds it
 /// (with the testing root's monitor key, `AMONITOR`), current.
-pub fn monitor_observed(trust: &BrokerTrust) -> Option<(String, crate::jwt::AccountNats)> {
+pub fn monitor_observed(trust: &BrokerTrust) -> Option<(String, crate::trust::jwt::AccountNats)> {
     trust.monitor.as_ref().map(|(public, _)| {
         (
             public.clone(),
-            crate::side_accounts::monitor_claims(&trust.sys_pub, "AMONITOR", &Default::default()),
+            crate::space::side_accounts::monitor_claims(
+                &trust.sys_pub,
+                "AMONITOR",
+                &Default::default(),
+            ),
         )
     })
 }

@@ -30,7 +30,7 @@ fn a_running_original_broker_is_adopted_and_every_creds_it_handed_out_keeps_conn
         let js = async_nats::jetstream::new(alice.client.clone());
         js.create_object_store(async_nats::jetstream::object_store::Config {
             bucket: "cotal_artifacts_design".into(),
-            max_bytes: cotal::streams::ARTIFACT_STORE_CAP as i64,
+            max_bytes: cotal::space::streams::ARTIFACT_STORE_CAP as i64,
             ..Default::default()
         })
         .await

@@ -343,7 +343,8 @@ fn an_archived_space_is_not_served_keeps_its_data_and_comes_back_whole() {
     assert!(!store.exists(), "removed, broker running: its data is gone");
     let root = cotal::store::Root::at(b.root.path()).unwrap();
     let sys =
-        cotal::mint::system_users(&root, "test-monitor", cotal::permissions::monitor()).unwrap();
+        cotal::mint::system_users(&root, "test-monitor", cotal::space::permissions::monitor())
+            .unwrap();
     let control = cotal::broker::control::Control::connect(&b.url(), &sys[0]).unwrap();
     assert!(control.account_streams(&account, 1).unwrap().is_empty());
     b.root

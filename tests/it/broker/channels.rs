@@ -247,7 +247,7 @@ fn a_concurrent_edit_is_rebased_and_a_tenant_that_keeps_racing_fails_only_its_sp
         said.contains("channel \"general\" of space \"design\" kept changing")
             && said.contains(&format!(
                 "tried {} times",
-                cotal::channels::CONFLICT_RETRIES + 1
+                cotal::space::channels::CONFLICT_RETRIES + 1
             )),
         "{said}"
     );

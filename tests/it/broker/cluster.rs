@@ -992,7 +992,7 @@ fn a_stranger_on_the_route_ports_joins_nothing_without_the_credential_and_the_ce
             Duration::from_secs(5),
         )
         .unwrap();
-        assert_eq!(served, cotal::digest::sha256(&second.der));
+        assert_eq!(served, cotal::trust::digest::sha256(&second.der));
     }
 
     // The same server given the credential and the certificate joins: the refusals above were
@@ -1074,7 +1074,8 @@ fn a_stranger_on_the_route_ports_joins_nothing_without_the_credential_and_the_ce
 fn servers_answering(b: &Broker) -> Vec<String> {
     let root = cotal::store::Root::at(b.root.path()).unwrap();
     let creds =
-        cotal::mint::system_users(&root, "test-control", cotal::permissions::control()).unwrap();
+        cotal::mint::system_users(&root, "test-control", cotal::space::permissions::control())
+            .unwrap();
     let control = cotal::broker::control::Control::connect(&b.url(), &creds[0]).unwrap();
     let wanted = ["n1", "n2", "n3", "stranger"].map(String::from);
     control.servers(&wanted).unwrap().into_keys().collect()
@@ -1155,7 +1156,8 @@ fn a_departing_tenant_recreating_streams_throughout_its_removal_leaves_no_stream
     assert!(tried_during > 0, "the tenant kept trying during the apply");
     let root = cotal::store::Root::at(b.root.path()).unwrap();
     let sys =
-        cotal::mint::system_users(&root, "test-monitor", cotal::permissions::monitor()).unwrap();
+        cotal::mint::system_users(&root, "test-monitor", cotal::space::permissions::monitor())
+            .unwrap();
     let control = cotal::broker::control::Control::connect(&b.url(), &sys[0]).unwrap();
     let left = control.account_streams(&account, 3).unwrap();
     assert!(

@@ -213,7 +213,7 @@ impl Broker {
             &record.account.public,
             &record.account.signing_seed,
             "owner",
-            cotal::jwt::Permissions::default(),
+            cotal::trust::jwt::Permissions::default(),
             Some(Duration::from_secs(3600)),
             None,
         )
@@ -508,7 +508,7 @@ fn the_artifact_store_holds_objects_as_the_originals_clients_write_them_and_its_
     );
     assert_eq!(
         c.max_bytes,
-        cotal::streams::artifact_cap(Some(64 << 20)) as i64
+        cotal::space::streams::artifact_cap(Some(64 << 20)) as i64
     );
     assert_eq!(c.discard, async_nats::jetstream::stream::DiscardPolicy::New);
     assert!(c.allow_rollup && c.allow_direct);
@@ -567,7 +567,7 @@ fn the_artifact_store_holds_objects_as_the_originals_clients_write_them_and_its_
     );
     assert_eq!(
         config(&js).max_bytes,
-        cotal::streams::artifact_cap(Some(128 << 20)) as i64
+        cotal::space::streams::artifact_cap(Some(128 << 20)) as i64
     );
     b.root
         .cotal(&["plan", "--detailed-exitcode"])
@@ -1213,7 +1213,7 @@ fn a_space_is_backed_up_restored_on_another_broker_and_moved_exactly() {
         .to_string();
     assert_eq!(
         digest,
-        cotal::digest::sha256(&std::fs::read(dir.join("manifest.json")).unwrap())
+        cotal::trust::digest::sha256(&std::fs::read(dir.join("manifest.json")).unwrap())
     );
     let manifest: serde_json::Value =
         serde_json::from_slice(&std::fs::read(dir.join("manifest.json")).unwrap()).unwrap();

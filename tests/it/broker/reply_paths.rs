@@ -111,12 +111,12 @@ fn member_witness(b: &Broker, space: &str, account: &str) -> (Client, async_nats
         account,
         &record.account.signing_seed,
         "witness",
-        cotal::jwt::Permissions {
-            publish: cotal::jwt::Permission {
+        cotal::trust::jwt::Permissions {
+            publish: cotal::trust::jwt::Permission {
                 allow: vec![READY.into()],
                 deny: Vec::new(),
             },
-            subscribe: cotal::jwt::Permission {
+            subscribe: cotal::trust::jwt::Permission {
                 allow: vec![">".into()],
                 deny: Vec::new(),
             },
@@ -456,11 +456,11 @@ fn a_member_aims_every_answer_it_can_get_and_reaches_nothing_past_its_grant() {
         let registry = js.get_key_value("cotal_channels_alpha").await.unwrap();
         assert_eq!(
             registry
-                .get(cotal::channels::DEFAULTS_KEY)
+                .get(cotal::space::channels::DEFAULTS_KEY)
                 .await
                 .unwrap()
                 .as_deref(),
-            Some(cotal::channels::SEEDED_DEFAULTS.as_bytes()),
+            Some(cotal::space::channels::SEEDED_DEFAULTS.as_bytes()),
             "the registry's keys read"
         );
     });
@@ -505,7 +505,7 @@ fn a_spaces_observer_evictor_and_a_monitoring_user_answer_only_into_their_own_ac
             &cotal::mint::system_user(
                 &cotal::store::Root::at(b.root.path()).unwrap(),
                 "cotal-test-control",
-                cotal::permissions::control(),
+                cotal::space::permissions::control(),
             )
             .unwrap(),
         )
@@ -704,7 +704,7 @@ fn an_observer_aiming_its_answers_at_the_nodes_statsz_leaves_the_cluster_placing
             &cotal::mint::system_user(
                 &cotal::store::Root::at(b.root.path()).unwrap(),
                 "cotal-test-control",
-                cotal::permissions::control(),
+                cotal::space::permissions::control(),
             )
             .unwrap(),
         )

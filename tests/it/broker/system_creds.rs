@@ -296,7 +296,7 @@ fn rotate_account_refuses_the_users_of_the_old_signing_key() {
 /// Turn a root into one made before the scoped system keys: the system JWT lists one plain
 /// signing key, whose seed is `.cotal/auth/sys.seed`, and broker.json keeps no system key.
 fn make_legacy(root: &crate::support::TestRoot) {
-    use cotal::jwt;
+    use cotal::trust::jwt;
     let path = root.file(".cotal/auth/broker.json");
     let mut broker: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
@@ -493,7 +493,7 @@ fn a_monitor_user_reads_every_monitoring_endpoint_and_nothing_else_until_revoked
     let varz = ask("$SYS.REQ.SERVER.PING.VARZ".into());
     let server_id = varz["data"]["server_id"].as_str().unwrap().to_string();
     assert!(ask("$SYS.REQ.SERVER.PING".into())["statsz"].is_object());
-    for z in cotal::permissions::MONITOR_SERVER_REQUESTS {
+    for z in cotal::space::permissions::MONITOR_SERVER_REQUESTS {
         for subject in [
             format!("$SYS.REQ.SERVER.PING.{z}"),
             format!("$SYS.REQ.SERVER.{server_id}.{z}"),
@@ -502,7 +502,7 @@ fn a_monitor_user_reads_every_monitoring_endpoint_and_nothing_else_until_revoked
             assert!(v.is_object() && v["error"].is_null(), "{subject}: {v}");
         }
     }
-    for z in cotal::permissions::MONITOR_ACCOUNT_REQUESTS {
+    for z in cotal::space::permissions::MONITOR_ACCOUNT_REQUESTS {
         let subject = format!("$SYS.REQ.ACCOUNT.{design}.{z}");
         let v = ask(subject.clone());
         assert!(v.is_object() && v["error"].is_null(), "{subject}: {v}");

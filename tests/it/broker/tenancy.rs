@@ -63,12 +63,12 @@ fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_
     let root = cotal::store::Root::at(b.root.path()).unwrap();
     let space = cotal::model::SpaceName::parse("design").unwrap();
     let record = cotal::store::account_record::load(&root, &space).unwrap();
-    let everything_in_the_space = cotal::jwt::Permissions {
-        publish: cotal::jwt::Permission {
+    let everything_in_the_space = cotal::trust::jwt::Permissions {
+        publish: cotal::trust::jwt::Permission {
             allow: vec!["cotal.design.>".into(), "$JS.API.>".into()],
             deny: Vec::new(),
         },
-        subscribe: cotal::jwt::Permission {
+        subscribe: cotal::trust::jwt::Permission {
             allow: vec!["cotal.design.>".into(), "_INBOX.>".into()],
             deny: Vec::new(),
         },
@@ -86,17 +86,23 @@ fn users_minted_in_the_space_account_before_side_accounts_are_named_and_revoked_
         .unwrap()
     };
     let (bob, alice, ci) = (old("bob"), old("acme.alice"), old("ci"));
-    let grant = cotal::members::Grant::new(vec!["general".into()], vec!["general".into()]).unwrap();
+    let grant =
+        cotal::space::members::Grant::new(vec!["general".into()], vec!["general".into()]).unwrap();
     let mut ledger = cotal::store::users::load(&root, &space, &record.account.public).unwrap();
     for (name, user, profile, member) in [
-        ("bob", &bob, cotal::permissions::Profile::Member, None),
+        (
+            "bob",
+            &bob,
+            cotal::space::permissions::Profile::Member,
+            None,
+        ),
         // An owner minted before the owner's guard: kept, and named by every plan.
-        ("ci", &ci, cotal::permissions::Profile::Admin, None),
+        ("ci", &ci, cotal::space::permissions::Profile::Admin, None),
         (
             "acme.alice",
             &alice,
-            cotal::permissions::Profile::Member,
-            Some(cotal::members::MemberMark {
+            cotal::space::permissions::Profile::Member,
+            Some(cotal::space::members::MemberMark {
                 principal: "acme.alice".into(),
                 grant: grant.digest(),
                 read: grant.read.clone(),

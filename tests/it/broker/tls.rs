@@ -112,7 +112,7 @@ fn served(b: &Broker) -> String {
         conn.complete_io(&mut tcp).unwrap();
     }
     let leaf = conn.peer_certificates().unwrap()[0].as_ref().to_vec();
-    cotal::digest::sha256(&leaf)
+    cotal::trust::digest::sha256(&leaf)
 }
 
 #[test]
@@ -157,7 +157,7 @@ fn the_client_listener_serves_tls_rotates_hot_verifies_clients_and_refuses_bad_p
         sibling.publish("probe", "hello".into()).await.unwrap();
         sibling.flush().await.unwrap();
     });
-    assert_eq!(served(&b), cotal::digest::sha256(&first.der));
+    assert_eq!(served(&b), cotal::trust::digest::sha256(&first.der));
 
     // The README's client, as a declared member over TLS: `--ca` trusts the broker's CA.
     let creds = b.root.file("alice.creds");
@@ -195,8 +195,8 @@ fn the_client_listener_serves_tls_rotates_hot_verifies_clients_and_refuses_bad_p
             .code(2),
     );
     let (old, new) = (
-        cotal::digest::sha256(&first.der),
-        cotal::digest::sha256(&second.der),
+        cotal::trust::digest::sha256(&first.der),
+        cotal::trust::digest::sha256(&second.der),
     );
     assert!(
         plan.contains("the client listener's TLS certificate changes")
@@ -238,14 +238,14 @@ fn the_client_listener_serves_tls_rotates_hot_verifies_clients_and_refuses_bad_p
     assert!(
         err.contains(&format!(
             "still serves certificate {}, not {}",
-            cotal::digest::sha256(&swapped.der),
-            cotal::digest::sha256(&planned.der)
+            cotal::trust::digest::sha256(&swapped.der),
+            cotal::trust::digest::sha256(&planned.der)
         )),
         "{err}"
     );
     // Planned again, the certificate on disk is the one applied and served.
     b.root.apply().success();
-    assert_eq!(served(&b), cotal::digest::sha256(&swapped.der));
+    assert_eq!(served(&b), cotal::trust::digest::sha256(&swapped.der));
     install(&b.root, &second);
     b.root.apply().success();
 

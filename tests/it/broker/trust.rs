@@ -684,7 +684,7 @@ fn the_config_digest_cotal_computes_is_the_one_nats_server_reports() {
     );
     // And the running server reports it in VARZ.
     root.cotal(&["up"]).assert().success();
-    let creds = cotal::mint::system_user(&r, "test", cotal::permissions::control()).unwrap();
+    let creds = cotal::mint::system_user(&r, "test", cotal::space::permissions::control()).unwrap();
     let control =
         cotal::broker::control::Control::connect(&format!("nats://127.0.0.1:{port}"), &creds)
             .unwrap();

@@ -6,7 +6,7 @@
 //! `nsc generate config --mem-resolver` writes for a nats-server running on them.
 #![allow(dead_code)]
 
-use cotal::jwt::{self, Claims};
+use cotal::trust::jwt::{self, Claims};
 use nkeys::KeyPair;
 use serde_json::{Value, json};
 use std::path::{Path, PathBuf};

@@ -7,7 +7,7 @@
 //! signing key whose seed is gone.
 #![allow(dead_code)]
 
-use cotal::jwt::{self, Claims};
+use cotal::trust::jwt::{self, Claims};
 use nkeys::KeyPair;
 use serde_json::{Value, json};
 use std::os::unix::fs::PermissionsExt;

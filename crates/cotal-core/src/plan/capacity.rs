@@ -43,7 +43,7 @@ pub fn commitment(desired: &Desired) -> Commitment {
                 .limits
                 .max_storage
                 .map(|b| b.0)
-                .unwrap_or_else(|| crate::streams::reserved_storage(None)),
+                .unwrap_or_else(|| crate::space::streams::reserved_storage(None)),
             memory: spec.limits.max_memory.map(|b| b.0).unwrap_or(0),
             unlimited_file: spec.limits.max_storage.is_none(),
         };
@@ -62,7 +62,7 @@ pub fn applied(observed: &Observed) -> Commitment {
         let c = SpaceCommitment {
             space: name.clone(),
             file: u64::try_from(limits.disk_storage)
-                .unwrap_or_else(|_| crate::streams::reserved_storage(None)),
+                .unwrap_or_else(|_| crate::space::streams::reserved_storage(None)),
             memory: u64::try_from(limits.mem_storage).unwrap_or(0),
             unlimited_file: limits.disk_storage < 0,
         };
@@ -107,7 +107,7 @@ pub const OPEN_FILES_RESERVED: u64 = 64;
 /// a space held 12: 40 spaces held 491 descriptors, 80 held 971; with 15, 22 spaces fit a limit
 /// of 400 in `a_running_broker_at_its_open_file_limit_refuses_adds_before_any_change`).
 pub fn open_files_per_space() -> u64 {
-    crate::streams::count() as u64
+    crate::space::streams::count() as u64
 }
 
 /// How many spaces an open-file limit holds.
@@ -171,7 +171,7 @@ fn over_by(
     let reserving = if store == "file" && unlimited > 0 {
         format!(
             " ({unlimited} of them without a max_storage, each reserving {} for its artifact store and buckets)",
-            human_bytes(crate::streams::reserved_storage(None))
+            human_bytes(crate::space::streams::reserved_storage(None))
         )
     } else {
         String::new()
@@ -257,7 +257,7 @@ mod tests {
         assert_eq!(c.file, 4 << 30);
         assert_eq!(c.memory, 128 << 20);
         let open = commitment(&desired("[spaces.a]\n"));
-        assert_eq!(open.file, crate::streams::reserved_storage(None));
+        assert_eq!(open.file, crate::space::streams::reserved_storage(None));
         assert!(open.spaces[0].unlimited_file);
     }
 

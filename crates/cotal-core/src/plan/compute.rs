@@ -33,7 +33,7 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
                     .filter(|o| o.name != n.name)
                     .filter_map(|o| o.route())
                     .collect(),
-                routes_include: crate::route_auth::include_name(
+                routes_include: crate::trust::route_auth::include_name(
                     &observed
                         .node(&n.name)
                         .map(|o| o.files.conf_file_name())
@@ -79,7 +79,7 @@ pub fn nodes(desired: &Desired, observed: &Observed) -> Vec<Node> {
 /// A listener's TLS as `[broker.tls]` or `[cluster.tls]` declares it, with the certificate
 /// observation read (its absolute paths, fingerprint and expiry).
 fn listener_tls(
-    t: &crate::tls_config::TlsSettings,
+    t: &crate::desired::tls_config::TlsSettings,
     facts: Option<&crate::observed::TlsFacts>,
 ) -> render::ListenerTls {
     let path = |p: &str| p.to_string();

@@ -445,11 +445,11 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
             let fixed: Vec<&str> = fields
                 .iter()
                 .map(String::as_str)
-                .filter(|f| !crate::streams::updatable(f))
+                .filter(|f| !crate::space::streams::updatable(f))
                 .collect();
             let (mut locked, recreated): (Vec<&str>, Vec<&str>) = fixed
                 .iter()
-                .partition(|f| crate::streams::LOCKED.contains(f));
+                .partition(|f| crate::space::streams::LOCKED.contains(f));
             // Sealing a stream denies deletes and purges too: the seal is what to name.
             if locked.contains(&"sealed") {
                 locked = vec!["sealed"];

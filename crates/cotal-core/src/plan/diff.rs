@@ -6,9 +6,9 @@ use super::removals::Removals;
 use super::system::SystemReissue;
 use super::{FieldChange, Transition};
 use crate::desired::Desired;
-use crate::jwt::AccountLimits;
 use crate::model::{SpaceName, SpaceSpec, SpaceState, human_bytes};
 use crate::observed::{Observed, ObservedSpace, RegistryState, UsageSource};
+use crate::trust::jwt::AccountLimits;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// A re-issue of a space's account JWT.
@@ -42,10 +42,10 @@ pub struct Diff {
     pub provisions: BTreeMap<SpaceName, Vec<String>>,
     /// Channel registry writes per space (existing spaces whose registry was read, and spaces
     /// this plan adds while the broker runs); empty diffs are left out.
-    pub channels: BTreeMap<SpaceName, crate::channels::Diff>,
+    pub channels: BTreeMap<SpaceName, crate::space::channels::Diff>,
     /// Members' changes per space (acl writes after the reload, revocations in the re-issue);
     /// empty plans are left out.
-    pub members: BTreeMap<SpaceName, crate::members::Plan>,
+    pub members: BTreeMap<SpaceName, crate::space::members::Plan>,
     /// Existing spaces emptied by this plan (requested, or an interrupted purge finished): their
     /// default delivery class and declared channels are written again after it.
     pub purges: super::purges::Purges,
@@ -167,7 +167,7 @@ pub fn diff(
                     && spec.state == SpaceState::Active
                     && let Some(declared) = desired.channels.get(name)
                 {
-                    let d = crate::channels::diff(declared, None);
+                    let d = crate::space::channels::diff(declared, None);
                     if !d.writes.is_empty() {
                         out.channels.insert(name.clone(), d);
                     }
@@ -182,7 +182,7 @@ pub fn diff(
                     && spec.state == SpaceState::Active
                     && let Some(declared) = desired.members.get(name)
                 {
-                    let p = crate::members::plan(declared, Some(&Default::default()), &[]);
+                    let p = crate::space::members::plan(declared, Some(&Default::default()), &[]);
                     if !p.is_empty() {
                         out.members.insert(name.clone(), p);
                     }
@@ -208,7 +208,7 @@ pub fn diff(
         let members = {
             let declared = desired.members.get(name).cloned().unwrap_or_default();
             let serving = spec.state == SpaceState::Active && !space.limits.is_suspended();
-            let empty = crate::channels::Registry::new();
+            let empty = crate::space::channels::Registry::new();
             let acl = match &space.acl {
                 _ if !serving => None,
                 _ if running && out.purges.contains_key(name) => Some(&empty),
@@ -218,13 +218,13 @@ pub fn diff(
             };
             // A member's users live in its own account; one minted in the space's account
             // (before members had accounts of their own) is revoked there, whatever its grant.
-            let in_sides: Vec<crate::members::MemberUser> = space
+            let in_sides: Vec<crate::space::members::MemberUser> = space
                 .member_users
                 .iter()
                 .filter(|u| u.account.is_some())
                 .cloned()
                 .collect();
-            crate::members::plan(&declared, acl, &in_sides)
+            crate::space::members::plan(&declared, acl, &in_sides)
         };
         let legacy: Vec<crate::observed::LedgerUser> = space
             .member_users
@@ -253,7 +253,7 @@ pub fn diff(
             .map(|u| (u.key.clone(), u.issued_at))
             .collect();
         let expected = AccountLimits::for_space(spec);
-        let exports = crate::side_accounts::space_exports(&name.token());
+        let exports = crate::space::side_accounts::space_exports(&name.token());
         let exporting = if space.kept_claims.is_empty() {
             space.exports != exports
         } else {
@@ -365,7 +365,7 @@ pub fn diff(
                 vec!["its streams and buckets come back from disk with the reload; any missing is created".into()],
             );
         } else if running && spec.state == SpaceState::Active {
-            let quota = crate::streams::per_replica(
+            let quota = crate::space::streams::per_replica(
                 spec.limits.max_storage.map(|b| b.0),
                 desired.topology.replicas,
             );
@@ -382,11 +382,11 @@ pub fn diff(
             let declared = desired.channels.get(name).cloned().unwrap_or_default();
             let d = match &space.registry {
                 // The purge empties the registry: every declared channel is written again.
-                _ if purged && running => Some(crate::channels::diff(&declared, None)),
+                _ if purged && running => Some(crate::space::channels::diff(&declared, None)),
                 RegistryState::Read(registry) => {
-                    Some(crate::channels::diff(&declared, Some(registry)))
+                    Some(crate::space::channels::diff(&declared, Some(registry)))
                 }
-                RegistryState::Missing => Some(crate::channels::diff(&declared, None)),
+                RegistryState::Missing => Some(crate::space::channels::diff(&declared, None)),
                 RegistryState::Unknown | RegistryState::Failed(_) => None,
             };
             if let Some(d) = d
@@ -415,7 +415,7 @@ pub fn still_running(observed: &Observed, space: &ObservedSpace) -> bool {
 
 /// What provisioning must do for an existing space, from live figures: missing streams and
 /// drifted configs nats-server can update in place, and the artifact store's cap when the
-/// desired storage quota moves it (`quota`: its share per replica, [`crate::streams::per_replica`];
+/// desired storage quota moves it (`quota`: its share per replica, [`crate::space::streams::per_replica`];
 /// the provisioning after the reload reads the new quota from the record). Empty when nothing
 /// is known (usage not live).
 pub fn provisioning_work(
@@ -426,12 +426,12 @@ pub fn provisioning_work(
     if space.usage.source != UsageSource::Live {
         return Vec::new();
     }
-    let missing = crate::streams::missing(
+    let missing = crate::space::streams::missing(
         &name.token(),
         space.usage.streams.iter().map(|s| s.name.as_str()),
     );
     let mut work = Vec::new();
-    if missing.len() == crate::streams::count() {
+    if missing.len() == crate::space::streams::count() {
         work.push(format!(
             "create all {} streams and buckets, seed the default delivery class",
             missing.len()
@@ -441,12 +441,12 @@ pub fn provisioning_work(
     }
     for (stream, fields) in &space.stream_drift {
         // Drift that cannot be updated in place is a warning of the plan, not a step.
-        if fields.iter().all(|f| crate::streams::updatable(f)) {
+        if fields.iter().all(|f| crate::space::streams::updatable(f)) {
             work.push(format!("update {stream} (drifted: {})", fields.join(", ")));
         }
     }
-    let artifacts = crate::streams::artifact_stream(&name.token());
-    let cap = crate::streams::artifact_cap(quota) as i64;
+    let artifacts = crate::space::streams::artifact_stream(&name.token());
+    let cap = crate::space::streams::artifact_cap(quota) as i64;
     if let Some(have) = space.artifact_max_bytes
         && have != cap
         && !space.stream_drift.iter().any(|(s, _)| *s == artifacts)
@@ -623,7 +623,7 @@ mod tests {
         use crate::testing::{name, space};
         let mut s = space("AQ", &SpaceSpec::default());
         s.usage.source = UsageSource::Live;
-        s.usage.streams = crate::streams::expected(&name("q").token(), Some(32 << 20))
+        s.usage.streams = crate::space::streams::expected(&name("q").token(), Some(32 << 20))
             .iter()
             .map(|e| crate::observed::StreamUsage {
                 name: e.stream_name(),
@@ -631,7 +631,7 @@ mod tests {
                 bytes: 0,
             })
             .collect();
-        s.artifact_max_bytes = Some(crate::streams::artifact_cap(Some(32 << 20)) as i64);
+        s.artifact_max_bytes = Some(crate::space::streams::artifact_cap(Some(32 << 20)) as i64);
         assert!(provisioning_work(&name("q"), &s, Some(32 << 20)).is_empty());
         let work = provisioning_work(&name("q"), &s, Some(64 << 20));
         assert_eq!(

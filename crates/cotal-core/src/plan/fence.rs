@@ -17,9 +17,9 @@ use super::describe::Described;
 use super::diff::Diff;
 use super::removals::{Removal, Removals};
 use super::{Blast, Fenced, Step, list};
-use crate::jwt::AccountLimits;
 use crate::model::SpaceName;
 use crate::observed::Observed;
+use crate::trust::jwt::AccountLimits;
 
 /// The fence step of the plan, when the broker runs and serves a space the plan removes or
 /// archives.
@@ -130,7 +130,7 @@ pub fn quiesced(l: &AccountLimits) -> bool {
 }
 
 /// A record fenced for its removal: no connection, every user revoked.
-fn fenced_for_removal(l: &AccountLimits, revocations: &crate::jwt::Revocations) -> bool {
+fn fenced_for_removal(l: &AccountLimits, revocations: &crate::trust::jwt::Revocations) -> bool {
     l.is_suspended() && revocations.contains_key("*")
 }
 
@@ -142,7 +142,7 @@ fn in_force(
     observed: &Observed,
     name: &SpaceName,
     ready: bool,
-    fenced: fn(&AccountLimits, &crate::jwt::Revocations) -> bool,
+    fenced: fn(&AccountLimits, &crate::trust::jwt::Revocations) -> bool,
 ) -> bool {
     let Some(space) = observed.inventory.spaces.get(name) else {
         return false;

@@ -95,7 +95,7 @@ pub fn guard_trust(observed: &Observed) -> Result<BrokerTrust, Refusal> {
 }
 
 /// An adopted account whose kept claims import what cotal exports for side accounts (from the
-/// system account or a space's account: [`crate::side_accounts::foreign_imports`]) would reach
+/// system account or a space's account: [`crate::space::side_accounts::foreign_imports`]) would reach
 /// past them once loaded: refused, naming each import.
 pub fn guard_kept_imports(observed: &Observed, trust: &BrokerTrust) -> Result<(), Refusal> {
     let spaces: std::collections::BTreeMap<String, String> = observed
@@ -106,7 +106,9 @@ pub fn guard_kept_imports(observed: &Observed, trust: &BrokerTrust) -> Result<()
         .collect();
     let mut found = Vec::new();
     for (name, space) in &observed.inventory.spaces {
-        for i in crate::side_accounts::foreign_imports(&space.imports, &trust.sys_pub, &spaces) {
+        for i in
+            crate::space::side_accounts::foreign_imports(&space.imports, &trust.sys_pub, &spaces)
+        {
             found.push(format!(
                 "{} imports {:?} from {}",
                 name.quoted(),
@@ -271,7 +273,7 @@ pub fn guard_degraded_adds<'a>(
 
 /// Refuse a storage quota that would cap a space's artifact store below what it holds: the
 /// provisioning after the reload lowers the store's `max_bytes` with the quota
-/// ([`crate::streams::artifact_cap`]), and nats-server drops a stream's oldest messages to fit
+/// ([`crate::space::streams::artifact_cap`]), and nats-server drops a stream's oldest messages to fit
 /// a lower `max_bytes`, so the artifacts would be lost. Known only from live figures.
 pub fn guard_artifact_shrink(desired: &Desired, observed: &Observed) -> Result<(), Refusal> {
     for (name, spec) in &desired.spaces {
@@ -281,17 +283,20 @@ pub fn guard_artifact_shrink(desired: &Desired, observed: &Observed) -> Result<(
         if space.usage.source != crate::observed::UsageSource::Live {
             continue;
         }
-        let store = crate::streams::artifact_stream(&name.token());
+        let store = crate::space::streams::artifact_stream(&name.token());
         let Some(held) = space.usage.streams.iter().find(|s| s.name == store) else {
             continue;
         };
         let quota = spec.limits.max_storage.map(|b| b.0);
         let replicas = desired.topology.replicas.max(1);
-        let cap = crate::streams::artifact_cap(crate::streams::per_replica(quota, replicas));
+        let cap = crate::space::streams::artifact_cap(crate::space::streams::per_replica(
+            quota, replicas,
+        ));
         if held.bytes <= cap {
             continue;
         }
-        let needed = (held.bytes * 2 + crate::streams::fixed_reservation()) * u64::from(replicas);
+        let needed =
+            (held.bytes * 2 + crate::space::streams::fixed_reservation()) * u64::from(replicas);
         return Err(Diagnostic::refusal(
             format!(
                 "{}'s max_storage of {} caps its artifact store ({store}) at {}, below the {} of artifacts it holds: nats-server would drop the oldest artifacts to fit.",
@@ -305,7 +310,7 @@ pub fn guard_artifact_shrink(desired: &Desired, observed: &Observed) -> Result<(
                 "set max_storage to at least {} in [spaces.{}.limits] of cotal.toml (the artifact store gets half of the quota past the fixed {}), or have the space's clients delete artifacts first",
                 crate::model::human_bytes(needed),
                 toml_key(name),
-                crate::model::human_bytes(crate::streams::fixed_reservation()),
+                crate::model::human_bytes(crate::space::streams::fixed_reservation()),
             ),
         ));
     }
@@ -444,7 +449,7 @@ pub fn guard_removals(
                     let shown: Vec<String> = m
                         .iter()
                         .take(10)
-                        .map(|f| crate::channels::displayable(f))
+                        .map(|f| crate::space::channels::displayable(f))
                         .collect();
                     match m.len() {
                         n if n > 10 => format!("{} and {} more", shown.join(", "), n - 10),
@@ -558,7 +563,7 @@ pub fn guard_monitoring(observed: &Observed, node: &Node) -> Result<(), Refusal>
     // A node reloaded with another route credential closes the routes open with the old one,
     // and the others refuse it until they reload too: a rotation is for a stopped cluster.
     let rotation = node.cluster.as_ref().map_or(0, |c| c.rotation);
-    if crate::route_auth::rotation_of(conf) != rotation {
+    if crate::trust::route_auth::rotation_of(conf) != rotation {
         return Err(Diagnostic::refusal(
             format!(
                 "the route credential was rotated (rotation {rotation}) while the cluster runs; a reload would close the routes open with the old one."
@@ -708,16 +713,20 @@ mod tests {
         let mut team = space("ATEAM", &spec);
         team.kept_claims = vec!["imports".into()];
         // Its own design: billing's own API, which cotal does not export.
-        team.imports = vec![crate::jwt::Import::service("api", "ABILL", "billing.api.>")];
+        team.imports = vec![crate::trust::jwt::Import::service(
+            "api",
+            "ABILL",
+            "billing.api.>",
+        )];
         let o = observed(&[("billing", billing.clone()), ("team", team.clone())]);
         assert!(guard_kept_imports(&o, &trust).is_ok());
         // What cotal exports for billing's members, and the system account's KICK: refused.
-        team.imports.push(crate::jwt::Import::service(
+        team.imports.push(crate::trust::jwt::Import::service(
             "posts",
             "ABILL",
             "cotal.billing.>",
         ));
-        team.imports.push(crate::jwt::Import::service(
+        team.imports.push(crate::trust::jwt::Import::service(
             "kick",
             &trust.sys_pub,
             "$SYS.REQ.SERVER.*.KICK",

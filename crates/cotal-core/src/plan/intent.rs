@@ -18,7 +18,7 @@ pub struct Intent {
     pub allow_degraded: bool,
     /// Receipts of moves (`--relocated FILE`), each with the digest of its file: a removal
     /// of a space whose relocation is recorded needs the one its destination wrote.
-    pub relocated: Vec<(String, crate::relocation::Receipt)>,
+    pub relocated: Vec<(String, crate::adopt::relocation::Receipt)>,
     /// Drop the revocations of monitoring users whose recorded expiry has passed
     /// (`--prune-revocations`): never by itself, so a host clock that jumps ahead cannot let
     /// revoked creds in again.

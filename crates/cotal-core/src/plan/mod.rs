@@ -243,14 +243,14 @@ impl std::fmt::Display for Reason {
                 let each: Vec<String> = moves
                     .iter()
                     .map(|m| {
-                        let node = if m.node == crate::topology::LONE_NODE {
+                        let node = if m.node == crate::desired::topology::LONE_NODE {
                             String::new()
                         } else {
                             format!("node {}: ", m.node)
                         };
                         // A path may come from a hand-edited config: shown escaped.
-                        let from = crate::channels::displayable(&m.from.display().to_string());
-                        let to = crate::channels::displayable(&m.to.display().to_string());
+                        let from = crate::space::channels::displayable(&m.from.display().to_string());
+                        let to = crate::space::channels::displayable(&m.to.display().to_string());
                         let then = if m.carried {
                             "with its data (its .cotal-store-id is the recorded one): the broker serves it from there".to_string()
                         } else if m.out_of_service {
@@ -445,7 +445,7 @@ pub enum Step {
         /// Revocations `cotal creds revoke --system` recorded that the JWT lacks (user key to
         /// the time up to which its JWTs are refused).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-        handed_out: crate::jwt::Revocations,
+        handed_out: crate::trust::jwt::Revocations,
         /// Revocations of the monitoring account's JWT this plan drops: their users' recorded
         /// expiry has passed ([`system::SystemReissue::pruned`]).
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -470,7 +470,7 @@ pub enum Step {
         transition: Transition,
         /// The revocations the re-issued JWT carries (every one recorded for the account).
         #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-        revocations: crate::jwt::Revocations,
+        revocations: crate::trust::jwt::Revocations,
         /// Replace the account's signing key (`cotal rotate account`): users it signed are
         /// refused after the reload.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -478,7 +478,7 @@ pub enum Step {
         changes: Vec<FieldChange>,
         blast: Blast,
     },
-    /// Write a space's side accounts ([`crate::side_accounts`]) into its record: mint the new
+    /// Write a space's side accounts ([`crate::space::side_accounts`]) into its record: mint the new
     /// ones, re-issue those whose claims change, drop those no longer wanted; record the
     /// revocations the step adds in the space's ledger.
     WriteSideAccounts {
@@ -490,7 +490,7 @@ pub enum Step {
         suspended: bool,
         write: Vec<sides::SideWrite>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
-        drop: Vec<crate::side_accounts::SideRole>,
+        drop: Vec<crate::space::side_accounts::SideRole>,
         /// Users of the dropped members' accounts, recorded revoked in the ledger.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         retired: Vec<(String, i64)>,
@@ -546,7 +546,7 @@ pub enum Step {
     WriteChannels {
         space: SpaceName,
         account: String,
-        writes: Vec<crate::channels::Write>,
+        writes: Vec<crate::space::channels::Write>,
         /// `+`/`~`/`-` per key, for people.
         changes: Vec<String>,
     },
@@ -556,7 +556,7 @@ pub enum Step {
     WriteAcl {
         space: SpaceName,
         account: String,
-        writes: Vec<crate::channels::Write>,
+        writes: Vec<crate::space::channels::Write>,
         /// One line per member, for people.
         changes: Vec<String>,
     },
@@ -952,7 +952,7 @@ impl Plan {
     /// figures included, before it asks.
     pub fn decision_digest(&self) -> String {
         let decisions: Vec<Step> = self.steps.iter().map(Step::decision).collect();
-        crate::digest::sha256(&serde_json::to_vec(&decisions).expect("steps serialize"))
+        crate::trust::digest::sha256(&serde_json::to_vec(&decisions).expect("steps serialize"))
     }
 
     /// What the system account's pending re-issue would do for the spaces `keep` (its own

@@ -7,9 +7,9 @@
 //! limits are exactly `AccountLimits::for_space` of it) and records no protection change.
 
 use crate::desired::Desired;
-use crate::jwt::{AccountLimits, UNLIMITED};
 use crate::model::{ByteSize, Limits, SpaceName, SpaceSpec, SpaceState};
 use crate::observed::{Observed, ObservedSpace};
+use crate::trust::jwt::{AccountLimits, UNLIMITED};
 use std::collections::BTreeSet;
 
 /// `desired` with every space outside `only` as it is applied.

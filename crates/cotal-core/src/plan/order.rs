@@ -139,7 +139,7 @@ pub fn steps(
                 space: name.clone(),
                 work: vec![format!(
                     "create its {} streams and buckets, seed the default delivery class",
-                    crate::streams::count()
+                    crate::space::streams::count()
                 )],
             });
         }

@@ -161,8 +161,8 @@ fn reasons_and_base(
                     });
                     explained = true;
                 }
-                let rotation = crate::route_auth::rotation_of(&base_render);
-                if crate::route_auth::rotation_of(conf) != rotation
+                let rotation = crate::trust::route_auth::rotation_of(&base_render);
+                if crate::trust::route_auth::rotation_of(conf) != rotation
                     && !reasons
                         .iter()
                         .any(|r| matches!(r, Reason::RouteCredential { .. }))

@@ -1,4 +1,4 @@
-//! The removals that end a recorded move (`crate::relocation`): a space whose relocation is
+//! The removals that end a recorded move (`crate::adopt::relocation`): a space whose relocation is
 //! recorded on this (source) root is removed only with the receipt its destination wrote, or
 //! once a receipt was verified and recorded. Pure: the receipts are read by the caller and
 //! checked here against the observed records.
@@ -17,7 +17,7 @@ use crate::observed::Observed;
 pub fn prove(
     observed: &Observed,
     removals: &mut Removals,
-    receipts: &[(String, crate::relocation::Receipt)],
+    receipts: &[(String, crate::adopt::relocation::Receipt)],
 ) -> Result<Vec<String>, Refusal> {
     let mut refused = Diagnostic::default().blast("none, nothing was changed.");
     let mut used = Vec::new();
@@ -44,7 +44,7 @@ pub fn prove(
             removal.receipt = record.receipt.clone();
             continue;
         }
-        let given: Vec<&(String, crate::relocation::Receipt)> = receipts
+        let given: Vec<&(String, crate::adopt::relocation::Receipt)> = receipts
             .iter()
             .filter(|(_, r)| r.space == name.as_str())
             .collect();
@@ -129,9 +129,9 @@ pub fn prove(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::adopt::relocation::{Artifact, Phase, Receipt, Relocation, StreamCount};
     use crate::model::{SpaceSpec, SpaceState};
     use crate::plan::removals::Removal;
-    use crate::relocation::{Artifact, Phase, Receipt, Relocation, StreamCount};
     use crate::testing::{name, observed, space};
 
     fn moving(state: SpaceState) -> Observed {
@@ -145,7 +145,7 @@ mod tests {
             phase: Phase::Exported,
             started_at: "t".into(),
             by: "ops@a".into(),
-            fenced_jwt: crate::relocation::jwt_digest(&s.jwt),
+            fenced_jwt: crate::adopt::relocation::jwt_digest(&s.jwt),
             artifact: Some(Artifact {
                 path: "/b".into(),
                 digest: "sha256:art".into(),
@@ -180,8 +180,8 @@ mod tests {
         (
             "sha256:receipt".into(),
             Receipt {
-                kind: crate::relocation::RECEIPT_KIND.into(),
-                format_version: crate::relocation::RECEIPT_FORMAT,
+                kind: crate::adopt::relocation::RECEIPT_KIND.into(),
+                format_version: crate::adopt::relocation::RECEIPT_FORMAT,
                 space: "m".into(),
                 source_account: "AMOVE".into(),
                 artifact_digest: "sha256:art".into(),

@@ -31,13 +31,16 @@ fn settings(conf: &str) -> Option<BTreeMap<String, String>> {
         if let Some(lines) = &mut include {
             if t.starts_with("# end of include ") {
                 let text = lines.join("\n");
-                let (values, problems) = crate::include::parse(&text, "include");
+                let (values, problems) = crate::desired::include::parse(&text, "include");
                 if problems.is_empty() {
                     for (key, value) in values {
                         out.insert(format!("include.{key}"), value.to_string());
                     }
                 } else {
-                    out.insert("include".into(), crate::digest::sha256(text.as_bytes()));
+                    out.insert(
+                        "include".into(),
+                        crate::trust::digest::sha256(text.as_bytes()),
+                    );
                 }
                 include = None;
             } else {
@@ -91,11 +94,13 @@ pub fn changes(before: &str, after: &str) -> Option<Vec<String>> {
         }
         // A hand-edited line may hold anything: shown escaped, as tenant text is.
         let shown = |v: Option<&String>| {
-            v.map_or("(unset)".to_string(), |v| crate::channels::displayable(v))
+            v.map_or("(unset)".to_string(), |v| {
+                crate::space::channels::displayable(v)
+            })
         };
         out.push(format!(
             "{}: {} -> {}",
-            crate::channels::displayable(key),
+            crate::space::channels::displayable(key),
             shown(old),
             shown(new)
         ));

@@ -1,4 +1,4 @@
-//! The side accounts' stage of the planner ([`crate::side_accounts`]): for each space kept in
+//! The side accounts' stage of the planner ([`crate::space::side_accounts`]): for each space kept in
 //! service, which of its side accounts are minted, re-issued or dropped, and why.
 //!
 //! Invariants: pure; a side account is written when it is missing or its JWT's claims differ
@@ -6,11 +6,11 @@
 //! is no longer wanted; a second plan after an apply of this one writes none.
 
 use super::system::SystemReissue;
-use crate::jwt::Revocations;
-use crate::members::{Grant, Principal};
 use crate::observed::{Observed, ObservedSpace, SysKeysState};
-use crate::permissions::SysRole;
-use crate::side_accounts::{self, SideRole};
+use crate::space::members::{Grant, Principal};
+use crate::space::permissions::SysRole;
+use crate::space::side_accounts::{self, SideRole};
+use crate::trust::jwt::Revocations;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -115,7 +115,7 @@ pub struct Need<'a> {
     pub suspended: bool,
     /// The space's account limits as this plan leaves them: its side accounts carry its
     /// connection and payload limits.
-    pub limits: &'a crate::jwt::AccountLimits,
+    pub limits: &'a crate::trust::jwt::AccountLimits,
     pub members: &'a BTreeMap<Principal, Grant>,
     /// The space's signing key is replaced by this plan (`cotal rotate account`): its members'
     /// accounts list the new one.
@@ -263,8 +263,8 @@ fn added_line(role: &SideRole, suspended: bool) -> String {
 
 fn changed_line(
     role: &SideRole,
-    had: &crate::jwt::AccountNats,
-    want: &crate::jwt::AccountNats,
+    had: &crate::trust::jwt::AccountNats,
+    want: &crate::trust::jwt::AccountNats,
     rekeyed: bool,
     revoking: usize,
 ) -> String {
@@ -359,8 +359,8 @@ mod tests {
                 observer_key: keys.observer.key(),
                 evictor_key: keys.evictor.key(),
                 suspended,
-                conn: crate::jwt::AccountLimits::for_space(&SpaceSpec::default()).conn,
-                payload: crate::jwt::AccountLimits::for_space(&SpaceSpec::default()).payload,
+                conn: crate::trust::jwt::AccountLimits::for_space(&SpaceSpec::default()).conn,
+                payload: crate::trust::jwt::AccountLimits::for_space(&SpaceSpec::default()).payload,
             };
             let claims = side_accounts::claims(&w.role, &ctx, w.grant.as_ref(), &w.revocations);
             let pub_ = s
@@ -396,7 +396,7 @@ mod tests {
                     token: "alpha",
                     space: s,
                     suspended,
-                    limits: &crate::jwt::AccountLimits::for_space(&SpaceSpec::default()),
+                    limits: &crate::trust::jwt::AccountLimits::for_space(&SpaceSpec::default()),
                     members,
                     rotating: false,
                     revoking: &BTreeMap::new(),

@@ -10,7 +10,7 @@ use super::Intent;
 use crate::desired::Desired;
 use crate::model::{SpaceName, SpaceState};
 use crate::observed::{Observed, ObservedSpace, SysKeysState};
-use crate::permissions::{SYS_CREDS_RENEW_WITHIN, SysRole};
+use crate::space::permissions::{SYS_CREDS_RENEW_WITHIN, SysRole};
 use std::collections::BTreeMap;
 
 /// A re-issue of the system account's JWT.
@@ -24,7 +24,7 @@ pub struct SystemReissue {
     pub revoke: BTreeMap<SpaceName, Vec<String>>,
     /// Revocations of users `cotal creds --system` handed out, recorded and not yet in the
     /// JWT.
-    pub handed_out: crate::jwt::Revocations,
+    pub handed_out: crate::trust::jwt::Revocations,
     /// Revocations the monitoring account's JWT holds that it no longer needs: the ledger
     /// records each user's expiry, passed (with a day's slack) at the plan's time. Only a plan
     /// drops a revocation, and it says so; an apply never prunes by its own clock.
@@ -91,7 +91,7 @@ pub fn reissue(desired: &Desired, observed: &Observed, intent: &Intent) -> Optio
             .get(key)
             .is_some_and(|exp| exp + REVOCATION_SLACK < observed.now)
     };
-    let handed_out: crate::jwt::Revocations = system
+    let handed_out: crate::trust::jwt::Revocations = system
         .handed_out_revoked
         .iter()
         .filter(|(key, _)| !expired(key))
@@ -122,7 +122,8 @@ pub fn reissue(desired: &Desired, observed: &Observed, intent: &Intent) -> Optio
                     crate::observed::BrokerRecordState::Valid(t) => t.sys_pub.as_str(),
                     _ => "",
                 };
-                let want = crate::side_accounts::monitor_claims(sys_pub, key, &want_revocations);
+                let want =
+                    crate::space::side_accounts::monitor_claims(sys_pub, key, &want_revocations);
                 if want.signing_keys != claims.signing_keys || want.imports != claims.imports {
                     changes.push("the monitoring account is brought up to date".into());
                 }
@@ -224,8 +225,8 @@ pub fn creds_reason(
         // Its users live in the space's side account of its role, where no answer to what
         // they may ask reaches another tenant or cotal.
         let side = match user.role {
-            SysRole::Evictor => crate::side_accounts::SideRole::Evictor,
-            _ => crate::side_accounts::SideRole::Observer,
+            SysRole::Evictor => crate::space::side_accounts::SideRole::Evictor,
+            _ => crate::space::side_accounts::SideRole::Observer,
         };
         match space.sides.get(&side) {
             Some(s) if s.account_pub == user.account => {}
@@ -290,7 +291,7 @@ mod tests {
         if let Some((public, _)) = &o.system.monitor {
             o.system.monitor = Some((
                 public.clone(),
-                crate::side_accounts::monitor_claims(&sys_pub, "MON", &Default::default()),
+                crate::space::side_accounts::monitor_claims(&sys_pub, "MON", &Default::default()),
             ));
         }
         o.now = NOW;
@@ -314,17 +315,17 @@ mod tests {
     fn with_observer(user: SysUser) -> Observed {
         let mut s = space("AD", &SpaceSpec::default());
         for (role, key) in [
-            (crate::side_accounts::SideRole::Observer, "AWATCH"),
-            (crate::side_accounts::SideRole::Evictor, "AKICK"),
+            (crate::space::side_accounts::SideRole::Observer, "AWATCH"),
+            (crate::space::side_accounts::SideRole::Evictor, "AKICK"),
         ] {
             s.sides.insert(
                 role,
                 crate::observed::ObservedSide {
                     account_pub: key.into(),
                     jwt: String::new(),
-                    claims: crate::side_accounts::claims(
-                        &crate::side_accounts::SideRole::Observer,
-                        &crate::side_accounts::Space {
+                    claims: crate::space::side_accounts::claims(
+                        &crate::space::side_accounts::SideRole::Observer,
+                        &crate::space::side_accounts::Space {
                             token: "design",
                             account: "AD",
                             signing_key: "AS",

@@ -70,7 +70,7 @@ pub fn guard_tls(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Resu
 
 /// What is wrong with `tls`'s material as `seen` at `now`, for listeners reached by `wanted`.
 fn judge(
-    tls: &crate::tls_config::TlsSettings,
+    tls: &crate::desired::tls_config::TlsSettings,
     seen: &crate::observed::ObservedTls,
     wanted: &[String],
     now: i64,

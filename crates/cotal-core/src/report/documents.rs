@@ -308,7 +308,7 @@ pub struct RelocationFigures {
 }
 
 impl RelocationFigures {
-    pub fn of(r: &crate::relocation::Relocation) -> RelocationFigures {
+    pub fn of(r: &crate::adopt::relocation::Relocation) -> RelocationFigures {
         RelocationFigures {
             phase: r.phase.to_string(),
             started_at: r.started_at.clone(),

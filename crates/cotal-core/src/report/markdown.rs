@@ -16,7 +16,7 @@ fn cell(s: &str) -> String {
             c => c.to_string(),
         })
         .collect();
-    crate::channels::displayable(&escaped)
+    crate::space::channels::displayable(&escaped)
 }
 
 pub fn markdown(plan: &Plan) -> String {

@@ -15,7 +15,7 @@
 //! that holds the `authorization {}` block and the route URLs with their user info; only that
 //! file, and the digest nats-server computes over the parsed whole, carry it.
 
-use crate::secret::{Secret, Seed};
+use crate::trust::secret::{Secret, Seed};
 use base64::Engine as _;
 use sha2::{Digest, Sha256};
 

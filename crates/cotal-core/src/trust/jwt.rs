@@ -210,7 +210,7 @@ pub struct AccountNats {
     #[serde(skip_serializing_if = "Revocations::is_empty", default)]
     pub revocations: Revocations,
     /// What other accounts may import from this one (a space's account: what its side
-    /// accounts import, [`crate::side_accounts`]).
+    /// accounts import, [`crate::space::side_accounts`]).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub exports: Vec<Export>,
     /// What this account imports from others (a side account: exactly what its principal may
@@ -218,7 +218,7 @@ pub struct AccountNats {
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub imports: Vec<Import>,
     /// Subjects the account's publishes are moved to before anything matches them (a member
-    /// account: its posts, [`crate::side_accounts::POST_PREFIX`]).
+    /// account: its posts, [`crate::space::side_accounts::POST_PREFIX`]).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty", default)]
     pub mappings: std::collections::BTreeMap<String, Vec<Mapping>>,
     #[serde(rename = "type")]

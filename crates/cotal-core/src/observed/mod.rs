@@ -2,14 +2,20 @@
 //! desired state, so everything it may depend on is here and nothing else is.
 //!
 //! Invariant: nothing in this module holds a seed.
+//!
+//! The room of what is there: this module is what observation found; beside it, the verdicts on
+//! stream configs (`drift_verdicts`) and the secret-free state a plan can be made from (`state`).
 
-use crate::jwt::AccountLimits;
+pub mod drift_verdicts;
+pub mod state;
+
 use crate::model::SpaceName;
+use crate::trust::jwt::AccountLimits;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
-pub use crate::jwt::BrokerTrust;
+pub use crate::trust::jwt::BrokerTrust;
 
 /// Every space of an inventory, signed, in name order: what a render of the inventory preloads.
 pub fn preloads(spaces: &BTreeMap<SpaceName, ObservedSpace>) -> Vec<crate::render::Preload<'_>> {
@@ -69,17 +75,17 @@ pub struct ObservedSpace {
     /// Limits as decoded from the account JWT.
     pub limits: AccountLimits,
     /// Revocations as decoded from the account JWT (what the broker enforces once loaded).
-    pub revocations: crate::jwt::Revocations,
+    pub revocations: crate::trust::jwt::Revocations,
     /// Revocations recorded by `cotal creds revoke` for this account (what the JWT should say):
     /// of its own users, never of a side account's.
-    pub revoked: crate::jwt::Revocations,
+    pub revoked: crate::trust::jwt::Revocations,
     /// Revocations recorded for the users of each side account (by its public key), `*` (every
     /// user of the space) included where the ledger holds one.
-    pub side_revoked: BTreeMap<String, crate::jwt::Revocations>,
+    pub side_revoked: BTreeMap<String, crate::trust::jwt::Revocations>,
     /// The archive its record holds: no config cotal renders preloads it.
     pub archived: Option<crate::model::Archival>,
     /// Its move to another broker, when one is recorded (`cotal space backup` of it fenced).
-    pub relocation: Option<crate::relocation::Relocation>,
+    pub relocation: Option<crate::adopt::relocation::Relocation>,
     /// Protection recorded on disk by the last apply (survives deletion from `cotal.toml`).
     pub protect_recorded: bool,
     /// The suspension the lifecycle record holds (why, when, by whom); `None` for an active
@@ -115,15 +121,15 @@ pub struct ObservedSpace {
     /// declares members or its acl bucket holds a record).
     pub acl: RegistryState,
     /// The users its ledger records for declared members, not revoked.
-    pub member_users: Vec<crate::members::MemberUser>,
-    /// Its side accounts as its record holds them ([`crate::side_accounts`]), each with the
+    pub member_users: Vec<crate::space::members::MemberUser>,
+    /// Its side accounts as its record holds them ([`crate::space::side_accounts`]), each with the
     /// claims its JWT carries.
-    pub sides: BTreeMap<crate::side_accounts::SideRole, ObservedSide>,
+    pub sides: BTreeMap<crate::space::side_accounts::SideRole, ObservedSide>,
     /// The exports its account JWT carries (what its side accounts import from).
-    pub exports: Vec<crate::jwt::Export>,
+    pub exports: Vec<crate::trust::jwt::Export>,
     /// The imports its account JWT carries (cotal writes none; an adopted account whose
     /// claims are kept may carry its own).
-    pub imports: Vec<crate::jwt::Import>,
+    pub imports: Vec<crate::trust::jwt::Import>,
     /// Users its ledger records of the retired `member` profile (`cotal creds --user` before
     /// side accounts), not revoked nor expired. They live in the space's account, so every
     /// answer the broker gives them lands there; a plan revokes them, by name.
@@ -150,7 +156,7 @@ pub struct LedgerUser {
 pub struct ObservedSide {
     pub account_pub: String,
     pub jwt: String,
-    pub claims: crate::jwt::AccountNats,
+    pub claims: crate::trust::jwt::AccountNats,
 }
 
 impl ObservedSpace {
@@ -162,7 +168,7 @@ impl ObservedSpace {
         signing_pub: String,
         jwt: String,
         limits: AccountLimits,
-        revocations: crate::jwt::Revocations,
+        revocations: crate::trust::jwt::Revocations,
     ) -> ObservedSpace {
         ObservedSpace {
             account_pub,
@@ -218,7 +224,7 @@ pub enum RegistryState {
     Unknown,
     /// The space has no registry bucket yet (provisioning creates it).
     Missing,
-    Read(crate::channels::Registry),
+    Read(crate::space::channels::Registry),
     /// Reading it failed.
     Failed(String),
 }
@@ -501,7 +507,7 @@ impl std::fmt::Display for CapacitySource {
 /// One of a space's $SYS users, from its creds file (public: no secret).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SysUser {
-    pub role: crate::permissions::SysRole,
+    pub role: crate::space::permissions::SysRole,
     /// The user's public key.
     pub key: String,
     /// The signing key that issued it.
@@ -518,7 +524,7 @@ pub struct SysUser {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SysKeysState {
     /// Scoped keys in the broker record: each kept role's public key.
-    Scoped(std::collections::BTreeMap<crate::permissions::SysRole, String>),
+    Scoped(std::collections::BTreeMap<crate::space::permissions::SysRole, String>),
     /// Only the unscoped `sys.seed` of a root made before the scoped keys.
     Legacy,
     /// No system key at rest: a single-space root, or a multi-space root whose keys are lost.
@@ -530,7 +536,7 @@ pub enum SysKeysState {
 pub struct SystemObserved {
     pub keys: SysKeysState,
     /// The revocations of the system account's JWT.
-    pub revocations: crate::jwt::Revocations,
+    pub revocations: crate::trust::jwt::Revocations,
     /// Whether the JWT's scoped keys carry exactly the templates this cotal writes.
     pub templates_current: bool,
     /// A previous control key is still kept: a change of the control key was interrupted
@@ -539,14 +545,14 @@ pub struct SystemObserved {
     /// The revocations `cotal creds revoke --system` recorded in the system users' ledger
     /// (`.cotal/auth/system-users.json`); the next re-issue puts those the monitoring account's
     /// JWT lacks in force.
-    pub handed_out_revoked: crate::jwt::Revocations,
+    pub handed_out_revoked: crate::trust::jwt::Revocations,
     /// When each monitoring user the ledger records expires (user public key to its `exp`;
     /// one that never expires is absent): a revocation is dropped from the JWT only by a plan,
     /// and only once the ledger says its user has expired.
     pub handed_out_expires: std::collections::BTreeMap<String, i64>,
     /// The root's monitoring account, as its broker record holds it: its key and the claims
     /// its JWT carries (`None`: the root has none yet).
-    pub monitor: Option<(String, crate::jwt::AccountNats)>,
+    pub monitor: Option<(String, crate::trust::jwt::AccountNats)>,
     /// Monitoring users handed out before the monitoring account (users of the system
     /// account's monitor key), not revoked nor expired: the re-issue that moves the key to the
     /// monitoring account refuses them.
@@ -555,7 +561,7 @@ pub struct SystemObserved {
 
 impl SystemObserved {
     /// The public key kept for `role`, if any.
-    pub fn key(&self, role: crate::permissions::SysRole) -> Option<&str> {
+    pub fn key(&self, role: crate::space::permissions::SysRole) -> Option<&str> {
         match &self.keys {
             SysKeysState::Scoped(keys) => keys.get(&role).map(String::as_str),
             _ => None,
@@ -573,7 +579,7 @@ pub struct Store {
     pub used: Option<u64>,
 }
 
-/// `[broker] include` as read ([`crate::include`]): its text (inlined into every config), its
+/// `[broker] include` as read ([`crate::desired::include`]): its text (inlined into every config), its
 /// top-level settings as nats-server reads them (for the digest), and what is wrong with it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct ObservedInclude {
@@ -688,7 +694,7 @@ pub struct ServerInfo {
     /// Of a single server: each account's verdict on its stream configs and what vouches for
     /// it (`store::drift_cache`), for an apply or `up` to cache. Not for planning.
     #[serde(skip)]
-    pub drift_cache: Option<crate::drift_verdicts::DriftCache>,
+    pub drift_cache: Option<crate::observed::drift_verdicts::DriftCache>,
 }
 
 /// One node's recorded store (`.cotal/store.json`, `cotal::store::store_home`).
@@ -752,9 +758,9 @@ pub struct Observed {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedNode {
     /// The node as `cotal.toml` declares it.
-    pub spec: crate::topology::NodeSpec,
+    pub spec: crate::desired::topology::NodeSpec,
     /// Its config, the promotion's candidate and previous config, pidfile and log.
-    pub files: crate::topology::NodeFiles,
+    pub files: crate::desired::topology::NodeFiles,
     /// Where it listens: its promoted config's listener, else `cotal.toml`'s.
     pub listener: crate::model::Listener,
     pub server_conf: Option<PromotedConfig>,
@@ -791,7 +797,7 @@ pub fn nodes_process(nodes: &[ObservedNode]) -> BrokerProcess {
         BrokerProcess::Unknown { seen } => Some(BrokerProcess::Unknown {
             seen: format!(
                 "{}{seen}",
-                crate::topology::node_prefix(clustered, n.name())
+                crate::desired::topology::node_prefix(clustered, n.name())
             ),
         }),
         _ => None,
@@ -984,7 +990,7 @@ impl Observed {
         if !self.is_cluster() {
             return self
                 .server_conf_text()
-                .map(|c| crate::digest::sha256(c.as_bytes()))
+                .map(|c| crate::trust::digest::sha256(c.as_bytes()))
                 .unwrap_or_else(|| "absent".into());
         }
         if self.nodes.iter().all(|n| n.server_conf.is_none()) {
@@ -1002,7 +1008,7 @@ impl Observed {
             );
             all.push('\0');
         }
-        crate::digest::sha256(all.as_bytes())
+        crate::trust::digest::sha256(all.as_bytes())
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::model::SpaceName;
 use crate::observed::{JournalState, Observed, ObservedSpace, UsageSource};
-use crate::streams;
+use crate::space::streams;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

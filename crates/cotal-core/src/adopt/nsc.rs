@@ -18,9 +18,9 @@
 //! kept) and the first apply serves it.
 
 use crate::diagnostic::Diagnostic;
-use crate::jwt::{self, AccountLimits, OperatorNats};
 use crate::model::SpaceName;
-use crate::secret::Seed;
+use crate::trust::jwt::{self, AccountLimits, OperatorNats};
+use crate::trust::secret::Seed;
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::PathBuf;

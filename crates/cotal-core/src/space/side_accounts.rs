@@ -33,12 +33,12 @@
 //! pure function of its role and [`Space`]; the space's exports depend on its token alone, so
 //! they never change with its members.
 
-use crate::jwt::{
+use crate::space::members::{Grant, Principal};
+use crate::space::permissions::{SysRole, inbox_prefix};
+use crate::trust::jwt::{
     self, AccountLimits, AccountNats, Export, Import, Permission, Permissions, SigningKey,
     UserScope,
 };
-use crate::members::{Grant, Principal};
-use crate::permissions::{SysRole, inbox_prefix};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -331,14 +331,14 @@ fn streams(token: &str) -> (String, [String; 2]) {
     (
         format!("CHAT_{token}"),
         [
-            crate::streams::registry_stream(token),
+            crate::space::streams::registry_stream(token),
             format!("KV_cotal_presence_{token}"),
         ],
     )
 }
 
 /// What a member's account imports from its space's account `account`: its grant, and
-/// nothing else (see [`crate::permissions::member_grant`], the permissions of its users,
+/// nothing else (see [`crate::space::permissions::member_grant`], the permissions of its users,
 /// which name the same subjects).
 pub fn member_imports(token: &str, account: &str, p: &Principal, grant: &Grant) -> Vec<Import> {
     let user = p.user_name();
@@ -351,7 +351,7 @@ pub fn member_imports(token: &str, account: &str, p: &Principal, grant: &Grant) 
     }
     // Each read pattern another covers is left out: nats-server refuses overlapping service
     // imports, and overlapping stream imports would deliver a message twice.
-    for r in crate::members::uncovered(&grant.read) {
+    for r in crate::space::members::uncovered(&grant.read) {
         out.push(
             Import::stream(
                 "read",
@@ -475,10 +475,10 @@ pub fn system_exports() -> Vec<Export> {
 /// account's `CONNS` (what its `STATZ` duplicates).
 pub fn monitor_subjects() -> Vec<(String, bool)> {
     let mut out = vec![("$SYS.REQ.SERVER.PING".to_string(), true)];
-    for z in crate::permissions::MONITOR_SERVER_REQUESTS {
+    for z in crate::space::permissions::MONITOR_SERVER_REQUESTS {
         out.push((format!("$SYS.REQ.SERVER.*.{z}"), true));
     }
-    for z in crate::permissions::MONITOR_ACCOUNT_REQUESTS {
+    for z in crate::space::permissions::MONITOR_ACCOUNT_REQUESTS {
         out.push((format!("$SYS.REQ.ACCOUNT.*.{z}"), false));
     }
     out
@@ -562,11 +562,11 @@ fn subjects_overlap(a: &str, b: &str) -> bool {
 mod tests {
     use super::*;
 
-    use crate::permissions::member_inbox;
+    use crate::space::permissions::member_inbox;
 
     /// A member's user permissions name the same subjects its account imports.
     fn member_permissions(token: &str, p: &Principal, grant: &Grant) -> Permissions {
-        let mut perms = crate::permissions::member_grant(token, p, grant);
+        let mut perms = crate::space::permissions::member_grant(token, p, grant);
         // Replies arrive on its own inbox prefix; its account is its own, so nobody else's are there.
         debug_assert!(
             perms
@@ -625,7 +625,7 @@ mod tests {
         assert!(!subjects_overlap("a.b", "a.b.c"));
         assert!(!subjects_overlap("a.>", "a"));
     }
-    use crate::jwt::Exchange;
+    use crate::trust::jwt::Exchange;
 
     fn grant(read: &[&str], post: &[&str]) -> Grant {
         Grant::new(

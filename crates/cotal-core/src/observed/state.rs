@@ -11,14 +11,14 @@
 //! [`observed`] of an export plans like the root it came from, without live figures.
 
 use crate::diagnostic::Diagnostic;
-use crate::jwt::{self, Revocations};
 use crate::model::{Limits, Listener, SpaceName, SpaceState};
 use crate::observed::{
     BrokerProcess, BrokerRecordState, BrokerTrust, Capacity, GenerationRecord, GenerationState,
     Inventory, JournalState, Observed, ObservedSpace, PromotedConfig, StreamUsage, SysKeysState,
     SysUser, SystemObserved, Usage, UsageSource,
 };
-use crate::permissions::SysRole;
+use crate::space::permissions::SysRole;
+use crate::trust::jwt::{self, Revocations};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -44,10 +44,10 @@ pub struct StateFile {
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub nodes: Vec<NodeState>,
     pub spaces: BTreeMap<SpaceName, AppliedSpace>,
-    /// The root's state key's signature of everything above ([`crate::state_signature`]);
+    /// The root's state key's signature of everything above ([`crate::trust::state_signature`]);
     /// absent in a state exported before states were signed.
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub signature: Option<crate::state_signature::Signature>,
+    pub signature: Option<crate::trust::state_signature::Signature>,
 }
 
 /// One node of a cluster at the export.
@@ -106,7 +106,7 @@ pub struct BrokerState {
     /// The revocations `cotal creds revoke --system` recorded (user public keys and times), so
     /// a plan from the state puts the same ones in force.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
-    pub handed_out_revoked: crate::jwt::Revocations,
+    pub handed_out_revoked: crate::trust::jwt::Revocations,
     /// When each monitoring user the ledger records expires, so a plan from the state drops
     /// the same expired revocations the host's would.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
@@ -162,7 +162,7 @@ pub struct AppliedSpace {
     pub archived: Option<crate::model::Archival>,
     /// Its move to another broker, as the source records it (its removal needs the receipt).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub relocation: Option<crate::relocation::Relocation>,
+    pub relocation: Option<crate::adopt::relocation::Relocation>,
     /// The revocations recorded for the next apply (`cotal creds revoke`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty", default)]
     pub revoked: Revocations,
@@ -176,14 +176,14 @@ pub struct AppliedSpace {
     pub streams: Vec<String>,
     /// The channel registry as read at the export (the broker ran and the space was active).
     #[serde(skip_serializing_if = "Option::is_none", default)]
-    pub channels: Option<crate::channels::Registry>,
+    pub channels: Option<crate::space::channels::Registry>,
     /// Its side accounts (its members', its observer's, its evictor's): each key and JWT.
     #[serde(
         rename = "side-accounts",
         skip_serializing_if = "BTreeMap::is_empty",
         default
     )]
-    pub side_accounts: BTreeMap<crate::side_accounts::SideRole, SideAccountState>,
+    pub side_accounts: BTreeMap<crate::space::side_accounts::SideRole, SideAccountState>,
     /// The revocations recorded for the users of each side account (by its key).
     #[serde(
         rename = "side-revoked",
@@ -405,7 +405,7 @@ pub fn observed(
         SystemKeys::None => SysKeysState::None,
     };
     let templates_current = match &keys {
-        SysKeysState::Scoped(k) => crate::permissions::sys_templates_current(k, &sys.nats),
+        SysKeysState::Scoped(k) => crate::space::permissions::sys_templates_current(k, &sys.nats),
         _ => true,
     };
     Ok(Observed {
@@ -454,7 +454,7 @@ pub fn observed(
         nodes: if state.nodes.is_empty() {
             vec![exported_node(
                 ExportedNode {
-                    name: crate::topology::LONE_NODE,
+                    name: crate::desired::topology::LONE_NODE,
                     listener: &b.listener,
                     home: &b.store_dir,
                     store_id: b.store_id.as_deref(),
@@ -463,7 +463,7 @@ pub fn observed(
                     running: b.running,
                     remote: false,
                 },
-                declared_store(state, desired, crate::topology::LONE_NODE),
+                declared_store(state, desired, crate::desired::topology::LONE_NODE),
             )]
         } else {
             state
@@ -592,7 +592,7 @@ fn declared_store(
 ) -> Option<PathBuf> {
     let root = state.broker.root.as_ref()?;
     let spec = desired.topology.nodes.iter().find(|n| n.name == name)?;
-    Some(crate::topology::resolve(root, &spec.store_dir))
+    Some(crate::desired::topology::resolve(root, &spec.store_dir))
 }
 
 /// A node as the state recorded it.
@@ -625,7 +625,7 @@ fn exported_node(n: ExportedNode<'_>, declared: Option<PathBuf>) -> crate::obser
     } = n;
     let store_dir = declared.unwrap_or_else(|| home.to_path_buf());
     crate::observed::ObservedNode {
-        spec: crate::topology::NodeSpec {
+        spec: crate::desired::topology::NodeSpec {
             name: name.to_string(),
             host: listener.host.clone(),
             port: listener.port,
@@ -634,7 +634,7 @@ fn exported_node(n: ExportedNode<'_>, declared: Option<PathBuf>) -> crate::obser
             config: None,
             local: !remote,
         },
-        files: crate::topology::NodeFiles {
+        files: crate::desired::topology::NodeFiles {
             name: name.to_string(),
             dir: PathBuf::new(),
             conf: PathBuf::new(),

@@ -3,10 +3,20 @@
 //! Pure: [`parse`] takes the file's text and a display name and returns a [`Desired`] or an
 //! error that names the file, line and column. Unknown keys are errors, unknown versions are
 //! refused, and every value is range-checked here so that later stages never see a bad one.
+//!
+//! The room of `cotal.toml`: this module parses and validates it; beside it, the broker's nodes
+//! (`topology`), its TLS tables (`tls_config`), the include it names (`include`), the space verbs'
+//! edits (`edit`) and `cotal fmt` (`toml_fmt`).
 
+pub mod edit;
+pub mod include;
+pub mod tls_config;
+pub mod toml_fmt;
+pub mod topology;
+
+pub use crate::desired::tls_config::{LocatedPath, TlsSettings};
+use crate::desired::topology::{Topology, check_host, check_path, check_port, loopback};
 use crate::model::{ByteSize, Limits, SpaceName, SpaceSpec, SpaceState};
-pub use crate::tls_config::{LocatedPath, TlsSettings};
-use crate::topology::{self, Topology, check_host, check_path, check_port, loopback};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use toml::Spanned;
@@ -39,7 +49,7 @@ pub struct BrokerSettings {
     /// `[broker.websocket]`: a websocket listener for browser clients (one server).
     pub websocket: Option<Websocket>,
     /// `[broker] include`: an operator-owned file of nats-server settings cotal does not
-    /// model, inlined into every node's config ([`crate::include`]).
+    /// model, inlined into every node's config ([`crate::desired::include`]).
     pub include: Option<LocatedPath>,
     /// `[broker] log_rotation` (default true): render `logfile_size_limit` and
     /// `logfile_max_num`. `false` for a broker adopted running without them: nats-server
@@ -101,13 +111,16 @@ pub struct Desired {
     pub spaces: BTreeMap<SpaceName, SpaceSpec>,
     /// The channels each space declares (`[spaces.X.channel_defaults]`,
     /// `[spaces.X.channels.NAME]`, `prune_channels`); a space that declares none is absent.
-    pub channels: BTreeMap<SpaceName, crate::channels::SpaceChannels>,
+    pub channels: BTreeMap<SpaceName, crate::space::channels::SpaceChannels>,
     /// Why each suspended space is suspended (`suspend_reason`); only suspended spaces, and
     /// only those that give a reason.
     pub suspend_reasons: BTreeMap<SpaceName, String>,
     /// The members each space declares (`[spaces.X.members."OWNER.ACTOR"]`); a space that
     /// declares none is absent.
-    pub members: BTreeMap<SpaceName, BTreeMap<crate::members::Principal, crate::members::Grant>>,
+    pub members: BTreeMap<
+        SpaceName,
+        BTreeMap<crate::space::members::Principal, crate::space::members::Grant>,
+    >,
 }
 
 impl Desired {
@@ -179,7 +192,7 @@ struct RawFile {
     #[serde(default)]
     spaces: BTreeMap<Spanned<String>, RawSpace>,
     #[serde(default)]
-    cluster: Option<Spanned<crate::topology::RawCluster>>,
+    cluster: Option<Spanned<crate::desired::topology::RawCluster>>,
 }
 
 #[derive(Deserialize)]
@@ -198,7 +211,7 @@ struct RawBroker {
     max_file_store: Option<Spanned<toml::Value>>,
     max_memory_store: Option<Spanned<toml::Value>>,
     evictor_creds: Option<bool>,
-    tls: Option<Spanned<crate::tls_config::RawTls>>,
+    tls: Option<Spanned<crate::desired::tls_config::RawTls>>,
     monitoring: Option<Spanned<RawMonitoring>>,
     include: Option<Spanned<String>>,
     websocket: Option<Spanned<RawWebsocket>>,
@@ -281,14 +294,14 @@ pub fn suspend_reason(text: &str, state: Option<SpaceState>) -> Result<String, S
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawChannelDefaults {
-    delivery_class: Option<crate::channels::DeliveryClass>,
+    delivery_class: Option<crate::space::channels::DeliveryClass>,
     replay_window: Option<Spanned<String>>,
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawChannel {
-    delivery_class: Option<crate::channels::DeliveryClass>,
+    delivery_class: Option<crate::space::channels::DeliveryClass>,
     replay_window: Option<Spanned<String>>,
     description: Option<Spanned<String>>,
     instructions: Option<Spanned<String>>,
@@ -439,7 +452,7 @@ pub fn parse_document(document: Document<'_>, text: &str, file: &str) -> Result<
             space.prune_channels,
             &loc,
         )?;
-        if declared != crate::channels::SpaceChannels::default() {
+        if declared != crate::space::channels::SpaceChannels::default() {
             channels.insert(name.clone(), declared);
         }
         let declared = space_members(space.members, &loc)?;
@@ -503,8 +516,8 @@ pub fn parse_document(document: Document<'_>, text: &str, file: &str) -> Result<
 fn space_members(
     raw: BTreeMap<Spanned<String>, RawMember>,
     loc: &Located,
-) -> Result<BTreeMap<crate::members::Principal, crate::members::Grant>, String> {
-    use crate::members::{Grant, Principal, valid_post, valid_read};
+) -> Result<BTreeMap<crate::space::members::Principal, crate::space::members::Grant>, String> {
+    use crate::space::members::{Grant, Principal, valid_post, valid_read};
     let mut out = BTreeMap::new();
     let mut users: BTreeMap<String, String> = BTreeMap::new();
     for (key, m) in raw {
@@ -541,8 +554,8 @@ fn space_channels(
     raw: BTreeMap<Spanned<String>, RawChannel>,
     prune: Option<bool>,
     loc: &Located,
-) -> Result<crate::channels::SpaceChannels, String> {
-    use crate::channels::{self, Settings};
+) -> Result<crate::space::channels::SpaceChannels, String> {
+    use crate::space::channels::{self, Settings};
     let settings = |c: RawChannel| -> Result<Settings, String> {
         let text = |f: Option<Spanned<String>>,
                     what: &str,
@@ -575,7 +588,7 @@ fn space_channels(
             instructions: text(c.instructions, "instructions", channels::INSTRUCTIONS_MAX)?,
         })
     };
-    let mut out = crate::channels::SpaceChannels {
+    let mut out = crate::space::channels::SpaceChannels {
         defaults: defaults
             .map(|d| {
                 settings(RawChannel {
@@ -639,7 +652,7 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
         log_rotation: b.log_rotation.unwrap_or(defaults.log_rotation),
         tls: b
             .tls
-            .map(|t| crate::tls_config::listener(t, &|offset, msg| loc.at(offset, msg)))
+            .map(|t| crate::desired::tls_config::listener(t, &|offset, msg| loc.at(offset, msg)))
             .transpose()?,
         monitoring: None,
         websocket: None,
@@ -669,8 +682,10 @@ fn broker_settings(b: RawBroker, loc: &Located) -> Result<(BrokerSettings, Topol
     };
     let mut lone = Topology::lone(host, port, store_dir);
     if let Some(c) = b.config {
-        let path = crate::topology::check_path("config", c.get_ref())
-            .and_then(|p| crate::topology::check_config_path(crate::topology::LONE_NODE, p))
+        let path = crate::desired::topology::check_path("config", c.get_ref())
+            .and_then(|p| {
+                crate::desired::topology::check_config_path(crate::desired::topology::LONE_NODE, p)
+            })
             .map_err(|e| loc.at(c.span().start, e))?;
         lone.nodes[0].config = Some(path);
     }
@@ -686,14 +701,13 @@ fn websocket(
     let start = raw.span().start;
     let w = raw.into_inner();
     let port = match w.port {
-        Some(p) => crate::topology::check_port("the websocket port", *p.get_ref())
+        Some(p) => crate::desired::topology::check_port("the websocket port", *p.get_ref())
             .map_err(|e| loc.at(p.span().start, e))?,
         None => return Err(loc.at(start, "[broker.websocket] needs `port`")),
     };
     let host = match w.host {
-        Some(h) => {
-            crate::topology::check_host(h.get_ref()).map_err(|e| loc.at(h.span().start, e))?
-        }
+        Some(h) => crate::desired::topology::check_host(h.get_ref())
+            .map_err(|e| loc.at(h.span().start, e))?,
         None => listener_host.to_string(),
     };
     let no_tls = w.no_tls.unwrap_or(false);
@@ -736,12 +750,13 @@ fn monitoring(raw: Spanned<RawMonitoring>, tls: bool, loc: &Located) -> Result<M
         .get_ref()
         .rsplit_once(':')
         .ok_or_else(|| at(format!("{:?} is not HOST:PORT", address.get_ref())))?;
-    let host = crate::topology::check_host(host.trim_start_matches('[').trim_end_matches(']'))
-        .map_err(at)?;
+    let host =
+        crate::desired::topology::check_host(host.trim_start_matches('[').trim_end_matches(']'))
+            .map_err(at)?;
     let port = port
         .parse::<i64>()
         .map_err(|_| at(format!("{port:?} is not a port")))
-        .and_then(|p| crate::topology::check_port("the monitoring port", p).map_err(at))?;
+        .and_then(|p| crate::desired::topology::check_port("the monitoring port", p).map_err(at))?;
     if !loopback(&host) && m.allow_public != Some(true) {
         return Err(at(format!(
             "the monitoring listener lists every tenant's connections: binding it to {host} (not loopback) needs `allow_public = true` written beside it"
@@ -800,11 +815,11 @@ fn limits(l: RawLimits, loc: &Located, replicas: u8) -> Result<Limits, String> {
         max_storage: size(
             "max_storage",
             l.max_storage,
-            crate::streams::min_quota() * u64::from(replicas.max(1)),
+            crate::space::streams::min_quota() * u64::from(replicas.max(1)),
             &if replicas > 1 {
                 format!(
                     "JetStream reserves each stream's max_bytes up front, once per replica: with replicas = {replicas} the space's provisioned buckets reserve {}, and its artifact store takes what the quota leaves",
-                    ByteSize(crate::streams::fixed_reservation() * u64::from(replicas))
+                    ByteSize(crate::space::streams::fixed_reservation() * u64::from(replicas))
                 )
             } else {
                 "JetStream reserves each stream's max_bytes up front: the space's provisioned buckets reserve 1 MiB, and its artifact store takes what the quota leaves (at most 4 GiB)".to_string()
@@ -816,7 +831,7 @@ fn limits(l: RawLimits, loc: &Located, replicas: u8) -> Result<Limits, String> {
         max_payload: size(
             "max_payload",
             l.max_payload,
-            crate::streams::MIN_PAYLOAD,
+            crate::space::streams::MIN_PAYLOAD,
             "cotal provisions the space's streams and buckets with JetStream API requests under this limit",
         )?,
     })
@@ -904,7 +919,7 @@ max_storage = "10GiB"
         .unwrap();
         assert!(!d.topology.is_cluster());
         assert_eq!(d.topology.nodes.len(), 1, "one server is a cluster of one");
-        assert_eq!(d.topology.first().name, crate::topology::LONE_NODE);
+        assert_eq!(d.topology.first().name, crate::desired::topology::LONE_NODE);
         assert_eq!(d.topology.first().port, 4333);
         assert_eq!(d.topology.first().store_dir, ".cotal/nats");
         let design = &d.spaces[&SpaceName::parse("design").unwrap()];
@@ -992,7 +1007,7 @@ max_storage = "10GiB"
         );
         assert_eq!(
             a.channels["team.backend"].delivery_class,
-            Some(crate::channels::DeliveryClass::Live)
+            Some(crate::space::channels::DeliveryClass::Live)
         );
         assert!(
             parse("version = 1\n[spaces.b]\n", "f")
@@ -1057,7 +1072,7 @@ max_storage = "10GiB"
             "cotal.toml",
         )
         .unwrap();
-        let alice = crate::members::Principal::parse("acme.alice").unwrap();
+        let alice = crate::space::members::Principal::parse("acme.alice").unwrap();
         let g = &d.members[&SpaceName::parse("a").unwrap()][&alice];
         assert_eq!(g.read, ["random", "team.>"]);
         assert_eq!(g.post, ["team.backend"]);

@@ -11,7 +11,7 @@
 //! another grant is found and revoked; cotal writes and deletes only the acl records it marks
 //! as its own (`managedBy`), never a record the original's manager wrote.
 
-use crate::channels::{Entry, Expect, Write};
+use crate::space::channels::{Entry, Expect, Write};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 

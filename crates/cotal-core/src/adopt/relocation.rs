@@ -106,7 +106,7 @@ pub struct Receipt {
 
 /// `sha256:` of a space's account JWT, as a relocation records it.
 pub fn jwt_digest(jwt: &str) -> String {
-    crate::digest::sha256(jwt.as_bytes())
+    crate::trust::digest::sha256(jwt.as_bytes())
 }
 
 impl Relocation {

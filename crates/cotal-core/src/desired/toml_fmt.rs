@@ -7,7 +7,7 @@
 //! in a row, exactly one before each table header (none at the top); inline tables and arrays
 //! spaced by toml_edit; one newline at the end. Keys and tables keep their order.
 //!
-//! Invariant: what the file says never changes ([`crate::digest::desired_digest`] of the
+//! Invariant: what the file says never changes ([`crate::trust::digest::desired_digest`] of the
 //! result equals that of the input, which [`format`] checks), so a saved plan stays valid.
 
 use toml_edit::{DocumentMut, Item, RawString, Table, Value};
@@ -21,7 +21,7 @@ pub fn format(text: &str) -> Result<String, String> {
     let trailing = doc.trailing().as_str().map(comments).unwrap_or_default();
     doc.set_trailing(trailing);
     let out = lines(&doc.to_string());
-    if crate::digest::desired_digest(&out) != crate::digest::desired_digest(text) {
+    if crate::trust::digest::desired_digest(&out) != crate::trust::digest::desired_digest(text) {
         return Err("formatting would change what cotal.toml says; it was left as it is".into());
     }
     // Formatting moves no `#` into or out of a string: the same count means no comment lost.
@@ -168,8 +168,8 @@ mod tests {
         );
         assert_eq!(format(&out).unwrap(), out, "formatting is stable");
         assert_eq!(
-            crate::digest::desired_digest(&out),
-            crate::digest::desired_digest(messy)
+            crate::trust::digest::desired_digest(&out),
+            crate::trust::digest::desired_digest(messy)
         );
         assert!(format("not = [toml").is_err());
     }
@@ -179,8 +179,8 @@ mod tests {
         let starter = crate::desired::STARTER;
         let out = format(starter).unwrap();
         assert_eq!(
-            crate::digest::desired_digest(&out),
-            crate::digest::desired_digest(starter)
+            crate::trust::digest::desired_digest(&out),
+            crate::trust::digest::desired_digest(starter)
         );
         assert_eq!(out.matches('#').count(), starter.matches('#').count());
         assert!(out.contains("# One table per space"), "comments kept");

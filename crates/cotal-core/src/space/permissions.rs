@@ -8,7 +8,7 @@
 //! "System keys for a later space") and minted only when the root opts in. The profiles of the users handed to people
 //! ([`Profile`]) are here too.
 
-use crate::jwt::{Permission, Permissions};
+use crate::trust::jwt::{Permission, Permissions};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
@@ -64,7 +64,7 @@ pub fn purger() -> Permissions {
 /// stream info that lists its keys, direct gets of their latest values, and puts (with the
 /// expected revision) and delete markers.
 pub fn registry(token: &str) -> Permissions {
-    bucket_keeper(&crate::streams::registry_bucket(token))
+    bucket_keeper(&crate::space::streams::registry_bucket(token))
 }
 
 /// Reads and writes the keys of one bucket of a space (`cotal_<kind>_<token>`) and nothing
@@ -112,17 +112,17 @@ pub fn acl_keeper(token: &str) -> Permissions {
 /// its own inbox prefix only, and no reply permission (`resp`): with one, a message it sent
 /// itself with a chosen reply subject would let it publish anywhere once. Its users live in
 /// the member's side account, which imports exactly these subjects from the space
-/// ([`crate::side_accounts::member_imports`]): an answer the broker gives it, aimed anywhere,
+/// ([`crate::space::side_accounts::member_imports`]): an answer the broker gives it, aimed anywhere,
 /// does no more than this grant.
 pub fn member_grant(
     token: &str,
-    principal: &crate::members::Principal,
-    grant: &crate::members::Grant,
+    principal: &crate::space::members::Principal,
+    grant: &crate::space::members::Grant,
 ) -> Permissions {
     let user = principal.user_name();
     let (owner, actor) = (&principal.owner, &principal.actor);
     let chat = format!("CHAT_{token}");
-    let registry = crate::streams::registry_stream(token);
+    let registry = crate::space::streams::registry_stream(token);
     let presence_bucket = format!("cotal_presence_{token}");
     let presence = format!("KV_{presence_bucket}");
     // A post is published to its wire subject; the member's account maps it to its post
@@ -136,7 +136,7 @@ pub fn member_grant(
                 format!("cotal.{token}.chat.{owner}.{actor}.{c}"),
                 format!(
                     "{}.{token}.chat.{owner}.{actor}.{c}",
-                    crate::side_accounts::POST_PREFIX
+                    crate::space::side_accounts::POST_PREFIX
                 ),
             ]
         })
@@ -285,7 +285,7 @@ impl SysRole {
 
     /// Whether its users are users of the system account (its key listed there): cotal's own
     /// only. A space's observer and evictor are users of the space's side accounts of their
-    /// role ([`crate::side_accounts`]), the monitoring users of the root's monitoring account,
+    /// role ([`crate::space::side_accounts`]), the monitoring users of the root's monitoring account,
     /// each of which lists the key instead: in the system account, an answer to any request
     /// they may send could be aimed at another tenant's events or at cotal's own inbox.
     pub fn in_system_account(self) -> bool {
@@ -335,7 +335,7 @@ impl SysRole {
                 &[&format!("{}.>", inbox_prefix(own))],
             ),
             SysRole::Monitor => {
-                let publish: Vec<String> = crate::side_accounts::monitor_subjects()
+                let publish: Vec<String> = crate::space::side_accounts::monitor_subjects()
                     .into_iter()
                     .map(|(subject, _)| subject)
                     .collect();
@@ -357,7 +357,7 @@ pub const MONITOR_SERVER_REQUESTS: [&str; 11] = [
 /// The read-only requests about one account a monitor user may make. Claims updates
 /// (`$SYS.REQ.ACCOUNT.*.CLAIMS.UPDATE`) and JetStream's purge are not among them; one
 /// account's `CONNZ` and `STATZ` are asked through `$SYS.REQ.ACCOUNT.PING.*` (see
-/// [`crate::side_accounts::monitor_subjects`]).
+/// [`crate::space::side_accounts::monitor_subjects`]).
 pub const MONITOR_ACCOUNT_REQUESTS: [&str; 5] = ["SUBSZ", "JSZ", "INFO", "LEAFZ", "CONNS"];
 
 /// Whether the system account's JWT (`nats`) is what this cotal writes for the kept keys: it
@@ -366,13 +366,13 @@ pub const MONITOR_ACCOUNT_REQUESTS: [&str; 5] = ["SUBSZ", "JSZ", "INFO", "LEAFZ"
 /// re-issues it).
 pub fn sys_templates_current(
     kept: &std::collections::BTreeMap<SysRole, String>,
-    nats: &crate::jwt::AccountNats,
+    nats: &crate::trust::jwt::AccountNats,
 ) -> bool {
-    let want: Vec<crate::jwt::SigningKey> = kept
+    let want: Vec<crate::trust::jwt::SigningKey> = kept
         .iter()
         .filter(|(role, _)| role.in_system_account())
         .map(|(role, key)| {
-            crate::jwt::SigningKey::Scoped(crate::jwt::UserScope::new(
+            crate::trust::jwt::SigningKey::Scoped(crate::trust::jwt::UserScope::new(
                 key,
                 role.name(),
                 role.template(),
@@ -381,7 +381,7 @@ pub fn sys_templates_current(
         .collect();
     nats.signing_keys.len() == want.len()
         && want.iter().all(|k| nats.signing_keys.contains(k))
-        && nats.exports == crate::side_accounts::system_exports()
+        && nats.exports == crate::space::side_accounts::system_exports()
 }
 
 /// The inbox prefix a space's $SYS users must use (`_INBOX_<account>`): they may subscribe to
@@ -421,7 +421,7 @@ impl std::fmt::Display for Profile {
 /// data by a slip (`nats stream rm`), and says what cotal expects of it.
 pub fn admin(token: &str) -> Permissions {
     let mut deny = Vec::new();
-    for s in crate::streams::expected(token, None) {
+    for s in crate::space::streams::expected(token, None) {
         let name = s.stream_name();
         for api in ["DELETE", "PURGE"] {
             deny.push(format!("$JS.API.STREAM.{api}.{name}"));
@@ -468,8 +468,9 @@ mod tests {
 
     #[test]
     fn a_declared_members_grant_holds_no_right_that_changes_a_stream_or_another_consumer() {
-        let alice = crate::members::Principal::parse("acme.alice").unwrap();
-        let grant = crate::members::Grant::new(vec![">".into()], vec!["general".into()]).unwrap();
+        let alice = crate::space::members::Principal::parse("acme.alice").unwrap();
+        let grant =
+            crate::space::members::Grant::new(vec![">".into()], vec!["general".into()]).unwrap();
         let p = member_grant("design", &alice, &grant);
         for forbidden in [
             "STREAM.CREATE",
@@ -521,7 +522,7 @@ mod tests {
                 assert!(p.publish.deny.contains(&subject), "{subject}");
             }
         }
-        assert_eq!(p.publish.deny.len(), 2 * crate::streams::count());
+        assert_eq!(p.publish.deny.len(), 2 * crate::space::streams::count());
     }
 
     #[test]

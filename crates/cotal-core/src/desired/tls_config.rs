@@ -3,7 +3,7 @@
 //! the files they name are read and checked by observation (`cotal::tls`), and each problem
 //! is reported at its key's place in `cotal.toml`.
 
-use crate::topology::{check_host, check_path};
+use crate::desired::topology::{check_host, check_path};
 use serde::Deserialize;
 use toml::Spanned;
 

@@ -51,7 +51,7 @@ pub struct Shape {
     #[serde(default)]
     pub allow_rollup: bool,
     /// Where the stream republishes what it stores (source, destination): the chat and DM
-    /// streams' live copy the members' accounts import ([`crate::side_accounts::republish`]).
+    /// streams' live copy the members' accounts import ([`crate::space::side_accounts::republish`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub republish: Option<(String, String)>,
 }
@@ -183,7 +183,7 @@ pub fn per_replica(quota: Option<u64>, replicas: u8) -> Option<u64> {
     quota.map(|q| q / u64::from(replicas.max(1)))
 }
 
-/// The channel registry bucket kind (its keys: [`crate::channels`]).
+/// The channel registry bucket kind (its keys: [`crate::space::channels`]).
 pub const REGISTRY: &str = "channels";
 
 /// The names of the streams and buckets a space with wire token `t` must hold (see
@@ -217,9 +217,9 @@ pub fn expected(t: &str, quota: Option<u64>) -> Vec<Expected> {
                     deny_delete: false,
                     deny_purge: false,
                     allow_rollup: false,
-                    republish: crate::side_accounts::LIVE_SEGMENTS
+                    republish: crate::space::side_accounts::LIVE_SEGMENTS
                         .contains(segment)
-                        .then(|| crate::side_accounts::republish(t, segment)),
+                        .then(|| crate::space::side_accounts::republish(t, segment)),
                 },
                 backed_up: true,
             },

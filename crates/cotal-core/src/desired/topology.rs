@@ -32,7 +32,7 @@ pub struct Topology {
     pub nodes: Vec<NodeSpec>,
     /// `[cluster.tls]`: mutual TLS on the routes (`None` for a single server, or a cluster
     /// that writes `allow_plaintext_routes = true`).
-    pub route_tls: Option<crate::tls_config::TlsSettings>,
+    pub route_tls: Option<crate::desired::tls_config::TlsSettings>,
 }
 
 impl Topology {
@@ -157,10 +157,12 @@ impl NodeFiles {
             .unwrap_or_else(|| "server.conf".into())
     }
 
-    /// The route credential's include file, beside the config ([`crate::route_auth`]).
+    /// The route credential's include file, beside the config ([`crate::trust::route_auth`]).
     pub fn routes_include(&self) -> PathBuf {
         self.conf
-            .with_file_name(crate::route_auth::include_name(&self.conf_file_name()))
+            .with_file_name(crate::trust::route_auth::include_name(
+                &self.conf_file_name(),
+            ))
     }
 }
 
@@ -171,7 +173,7 @@ pub struct RawCluster {
     name: Option<Spanned<String>>,
     replicas: Option<Spanned<i64>>,
     nodes: Spanned<Vec<RawNode>>,
-    tls: Option<Spanned<crate::tls_config::RawRouteTls>>,
+    tls: Option<Spanned<crate::desired::tls_config::RawRouteTls>>,
     allow_plaintext_routes: Option<Spanned<bool>>,
 }
 
@@ -309,7 +311,7 @@ pub fn cluster(
     };
     let route_tls = raw
         .tls
-        .map(|t| crate::tls_config::routes(t, at))
+        .map(|t| crate::desired::tls_config::routes(t, at))
         .transpose()?;
     match (&route_tls, raw.allow_plaintext_routes) {
         (Some(_), Some(allow)) if *allow.get_ref() => {

@@ -13,10 +13,16 @@
 //! with the parser cotal plans with) and declares every recorded space with the limits its
 //! account JWT carries, so the first plan removes nothing; an existing `cotal.toml` is never
 //! overwritten; a second adoption of an adopted root has no step.
+//!
+//! The room of what other tools and brokers hand over: the original Cotal's root (this module), an
+//! nsc store (`nsc`), a space moved from another broker (`relocation`).
+
+pub mod nsc;
+pub mod relocation;
 
 use crate::diagnostic::Diagnostic;
-use crate::jwt::AccountLimits;
 use crate::model::SpaceName;
+use crate::trust::jwt::AccountLimits;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -13,7 +13,7 @@
 //! Invariants: pure (no IO); [`verify`] accepts only a signature by exactly the trusted key over
 //! exactly the state's content; a seed never enters a [`Signature`].
 
-use crate::state::StateFile;
+use crate::observed::state::StateFile;
 use base64::Engine as _;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde::{Deserialize, Serialize};

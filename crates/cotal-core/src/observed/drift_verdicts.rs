@@ -205,7 +205,7 @@ pub fn table() -> &'static str {
         hash.update(env!("CARGO_PKG_VERSION").as_bytes());
         hash.update(JUDGEMENT.to_le_bytes());
         for quota in [None, Some(1), Some(32 << 20), Some(4 << 30)] {
-            hash.update(format!("{:?}", crate::streams::expected("t", quota)).as_bytes());
+            hash.update(format!("{:?}", crate::space::streams::expected("t", quota)).as_bytes());
         }
         hex::encode(&hash.finalize()[..16])
     })

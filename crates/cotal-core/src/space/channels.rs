@@ -40,7 +40,7 @@ pub fn oversized(payload: &[u8]) -> serde_json::Value {
     serde_json::Value::String(format!(
         "<a value of {} bytes, over cotal's {REGISTRY_VALUE_MAX}-byte bound: not copied ({})>",
         payload.len(),
-        crate::digest::sha256(payload)
+        crate::trust::digest::sha256(payload)
     ))
 }
 /// The longest number of a replay window, in digits.
