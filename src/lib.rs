@@ -15,7 +15,7 @@
 //! | [`observe`] | reads everything a plan may depend on into an [`observed::Observed`] | edge (IO) |
 //! | [`apply`] | the executor: the journal, one `match` over `Step`, promotion stages, rollback, audit | edge |
 //! | [`broker`] | the only async IO boundary: identity from `/proc` and the kernel's socket table (`sock_diag`), the process, the system account's control plane, provisioning | edge (IO) |
-//! | [`store`] | every artifact under the root, one module each; atomic writes, no-follow reads | edge (IO) |
+//! | [`store`] | every artifact under the root, one module each; atomic writes, no-follow reads; the caches in one room (`store::caches`: what vouches for each, what voids it, who writes and reads it) | edge (IO) |
 //! | [`mint`] | fresh keys and tokens (randomness, the clock) | edge |
 //! | [`clock`] | the wall clock, read in one place | edge |
 //! | [`operator`] | who is acting: user, host, lock holder | edge |

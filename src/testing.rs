@@ -6,7 +6,7 @@ pub use cotal_core::testing::*;
 
 /// Change the root's `.cotal` until the file system stamps it later than every one of `paths`
 /// (their status-change times): its clock's next tick, waited for on the clock itself
-/// (bounded; no sleep). What `store::folder_cache` saves must be stamped before its reference.
+/// (bounded; no sleep). What `store::caches::folder_cache` saves must be stamped before its reference.
 pub fn tick_past(root: &crate::store::Root, paths: impl IntoIterator<Item = std::path::PathBuf>) {
     use std::os::unix::fs::MetadataExt;
     let changed = |p: &std::path::Path| {

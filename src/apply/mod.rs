@@ -384,7 +384,7 @@ fn run(
         undo: UndoLog::default(),
         provisioned: BTreeMap::new(),
     };
-    crate::store::drift_cache::void(ctx.root)?;
+    crate::store::caches::drift_cache::void(ctx.root)?;
     journal::save(ctx.root, &state.journal)?;
     tracing::info!(steps = plan.steps.len(), digest = %state.journal.plan_digest, "journal opened");
     fault::point(Point::AfterJournalOpen);

@@ -22,7 +22,7 @@ use crate::plan::{Plan, Step};
 use crate::render;
 use crate::space::permissions;
 use crate::store::broker_record::BrokerRecord;
-use crate::store::signature_memo::SignatureMemo;
+use crate::store::caches::signature_memo::SignatureMemo;
 use crate::store::{NodeFiles, Root, account_record, generation, inventory, server_conf};
 
 /// Which promotion of the apply this is.

@@ -225,7 +225,7 @@ impl Nats {
     /// account named, one STATZ and one VARZ request for all of them, all three at once.
     ///
     /// Of a single server, with `vouch` (what says whether a cached verdict on an account's
-    /// configs still holds, `store::drift_cache`), every account's streams are asked for
+    /// configs still holds, `store::caches::drift_cache`), every account's streams are asked for
     /// without their configs: those of the accounts `vouch` does not vouch for are asked again,
     /// one request per account, or in one request for every account when more than
     /// [`CONFIGS_ASKED_ONE_BY_ONE`] are. Of a single server, each account's figures carry what

@@ -9,7 +9,7 @@ use crate::adopt::{
 };
 use crate::store::account_record::{AccountKeys, AccountRecord};
 use crate::store::broker_record::{BrokerRecord, OperatorKeys, SysAccount};
-use crate::store::signature_memo::SignatureMemo;
+use crate::store::caches::signature_memo::SignatureMemo;
 use serde::Deserialize;
 
 /// The legacy monolith: the broker's trust and its one space in one document (the original's

@@ -17,7 +17,7 @@ use crate::model::SpaceName;
 use crate::store::account_record::{self, AccountKeys, AccountRecord};
 use crate::store::atomic::{self, Found};
 use crate::store::broker_record::{self, BrokerRecord, Loaded, OperatorKeys, SysAccount};
-use crate::store::signature_memo::SignatureMemo;
+use crate::store::caches::signature_memo::SignatureMemo;
 use crate::store::{Root, desired_file, inventory, lock};
 use crate::trust::secret::Seed;
 use std::collections::{BTreeMap, BTreeSet};

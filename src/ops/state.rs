@@ -41,8 +41,8 @@ fn encode(root: &Root, observed: &crate::observed::Observed) -> Result<Vec<u8>> 
 
 /// After `up` or `down`: `.cotal/state.json` again when what it records moved (the broker
 /// running or not, its open-file limit, the config `up` promoted), under the root's lock, and
-/// with it the memo of the signatures verified (`store::signature_memo`) and the channel
-/// registries read (`store::registry_cache`; after `up` only: a stopped broker's are not read,
+/// with it the memo of the signatures verified (`store::caches::signature_memo`) and the channel
+/// registries read (`store::caches::registry_cache`; after `up` only: a stopped broker's are not read,
 /// and the cache is kept).
 /// Returns whether it was written. Skipped (`Ok(false)`) when another cotal holds the root,
 /// when `cotal.toml` cannot be read (a state of a default topology would be wrong), and when
@@ -108,7 +108,7 @@ const TOUCHED_ASKED_ONE_BY_ONE: usize = 32;
 /// apply's provisioning seeded is known when its stream holds that seed alone). The live
 /// figures are asked again only of the spaces the plan touched (see
 /// [`observe::observe_after_apply`]). The registries read before the apply, and those seeded,
-/// are cached for the next plan (`store::registry_cache`), beside the memo and the drift cache,
+/// are cached for the next plan (`store::caches::registry_cache`), beside the memo and the drift cache,
 /// while the state is encoded. A failure is the caller's to report as a warning: the apply
 /// itself is done.
 pub fn write_after_apply(
@@ -229,7 +229,7 @@ fn observe_and_write(
 }
 
 /// Cache the channel registries `observed` read, each with its stream's fingerprint just before
-/// the read (`store::registry_cache`), and (`seeded`: the state after an apply, and the spaces
+/// the read (`store::caches::registry_cache`), and (`seeded`: the state after an apply, and the spaces
 /// its provisioning seeded) each seeded registry that state knows, with the fingerprint that
 /// showed the seed alone; for the next plan; nothing when there is none. A failure costs only
 /// the next plan's speed.
@@ -242,7 +242,7 @@ fn save_registry_cache(
     )>,
 ) {
     use crate::observed::RegistryState;
-    let mut cache = crate::store::registry_cache::Cache::default();
+    let mut cache = crate::store::caches::registry_cache::Cache::default();
     // The registries read (before an apply, or by `up`'s refresh) and, after an apply, those
     // its provisioning seeded that the state after it found holding the seed alone.
     let after = seeded.into_iter().flat_map(|(after, seeded)| {
@@ -256,7 +256,7 @@ fn save_registry_cache(
         {
             cache.accounts.insert(
                 space.account_pub.clone(),
-                crate::store::registry_cache::Cached {
+                crate::store::caches::registry_cache::Cached {
                     fingerprint: fingerprint.clone(),
                     registry: registry.clone(),
                 },
@@ -264,21 +264,21 @@ fn save_registry_cache(
         }
     }
     if !cache.accounts.is_empty()
-        && let Err(e) = crate::store::registry_cache::save(root, &cache)
+        && let Err(e) = crate::store::caches::registry_cache::save(root, &cache)
     {
         tracing::warn!(error = %e, "the registry cache was not written");
     }
 }
 
 /// Cache the verdicts on the stream configs `observed` holds, with what vouches for them
-/// (`store::drift_cache`), for the next plan; nothing when it holds none (a cluster, a stopped
+/// (`store::caches::drift_cache`), for the next plan; nothing when it holds none (a cluster, a stopped
 /// broker). A failure costs only the next plan's speed.
 fn save_drift_cache(root: &Root, observed: &crate::observed::Observed) {
     if let Some(cache) = observed
         .server
         .as_ref()
         .and_then(|s| s.drift_cache.as_ref())
-        && let Err(e) = crate::store::drift_cache::save(root, cache)
+        && let Err(e) = crate::store::caches::drift_cache::save(root, cache)
     {
         tracing::warn!(error = %e, "the drift cache was not written");
     }
@@ -291,7 +291,7 @@ fn save_for_next(root: &Root, next: &observe::ForNext) {
         tracing::warn!(error = %e, "the memo of verified signatures was not written");
     }
     if let Some(folders) = &next.folders
-        && let Err(e) = crate::store::folder_cache::save(root, folders)
+        && let Err(e) = crate::store::caches::folder_cache::save(root, folders)
     {
         tracing::warn!(error = %e, "the folder cache was not written");
     }

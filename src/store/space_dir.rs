@@ -7,9 +7,9 @@
 
 use crate::error::{IoContext, Result};
 use crate::model::SpaceName;
+use crate::store::caches::signature_memo::SignatureMemo;
 use crate::store::paths::SpaceFile;
 use crate::store::record::{self, Layout, Record};
-use crate::store::signature_memo::SignatureMemo;
 use crate::store::{Root, atomic};
 use serde::{Deserialize, Serialize};
 
@@ -296,7 +296,7 @@ fn sys_creds_read(
 /// What a space's folder says of its `$SYS` users and its protection, bound to one account:
 /// what the observation reads of it besides pidfiles, member users and a move (a folder that
 /// holds any of those is read whole every time). Public, no secret: cached by
-/// `store::folder_cache`.
+/// `store::caches::folder_cache`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FolderFacts {
     /// Its `$SYS` creds are written and bound to the account ([`sys_creds`]).
@@ -311,7 +311,7 @@ pub struct FolderFacts {
 }
 
 /// The files [`folder_facts`] reads, and the only ones a folder whose facts are remembered
-/// (`store::folder_cache`) may hold.
+/// (`store::caches::folder_cache`) may hold.
 pub const FACT_FILES: [SpaceFile; 5] = [
     SpaceFile::Lifecycle,
     SpaceFile::ObserverCreds,

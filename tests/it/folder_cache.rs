@@ -32,7 +32,8 @@ fn vouched(root: &Root, names: &[&str]) -> Vec<String> {
     else {
         panic!("the broker record is valid");
     };
-    let loaded = cotal::store::folder_cache::load(root, &trust.operator_pub, i64::MAX).unwrap();
+    let loaded =
+        cotal::store::caches::folder_cache::load(root, &trust.operator_pub, i64::MAX).unwrap();
     let observed =
         observe::observe(root, &observe::desired(root).unwrap().0, String::new()).unwrap();
     names
@@ -64,7 +65,7 @@ fn a_plan_believes_a_folder_only_while_its_files_keep_their_stamps() {
     // What the cache says is what the folders say: the observation is the same without it.
     let (desired, digest) = observe::desired(&root).unwrap();
     let with = observe::observe(&root, &desired, digest.clone()).unwrap();
-    let cache = cotal::store::folder_cache::path(&root);
+    let cache = cotal::store::caches::folder_cache::path(&root);
     let saved = std::fs::read(&cache).unwrap();
     std::fs::remove_file(&cache).unwrap();
     let without = observe::observe(&root, &desired, digest).unwrap();

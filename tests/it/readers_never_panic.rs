@@ -77,7 +77,7 @@ proptest! {
     fn record_journal_generation_and_plan_readers_never_panic(key in "[0-9a-fA-Z.]{0,12}", bytes in prop::collection::vec(any::<u8>(), 0..300)) {
         let _ = cotal::store::account_record::parse(&bytes);
         let name = format!("account.{key}.json");
-        if let Ok(valid) = cotal::store::inventory::validate(Path::new(&name), &name, true, Some(&bytes), &trust(), &cotal::store::signature_memo::SignatureMemo::none()) {
+        if let Ok(valid) = cotal::store::inventory::validate(Path::new(&name), &name, true, Some(&bytes), &trust(), &cotal::store::caches::signature_memo::SignatureMemo::none()) {
             prop_assert_eq!(valid.space.hex(), key);
         }
         let _ = cotal::store::journal::parse(&bytes);

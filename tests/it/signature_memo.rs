@@ -5,7 +5,7 @@
 
 use crate::support::{TestRoot, stdout};
 use cotal::store::broker_record::{self, Loaded};
-use cotal::store::signature_memo::SignatureMemo;
+use cotal::store::caches::signature_memo::SignatureMemo;
 use cotal::store::{Root, inventory};
 
 /// The inventory read with the root's memo: (valid spaces, corrupt reasons, checks spared).

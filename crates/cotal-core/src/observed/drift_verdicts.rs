@@ -1,9 +1,9 @@
-//! Verdicts on stream configs and what vouches for them (`store::drift_cache` keeps them in
+//! Verdicts on stream configs and what vouches for them (`store::caches::drift_cache` keeps them in
 //! `.cotal/maintenance/drift.json`): each account's streams that drifted from the shapes cotal
 //! expects and its artifact store's cap, as judged on a single server's report, with the
 //! server process, its loaded config, the account's JetStream API counters and stream names,
 //! and what the expected shapes were made of. Why equal vouchers mean an unchanged verdict is
-//! in `store::drift_cache`'s header and `docs/design/decisions.md`.
+//! in `store::caches::drift_cache`'s header and `docs/design/decisions.md`.
 //!
 //! Invariants: a verdict holds only when every part of what vouches for it is equal
 //! ([`DriftCache::verdict`]); verdicts are carried only between reports of the same server

@@ -692,7 +692,7 @@ pub struct ServerInfo {
     #[serde(skip)]
     pub behind_records: Option<Vec<String>>,
     /// Of a single server: each account's verdict on its stream configs and what vouches for
-    /// it (`store::drift_cache`), for an apply or `up` to cache. Not for planning.
+    /// it (`store::caches::drift_cache`), for an apply or `up` to cache. Not for planning.
     #[serde(skip)]
     pub drift_cache: Option<crate::observed::drift_verdicts::DriftCache>,
 }

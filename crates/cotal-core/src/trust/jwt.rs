@@ -506,7 +506,7 @@ pub fn decode_verified<T: DeserializeOwned>(token: &str) -> Result<Claims<T>, St
 }
 
 /// [`decode_verified`], with the ed25519 arithmetic skipped when `signature_vouched`: the
-/// caller knows these exact bytes verified before (see `cotal::store::signature_memo`).
+/// caller knows these exact bytes verified before (see `cotal::store::caches::signature_memo`).
 /// Everything else is checked either way: the three parts, the algorithm, the claims and the
 /// signature being base64url. The issuer being a public nkey is checked with the signature:
 /// a vouched token verified under its issuer before, so its issuer was one.

@@ -320,8 +320,8 @@ pub fn save(root: &Root, cache: &FolderCache) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::caches::signature_memo::SignatureMemo;
     use crate::store::paths::SpaceFile;
-    use crate::store::signature_memo::SignatureMemo;
     use crate::store::space_dir;
     use std::io::Write;
 
