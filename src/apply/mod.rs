@@ -41,48 +41,7 @@ use audit::Auditor;
 use std::collections::BTreeMap;
 use undo::{UndoLog, annotate, put_back};
 
-/// What an apply did.
-#[derive(Debug, Default)]
-pub struct Outcome {
-    /// The final promotion's generations (from, to).
-    pub generation: Option<(u64, u64)>,
-    /// The fence promotion's generations, when the plan fenced removed spaces.
-    pub fenced: Option<(u64, u64)>,
-    /// Spaces whose recorded move this apply ended, by serving them again (resumed, or
-    /// brought back from an archive).
-    pub relocations_ended: Vec<SpaceName>,
-    /// What the reap of each removed space removed (`store folder <path>`, `account record`,
-    /// `space folder`), in the plan's order.
-    pub reaped: Vec<(SpaceName, Vec<String>)>,
-    pub reap_failures: Vec<ReapFailure>,
-    /// What each purged space's streams held when they were emptied, in the plan's order.
-    pub purged: Vec<Purged>,
-    /// The registry keys written per space, with the value written (`None`: deleted) and the
-    /// revision the broker gave it: what the state after the apply knows without reading again.
-    pub channels_written: BTreeMap<SpaceName, Vec<WrittenKey>>,
-    /// The spaces whose channel registry provisioning seeded, with the seed's revision: what
-    /// the state after the apply may know without reading it (see `ops::state`).
-    pub registry_seeded: BTreeMap<SpaceName, u64>,
-    /// The per-space steps that failed after the promotion (or in a plan without one), in
-    /// the plan's order: each space's failure is its own, every other step ran. Non-empty
-    /// means "partly applied"; the next apply plans what is left.
-    pub failed: Vec<SpaceFailure>,
-}
-
-/// A space whose streams and buckets were emptied.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Purged {
-    pub space: SpaceName,
-    /// Streams emptied (its buckets' streams included; none when the broker was stopped and
-    /// its store folder was deleted instead).
-    pub streams: usize,
-    /// Messages they held.
-    pub messages: u64,
-    /// The bytes they held when the purge committed (`None`: it committed in an earlier run).
-    pub bytes: Option<u64>,
-}
-
-pub use crate::outcomes::SpaceFailure;
+pub use crate::outcomes::{Outcome, Purged, ReapFailure, SpaceFailure, WrittenKey};
 
 /// After this many spaces' steps failed in a row, the next failure is not one space's: the
 /// broker itself is failing them all (stopped, out of quorum, out of disk), and the apply stops
@@ -114,31 +73,6 @@ fn isolated(step: &Step, e: &Error, plan: &Plan, outcome: &Outcome) -> Option<Sp
             Some(space.clone())
         }
         _ => None,
-    }
-}
-
-/// A registry key an apply wrote: the key, the value written (`None`: deleted), and the
-/// revision the broker gave it.
-pub type WrittenKey = crate::space::channels::Written;
-
-/// Local material of a removed space that could not be reaped (the removal itself is done).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ReapFailure {
-    pub space: SpaceName,
-    /// `store folder`, `account record` or `space folder`.
-    pub part: &'static str,
-    pub error: String,
-}
-
-impl std::fmt::Display for ReapFailure {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{} of {}: {}",
-            self.part,
-            self.space.quoted(),
-            self.error
-        )
     }
 }
 
@@ -598,17 +532,6 @@ fn run(
     journal::close(ctx.root)?;
     tracing::info!("journal closed");
     Ok(())
-}
-
-impl Outcome {
-    /// The generations the apply moved the broker across, its fence's promotion included:
-    /// (before the first promotion, after the last).
-    pub fn generations(&self) -> Option<(u64, u64)> {
-        match (self.fenced, self.generation) {
-            (Some((from, _)), Some((_, to))) => Some((from, to)),
-            (fenced, last) => last.or(fenced),
-        }
-    }
 }
 
 /// The receipt that proves the move `plan`'s removal of `space` ends, if it is one.

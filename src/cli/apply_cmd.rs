@@ -213,7 +213,13 @@ pub fn flow(global: &Global, root: &Root, confirm_args: &ConfirmArgs, req: Reque
     if json {
         print!(
             "{}",
-            outcome_document(&prepared_plan, &applied, progress.elapsed())
+            outcome::document(
+                &prepared_plan,
+                &applied.outcome,
+                &applied.reloads,
+                applied.nodes,
+                progress.elapsed()
+            )
         );
     }
     if !applied.outcome.failed.is_empty() {
@@ -312,66 +318,6 @@ fn report_outcome(
             p.warn.apply_to("warning:")
         ));
     }
-}
-
-/// The one JSON document of an apply's outcome (`schemas/apply.schema.json`), the plan in it.
-fn outcome_document(plan: &Plan, applied: &op::Applied, elapsed: Duration) -> String {
-    outcome::Outcome {
-        format_version: outcome::FORMAT_VERSION,
-        status: if applied.outcome.failed.is_empty() {
-            outcome::Status::Applied
-        } else {
-            outcome::Status::PartlyApplied
-        },
-        plan,
-        generation: applied
-            .outcome
-            .generations()
-            .map(|(from, to)| outcome::Generation { from, to }),
-        reloads_ms: applied
-            .reloads
-            .iter()
-            .map(|d| d.as_secs_f64() * 1000.0)
-            .collect(),
-        nodes: applied.nodes,
-        failed: applied
-            .outcome
-            .failed
-            .iter()
-            .map(|f| outcome::Failed {
-                space: f.space.to_string(),
-                step: f.step.clone(),
-                reason: f.reason.clone(),
-            })
-            .collect(),
-        reaped: applied
-            .outcome
-            .reaped
-            .iter()
-            .map(|(space, removed)| outcome::Reaped {
-                space: space.to_string(),
-                removed: removed.clone(),
-            })
-            .collect(),
-        purged: applied
-            .outcome
-            .purged
-            .iter()
-            .map(|p| outcome::Purged {
-                space: p.space.to_string(),
-                streams: p.streams,
-                messages: p.messages,
-            })
-            .collect(),
-        reap_failures: applied
-            .outcome
-            .reap_failures
-            .iter()
-            .map(|f| f.to_string())
-            .collect(),
-        duration_ms: elapsed.as_millis() as u64,
-    }
-    .json()
 }
 
 fn confirm(plan: &Plan, args: &ConfirmArgs) -> Result<()> {

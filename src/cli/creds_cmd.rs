@@ -11,7 +11,7 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::SpaceName;
 use crate::model::stamp;
-use crate::report::documents;
+use crate::report::{creds, documents};
 use crate::space::permissions::Profile;
 use crate::store::atomic;
 use std::path::PathBuf;
@@ -512,42 +512,25 @@ fn list(global: &Global, args: ListArgs) -> Result<i32> {
     };
     let space = SpaceName::parse(&raw_space).map_err(Error::input)?;
     let listing = crate::ops::creds::list(&root, &space, crate::clock::now(), &warn)?;
-    let (account, ledger) = (listing.account, listing.ledger);
-    let rows: Vec<serde_json::Value> = listing
+    let rows: Vec<creds::UserRow> = listing
         .users
         .iter()
-        .map(|(m, state)| {
-            serde_json::json!({
-                "name": m.name,
-                "key": m.key,
-                "profile": m.profile,
-                "issued": stamp(m.issued_at),
-                "expires": m.expires_at.map(stamp),
-                "state": state,
-            })
+        .map(|(m, state)| creds::UserRow {
+            name: m.name.clone(),
+            key: m.key.clone(),
+            kind: m.profile.to_string(),
+            issued: m.issued_at,
+            expires: m.expires_at,
+            state: *state,
         })
         .collect();
+    let revoked = Some(&listing.ledger.revoked);
     match args.format {
-        Format::Json => println!(
+        Format::Json => print!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "format_version": documents::FORMAT_VERSION,
-                "space": space.as_str(),
-                "account": account,
-                "users": rows,
-                "revoked": ledger.revoked,
-            }))
-            .expect("json")
+            creds::list_json(Some(space.as_str()), &listing.account, &rows, revoked)
         ),
-        Format::Text => {
-            print_users(&rows, ("PROFILE", "profile", 8));
-            if ledger.revoked.contains_key("*") {
-                println!(
-                    "every user issued up to {} is revoked",
-                    stamp(ledger.revoked["*"])
-                );
-            }
-        }
+        Format::Text => print!("{}", creds::table(&rows, creds::Of::Space, revoked)),
     }
     Ok(0)
 }
@@ -555,54 +538,21 @@ fn list(global: &Global, args: ListArgs) -> Result<i32> {
 /// `cotal creds list --system`.
 fn list_system(root: &crate::store::Root, format: Format) -> Result<i32> {
     let listing = crate::ops::creds::list_system(root, crate::clock::now(), &warn)?;
-    let rows: Vec<serde_json::Value> = listing
+    let rows: Vec<creds::UserRow> = listing
         .users
         .iter()
-        .map(|(m, state)| {
-            serde_json::json!({
-                "name": m.name,
-                "key": m.key,
-                "role": m.profile.name(),
-                "issued": stamp(m.issued_at),
-                "expires": m.expires_at.map(stamp),
-                "state": state,
-            })
+        .map(|(m, state)| creds::UserRow {
+            name: m.name.clone(),
+            key: m.key.clone(),
+            kind: m.profile.name().to_string(),
+            issued: m.issued_at,
+            expires: m.expires_at,
+            state: *state,
         })
         .collect();
     match format {
-        Format::Json => println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "format_version": documents::FORMAT_VERSION,
-                "space": null,
-                "account": listing.account,
-                "users": rows,
-            }))
-            .expect("json")
-        ),
-        Format::Text => print_users(&rows, ("ROLE", "role", 14)),
+        Format::Json => print!("{}", creds::list_json(None, &listing.account, &rows, None)),
+        Format::Text => print!("{}", creds::table(&rows, creds::Of::System, None)),
     }
     Ok(0)
-}
-
-/// The users table of `creds list`: name, `what` (its header, the row's key and the column's
-/// width: a space user's profile, a system user's role), state, issue, expiry and key.
-fn print_users(rows: &[serde_json::Value], what: (&str, &str, usize)) {
-    let (header, field, width) = what;
-    println!(
-        "{:<20} {header:<width$} {:<8} {:<21} {:<21} KEY",
-        "USER", "STATE", "ISSUED", "EXPIRES"
-    );
-    for r in rows {
-        let s = |k: &str| r[k].as_str().unwrap_or("never").to_string();
-        println!(
-            "{:<20} {:<width$} {:<8} {:<21} {:<21} {}",
-            s("name"),
-            s(field),
-            s("state"),
-            s("issued"),
-            s("expires"),
-            s("key")
-        );
-    }
 }

@@ -10,6 +10,7 @@ use crate::diagnostic::Diagnostic;
 use crate::error::{Error, Result};
 use crate::model::{SpaceName, SpaceState};
 use crate::ops::apply::{Request, SpaceVerb};
+use crate::report::space_list;
 use std::collections::BTreeSet;
 
 #[derive(Debug, clap::Subcommand)]
@@ -498,86 +499,14 @@ fn list(root: &crate::store::Root, format: super::status_cmd::Format) -> Result<
     }
     match format {
         // A versioned document (`schemas/space-list.schema.json`), like `status`'s.
-        super::status_cmd::Format::Json => println!(
+        super::status_cmd::Format::Json => print!("{}", space_list::json(&listed.rows)),
+        super::status_cmd::Format::Text => print!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "format_version": 1,
-                "spaces": listed.rows,
-            }))
-            .expect("rows serialize")
+            space_list::table(&listed.rows, listed.desired_error.is_some())
         ),
-        super::status_cmd::Format::Text => {
-            print!("{}", table(&listed.rows, listed.desired_error.is_some()))
-        }
     }
     Ok(super::status_cmd::reader_exit(
         !listed.problems.is_empty(),
         listed.desired_error.is_some(),
     ))
-}
-
-/// The text table: each column as wide as its widest cell.
-fn table(rows: &[crate::ops::space_list::Row], file_broken: bool) -> String {
-    let cells: Vec<[String; 6]> = rows
-        .iter()
-        .map(|r| {
-            [
-                SpaceName::from_record(&r.name).expect("valid").quoted(),
-                match (r.desired_state, file_broken) {
-                    (Some(s), _) => s.to_string(),
-                    (None, true) => "?".into(),
-                    (None, false) => "(removed)".into(),
-                },
-                r.protect
-                    .map(|p| p.to_string())
-                    .unwrap_or_else(|| "-".into()),
-                match (r.state, r.record_corrupt) {
-                    (Some(s), _) => s.to_string(),
-                    (None, true) => "(record corrupt)".into(),
-                    (None, false) => "(not applied)".into(),
-                },
-                match r.servable {
-                    Some(true) => "yes",
-                    Some(false) => "no",
-                    None => "-",
-                }
-                .into(),
-                match r.channels_in_registry {
-                    Some(n) => format!("{} declared, {n} in the registry", r.channels_declared),
-                    None => format!("{} declared", r.channels_declared),
-                },
-            ]
-        })
-        .collect();
-    // Headers in capitals, as every table of cotal (status, creds list, audit) and kubectl's.
-    let header = [
-        "SPACE", "DESIRED", "PROTECT", "STATE", "SERVABLE", "CHANNELS",
-    ]
-    .map(String::from);
-    let mut widths = [0usize; 6];
-    for row in std::iter::once(&header).chain(&cells) {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(console::measure_text_width(cell));
-        }
-    }
-    let mut out = String::new();
-    for row in std::iter::once(&header).chain(&cells) {
-        let mut line = String::new();
-        for (i, cell) in row.iter().enumerate() {
-            if i + 1 == row.len() {
-                line.push_str(cell);
-            } else {
-                line.push_str(&console::pad_str(
-                    cell,
-                    widths[i],
-                    console::Alignment::Left,
-                    None,
-                ));
-                line.push_str("  ");
-            }
-        }
-        out.push_str(line.trim_end());
-        out.push('\n');
-    }
-    out
 }

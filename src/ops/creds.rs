@@ -199,24 +199,7 @@ pub fn revoke(
     credentials::revoke(root, &lock, space, &observed.account_pub, target)
 }
 
-/// Where a user handed out stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum UserState {
-    #[serde(rename = "valid")]
-    Valid,
-    /// Revoked in the account's JWT the broker loads.
-    #[serde(rename = "revoked")]
-    Revoked,
-    /// Recorded, not yet in the account's JWT (the next apply puts it there).
-    #[serde(rename = "revoking")]
-    Revoking,
-    #[serde(rename = "expired")]
-    Expired,
-    /// Its account no longer lists the key that signed it (`cotal rotate account` replaced
-    /// it, or a monitoring user handed out before the monitoring account).
-    #[serde(rename = "refused (old signing key)")]
-    OldSigningKey,
-}
+pub use crate::report::creds::UserState;
 
 /// The users handed out for a space.
 pub struct Listing {

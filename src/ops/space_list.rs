@@ -4,44 +4,13 @@
 //! broken `cotal.toml` (and says so).
 
 use crate::error::Result;
-use crate::model::{SpaceName, SpaceState};
+use crate::model::SpaceName;
 use crate::observe;
 use crate::space::lifecycle;
 use crate::store::Root;
-use serde::Serialize;
 use std::collections::BTreeSet;
 
-/// One space's line of the list (its JSON is `cotal space list --format json`).
-#[derive(Serialize)]
-pub struct Row {
-    pub name: String,
-    pub in_file: bool,
-    pub desired_state: Option<SpaceState>,
-    pub protect: Option<bool>,
-    pub applied: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub state: Option<lifecycle::LifecycleState>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub servable: Option<bool>,
-    /// Its account record exists but cannot be trusted.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
-    pub record_corrupt: bool,
-    /// Channels cotal.toml declares for the space.
-    pub channels_declared: usize,
-    /// Channels its registry holds (the defaults key not counted), when the broker was read.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub channels_in_registry: Option<usize>,
-}
-
-/// The list, and what made it incomplete.
-pub struct SpaceList {
-    /// Why `cotal.toml` could not be read, when it could not (only applied spaces are listed).
-    pub desired_error: Option<String>,
-    /// Records and nodes that cannot be trusted (`space list` exits 3 when there are any).
-    pub problems: Vec<String>,
-    /// By name.
-    pub rows: Vec<Row>,
-}
+pub use crate::report::space_list::{Row, SpaceList};
 
 /// Read the root and list its spaces.
 pub fn list(root: &Root) -> Result<SpaceList> {

@@ -3,9 +3,12 @@
 //!
 //! Pure: each takes a plan and returns a string.
 
+pub mod creds;
 pub mod documents;
 mod markdown;
 pub mod outcome;
+pub mod space_list;
+pub mod status;
 mod text;
 
 pub use markdown::markdown;

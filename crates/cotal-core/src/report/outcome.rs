@@ -7,6 +7,7 @@
 
 use crate::plan::Plan;
 use serde::Serialize;
+use std::time::Duration;
 
 /// Bumped when the document's shape changes incompatibly.
 pub const FORMAT_VERSION: u32 = 1;
@@ -84,4 +85,63 @@ impl Outcome<'_> {
         s.push('\n');
         s
     }
+}
+
+/// The one JSON document of an apply's outcome (`schemas/apply.schema.json`), the plan in it:
+/// what the apply did (`applied`), each reload's confirmation time, how many nodes confirmed each,
+/// and how long the whole apply took.
+pub fn document(
+    plan: &Plan,
+    applied: &crate::outcomes::Outcome,
+    reloads: &[Duration],
+    nodes: usize,
+    elapsed: Duration,
+) -> String {
+    Outcome {
+        format_version: FORMAT_VERSION,
+        status: if applied.failed.is_empty() {
+            Status::Applied
+        } else {
+            Status::PartlyApplied
+        },
+        plan,
+        generation: applied
+            .generations()
+            .map(|(from, to)| Generation { from, to }),
+        reloads_ms: reloads.iter().map(|d| d.as_secs_f64() * 1000.0).collect(),
+        nodes,
+        failed: applied
+            .failed
+            .iter()
+            .map(|f| Failed {
+                space: f.space.to_string(),
+                step: f.step.clone(),
+                reason: f.reason.clone(),
+            })
+            .collect(),
+        reaped: applied
+            .reaped
+            .iter()
+            .map(|(space, removed)| Reaped {
+                space: space.to_string(),
+                removed: removed.clone(),
+            })
+            .collect(),
+        purged: applied
+            .purged
+            .iter()
+            .map(|p| Purged {
+                space: p.space.to_string(),
+                streams: p.streams,
+                messages: p.messages,
+            })
+            .collect(),
+        reap_failures: applied
+            .reap_failures
+            .iter()
+            .map(|f| f.to_string())
+            .collect(),
+        duration_ms: elapsed.as_millis() as u64,
+    }
+    .json()
 }
