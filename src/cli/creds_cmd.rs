@@ -59,8 +59,7 @@ fn refuse_member_name(root: &crate::store::Root, space: &SpaceName, user: &str) 
         return Ok(());
     };
     if let Some(p) = desired
-        .members
-        .get(space)
+        .members_of(space)
         .and_then(|m| m.keys().find(|p| p.user_name() == user))
     {
         return Err(Error::input(

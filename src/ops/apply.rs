@@ -142,10 +142,10 @@ pub fn prepare<'r>(root: &'r Root, req: Request) -> Result<Prepared<'r>> {
             let none = BTreeSet::new();
             let mut narrowed = plan::narrow(&desired, &observed, &none);
             for name in only {
-                if let (Some(declared), Some(spec)) =
-                    (desired.spaces.get(name), narrowed.spaces.get_mut(name))
+                if let (Some(declared), Some(space)) =
+                    (desired.spec(name), narrowed.spaces.get_mut(name))
                 {
-                    spec.protect |= declared.protect;
+                    space.spec.protect |= declared.protect;
                 }
             }
             let mut plan = plan::compute(&narrowed, &observed, &intent)?.only(only);

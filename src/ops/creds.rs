@@ -67,8 +67,7 @@ pub fn declared_member(
     let desired =
         crate::desired::parse(&text, &file.display().to_string()).map_err(Error::input)?;
     desired
-        .members
-        .get(space)
+        .members_of(space)
         .and_then(|m| m.get(&principal))
         .map(|grant| (principal.clone(), grant.clone()))
         .ok_or_else(|| {

@@ -33,7 +33,7 @@ pub fn list(root: &Root) -> Result<SpaceList> {
     let rows = names
         .into_iter()
         .map(|n| {
-            let spec = desired.spaces.get(n);
+            let spec = desired.spec(n);
             let view = observed
                 .inventory
                 .spaces
@@ -48,7 +48,7 @@ pub fn list(root: &Root) -> Result<SpaceList> {
                 state: view.as_ref().map(|v| v.state),
                 servable: view.map(|v| v.servable),
                 record_corrupt: corrupt.contains(n),
-                channels_declared: desired.channels.get(n).map_or(0, |c| c.channels.len()),
+                channels_declared: desired.channels_of(n).map_or(0, |c| c.channels.len()),
                 channels_in_registry: observed.inventory.spaces.get(n).and_then(|s| {
                     match &s.registry {
                         crate::observed::RegistryState::Read(r) => Some(

@@ -949,11 +949,15 @@ mod tests {
             text.contains("[broker.websocket]\nhost = \"127.0.0.1\"\nport = 8443\nno_tls = true"),
             "{text}"
         );
-        let design = &d.spaces[&SpaceName::parse("design").unwrap()];
+        let design = &d.spaces[&SpaceName::parse("design").unwrap()].spec;
         assert_eq!(design.limits, crate::model::Limits::default());
         assert!(design.protect, "protection where cotal recorded it");
-        assert!(!d.spaces[&SpaceName::parse("ops team").unwrap()].protect);
-        let ops = &d.spaces[&SpaceName::parse("ops team").unwrap()];
+        assert!(
+            !d.spaces[&SpaceName::parse("ops team").unwrap()]
+                .spec
+                .protect
+        );
+        let ops = &d.spaces[&SpaceName::parse("ops team").unwrap()].spec;
         assert_eq!(ops.state, crate::model::SpaceState::Suspended);
         assert_eq!(ops.limits.max_storage.map(|b| b.0), Some(64 << 20));
         assert!(text.contains("[spaces.\"ops team\"]"), "{text}");

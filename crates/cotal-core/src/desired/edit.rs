@@ -170,7 +170,7 @@ mod tests {
         .unwrap();
         assert!(out.starts_with(FILE), "{out}");
         let d = crate::desired::parse(&out, "t").unwrap();
-        let ops = &d.spaces[&name("ops team")];
+        let ops = &d.spaces[&name("ops team")].spec;
         assert_eq!(ops.state, SpaceState::Suspended);
         assert!(ops.protect);
         assert_eq!(ops.limits.max_connections, Some(5));

@@ -108,19 +108,65 @@ pub struct Desired {
     pub topology: Topology,
     /// `[defaults.limits]` as written.
     pub defaults: Limits,
-    pub spaces: BTreeMap<SpaceName, SpaceSpec>,
-    /// The channels each space declares (`[spaces.X.channel_defaults]`,
-    /// `[spaces.X.channels.NAME]`, `prune_channels`); a space that declares none is absent.
-    pub channels: BTreeMap<SpaceName, crate::space::channels::SpaceChannels>,
-    /// Why each suspended space is suspended (`suspend_reason`); only suspended spaces, and
-    /// only those that give a reason.
-    pub suspend_reasons: BTreeMap<SpaceName, String>,
-    /// The members each space declares (`[spaces.X.members."OWNER.ACTOR"]`); a space that
-    /// declares none is absent.
-    pub members: BTreeMap<
-        SpaceName,
-        BTreeMap<crate::space::members::Principal, crate::space::members::Grant>,
-    >,
+    /// Every declared space, with all it declares: one entry per space, so a new per-space
+    /// setting is one field of [`DesiredSpace`].
+    pub spaces: BTreeMap<SpaceName, DesiredSpace>,
+}
+
+/// A space's members as declared: each principal's grant.
+pub type Members = BTreeMap<crate::space::members::Principal, crate::space::members::Grant>;
+
+/// One space as `cotal.toml` declares it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DesiredSpace {
+    /// Its state, protection and limits (the defaults filled in).
+    pub spec: SpaceSpec,
+    /// The channels it declares (`[spaces.X.channel_defaults]`, `[spaces.X.channels.NAME]`,
+    /// `prune_channels`); `None` when it declares none.
+    pub channels: Option<crate::space::channels::SpaceChannels>,
+    /// The members it declares (`[spaces.X.members."OWNER.ACTOR"]`); empty when none.
+    pub members: Members,
+    /// Why it is suspended (`suspend_reason`); only for a suspended space that gives one.
+    pub suspend_reason: Option<String>,
+}
+
+impl Desired {
+    /// The spec of space `name`, when declared.
+    pub fn spec(&self, name: &SpaceName) -> Option<&SpaceSpec> {
+        self.spaces.get(name).map(|s| &s.spec)
+    }
+
+    /// Every declared space's spec, in name order.
+    pub fn specs(&self) -> impl Iterator<Item = (&SpaceName, &SpaceSpec)> {
+        self.spaces.iter().map(|(n, s)| (n, &s.spec))
+    }
+
+    /// The channels space `name` declares, when it declares any.
+    pub fn channels_of(&self, name: &SpaceName) -> Option<&crate::space::channels::SpaceChannels> {
+        self.spaces.get(name)?.channels.as_ref()
+    }
+
+    /// Every space that declares channels, with them, in name order.
+    pub fn declared_channels(
+        &self,
+    ) -> impl Iterator<Item = (&SpaceName, &crate::space::channels::SpaceChannels)> {
+        self.spaces
+            .iter()
+            .filter_map(|(n, s)| Some((n, s.channels.as_ref()?)))
+    }
+
+    /// The members space `name` declares, when it declares any.
+    pub fn members_of(&self, name: &SpaceName) -> Option<&Members> {
+        self.spaces
+            .get(name)
+            .map(|s| &s.members)
+            .filter(|m| !m.is_empty())
+    }
+
+    /// Why space `name` is suspended, when it is and says why.
+    pub fn suspend_reason(&self, name: &SpaceName) -> Option<&String> {
+        self.spaces.get(name)?.suspend_reason.as_ref()
+    }
 }
 
 impl Desired {
@@ -149,17 +195,8 @@ impl Desired {
                 continue;
             }
             let d = out.get_or_insert_with(|| self.clone());
-            if let Some(spec) = d.spaces.remove(&normal) {
-                d.spaces.insert(name.clone(), spec);
-            }
-            if let Some(c) = d.channels.remove(&normal) {
-                d.channels.insert(name.clone(), c);
-            }
-            if let Some(r) = d.suspend_reasons.remove(&normal) {
-                d.suspend_reasons.insert(name.clone(), r);
-            }
-            if let Some(m) = d.members.remove(&normal) {
-                d.members.insert(name.clone(), m);
+            if let Some(space) = d.spaces.remove(&normal) {
+                d.spaces.insert(name.clone(), space);
             }
         }
         out
@@ -174,9 +211,6 @@ impl Default for Desired {
             topology: Topology::lone(DEFAULT_HOST.into(), DEFAULT_PORT, DEFAULT_STORE_DIR.into()),
             defaults: Limits::default(),
             spaces: BTreeMap::new(),
-            channels: BTreeMap::new(),
-            suspend_reasons: BTreeMap::new(),
-            members: BTreeMap::new(),
         }
     }
 }
@@ -428,12 +462,9 @@ pub fn parse_document(document: Document<'_>, text: &str, file: &str) -> Result<
         None => Limits::default(),
         Some(l) => limits(l, &loc, topology.replicas)?,
     };
-    let mut spaces = BTreeMap::new();
-    let mut channels = BTreeMap::new();
+    let mut spaces: BTreeMap<SpaceName, DesiredSpace> = BTreeMap::new();
     // Where the first `state = "archived"` is: a file whose every space is archived is refused.
     let mut archived_at: Option<usize> = None;
-    let mut suspend_reasons = BTreeMap::new();
-    let mut members = BTreeMap::new();
     for (key, space) in raw.spaces {
         let name = SpaceName::parse(key.get_ref()).map_err(|e| loc.at(key.span().start, e))?;
         // Two keys that differ only in their Unicode form (composed, decomposed) name one space.
@@ -452,13 +483,9 @@ pub fn parse_document(document: Document<'_>, text: &str, file: &str) -> Result<
             space.prune_channels,
             &loc,
         )?;
-        if declared != crate::space::channels::SpaceChannels::default() {
-            channels.insert(name.clone(), declared);
-        }
-        let declared = space_members(space.members, &loc)?;
-        if !declared.is_empty() {
-            members.insert(name.clone(), declared);
-        }
+        let channels =
+            (declared != crate::space::channels::SpaceChannels::default()).then_some(declared);
+        let members = space_members(space.members, &loc)?;
         let limits = match space.limits {
             None => Limits::default(),
             Some(l) => limits(l, &loc, topology.replicas)?,
@@ -475,25 +502,32 @@ pub fn parse_document(document: Document<'_>, text: &str, file: &str) -> Result<
                 "state = \"archived\" is for one server: on a cluster, an archived account's replicated streams did not come back when it was loaded again (nats-server 2.15.1), so cotal does not archive there (suspend the space instead)",
             ));
         }
-        if let Some(reason) = space.suspend_reason {
-            let at = reason.span().start;
-            let text = reason.into_inner();
-            suspend_reasons.insert(
-                name.clone(),
-                suspend_reason(&text, state).map_err(|e| loc.at(at, e))?,
-            );
-        }
+        let suspend_reason = match space.suspend_reason {
+            Some(reason) => {
+                let at = reason.span().start;
+                let text = reason.into_inner();
+                Some(suspend_reason(&text, state).map_err(|e| loc.at(at, e))?)
+            }
+            None => None,
+        };
         spaces.insert(
             name,
-            SpaceSpec {
-                state: state.unwrap_or_default(),
-                protect: space.protect.unwrap_or(false),
-                limits,
+            DesiredSpace {
+                spec: SpaceSpec {
+                    state: state.unwrap_or_default(),
+                    protect: space.protect.unwrap_or(false),
+                    limits,
+                },
+                channels,
+                members,
+                suspend_reason,
             },
         );
     }
     if let Some(at) = archived_at
-        && spaces.values().all(|s| s.state == SpaceState::Archived)
+        && spaces
+            .values()
+            .all(|s| s.spec.state == SpaceState::Archived)
     {
         return Err(loc.at(
             at,
@@ -505,9 +539,6 @@ pub fn parse_document(document: Document<'_>, text: &str, file: &str) -> Result<
         topology,
         defaults,
         spaces,
-        channels,
-        suspend_reasons,
-        members,
     })
 }
 
@@ -922,13 +953,13 @@ max_storage = "10GiB"
         assert_eq!(d.topology.first().name, crate::desired::topology::LONE_NODE);
         assert_eq!(d.topology.first().port, 4333);
         assert_eq!(d.topology.first().store_dir, ".cotal/nats");
-        let design = &d.spaces[&SpaceName::parse("design").unwrap()];
+        let design = &d.spaces[&SpaceName::parse("design").unwrap()].spec;
         assert_eq!(design.state, SpaceState::Suspended);
         assert!(design.protect);
         assert_eq!(design.limits.max_connections, Some(200));
         assert_eq!(design.limits.max_storage, Some(ByteSize(10 << 30)));
         assert_eq!(
-            d.spaces[&SpaceName::parse("release").unwrap()],
+            d.spaces[&SpaceName::parse("release").unwrap()].spec,
             SpaceSpec::default()
         );
     }
@@ -976,8 +1007,8 @@ max_storage = "10GiB"
             "f",
         )
         .unwrap();
-        let a = &d.spaces[&SpaceName::parse("a").unwrap()].limits;
-        let b = &d.spaces[&SpaceName::parse("b").unwrap()].limits;
+        let a = &d.spaces[&SpaceName::parse("a").unwrap()].spec.limits;
+        let b = &d.spaces[&SpaceName::parse("b").unwrap()].spec.limits;
         assert_eq!(
             (a.max_connections, a.max_storage),
             (Some(10), Some(ByteSize(1 << 30)))
@@ -1000,7 +1031,7 @@ max_storage = "10GiB"
             "cotal.toml",
         )
         .unwrap();
-        let a = &d.channels[&SpaceName::parse("a").unwrap()];
+        let a = d.channels_of(&SpaceName::parse("a").unwrap()).unwrap();
         assert_eq!(
             a.defaults.as_ref().unwrap().replay_window.as_deref(),
             Some("24h")
@@ -1012,8 +1043,9 @@ max_storage = "10GiB"
         assert!(
             parse("version = 1\n[spaces.b]\n", "f")
                 .unwrap()
-                .channels
-                .is_empty()
+                .declared_channels()
+                .next()
+                .is_none()
         );
         for (text, at, what) in [
             (
@@ -1062,7 +1094,7 @@ max_storage = "10GiB"
         );
         let rekeyed = d.with_recorded_names([&legacy, &other]).unwrap();
         assert_eq!(rekeyed.spaces.keys().collect::<Vec<_>>(), [&legacy]);
-        assert_eq!(rekeyed.suspend_reasons[&legacy], "r");
+        assert_eq!(rekeyed.suspend_reason(&legacy).unwrap(), "r");
     }
 
     #[test]
@@ -1073,7 +1105,7 @@ max_storage = "10GiB"
         )
         .unwrap();
         let alice = crate::space::members::Principal::parse("acme.alice").unwrap();
-        let g = &d.members[&SpaceName::parse("a").unwrap()][&alice];
+        let g = &d.spaces[&SpaceName::parse("a").unwrap()].members[&alice];
         assert_eq!(g.read, ["random", "team.>"]);
         assert_eq!(g.post, ["team.backend"]);
         for (text, at, what) in [
@@ -1162,7 +1194,7 @@ max_storage = "10GiB"
         )
         .unwrap();
         assert_eq!(
-            ok.spaces.values().next().unwrap().limits.max_payload,
+            ok.spaces.values().next().unwrap().spec.limits.max_payload,
             Some(ByteSize(1 << 20))
         );
     }

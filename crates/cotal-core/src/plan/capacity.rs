@@ -36,7 +36,7 @@ pub struct Commitment {
 /// The commitment of the desired spaces.
 pub fn commitment(desired: &Desired) -> Commitment {
     let mut out = Commitment::default();
-    for (name, spec) in &desired.spaces {
+    for (name, spec) in desired.specs() {
         let c = SpaceCommitment {
             space: name.clone(),
             file: spec

@@ -33,10 +33,10 @@ fn declared_members(
     diff: &Diff,
     name: &SpaceName,
 ) -> Vec<String> {
-    let Some(spec) = desired.spaces.get(name) else {
+    let Some(spec) = desired.spec(name) else {
         return Vec::new();
     };
-    let Some(declared) = desired.members.get(name) else {
+    let Some(declared) = desired.members_of(name) else {
         return Vec::new();
     };
     let why = match (spec.state, observed.is_running()) {
@@ -168,7 +168,7 @@ fn archival(
             "its account leaves the config: no connection, subscription or stream of it is served; its record, keys, protection and data stay on disk".into(),
         ]
     } else {
-        let to = desired.spaces[name].state;
+        let to = desired.spaces[name].spec.state;
         vec![
             format!("state: archived -> {to}"),
             if to == SpaceState::Suspended {
@@ -219,7 +219,7 @@ fn existing(
     name: &SpaceName,
 ) -> (SpaceChange, Option<Blast>, Option<Blast>) {
     let space = &observed.inventory.spaces[name];
-    let spec = &desired.spaces[name];
+    let spec = &desired.spaces[name].spec;
     let mut details = Vec::new();
     let mut blast = Blast {
         touched: vec![name.clone()],
@@ -410,7 +410,7 @@ pub fn warnings(desired: &Desired, observed: &Observed, nodes: &[Node]) -> Vec<S
                 space.kept_claims.join("; ")
             ));
         }
-        let serves_again = desired.spaces.get(name).is_some_and(|s| {
+        let serves_again = desired.spec(name).is_some_and(|s| {
             s.state == SpaceState::Active
                 && (space.limits.is_suspended() || space.archived.is_some())
         });
@@ -515,7 +515,7 @@ fn node_of(observed: &Observed, name: &str) -> String {
 pub fn channel_warnings(desired: &Desired, observed: &Observed, diff: &Diff) -> Vec<String> {
     use crate::observed::RegistryState;
     let mut out = Vec::new();
-    for (name, declared) in &desired.channels {
+    for (name, declared) in desired.declared_channels() {
         if declared.channels.is_empty() && declared.defaults.is_none() {
             continue;
         }
@@ -523,7 +523,8 @@ pub fn channel_warnings(desired: &Desired, observed: &Observed, diff: &Diff) -> 
             _ if !observed.is_running() => Some("the broker is stopped".to_string()),
             None => None,
             Some(s)
-                if s.limits.is_suspended() || desired.spaces[name].state != SpaceState::Active =>
+                if s.limits.is_suspended()
+                    || desired.spaces[name].spec.state != SpaceState::Active =>
             {
                 Some("the space is suspended".to_string())
             }

@@ -97,7 +97,7 @@ fn suspension_change(
     spec: &crate::model::SpaceSpec,
     space: &crate::observed::ObservedSpace,
 ) -> Option<SuspensionChange> {
-    let reason = desired.suspend_reasons.get(name).cloned();
+    let reason = desired.suspend_reason(name).cloned();
     let suspended = |backfill| {
         Some(SuspensionChange {
             suspended: true,
@@ -157,7 +157,7 @@ pub fn diff(
     };
     let keys = super::sides::keys(observed, system_pub, system);
     let no_members = BTreeMap::new();
-    for (name, spec) in &desired.spaces {
+    for (name, spec) in desired.specs() {
         let space = match inv.spaces.get(name) {
             Some(space) if !removals.leaving(inv, name) => space,
             _ => {
@@ -165,7 +165,7 @@ pub fn diff(
                 // Its registry is created by provisioning, just before the writes.
                 if running
                     && spec.state == SpaceState::Active
-                    && let Some(declared) = desired.channels.get(name)
+                    && let Some(declared) = desired.channels_of(name)
                 {
                     let d = crate::space::channels::diff(declared, None);
                     if !d.writes.is_empty() {
@@ -173,14 +173,14 @@ pub fn diff(
                     }
                 }
                 let sides =
-                    super::sides::added(desired.members.get(name).unwrap_or(&no_members), &keys);
+                    super::sides::added(desired.members_of(name).unwrap_or(&no_members), &keys);
                 if spec.state != SpaceState::Archived && !sides.is_empty() {
                     out.sides.insert(name.clone(), sides);
                 }
                 // Its acl bucket too: every declared member's record is a create.
                 if running
                     && spec.state == SpaceState::Active
-                    && let Some(declared) = desired.members.get(name)
+                    && let Some(declared) = desired.members_of(name)
                 {
                     let p = crate::space::members::plan(declared, Some(&Default::default()), &[]);
                     if !p.is_empty() {
@@ -206,7 +206,7 @@ pub fn diff(
         // Members: their acl records (only of a space that stays active, against the bucket as
         // read; a purge empties it) and the users a changed grant revokes.
         let members = {
-            let declared = desired.members.get(name).cloned().unwrap_or_default();
+            let declared = desired.members_of(name).cloned().unwrap_or_default();
             let serving = spec.state == SpaceState::Active && !space.limits.is_suspended();
             let empty = crate::space::channels::Registry::new();
             let acl = match &space.acl {
@@ -333,7 +333,7 @@ pub fn diff(
                 space,
                 suspended: spec.state == SpaceState::Suspended,
                 limits: &expected,
-                members: desired.members.get(name).unwrap_or(&no_members),
+                members: desired.members_of(name).unwrap_or(&no_members),
                 rotating,
                 revoking: &side_revoking,
             },
@@ -379,7 +379,7 @@ pub fn diff(
         }
         // Channels: only of a space that stays active, against the registry as read.
         if spec.state == SpaceState::Active && !space.limits.is_suspended() {
-            let declared = desired.channels.get(name).cloned().unwrap_or_default();
+            let declared = desired.channels_of(name).cloned().unwrap_or_default();
             let d = match &space.registry {
                 // The purge empties the registry: every declared channel is written again.
                 _ if purged && running => Some(crate::space::channels::diff(&declared, None)),

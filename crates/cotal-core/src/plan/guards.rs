@@ -276,7 +276,7 @@ pub fn guard_degraded_adds<'a>(
 /// ([`crate::space::streams::artifact_cap`]), and nats-server drops a stream's oldest messages to fit
 /// a lower `max_bytes`, so the artifacts would be lost. Known only from live figures.
 pub fn guard_artifact_shrink(desired: &Desired, observed: &Observed) -> Result<(), Refusal> {
-    for (name, spec) in &desired.spaces {
+    for (name, spec) in desired.specs() {
         let Some(space) = observed.inventory.spaces.get(name) else {
             continue;
         };
@@ -389,8 +389,7 @@ pub fn guard_returns(
         .iter()
         .filter(|(name, space)| {
             desired
-                .spaces
-                .get(*name)
+                .spec(name)
                 .is_some_and(|s| s.state != crate::model::SpaceState::Archived)
                 && super::diff::still_running(observed, space)
         })

@@ -19,7 +19,9 @@ pub fn narrow(desired: &Desired, observed: &Observed, only: &BTreeSet<SpaceName>
         .retain(|name, _| only.contains(name) || observed.inventory.spaces.contains_key(name));
     for (name, space) in &observed.inventory.spaces {
         if !only.contains(name) {
-            out.spaces.insert(name.clone(), applied_spec(space));
+            // Only the spec is what is applied; what else the file declares of the space (its
+            // channels, members, suspension reason) is kept as declared.
+            out.spaces.entry(name.clone()).or_default().spec = applied_spec(space);
         }
     }
     out
@@ -44,7 +46,7 @@ pub fn pending_elsewhere(
         .keys()
         .chain(narrowed.spaces.keys())
         .filter(|n| !only.contains(*n))
-        .filter(|n| !same(desired.spaces.get(*n), narrowed.spaces.get(*n)))
+        .filter(|n| !same(desired.spec(n), narrowed.spec(n)))
         .cloned()
         .collect::<BTreeSet<_>>()
         .into_iter()
@@ -141,8 +143,8 @@ mod tests {
             ["gone", "mine"],
             "the other add left out, the removal undone"
         );
-        assert!(n.spaces[&name("gone")].protect);
-        assert_eq!(n.spaces[&name("mine")].state, SpaceState::Suspended);
+        assert!(n.spaces[&name("gone")].spec.protect);
+        assert_eq!(n.spaces[&name("mine")].spec.state, SpaceState::Suspended);
         let pending = pending_elsewhere(&d, &n, &BTreeSet::from([name("mine")]));
         assert_eq!(pending, [name("gone"), name("other")]);
     }

@@ -102,8 +102,7 @@ pub fn steps(
             space: name.clone(),
             account,
             suspended: desired
-                .spaces
-                .get(name)
+                .spec(name)
                 .is_some_and(|s| s.state == SpaceState::Suspended),
             write: c.write.clone(),
             drop: c.drop.clone(),
@@ -125,7 +124,7 @@ pub fn steps(
             steps.push(Step::RecordSuspension {
                 space: name.clone(),
                 suspended: true,
-                reason: desired.suspend_reasons.get(name).cloned(),
+                reason: desired.suspend_reason(name).cloned(),
                 backfill: false,
                 renew: false,
             });
@@ -149,7 +148,7 @@ pub fn steps(
             steps.push(Step::ReissueAccount {
                 space: name.clone(),
                 account: inv.spaces[name].account_pub.clone(),
-                spec: desired.spaces[name],
+                spec: desired.spaces[name].spec,
                 transition: reissue.transition,
                 revocations: {
                     let mut r = inv.spaces[name].revoked.clone();

@@ -99,7 +99,7 @@ pub fn collect(
             );
             continue;
         }
-        let (Some(space), Some(spec)) = (inv.spaces.get(name), desired.spaces.get(name)) else {
+        let (Some(space), Some(spec)) = (inv.spaces.get(name), desired.spec(name)) else {
             say(
                 format!(
                     "{} is not an applied space of this root: there is nothing to purge.",

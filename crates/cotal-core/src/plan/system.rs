@@ -195,7 +195,7 @@ pub fn creds_reason(
     space: &ObservedSpace,
     reissue: Option<&SystemReissue>,
 ) -> Option<String> {
-    if desired.spaces.get(name)?.state != SpaceState::Active {
+    if desired.spec(name)?.state != SpaceState::Active {
         return None;
     }
     let system = &observed.system;
