@@ -111,15 +111,53 @@ pub struct Import {
 
 const NOTHING_CHANGED: &str = "none, nothing was written.";
 
-/// Adopt `store` as `req` asks; `new_signing_seed` mints the signing key of an account that has
-/// none cotal can sign with, `now` dates the JWT that adds it.
-pub fn import(
-    store: &Store,
-    req: &Request,
-    mut new_signing_seed: impl FnMut() -> Seed,
-    now: i64,
-) -> Result<Import, Diagnostic> {
-    let refuse = |what: String, next: &str| Diagnostic::refusal(what, NOTHING_CHANGED, next);
+/// A refusal of the adoption: nothing was written.
+fn refuse(what: String, next: &str) -> Diagnostic {
+    Diagnostic::refusal(what, NOTHING_CHANGED, next)
+}
+
+/// The seed of key `public` (`what` names it) from nsc's key store.
+fn seed_of(store: &Store, public: &str, what: &str) -> Result<Seed, Diagnostic> {
+    if store.wrong_seeds.contains(public) {
+        return Err(refuse(
+            format!(
+                "the seed file of {what} ({public}), {}, holds the seed of another key",
+                store.key_path(public).display()
+            ),
+            "restore nsc's key store from a backup",
+        ));
+    }
+    store.seeds.get(public).cloned().ok_or_else(|| {
+        refuse(
+            format!(
+                "the seed of {what} ({public}) is not in nsc's key store: {} is missing",
+                store.key_path(public).display()
+            ),
+            "adopt on the machine that holds the store's keys (nsc's `keys/` folder, or NKEYS_PATH), or import the key into it (`nsc import keys`)",
+        )
+    })
+}
+
+/// The store's operator, verified: its claims, key and seed, the signing key cotal signs
+/// accounts with (when the store holds one's seed) and its system account's key.
+struct Operator {
+    claims: jwt::Claims<OperatorNats>,
+    public: String,
+    seed: Seed,
+    signing: Option<Seed>,
+    sys_pub: String,
+}
+
+impl Operator {
+    /// Whether `iss` may sign this operator's accounts: the operator or one of its signing keys.
+    fn signs_accounts(&self, iss: &str) -> bool {
+        iss == self.public || self.claims.nats.signing_keys.iter().any(|k| k == iss)
+    }
+}
+
+/// The operator of `store`: its JWT verified and self-signed, its seed held, a signing key's
+/// seed held when it requires one, a system account named.
+fn operator(store: &Store) -> Result<Operator, Diagnostic> {
     let op: jwt::Claims<OperatorNats> = jwt::decode_verified(&store.operator_jwt).map_err(|e| {
         refuse(
             format!(
@@ -138,36 +176,14 @@ pub fn import(
             "check the store with `nsc describe operator`",
         ));
     }
-    let operator_pub = op.sub.clone();
-    let seed_of = |public: &str, what: &str| -> Result<Seed, Diagnostic> {
-        if store.wrong_seeds.contains(public) {
-            return Err(refuse(
-                format!(
-                    "the seed file of {what} ({public}), {}, holds the seed of another key",
-                    store.key_path(public).display()
-                ),
-                "restore nsc's key store from a backup",
-            ));
-        }
-        store.seeds.get(public).cloned().ok_or_else(|| {
-            refuse(
-                format!(
-                    "the seed of {what} ({public}) is not in nsc's key store: {} is missing",
-                    store.key_path(public).display()
-                ),
-                "adopt on the machine that holds the store's keys (nsc's `keys/` folder, or NKEYS_PATH), or import the key into it (`nsc import keys`)",
-            )
-        })
-    };
-    let operator_seed = seed_of(&operator_pub, &format!("operator {:?}", store.operator))?;
-    let operator_signing = op
+    let public = op.sub.clone();
+    let seed = seed_of(store, &public, &format!("operator {:?}", store.operator))?;
+    let signing = op
         .nats
         .signing_keys
         .iter()
         .find_map(|k| store.seeds.get(k).cloned());
-    let signs_accounts =
-        |iss: &str| iss == operator_pub || op.nats.signing_keys.iter().any(|k| k == iss);
-    if op.nats.strict_signing_key_usage && operator_signing.is_none() {
+    if op.nats.strict_signing_key_usage && signing.is_none() {
         return Err(refuse(
             format!(
                 "operator {:?} requires its signing keys to sign accounts (strict signing key usage), and the store holds the seed of none",
@@ -182,17 +198,29 @@ pub fn import(
             "give it one (`nsc edit operator --system-account SYS`), then adopt",
         )
     })?;
+    Ok(Operator {
+        claims: op,
+        public,
+        seed,
+        signing,
+        sys_pub,
+    })
+}
 
-    // Each account's JWT, its signature checked and its signer this operator's; what is wrong
-    // with one refuses only an adoption that uses it.
-    let decoded: BTreeMap<&str, Result<jwt::Claims<Value>, String>> = store
+/// Each account's JWT, its signature checked and its signer this operator's; what is wrong
+/// with one refuses only an adoption that uses it.
+fn decoded_accounts<'s>(
+    store: &'s Store,
+    op: &Operator,
+) -> BTreeMap<&'s str, Result<jwt::Claims<Value>, String>> {
+    store
         .accounts
         .iter()
         .map(|(name, token)| {
             let claims = jwt::decode_verified::<Value>(token)
                 .map_err(|e| format!("the JWT of account {name:?} does not verify: {e}"))
                 .and_then(|c| {
-                    if signs_accounts(&c.iss) {
+                    if op.signs_accounts(&c.iss) {
                         Ok(c)
                     } else {
                         Err(format!(
@@ -203,22 +231,166 @@ pub fn import(
                 });
             (name.as_str(), claims)
         })
-        .collect();
+        .collect()
+}
+
+/// The accounts `req` asks for among `names` (every one when it names none), each with its
+/// space name.
+fn wanted_accounts(
+    store: &Store,
+    req: &Request,
+    names: &[&str],
+    sys_name: &str,
+) -> Result<Vec<(String, String)>, Diagnostic> {
+    let mut wanted: Vec<(String, String)> = Vec::new();
+    if req.accounts.is_empty() {
+        wanted.extend(names.iter().map(|n| (n.to_string(), n.to_string())));
+        return Ok(wanted);
+    }
+    for (name, space) in &req.accounts {
+        if *name == sys_name {
+            return Err(refuse(
+                format!("{name:?} is the system account; it is the broker's, never a space"),
+                "name the accounts to adopt as spaces",
+            ));
+        }
+        if !names.contains(&name.as_str()) {
+            return Err(refuse(
+                format!(
+                    "operator {:?} has no account {name:?} (it has: {})",
+                    store.operator,
+                    names
+                        .iter()
+                        .map(|n| format!("{n:?}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                "name an account of the store (`nsc list accounts`)",
+            ));
+        }
+        if wanted.iter().any(|(w, _)| w == name) {
+            return Err(refuse(
+                format!("account {name:?} is named twice by --account"),
+                "name each account once: an account is one space",
+            ));
+        }
+        wanted.push((name.clone(), space.clone().unwrap_or_else(|| name.clone())));
+    }
+    Ok(wanted)
+}
+
+/// Account `name` (its verified `claims`) adopted: `Ok(Err(why))` when it uses claims cotal does not
+/// model and `keep_claims` is off (refused with the others, all named at once).
+fn import_account(
+    store: &Store,
+    op: &Operator,
+    name: String,
+    claims: jwt::Claims<Value>,
+    keep_claims: bool,
+    new_signing_seed: &mut impl FnMut() -> Seed,
+    now: i64,
+) -> Result<Result<Imported, String>, Diagnostic> {
+    let account_pub = claims.sub.clone();
+    let account_seed = seed_of(store, &account_pub, &format!("account {name:?}"))?;
+    let mut uses = unmodeled(&claims.nats);
+    // Its signing key: the first plain one whose seed the store holds.
+    let keys = signing_keys(&claims.nats);
+    let usable = keys.iter().find_map(|(k, scoped)| {
+        (!scoped)
+            .then(|| store.seeds.get(k).map(|s| (k.clone(), s.clone())))
+            .flatten()
+    });
+    let others = keys
+        .iter()
+        .filter(|(k, _)| usable.as_ref().is_none_or(|(u, _)| u != k))
+        .count();
+    if others > 0 {
+        uses.push(format!(
+            "{others} signing key(s) besides the one cotal signs with (their users would be refused once cotal re-issues the account)"
+        ));
+    }
+    if imports_from(&claims.nats, &op.sys_pub) {
+        return Err(refuse(
+            format!(
+                "account {name:?} imports from the system account, whose exports cotal does not carry (it re-issues the system account with its scoped keys)"
+            ),
+            "remove the import (`nsc delete import`), or adopt without this account (--account)",
+        ));
+    }
+    if let Some(why) = never_kept(&claims.nats) {
+        return Err(refuse(
+            format!("account {name:?} has {why}"),
+            "change it in nsc (`nsc edit account`), or adopt without this account (--account)",
+        ));
+    }
+    if !uses.is_empty() && !keep_claims {
+        return Ok(Err(format!("account {name:?} uses {}", uses.join("; "))));
+    }
+    let limits: AccountLimits = serde_json::from_value(
+        claims.nats.get("limits").cloned().unwrap_or(Value::Null),
+    )
+    .map_err(|e| {
+        refuse(
+            format!("the limits of account {name:?} do not read as limits: {e}"),
+            "check them with `nsc describe account`",
+        )
+    })?;
+    let (signing_pub, signing_seed, jwt, added) = match usable {
+        Some((k, s)) => (k, s, store.accounts[&name].clone(), false),
+        None => {
+            let seed = new_signing_seed();
+            let public = seed
+                .key_pair()
+                .map_err(|e| refuse(format!("a new signing key: {e}"), "adopt again"))?
+                .public_key();
+            let signer = op.signing.as_ref().unwrap_or(&op.seed);
+            let token = add_signing_key(&claims, &public, signer, now).map_err(|e| {
+                refuse(
+                    format!("account {name:?}: its JWT with a new signing key: {e}"),
+                    "adopt again",
+                )
+            })?;
+            (public, seed, token, true)
+        }
+    };
+    Ok(Ok(Imported {
+        nsc_name: name,
+        account_pub,
+        account_seed,
+        jwt,
+        signing_seed,
+        signing_pub,
+        added_signing_key: added,
+        limits,
+        kept_claims: uses,
+    }))
+}
+
+/// Adopt `store` as `req` asks; `new_signing_seed` mints the signing key of an account that has
+/// none cotal can sign with, `now` dates the JWT that adds it.
+pub fn import(
+    store: &Store,
+    req: &Request,
+    mut new_signing_seed: impl FnMut() -> Seed,
+    now: i64,
+) -> Result<Import, Diagnostic> {
+    let op = operator(store)?;
+    let decoded = decoded_accounts(store, &op);
     let Some((sys_name, sys_claims)) = decoded.iter().find_map(|(name, c)| {
         c.as_ref()
             .ok()
-            .filter(|c| c.sub == sys_pub)
+            .filter(|c| c.sub == op.sys_pub)
             .map(|c| (name.to_string(), c))
     }) else {
         return Err(refuse(
             format!(
-                "operator {:?} names system account {sys_pub}, which is not among the store's accounts whose JWT verifies",
-                store.operator
+                "operator {:?} names system account {}, which is not among the store's accounts whose JWT verifies",
+                store.operator, op.sys_pub
             ),
             "add the system account to the store (or repair its JWT), then adopt",
         ));
     };
-    let sys_seed = seed_of(&sys_pub, &format!("system account {sys_name:?}"))?;
+    let sys_seed = seed_of(store, &op.sys_pub, &format!("system account {sys_name:?}"))?;
     let mut notes = Vec::new();
     let sys_exports = array_len(&sys_claims.nats, "exports");
     if sys_exports > 0 {
@@ -229,40 +401,7 @@ pub fn import(
 
     // The accounts asked for, each with its space name.
     let names: Vec<&str> = decoded.keys().copied().filter(|n| *n != sys_name).collect();
-    let mut wanted: Vec<(String, String)> = Vec::new();
-    if req.accounts.is_empty() {
-        wanted.extend(names.iter().map(|n| (n.to_string(), n.to_string())));
-    } else {
-        for (name, space) in &req.accounts {
-            if *name == sys_name {
-                return Err(refuse(
-                    format!("{name:?} is the system account; it is the broker's, never a space"),
-                    "name the accounts to adopt as spaces",
-                ));
-            }
-            if !names.contains(&name.as_str()) {
-                return Err(refuse(
-                    format!(
-                        "operator {:?} has no account {name:?} (it has: {})",
-                        store.operator,
-                        names
-                            .iter()
-                            .map(|n| format!("{n:?}"))
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    "name an account of the store (`nsc list accounts`)",
-                ));
-            }
-            if wanted.iter().any(|(w, _)| w == name) {
-                return Err(refuse(
-                    format!("account {name:?} is named twice by --account"),
-                    "name each account once: an account is one space",
-                ));
-            }
-            wanted.push((name.clone(), space.clone().unwrap_or_else(|| name.clone())));
-        }
-    }
+    let wanted = wanted_accounts(store, req, &names, &sys_name)?;
     let not_adopted = names
         .iter()
         .filter(|n| !wanted.iter().any(|(w, _)| w == *n))
@@ -284,89 +423,26 @@ pub fn import(
                 "repair it in nsc (`nsc describe account`), or adopt without it (--account for each one to adopt)",
             )
         })?;
-        let account_pub = claims.sub.clone();
         if spaces.contains_key(&space_name) {
             return Err(refuse(
                 format!("two accounts would both be space {}", space_name.quoted()),
                 "give each its own space name: --account NAME=SPACE",
             ));
         }
-        let account_seed = seed_of(&account_pub, &format!("account {name:?}"))?;
-        let mut uses = unmodeled(&claims.nats);
-        // Its signing key: the first plain one whose seed the store holds.
-        let keys = signing_keys(&claims.nats);
-        let usable = keys.iter().find_map(|(k, scoped)| {
-            (!scoped)
-                .then(|| store.seeds.get(k).map(|s| (k.clone(), s.clone())))
-                .flatten()
-        });
-        let others = keys
-            .iter()
-            .filter(|(k, _)| usable.as_ref().is_none_or(|(u, _)| u != k))
-            .count();
-        if others > 0 {
-            uses.push(format!(
-                "{others} signing key(s) besides the one cotal signs with (their users would be refused once cotal re-issues the account)"
-            ));
-        }
-        if imports_from(&claims.nats, &sys_pub) {
-            return Err(refuse(
-                format!(
-                    "account {name:?} imports from the system account, whose exports cotal does not carry (it re-issues the system account with its scoped keys)"
-                ),
-                "remove the import (`nsc delete import`), or adopt without this account (--account)",
-            ));
-        }
-        if let Some(why) = never_kept(&claims.nats) {
-            return Err(refuse(
-                format!("account {name:?} has {why}"),
-                "change it in nsc (`nsc edit account`), or adopt without this account (--account)",
-            ));
-        }
-        if !uses.is_empty() && !req.keep_claims {
-            refused.push(format!("account {name:?} uses {}", uses.join("; ")));
-            continue;
-        }
-        let limits: AccountLimits =
-            serde_json::from_value(claims.nats.get("limits").cloned().unwrap_or(Value::Null))
-                .map_err(|e| {
-                    refuse(
-                        format!("the limits of account {name:?} do not read as limits: {e}"),
-                        "check them with `nsc describe account`",
-                    )
-                })?;
-        let (signing_pub, signing_seed, jwt, added) = match usable {
-            Some((k, s)) => (k, s, store.accounts[&name].clone(), false),
-            None => {
-                let seed = new_signing_seed();
-                let public = seed
-                    .key_pair()
-                    .map_err(|e| refuse(format!("a new signing key: {e}"), "adopt again"))?
-                    .public_key();
-                let signer = operator_signing.as_ref().unwrap_or(&operator_seed);
-                let token = add_signing_key(&claims, &public, signer, now).map_err(|e| {
-                    refuse(
-                        format!("account {name:?}: its JWT with a new signing key: {e}"),
-                        "adopt again",
-                    )
-                })?;
-                (public, seed, token, true)
+        match import_account(
+            store,
+            &op,
+            name,
+            claims,
+            req.keep_claims,
+            &mut new_signing_seed,
+            now,
+        )? {
+            Ok(imported) => {
+                spaces.insert(space_name, imported);
             }
-        };
-        spaces.insert(
-            space_name,
-            Imported {
-                nsc_name: name,
-                account_pub,
-                account_seed,
-                jwt,
-                signing_seed,
-                signing_pub,
-                added_signing_key: added,
-                limits,
-                kept_claims: uses,
-            },
-        );
+            Err(why) => refused.push(why),
+        }
     }
     if !refused.is_empty() {
         return Err(Diagnostic::refusal(
@@ -390,13 +466,13 @@ pub fn import(
     }
     Ok(Import {
         operator: store.operator.clone(),
-        operator_pub,
-        operator_seed,
+        operator_pub: op.public,
+        operator_seed: op.seed,
         operator_jwt: store.operator_jwt.clone(),
-        operator_signing,
+        operator_signing: op.signing,
         sys_jwt: store.accounts[&sys_name].clone(),
         sys_name,
-        sys_pub,
+        sys_pub: op.sys_pub,
         sys_seed,
         spaces,
         not_adopted,
