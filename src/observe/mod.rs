@@ -350,27 +350,8 @@ fn observe_from<'a>(
         .flatten();
     // The records are read on every core while `cotal.toml` is parsed (when it is not given)
     // and the nodes are looked for (a scan of `/proc`).
-    let (records, given) = rayon::join(
-        || read_records(root, now),
-        || -> Result<_> {
-            let (desired, digest) = match from {
-                DesiredFrom::Given(desired, digest) => {
-                    (std::borrow::Cow::Borrowed(desired), digest)
-                }
-                DesiredFrom::Parse => {
-                    let (desired, digest) = desired(root)?;
-                    (std::borrow::Cow::Owned(desired), digest)
-                }
-            };
-            // Every connection this process makes to the broker speaks what the root declares
-            // (looking for a cluster's remote nodes makes the first).
-            crate::broker::client_tls::configure(root, desired.broker.tls.as_ref());
-            let started = std::time::Instant::now();
-            let nodes = observe_nodes(root, &desired);
-            tracing::debug!(took = ?started.elapsed(), "observed the nodes");
-            Ok((desired, digest, nodes))
-        },
-    );
+    let (records, given) =
+        rayon::join(|| read_records(root, now), || desired_and_nodes(root, from));
     // `cotal.toml`'s error first, as when it was parsed before anything was read.
     let (desired_owned, desired_digest, nodes) = given?;
     let desired: &Desired = &desired_owned;
@@ -389,20 +370,7 @@ fn observe_from<'a>(
     let stopped = process == BrokerProcess::Stopped;
     // Each local store with the accounts it holds folders for (listed once when the broker is
     // stopped: then every space's streams are read from it).
-    let stores: Vec<LocalStore> = nodes
-        .iter()
-        .filter(|n| !n.remote())
-        .map(|n| {
-            Ok(LocalStore {
-                accounts: if stopped {
-                    Some(jetstream_dir::account_names(&n.store_dir)?)
-                } else {
-                    None
-                },
-                dir: n.store_dir.clone(),
-            })
-        })
-        .collect::<Result<_>>()?;
+    let stores = local_stores(&nodes, stopped)?;
     let request = match (process.is_running(), &broker) {
         (true, BrokerRecordState::Valid(_)) => {
             Some(live_request(desired, &nodes, &inventory, reuse, purpose))
@@ -413,18 +381,7 @@ fn observe_from<'a>(
     // space's records make now: what lets the broker leave out the configs it vouches for.
     let drift = request
         .as_ref()
-        .filter(|r| {
-            // After an apply, the accounts it re-signed are asked afresh, never vouched for
-            // by verdicts cached before it (enabling an account's JetStream again resets its
-            // counters).
-            r.purpose != Purpose::AfterApply
-                && r.touched.is_none()
-                && r.jsz_servers == 1
-                && r.running == 1
-                && !desired.topology.is_cluster()
-        })
-        .and_then(|_| crate::store::caches::drift_cache::load(root))
-        .map(|cache| DriftVouch::new(cache, &inventory));
+        .and_then(|r| drift_vouch(root, desired, r, &inventory));
     // The small per-space files are read on every core (at thousands of spaces they are most
     // of a plan's time) while the broker answers for its live figures: none of them depends
     // on the other.
@@ -448,16 +405,7 @@ fn observe_from<'a>(
                 )
             })
         },
-        || {
-            let registries =
-                wants_registries.then(|| crate::store::caches::registry_cache::load(root));
-            let local = inventory
-                .spaces
-                .par_iter_mut()
-                .map(|(name, space)| local_files(root, name, space, now, &memo, known))
-                .collect::<Result<Vec<_>>>();
-            (local, registries)
-        },
+        || local_and_registries(root, &mut inventory, now, &memo, known, wants_registries),
     );
     let read = local?;
     tracing::debug!(
@@ -465,15 +413,8 @@ fn observe_from<'a>(
         read = read.iter().filter(|r| !r.vouched).count(),
         "space folders the folder cache vouched for, and read"
     );
-    let for_next_folders = reference.map(|reference| {
-        let operator = match &broker {
-            BrokerRecordState::Valid(trust) => trust.operator_pub.as_str(),
-            _ => "",
-        };
-        let mut cache = FolderCache::new(operator, now);
-        cache.extend_settled(read.into_iter().filter_map(|r| r.entry), &reference);
-        cache
-    });
+    let for_next_folders =
+        reference.map(|reference| folders_for_next(&broker, now, read, &reference));
     let live = match (request, fetched) {
         (Some(request), Some(fetched)) => observe_live(
             root,
@@ -504,32 +445,15 @@ fn observe_from<'a>(
         running = ?process,
         "observed"
     );
-    let stored: u64 = inventory
-        .spaces
-        .values()
-        .map(|s| s.usage.total_bytes())
-        .sum();
-    let mut capacity = capacity(desired, &nodes[0].store_dir, live.store, stored);
-    capacity.open_files = open_files(&nodes);
+    let capacity = capacity_of(desired, &nodes, live.store, &inventory);
     let journal = journal::load(root)?;
-    let mut journal_protected = std::collections::BTreeSet::new();
-    if let crate::observed::JournalState::Valid(j) = &journal {
-        for r in &j.removals {
-            let protected = match space_dir::load_lifecycle(root, &r.space) {
-                Ok(Some(l)) => l.account == r.account && l.protect,
-                Ok(None) => false,
-                Err(_) => true,
-            };
-            if protected {
-                journal_protected.insert(r.space.clone());
-            }
-        }
-    }
+    let journal_protected = journal_protected(root, &journal);
     let tenant_material = match broker {
         BrokerRecordState::Absent => broker_record::tenant_material(root)?,
         _ => Vec::new(),
     };
     let unattributed_material = unattributed_material(root)?;
+    let (tls, route_tls, include) = declared_material(root, desired);
     let mut observed = Observed {
         broker,
         tenant_material,
@@ -546,23 +470,194 @@ fn observe_from<'a>(
         server: live.server,
         nodes,
         layout_conflict: layout_conflict(root, desired)?,
-        tls: desired
+        tls,
+        route_rotation: crate::store::route_rotation::load(root)?,
+        route_tls,
+        include,
+    };
+    mark_behind(root, desired, &mut observed);
+    Ok((
+        desired_owned,
+        observed,
+        ForNext {
+            memo,
+            folders: for_next_folders,
+        },
+    ))
+}
+
+/// Each space's folder read (or vouched for by the folder cache), on every core; and the
+/// registry cache, when `wants_registries`.
+fn local_and_registries(
+    root: &Root,
+    inventory: &mut Inventory,
+    now: i64,
+    memo: &SignatureMemo,
+    known: Folders<'_>,
+    wants_registries: bool,
+) -> (
+    Result<Vec<FolderRead>>,
+    Option<crate::store::caches::registry_cache::Cache>,
+) {
+    let registries = wants_registries.then(|| crate::store::caches::registry_cache::load(root));
+    let local = inventory
+        .spaces
+        .par_iter_mut()
+        .map(|(name, space)| local_files(root, name, space, now, memo, known))
+        .collect::<Result<Vec<_>>>();
+    (local, registries)
+}
+
+/// The capacity the broker has for the spaces: its store's, with what the spaces hold, and
+/// the nodes' open files.
+fn capacity_of(
+    desired: &Desired,
+    nodes: &[ObservedNode],
+    store: Option<live::StoreFigures>,
+    inventory: &Inventory,
+) -> Capacity {
+    let stored: u64 = inventory
+        .spaces
+        .values()
+        .map(|s| s.usage.total_bytes())
+        .sum();
+    let mut capacity = capacity(desired, &nodes[0].store_dir, store, stored);
+    capacity.open_files = open_files(nodes);
+    capacity
+}
+
+/// The files `cotal.toml` names, read and checked: the listener's TLS, the routes' TLS and the
+/// include.
+fn declared_material(
+    root: &Root,
+    desired: &Desired,
+) -> (
+    Option<crate::observed::ObservedTls>,
+    Option<crate::observed::ObservedTls>,
+    Option<crate::observed::ObservedInclude>,
+) {
+    (
+        desired
             .broker
             .tls
             .as_ref()
             .map(|t| crate::tls::observe(root, t, crate::tls::Use::Listener)),
-        route_rotation: crate::store::route_rotation::load(root)?,
-        route_tls: desired
+        desired
             .topology
             .route_tls
             .as_ref()
             .map(|t| crate::tls::observe(root, t, crate::tls::Use::Routes)),
-        include: desired
+        desired
             .broker
             .include
             .as_ref()
             .map(|p| crate::include::observe(root.dir(), &p.path, &p.at)),
+    )
+}
+
+/// `cotal.toml` (given, or parsed from the root) and the broker's nodes, found as it says.
+fn desired_and_nodes<'a>(
+    root: &Root,
+    from: DesiredFrom<'a>,
+) -> Result<(
+    std::borrow::Cow<'a, Desired>,
+    String,
+    Result<Vec<ObservedNode>>,
+)> {
+    let (desired, digest) = match from {
+        DesiredFrom::Given(desired, digest) => (std::borrow::Cow::Borrowed(desired), digest),
+        DesiredFrom::Parse => {
+            let (desired, digest) = desired(root)?;
+            (std::borrow::Cow::Owned(desired), digest)
+        }
     };
+    // Every connection this process makes to the broker speaks what the root declares
+    // (looking for a cluster's remote nodes makes the first).
+    crate::broker::client_tls::configure(root, desired.broker.tls.as_ref());
+    let started = std::time::Instant::now();
+    let nodes = observe_nodes(root, &desired);
+    tracing::debug!(took = ?started.elapsed(), "observed the nodes");
+    Ok((desired, digest, nodes))
+}
+
+/// Each local store with the accounts it holds folders for (listed once when the broker is
+/// stopped: then every space's streams are read from it).
+fn local_stores(nodes: &[ObservedNode], stopped: bool) -> Result<Vec<LocalStore>> {
+    nodes
+        .iter()
+        .filter(|n| !n.remote())
+        .map(|n| {
+            Ok(LocalStore {
+                accounts: if stopped {
+                    Some(jetstream_dir::account_names(&n.store_dir)?)
+                } else {
+                    None
+                },
+                dir: n.store_dir.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The verdicts on stream configs the last apply or `up` cached, with the expectation each
+/// space's records make now, when `request` may use them: a single server asked once, and never
+/// after an apply (the accounts it re-signed are asked afresh, never vouched for by verdicts
+/// cached before it: enabling an account's JetStream again resets its counters).
+fn drift_vouch(
+    root: &Root,
+    desired: &Desired,
+    request: &LiveRequest,
+    inventory: &Inventory,
+) -> Option<DriftVouch> {
+    let usable = request.purpose != Purpose::AfterApply
+        && request.touched.is_none()
+        && request.jsz_servers == 1
+        && request.running == 1
+        && !desired.topology.is_cluster();
+    usable
+        .then(|| crate::store::caches::drift_cache::load(root))
+        .flatten()
+        .map(|cache| DriftVouch::new(cache, inventory))
+}
+
+/// The folder cache the next observation may use: what this one read, each entry settled
+/// before `reference`, under the broker's operator.
+fn folders_for_next(
+    broker: &BrokerRecordState,
+    now: i64,
+    read: Vec<FolderRead>,
+    reference: &folder_cache::Reference,
+) -> FolderCache {
+    let operator = match broker {
+        BrokerRecordState::Valid(trust) => trust.operator_pub.as_str(),
+        _ => "",
+    };
+    let mut cache = FolderCache::new(operator, now);
+    cache.extend_settled(read.into_iter().filter_map(|r| r.entry), reference);
+    cache
+}
+
+/// The spaces an open journal removes whose protection is on (or cannot be read: counted as
+/// on), by their lifecycle records.
+fn journal_protected(root: &Root, journal: &JournalState) -> std::collections::BTreeSet<SpaceName> {
+    let mut out = std::collections::BTreeSet::new();
+    if let JournalState::Valid(j) = journal {
+        for r in &j.removals {
+            let protected = match space_dir::load_lifecycle(root, &r.space) {
+                Ok(Some(l)) => l.account == r.account && l.protect,
+                Ok(None) => false,
+                Err(_) => true,
+            };
+            if protected {
+                out.insert(r.space.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Mark which running nodes lag behind the records (`server.behind`, `server.behind_records`).
+fn mark_behind(root: &Root, desired: &Desired, observed: &mut Observed) {
     // Which running nodes have loaded a config other than the rendering of the inventory.
     // `behind` only with no journal open: an interrupted apply's records (a removal not yet
     // reaped, an add not yet promoted) are not what the broker should run, and finishing it
@@ -573,7 +668,7 @@ fn observe_from<'a>(
         && !server.loaded.is_empty()
     {
         let behind_of = |spaces: &BTreeMap<SpaceName, ObservedSpace>| -> Vec<String> {
-            digests_of(root, desired, &observed, trust, spaces)
+            digests_of(root, desired, observed, trust, spaces)
                 .into_iter()
                 .filter(|(name, digest)| server.loaded.get(name).is_some_and(|l| l != digest))
                 .map(|(name, _)| name)
@@ -607,14 +702,6 @@ fn observe_from<'a>(
             server.behind_records = Some(behind_records);
         }
     }
-    Ok((
-        desired_owned,
-        observed,
-        ForNext {
-            memo,
-            folders: for_next_folders,
-        },
-    ))
 }
 
 /// The config digest each node reports (VARZ) once it has loaded the rendering of the observed
