@@ -136,6 +136,24 @@ fn suspension_change(
     }
 }
 
+/// What every space's comparison shares.
+struct Compare<'a> {
+    desired: &'a Desired,
+    observed: &'a Observed,
+    intent: &'a super::Intent,
+    system: Option<&'a SystemReissue>,
+    keys: super::sides::Keys<'a>,
+    running: bool,
+    no_members: crate::desired::Members,
+}
+
+impl Compare<'_> {
+    /// The members `name` declares (none: an empty set).
+    fn members_of(&self, name: &SpaceName) -> &crate::desired::Members {
+        self.desired.members_of(name).unwrap_or(&self.no_members)
+    }
+}
+
 /// Compare every desired space with what is observed of it.
 pub fn diff(
     desired: &Desired,
@@ -146,7 +164,6 @@ pub fn diff(
     purges: super::purges::Purges,
 ) -> Diff {
     let inv = &observed.inventory;
-    let running = observed.is_running();
     let mut out = Diff {
         purges,
         ..Diff::default()
@@ -155,248 +172,312 @@ pub fn diff(
         crate::observed::BrokerRecordState::Valid(t) => t.sys_pub.as_str(),
         _ => "",
     };
-    let keys = super::sides::keys(observed, system_pub, system);
-    let no_members = BTreeMap::new();
+    let cmp = Compare {
+        desired,
+        observed,
+        intent,
+        system,
+        keys: super::sides::keys(observed, system_pub, system),
+        running: observed.is_running(),
+        no_members: BTreeMap::new(),
+    };
     for (name, spec) in desired.specs() {
-        let space = match inv.spaces.get(name) {
-            Some(space) if !removals.leaving(inv, name) => space,
-            _ => {
-                out.adds.insert(name.clone(), *spec);
-                // Its registry is created by provisioning, just before the writes.
-                if running
-                    && spec.state == SpaceState::Active
-                    && let Some(declared) = desired.channels_of(name)
-                {
-                    let d = crate::space::channels::diff(declared, None);
-                    if !d.writes.is_empty() {
-                        out.channels.insert(name.clone(), d);
-                    }
-                }
-                let sides =
-                    super::sides::added(desired.members_of(name).unwrap_or(&no_members), &keys);
-                if spec.state != SpaceState::Archived && !sides.is_empty() {
-                    out.sides.insert(name.clone(), sides);
-                }
-                // Its acl bucket too: every declared member's record is a create.
-                if running
-                    && spec.state == SpaceState::Active
-                    && let Some(declared) = desired.members_of(name)
-                {
-                    let p = crate::space::members::plan(declared, Some(&Default::default()), &[]);
-                    if !p.is_empty() {
-                        out.members.insert(name.clone(), p);
-                    }
-                }
-                continue;
+        match inv.spaces.get(name) {
+            Some(space) if !removals.leaving(inv, name) => {
+                applied_space(&cmp, &mut out, name, spec, space)
             }
-        };
-        let archive = spec.state == SpaceState::Archived;
-        let archived = space.archived.is_some();
-        if archive != archived {
-            out.archivals.insert(name.clone(), archive);
-        }
-        if archive {
-            // Archived: its JWT, suspension record, $SYS creds, streams and channels stay as
-            // they are until it is brought back; only its protection is recorded.
-            if spec.protect != space.protect_recorded {
-                out.protections.insert(name.clone(), spec.protect);
-            }
-            continue;
-        }
-        // Members: their acl records (only of a space that stays active, against the bucket as
-        // read; a purge empties it) and the users a changed grant revokes.
-        let members = {
-            let declared = desired.members_of(name).cloned().unwrap_or_default();
-            let serving = spec.state == SpaceState::Active && !space.limits.is_suspended();
-            let empty = crate::space::channels::Registry::new();
-            let acl = match &space.acl {
-                _ if !serving => None,
-                _ if running && out.purges.contains_key(name) => Some(&empty),
-                RegistryState::Read(r) => Some(r),
-                RegistryState::Missing if running => Some(&empty),
-                _ => None,
-            };
-            // A member's users live in its own account; one minted in the space's account
-            // (before members had accounts of their own) is revoked there, whatever its grant.
-            let in_sides: Vec<crate::space::members::MemberUser> = space
-                .member_users
-                .iter()
-                .filter(|u| u.account.is_some())
-                .cloned()
-                .collect();
-            crate::space::members::plan(&declared, acl, &in_sides)
-        };
-        let legacy: Vec<crate::observed::LedgerUser> = space
-            .member_users
-            .iter()
-            .filter(|u| u.account.is_none())
-            .map(|u| crate::observed::LedgerUser {
-                name: u.principal.clone(),
-                key: u.key.clone(),
-                issued_at: u.issued_at,
-            })
-            .collect();
-        // Users of each member's account this plan revokes (their grant changed, or the member
-        // is no longer declared and its account is dropped).
-        let mut side_revoking: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
-        for (p, _, keys) in &members.changes {
-            if !keys.is_empty() {
-                side_revoking.insert(p.clone(), keys.clone());
-            }
-        }
-        if !members.is_empty() {
-            out.members.insert(name.clone(), members);
-        }
-        let member_revocations: Vec<(String, i64)> = legacy
-            .iter()
-            .chain(&space.retired_users)
-            .map(|u| (u.key.clone(), u.issued_at))
-            .collect();
-        let expected = AccountLimits::for_space(spec);
-        let exports = crate::space::side_accounts::space_exports(&name.token());
-        let exporting = if space.kept_claims.is_empty() {
-            space.exports != exports
-        } else {
-            !exports.iter().all(|e| space.exports.contains(e))
-        };
-        let revoking = space.revoked != space.revocations || !member_revocations.is_empty();
-        let rotating = intent.rotate.accounts.contains(name);
-        if expected != space.limits || revoking || rotating || exporting {
-            let mut fields = if expected != space.limits {
-                field_changes(&space.limits, &expected)
-            } else {
-                Vec::new()
-            };
-            if exporting {
-                fields.push(FieldChange {
-                    field: "exports".into(),
-                    from: if space.exports.is_empty() {
-                        "none".into()
-                    } else {
-                        format!("{} subject(s)", space.exports.len())
-                    },
-                    to: "what its side accounts import (its members' posts, DMs, presence and reads, the live copy of its chat and DMs, its own connections)".into(),
-                });
-            }
-            if space.revoked != space.revocations {
-                fields.push(revocation_change(space));
-            }
-            if !legacy.is_empty() {
-                fields.push(FieldChange {
-                    field: "revocations".into(),
-                    from: String::new(),
-                    to: format!(
-                        "+{} user(s) of declared members minted in the space's account ({}): their creds stop working at this apply; each member's users now live in an account of its own: mint new creds with `cotal creds {} --member OWNER.ACTOR` and connect with the inbox prefix it prints",
-                        legacy.len(),
-                        user_names(&legacy),
-                        name.as_str()
-                    ),
-                });
-            }
-            if !space.retired_users.is_empty() {
-                fields.push(FieldChange {
-                    field: "revocations".into(),
-                    from: String::new(),
-                    to: format!(
-                        "+{} user(s) of the retired `member` profile ({}): their creds stop working at this apply; declare each as a member in cotal.toml and mint it new creds with `cotal creds {} --member OWNER.ACTOR`, or `--profile admin` for the space's owner",
-                        space.retired_users.len(),
-                        user_names(&space.retired_users),
-                        name.as_str()
-                    ),
-                });
-            }
-            if rotating {
-                fields.push(FieldChange {
-                    field: "signing key".into(),
-                    from: short_key(&space.signing_pub),
-                    to: "a new key (users signed by the old one are refused)".into(),
-                });
-            }
-            out.reissues.insert(
-                name.clone(),
-                Reissue {
-                    rotate_signing: rotating,
-                    member_revocations,
-                    fields,
-                    transition: match (space.limits.is_suspended(), expected.is_suspended()) {
-                        (false, true) => Transition::Suspend,
-                        (true, false) => Transition::Resume,
-                        _ if expected == space.limits => Transition::Revoke,
-                        _ => Transition::Limits,
-                    },
-                },
-            );
-        }
-        let sides = super::sides::changes(
-            &super::sides::Need {
-                token: &name.token(),
-                space,
-                suspended: spec.state == SpaceState::Suspended,
-                limits: &expected,
-                members: desired.members_of(name).unwrap_or(&no_members),
-                rotating,
-                revoking: &side_revoking,
-            },
-            &keys,
-        );
-        if !sides.is_empty() {
-            out.sides.insert(name.clone(), sides);
-        }
-        if spec.protect != space.protect_recorded {
-            out.protections.insert(name.clone(), spec.protect);
-        }
-        if let Some(change) = suspension_change(desired, name, spec, space) {
-            out.suspensions.insert(name.clone(), change);
-        }
-        // Healing: $SYS creds to (re)mint, and (broker running) missing or drifted streams.
-        // Provisioning runs after the reload, so a space resumed by this plan is loaded.
-        if let Some(why) = super::system::creds_reason(desired, observed, name, space, system) {
-            out.sys_creds.insert(name.clone(), why);
-        }
-        let purged = out.purges.contains_key(name);
-        // Not loaded, or loaded suspended and not in use since: its streams are on disk, and
-        // come back when the provisioning uses the account.
-        let unused = space.limits.is_suspended() && space.usage.source == UsageSource::Store;
-        if running && spec.state == SpaceState::Active && (archived || unused) {
-            // Not loaded, so not observed: its streams come back with the reload that loads
-            // it, and the provisioning after it creates whatever is missing.
-            out.provisions.insert(
-                name.clone(),
-                vec!["its streams and buckets come back from disk with the reload; any missing is created".into()],
-            );
-        } else if running && spec.state == SpaceState::Active {
-            let quota = crate::space::streams::per_replica(
-                spec.limits.max_storage.map(|b| b.0),
-                desired.topology.replicas,
-            );
-            let mut work = provisioning_work(name, space, quota);
-            if purged && work.is_empty() {
-                work.push("seed the default delivery class again".into());
-            }
-            if !work.is_empty() {
-                out.provisions.insert(name.clone(), work);
-            }
-        }
-        // Channels: only of a space that stays active, against the registry as read.
-        if spec.state == SpaceState::Active && !space.limits.is_suspended() {
-            let declared = desired.channels_of(name).cloned().unwrap_or_default();
-            let d = match &space.registry {
-                // The purge empties the registry: every declared channel is written again.
-                _ if purged && running => Some(crate::space::channels::diff(&declared, None)),
-                RegistryState::Read(registry) => {
-                    Some(crate::space::channels::diff(&declared, Some(registry)))
-                }
-                RegistryState::Missing => Some(crate::space::channels::diff(&declared, None)),
-                RegistryState::Unknown | RegistryState::Failed(_) => None,
-            };
-            if let Some(d) = d
-                && (!d.writes.is_empty() || !d.kept.is_empty())
-            {
-                out.channels.insert(name.clone(), d);
-            }
+            _ => added_space(&cmp, &mut out, name, spec),
         }
     }
     out
+}
+
+/// A space to add: its record, its registry's and acl bucket's first writes (the broker
+/// running, the space active), its side accounts.
+fn added_space(cmp: &Compare, out: &mut Diff, name: &SpaceName, spec: &SpaceSpec) {
+    out.adds.insert(name.clone(), *spec);
+    let serving = cmp.running && spec.state == SpaceState::Active;
+    // Its registry is created by provisioning, just before the writes.
+    if serving && let Some(declared) = cmp.desired.channels_of(name) {
+        let d = crate::space::channels::diff(declared, None);
+        if !d.writes.is_empty() {
+            out.channels.insert(name.clone(), d);
+        }
+    }
+    let sides = super::sides::added(cmp.members_of(name), &cmp.keys);
+    if spec.state != SpaceState::Archived && !sides.is_empty() {
+        out.sides.insert(name.clone(), sides);
+    }
+    // Its acl bucket too: every declared member's record is a create.
+    if serving && let Some(declared) = cmp.desired.members_of(name) {
+        let p = crate::space::members::plan(declared, Some(&Default::default()), &[]);
+        if !p.is_empty() {
+            out.members.insert(name.clone(), p);
+        }
+    }
+}
+
+/// A space that is applied and stays: what of it changes.
+fn applied_space(
+    cmp: &Compare,
+    out: &mut Diff,
+    name: &SpaceName,
+    spec: &SpaceSpec,
+    space: &ObservedSpace,
+) {
+    let archive = spec.state == SpaceState::Archived;
+    let archived = space.archived.is_some();
+    if archive != archived {
+        out.archivals.insert(name.clone(), archive);
+    }
+    if archive {
+        // Archived: its JWT, suspension record, $SYS creds, streams and channels stay as
+        // they are until it is brought back; only its protection is recorded.
+        if spec.protect != space.protect_recorded {
+            out.protections.insert(name.clone(), spec.protect);
+        }
+        return;
+    }
+    let members = members_plan(cmp, out, name, spec, space);
+    // Users of each member's account this plan revokes (their grant changed, or the member
+    // is no longer declared and its account is dropped).
+    let mut side_revoking: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
+    for (p, _, keys) in &members.changes {
+        if !keys.is_empty() {
+            side_revoking.insert(p.clone(), keys.clone());
+        }
+    }
+    if !members.is_empty() {
+        out.members.insert(name.clone(), members);
+    }
+    let expected = AccountLimits::for_space(spec);
+    let rotating = cmp.intent.rotate.accounts.contains(name);
+    if let Some(reissue) = reissue(name, space, &expected, rotating) {
+        out.reissues.insert(name.clone(), reissue);
+    }
+    let sides = super::sides::changes(
+        &super::sides::Need {
+            token: &name.token(),
+            space,
+            suspended: spec.state == SpaceState::Suspended,
+            limits: &expected,
+            members: cmp.members_of(name),
+            rotating,
+            revoking: &side_revoking,
+        },
+        &cmp.keys,
+    );
+    if !sides.is_empty() {
+        out.sides.insert(name.clone(), sides);
+    }
+    if spec.protect != space.protect_recorded {
+        out.protections.insert(name.clone(), spec.protect);
+    }
+    if let Some(change) = suspension_change(cmp.desired, name, spec, space) {
+        out.suspensions.insert(name.clone(), change);
+    }
+    // Healing: $SYS creds to (re)mint, and (broker running) missing or drifted streams.
+    // Provisioning runs after the reload, so a space resumed by this plan is loaded.
+    if let Some(why) =
+        super::system::creds_reason(cmp.desired, cmp.observed, name, space, cmp.system)
+    {
+        out.sys_creds.insert(name.clone(), why);
+    }
+    provisions(cmp, out, name, spec, space);
+    channels(cmp, out, name, spec, space);
+}
+
+/// Members: their acl records (only of a space that stays active, against the bucket as read;
+/// a purge empties it) and the users a changed grant revokes.
+fn members_plan(
+    cmp: &Compare,
+    out: &Diff,
+    name: &SpaceName,
+    spec: &SpaceSpec,
+    space: &ObservedSpace,
+) -> crate::space::members::Plan {
+    let declared = cmp.desired.members_of(name).cloned().unwrap_or_default();
+    let serving = spec.state == SpaceState::Active && !space.limits.is_suspended();
+    let empty = crate::space::channels::Registry::new();
+    let acl = match &space.acl {
+        _ if !serving => None,
+        _ if cmp.running && out.purges.contains_key(name) => Some(&empty),
+        RegistryState::Read(r) => Some(r),
+        RegistryState::Missing if cmp.running => Some(&empty),
+        _ => None,
+    };
+    // A member's users live in its own account; one minted in the space's account
+    // (before members had accounts of their own) is revoked there, whatever its grant.
+    let in_sides: Vec<crate::space::members::MemberUser> = space
+        .member_users
+        .iter()
+        .filter(|u| u.account.is_some())
+        .cloned()
+        .collect();
+    crate::space::members::plan(&declared, acl, &in_sides)
+}
+
+/// The re-issue of an applied space's JWT, when its limits, exports or revocations are not
+/// what the plan leaves (`expected`), or its signing key rotates.
+fn reissue(
+    name: &SpaceName,
+    space: &ObservedSpace,
+    expected: &AccountLimits,
+    rotating: bool,
+) -> Option<Reissue> {
+    // Members' users minted in the space's account, before members had accounts of their own.
+    let legacy: Vec<crate::observed::LedgerUser> = space
+        .member_users
+        .iter()
+        .filter(|u| u.account.is_none())
+        .map(|u| crate::observed::LedgerUser {
+            name: u.principal.clone(),
+            key: u.key.clone(),
+            issued_at: u.issued_at,
+        })
+        .collect();
+    let member_revocations: Vec<(String, i64)> = legacy
+        .iter()
+        .chain(&space.retired_users)
+        .map(|u| (u.key.clone(), u.issued_at))
+        .collect();
+    let exports = crate::space::side_accounts::space_exports(&name.token());
+    let exporting = if space.kept_claims.is_empty() {
+        space.exports != exports
+    } else {
+        !exports.iter().all(|e| space.exports.contains(e))
+    };
+    let revoking = space.revoked != space.revocations || !member_revocations.is_empty();
+    if !(*expected != space.limits || revoking || rotating || exporting) {
+        return None;
+    }
+    let mut fields = if *expected != space.limits {
+        field_changes(&space.limits, expected)
+    } else {
+        Vec::new()
+    };
+    if exporting {
+        fields.push(FieldChange {
+            field: "exports".into(),
+            from: if space.exports.is_empty() {
+                "none".into()
+            } else {
+                format!("{} subject(s)", space.exports.len())
+            },
+            to: "what its side accounts import (its members' posts, DMs, presence and reads, the live copy of its chat and DMs, its own connections)".into(),
+        });
+    }
+    if space.revoked != space.revocations {
+        fields.push(revocation_change(space));
+    }
+    if !legacy.is_empty() {
+        fields.push(FieldChange {
+            field: "revocations".into(),
+            from: String::new(),
+            to: format!(
+                "+{} user(s) of declared members minted in the space's account ({}): their creds stop working at this apply; each member's users now live in an account of its own: mint new creds with `cotal creds {} --member OWNER.ACTOR` and connect with the inbox prefix it prints",
+                legacy.len(),
+                user_names(&legacy),
+                name.as_str()
+            ),
+        });
+    }
+    if !space.retired_users.is_empty() {
+        fields.push(FieldChange {
+            field: "revocations".into(),
+            from: String::new(),
+            to: format!(
+                "+{} user(s) of the retired `member` profile ({}): their creds stop working at this apply; declare each as a member in cotal.toml and mint it new creds with `cotal creds {} --member OWNER.ACTOR`, or `--profile admin` for the space's owner",
+                space.retired_users.len(),
+                user_names(&space.retired_users),
+                name.as_str()
+            ),
+        });
+    }
+    if rotating {
+        fields.push(FieldChange {
+            field: "signing key".into(),
+            from: short_key(&space.signing_pub),
+            to: "a new key (users signed by the old one are refused)".into(),
+        });
+    }
+    Some(Reissue {
+        rotate_signing: rotating,
+        member_revocations,
+        fields,
+        transition: match (space.limits.is_suspended(), expected.is_suspended()) {
+            (false, true) => Transition::Suspend,
+            (true, false) => Transition::Resume,
+            _ if *expected == space.limits => Transition::Revoke,
+            _ => Transition::Limits,
+        },
+    })
+}
+
+/// The provisioning an applied active space needs with the broker running: its streams back
+/// from disk (not loaded, or loaded suspended and unused since), or what is missing or drifted.
+fn provisions(
+    cmp: &Compare,
+    out: &mut Diff,
+    name: &SpaceName,
+    spec: &SpaceSpec,
+    space: &ObservedSpace,
+) {
+    if !cmp.running || spec.state != SpaceState::Active {
+        return;
+    }
+    // Not loaded, or loaded suspended and not in use since: its streams are on disk, and
+    // come back when the provisioning uses the account.
+    let unused = space.limits.is_suspended() && space.usage.source == UsageSource::Store;
+    if space.archived.is_some() || unused {
+        // Not loaded, so not observed: its streams come back with the reload that loads
+        // it, and the provisioning after it creates whatever is missing.
+        out.provisions.insert(
+            name.clone(),
+            vec!["its streams and buckets come back from disk with the reload; any missing is created".into()],
+        );
+        return;
+    }
+    let quota = crate::space::streams::per_replica(
+        spec.limits.max_storage.map(|b| b.0),
+        cmp.desired.topology.replicas,
+    );
+    let mut work = provisioning_work(name, space, quota);
+    if out.purges.contains_key(name) && work.is_empty() {
+        work.push("seed the default delivery class again".into());
+    }
+    if !work.is_empty() {
+        out.provisions.insert(name.clone(), work);
+    }
+}
+
+/// Channels: only of a space that stays active, against the registry as read.
+fn channels(
+    cmp: &Compare,
+    out: &mut Diff,
+    name: &SpaceName,
+    spec: &SpaceSpec,
+    space: &ObservedSpace,
+) {
+    if spec.state != SpaceState::Active || space.limits.is_suspended() {
+        return;
+    }
+    let purged = out.purges.contains_key(name);
+    let declared = cmp.desired.channels_of(name).cloned().unwrap_or_default();
+    let d = match &space.registry {
+        // The purge empties the registry: every declared channel is written again.
+        _ if purged && cmp.running => Some(crate::space::channels::diff(&declared, None)),
+        RegistryState::Read(registry) => {
+            Some(crate::space::channels::diff(&declared, Some(registry)))
+        }
+        RegistryState::Missing => Some(crate::space::channels::diff(&declared, None)),
+        RegistryState::Unknown | RegistryState::Failed(_) => None,
+    };
+    if let Some(d) = d
+        && (!d.writes.is_empty() || !d.kept.is_empty())
+    {
+        out.channels.insert(name.clone(), d);
+    }
 }
 
 /// Whether an archived space's streams still run in the broker although its account is out
