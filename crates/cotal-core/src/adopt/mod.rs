@@ -176,6 +176,45 @@ pub fn plan(s: &Survey) -> Result<Adoption, Diagnostic> {
     let mut notes = Vec::new();
 
     // The trust: the broker record, the monolith, or both of one operator.
+    let operator = trusted_operator(s)?;
+    found.push(format!("operator {operator}"));
+    refuse_corrupt_records(s, &operator)?;
+
+    // The spaces: the records, and the monolith's space when its record is missing.
+    let mut spaces = s.spaces.clone();
+    steps.extend(monolith_step(s, &mut spaces, &mut found)?);
+    for (name, space) in &spaces {
+        found.push(format!(
+            "space {} (account {})",
+            name.quoted(),
+            space.account
+        ));
+    }
+    if spaces.is_empty() {
+        notes.push("no space is recorded: the cotal.toml written declares none".into());
+    }
+    steps.extend(root_material_step(s, &spaces, &mut found)?);
+    steps.extend(desired_step(s, &spaces, &mut notes)?);
+
+    let rotation = match (s.sys_keys, s.running) {
+        (true, _) => Rotation::NotNeeded,
+        (false, false) => Rotation::Run,
+        (false, true) => Rotation::Tell,
+    };
+    if rotation != Rotation::NotNeeded {
+        found.push("no system signing key (the original strips it before writing)".into());
+    }
+    Ok(Adoption {
+        found,
+        steps,
+        rotation,
+        notes,
+    })
+}
+
+/// The operator whose trust the root holds: the broker record's, the monolith's, or both when
+/// they agree.
+fn trusted_operator(s: &Survey) -> Result<String, Diagnostic> {
     let operator = match (&s.broker, &s.monolith) {
         (FoundBroker::Corrupt(u), _) => return Err(corrupt(u, "the broker record")),
         (_, Some(FoundMonolith::Corrupt(u))) => {
@@ -209,8 +248,12 @@ pub fn plan(s: &Survey) -> Result<Adoption, Diagnostic> {
         }
         (FoundBroker::Valid { operator }, Some(_)) => operator.clone(),
     };
-    found.push(format!("operator {operator}"));
+    Ok(operator)
+}
 
+/// Refused when an account record is not a valid record of `operator`: each may be a real
+/// tenant.
+fn refuse_corrupt_records(s: &Survey, operator: &str) -> Result<(), Diagnostic> {
     if !s.corrupt.is_empty() {
         let files: Vec<String> = s
             .corrupt
@@ -227,9 +270,16 @@ pub fn plan(s: &Survey) -> Result<Adoption, Diagnostic> {
             "restore each named record from a backup, or move it out of .cotal/auth/ if it is no tenant of this broker, then adopt again",
         ));
     }
+    Ok(())
+}
 
-    // The spaces: the records, and the monolith's space when its record is missing.
-    let mut spaces = s.spaces.clone();
+/// The legacy monolith's space, added to `spaces` when its record is missing, and the step
+/// that splits the monolith.
+fn monolith_step(
+    s: &Survey,
+    spaces: &mut BTreeMap<SpaceName, FoundSpace>,
+    found: &mut Vec<String>,
+) -> Result<Option<Step>, Diagnostic> {
     if let Some(FoundMonolith::Valid {
         file,
         space,
@@ -279,24 +329,21 @@ pub fn plan(s: &Survey) -> Result<Adoption, Diagnostic> {
             file.display(),
             name.quoted()
         ));
-        steps.push(Step::SplitMonolith {
+        return Ok(Some(Step::SplitMonolith {
             file: file.clone(),
             write_broker: matches!(s.broker, FoundBroker::Absent),
             write_account,
-        });
+        }));
     }
-    for (name, space) in &spaces {
-        found.push(format!(
-            "space {} (account {})",
-            name.quoted(),
-            space.account
-        ));
-    }
-    if spaces.is_empty() {
-        notes.push("no space is recorded: the cotal.toml written declares none".into());
-    }
+    Ok(None)
+}
 
-    // Root-scoped material: moved to the one space it can belong to.
+/// Root-scoped material: moved to the one space it can belong to.
+fn root_material_step(
+    s: &Survey,
+    spaces: &BTreeMap<SpaceName, FoundSpace>,
+    found: &mut Vec<String>,
+) -> Result<Option<Step>, Diagnostic> {
     if !s.root_material.is_empty() {
         let names: Vec<&str> = s.root_material.iter().map(|f| f.name.as_str()).collect();
         found.push(format!(
@@ -351,13 +398,20 @@ pub fn plan(s: &Survey) -> Result<Adoption, Diagnostic> {
                 ));
             }
         }
-        steps.push(Step::MoveMaterial {
+        return Ok(Some(Step::MoveMaterial {
             space: owner,
             files: names.iter().map(|n| n.to_string()).collect(),
-        });
+        }));
     }
+    Ok(None)
+}
 
-    // cotal.toml: written when absent, from the records and the original's server.conf.
+/// cotal.toml: written when absent, from the records and the original's server.conf.
+fn desired_step(
+    s: &Survey,
+    spaces: &BTreeMap<SpaceName, FoundSpace>,
+    notes: &mut Vec<String>,
+) -> Result<Option<Step>, Diagnostic> {
     let conf = match &s.server_conf {
         Some(text) => Some(parse_server_conf(text).map_err(|e| {
             Diagnostic::refusal(
@@ -391,7 +445,7 @@ pub fn plan(s: &Survey) -> Result<Adoption, Diagnostic> {
             notes.push("the original minted each space a connection evictor: `evictor_creds = true` keeps one (its KICK is broker-wide)".into());
         }
         let text = desired_text(
-            &spaces,
+            spaces,
             &conf,
             &Origin {
                 source: "the original Cotal's records and server.conf",
@@ -408,23 +462,9 @@ pub fn plan(s: &Survey) -> Result<Adoption, Diagnostic> {
                 "write cotal.toml by hand with what the error names changed (adoption keeps an existing cotal.toml), then adopt again",
             )
         })?;
-        steps.push(Step::WriteDesired { text });
+        return Ok(Some(Step::WriteDesired { text }));
     }
-
-    let rotation = match (s.sys_keys, s.running) {
-        (true, _) => Rotation::NotNeeded,
-        (false, false) => Rotation::Run,
-        (false, true) => Rotation::Tell,
-    };
-    if rotation != Rotation::NotNeeded {
-        found.push("no system signing key (the original strips it before writing)".into());
-    }
-    Ok(Adoption {
-        found,
-        steps,
-        rotation,
-        notes,
-    })
+    Ok(None)
 }
 
 fn corrupt(u: &Unusable, what: &str) -> Diagnostic {
