@@ -10,8 +10,18 @@ use super::removals::Removals;
 use super::system::SystemReissue;
 use super::{Blast, Step};
 use crate::desired::Desired;
-use crate::model::SpaceState;
+use crate::model::{SpaceName, SpaceState};
 use crate::observed::{JournalState, Observed};
+
+/// What every stage of the ordering reads.
+struct Order<'a> {
+    desired: &'a Desired,
+    inv: &'a crate::observed::Inventory,
+    diff: &'a Diff,
+    described: &'a Described,
+    /// The spaces the plan's fence fences.
+    fenced: Vec<SpaceName>,
+}
 
 /// Every step of the plan, in order.
 pub fn steps(
@@ -27,184 +37,43 @@ pub fn steps(
         fence,
         config: promotion,
     } = promotions;
-    let inv = &observed.inventory;
     let running = observed.is_running();
-    let mut steps = Vec::new();
-    if let JournalState::Valid(j) = &observed.journal {
-        steps.push(Step::FinishJournal {
-            started_at: j.started_at.clone(),
-            plan_digest: j.plan_digest.clone(),
-            removals: j.removals.iter().map(|r| r.space.clone()).collect(),
-            purges: j
-                .purges
-                .iter()
-                .filter(|p| p.committed)
-                .map(|p| p.space.clone())
-                .collect(),
-            adding: j.adding.clone(),
-            owed: j.owed.clone(),
-        });
-    }
-    let fenced: Vec<_> = match &fence {
-        Some(Step::Fence { spaces, .. }) => spaces.iter().map(|f| f.space.clone()).collect(),
-        _ => Vec::new(),
+    let o = Order {
+        desired,
+        inv: &observed.inventory,
+        diff,
+        described,
+        fenced: match &fence {
+            Some(Step::Fence { spaces, .. }) => spaces.iter().map(|f| f.space.clone()).collect(),
+            _ => Vec::new(),
+        },
     };
+    let mut steps = Vec::new();
+    steps.extend(finish_journal(&observed.journal));
     steps.extend(fence);
-    for (name, r) in removals.iter() {
-        let mut blast = described
-            .removal_blasts
-            .get(name)
-            .cloned()
-            .unwrap_or_default();
-        // Each step's blast radius says what that step does: the fence before it evicted the
-        // space's clients and invalidated its credentials.
-        if fenced.contains(name) {
-            blast.connections_dropped = None;
-            blast.credentials_invalidated.clear();
-        }
-        steps.push(Step::DeleteStreams {
-            space: name.clone(),
-            account: r.account.clone(),
-            committed: r.committed,
-            fenced: fenced.contains(name),
-            relocation: r.receipt.clone(),
-            blast,
-        });
-    }
+    steps.extend(stream_deletions(&o, removals));
     // Purges before any record changes: the space is served as it was planned (a suspension
     // in the same plan would refuse the purge's own user), and the provisioning after the
     // promotion seeds their buckets again.
-    for (name, p) in &diff.purges {
-        steps.push(Step::PurgeStreams {
-            space: name.clone(),
-            account: p.account.clone(),
-            committed: p.committed,
-            blast: described
-                .purge_blasts
-                .get(name)
-                .cloned()
-                .unwrap_or_default(),
-        });
-    }
+    steps.extend(purges(&o));
     // The system account first: the $SYS creds written below are signed by its keys.
-    if let Some(r) = system {
-        steps.push(Step::ReissueSystemAccount {
-            rotate: r.rotate,
-            evictor: r.evictor,
-            revoke: r.revoke.clone(),
-            handed_out: r.handed_out.clone(),
-            pruned: r.pruned.clone(),
-            changes: r.changes.clone(),
-        });
-    }
-    let side_step = |name: &crate::model::SpaceName, account: String| {
-        diff.sides.get(name).map(|c| Step::WriteSideAccounts {
-            space: name.clone(),
-            account,
-            suspended: desired
-                .spec(name)
-                .is_some_and(|s| s.state == SpaceState::Suspended),
-            write: c.write.clone(),
-            drop: c.drop.clone(),
-            retired: c.retired.clone(),
-            changes: c.lines.clone(),
-        })
-    };
-    for (name, spec) in &diff.adds {
-        steps.push(Step::AddAccount {
-            space: name.clone(),
-            spec: *spec,
-            sides: diff
-                .sides
-                .get(name)
-                .map(|c| c.write.clone())
-                .unwrap_or_default(),
-        });
-        if spec.state == SpaceState::Suspended {
-            steps.push(Step::RecordSuspension {
-                space: name.clone(),
-                suspended: true,
-                reason: desired.suspend_reason(name).cloned(),
-                backfill: false,
-                renew: false,
-            });
-        }
-    }
+    steps.extend(system.map(system_reissue));
+    steps.extend(additions(&o));
     // Provisioning runs after the reload: added spaces first, then existing ones.
-    let mut late = Vec::new();
-    for (name, spec) in &diff.adds {
-        if running && spec.state == SpaceState::Active {
-            late.push(Step::Provision {
-                space: name.clone(),
-                work: vec![format!(
-                    "create its {} streams and buckets, seed the default delivery class",
-                    crate::space::streams::count()
-                )],
-            });
-        }
-    }
+    let mut late: Vec<Step> = diff
+        .adds
+        .iter()
+        .filter(|(_, spec)| running && spec.state == SpaceState::Active)
+        .map(|(name, _)| Step::Provision {
+            space: name.clone(),
+            work: vec![format!(
+                "create its {} streams and buckets, seed the default delivery class",
+                crate::space::streams::count()
+            )],
+        })
+        .collect();
     for name in diff.changed() {
-        if let Some(reissue) = diff.reissues.get(name) {
-            steps.push(Step::ReissueAccount {
-                space: name.clone(),
-                account: inv.spaces[name].account_pub.clone(),
-                spec: desired.spaces[name].spec,
-                transition: reissue.transition,
-                revocations: {
-                    let mut r = inv.spaces[name].revoked.clone();
-                    for (key, at) in &reissue.member_revocations {
-                        r.entry(key.clone()).or_insert(*at);
-                    }
-                    r
-                },
-                rotate_signing: reissue.rotate_signing,
-                changes: reissue.fields.clone(),
-                blast: described
-                    .reissue_blasts
-                    .get(name)
-                    .cloned()
-                    .unwrap_or_else(Blast::default),
-            });
-        }
-        // After the re-issue: a rotated signing key is the one its members' accounts list.
-        steps.extend(side_step(name, inv.spaces[name].account_pub.clone()));
-        if let Some(protect) = diff.protections.get(name) {
-            steps.push(Step::RecordProtection {
-                space: name.clone(),
-                protect: *protect,
-            });
-        }
-        if let Some(change) = diff.suspensions.get(name) {
-            steps.push(Step::RecordSuspension {
-                space: name.clone(),
-                suspended: change.suspended,
-                reason: change.reason.clone(),
-                backfill: change.backfill,
-                renew: change.renew,
-            });
-        }
-        if let Some(&archived) = diff.archivals.get(name) {
-            let mut blast = described
-                .archive_blasts
-                .get(name)
-                .cloned()
-                .unwrap_or_default();
-            // The fence before it evicted the space's clients.
-            if fenced.contains(name) {
-                blast.connections_dropped = None;
-            }
-            steps.push(Step::RecordArchive {
-                space: name.clone(),
-                account: inv.spaces[name].account_pub.clone(),
-                archived,
-                blast,
-            });
-        }
-        if diff.sys_creds.contains_key(name) {
-            steps.push(Step::WriteSysCreds {
-                space: name.clone(),
-            });
-        }
+        steps.extend(changes(&o, name));
         if let Some(work) = diff.provisions.get(name) {
             late.push(Step::Provision {
                 space: name.clone(),
@@ -212,40 +81,7 @@ pub fn steps(
             });
         }
     }
-    // Channels last: their registry exists once provisioning ran, and a resumed space is
-    // loaded by then.
-    for (name, d) in &diff.channels {
-        if d.writes.is_empty() {
-            continue;
-        }
-        let account = match inv.spaces.get(name) {
-            Some(s) if !diff.adds.contains_key(name) => s.account_pub.clone(),
-            _ => String::new(),
-        };
-        late.push(Step::WriteChannels {
-            space: name.clone(),
-            account,
-            writes: d.writes.clone(),
-            changes: d.lines.clone(),
-        });
-    }
-    // Members' acl records after the reload that revoked their older users ("revoke first,
-    // then delete the record"), and after provisioning made the bucket.
-    for (name, m) in &diff.members {
-        if m.writes.is_empty() {
-            continue;
-        }
-        let account = match inv.spaces.get(name) {
-            Some(s) if !diff.adds.contains_key(name) => s.account_pub.clone(),
-            _ => String::new(),
-        };
-        late.push(Step::WriteAcl {
-            space: name.clone(),
-            account,
-            writes: m.writes.clone(),
-            changes: m.lines(),
-        });
-    }
+    late.extend(registry_writes(&o));
     steps.extend(promotion);
     steps.extend(late);
     for (name, r) in removals.iter() {
@@ -255,6 +91,232 @@ pub fn steps(
         });
     }
     steps
+}
+
+/// The open journal's finishing, first of all.
+fn finish_journal(journal: &JournalState) -> Option<Step> {
+    let JournalState::Valid(j) = journal else {
+        return None;
+    };
+    Some(Step::FinishJournal {
+        started_at: j.started_at.clone(),
+        plan_digest: j.plan_digest.clone(),
+        removals: j.removals.iter().map(|r| r.space.clone()).collect(),
+        purges: j
+            .purges
+            .iter()
+            .filter(|p| p.committed)
+            .map(|p| p.space.clone())
+            .collect(),
+        adding: j.adding.clone(),
+        owed: j.owed.clone(),
+    })
+}
+
+/// The deletion of each removed space's streams.
+fn stream_deletions(o: &Order, removals: &Removals) -> Vec<Step> {
+    removals
+        .iter()
+        .map(|(name, r)| {
+            let mut blast = o
+                .described
+                .removal_blasts
+                .get(name)
+                .cloned()
+                .unwrap_or_default();
+            // Each step's blast radius says what that step does: the fence before it evicted
+            // the space's clients and invalidated its credentials.
+            if o.fenced.contains(name) {
+                blast.connections_dropped = None;
+                blast.credentials_invalidated.clear();
+            }
+            Step::DeleteStreams {
+                space: name.clone(),
+                account: r.account.clone(),
+                committed: r.committed,
+                fenced: o.fenced.contains(name),
+                relocation: r.receipt.clone(),
+                blast,
+            }
+        })
+        .collect()
+}
+
+/// The purge of each purged space's streams.
+fn purges(o: &Order) -> Vec<Step> {
+    o.diff
+        .purges
+        .iter()
+        .map(|(name, p)| Step::PurgeStreams {
+            space: name.clone(),
+            account: p.account.clone(),
+            committed: p.committed,
+            blast: o
+                .described
+                .purge_blasts
+                .get(name)
+                .cloned()
+                .unwrap_or_default(),
+        })
+        .collect()
+}
+
+/// The system account's re-issue.
+fn system_reissue(r: &SystemReissue) -> Step {
+    Step::ReissueSystemAccount {
+        rotate: r.rotate,
+        evictor: r.evictor,
+        revoke: r.revoke.clone(),
+        handed_out: r.handed_out.clone(),
+        pruned: r.pruned.clone(),
+        changes: r.changes.clone(),
+    }
+}
+
+/// Each added space's record (with its side accounts), and its suspension when it is added
+/// suspended.
+fn additions(o: &Order) -> Vec<Step> {
+    let mut steps = Vec::new();
+    for (name, spec) in &o.diff.adds {
+        steps.push(Step::AddAccount {
+            space: name.clone(),
+            spec: *spec,
+            sides: o
+                .diff
+                .sides
+                .get(name)
+                .map(|c| c.write.clone())
+                .unwrap_or_default(),
+        });
+        if spec.state == SpaceState::Suspended {
+            steps.push(Step::RecordSuspension {
+                space: name.clone(),
+                suspended: true,
+                reason: o.desired.suspend_reason(name).cloned(),
+                backfill: false,
+                renew: false,
+            });
+        }
+    }
+    steps
+}
+
+/// The record changes of changed space `name` (before the promotion): its re-issue, its side
+/// accounts, protection, suspension, archive and `$SYS` creds.
+fn changes(o: &Order, name: &SpaceName) -> Vec<Step> {
+    let mut steps = Vec::new();
+    let account = &o.inv.spaces[name].account_pub;
+    if let Some(reissue) = o.diff.reissues.get(name) {
+        steps.push(Step::ReissueAccount {
+            space: name.clone(),
+            account: account.clone(),
+            spec: o.desired.spaces[name].spec,
+            transition: reissue.transition,
+            revocations: {
+                let mut r = o.inv.spaces[name].revoked.clone();
+                for (key, at) in &reissue.member_revocations {
+                    r.entry(key.clone()).or_insert(*at);
+                }
+                r
+            },
+            rotate_signing: reissue.rotate_signing,
+            changes: reissue.fields.clone(),
+            blast: o
+                .described
+                .reissue_blasts
+                .get(name)
+                .cloned()
+                .unwrap_or_else(Blast::default),
+        });
+    }
+    // After the re-issue: a rotated signing key is the one its members' accounts list.
+    if let Some(c) = o.diff.sides.get(name) {
+        steps.push(Step::WriteSideAccounts {
+            space: name.clone(),
+            account: account.clone(),
+            suspended: o
+                .desired
+                .spec(name)
+                .is_some_and(|s| s.state == SpaceState::Suspended),
+            write: c.write.clone(),
+            drop: c.drop.clone(),
+            retired: c.retired.clone(),
+            changes: c.lines.clone(),
+        });
+    }
+    if let Some(protect) = o.diff.protections.get(name) {
+        steps.push(Step::RecordProtection {
+            space: name.clone(),
+            protect: *protect,
+        });
+    }
+    if let Some(change) = o.diff.suspensions.get(name) {
+        steps.push(Step::RecordSuspension {
+            space: name.clone(),
+            suspended: change.suspended,
+            reason: change.reason.clone(),
+            backfill: change.backfill,
+            renew: change.renew,
+        });
+    }
+    if let Some(&archived) = o.diff.archivals.get(name) {
+        let mut blast = o
+            .described
+            .archive_blasts
+            .get(name)
+            .cloned()
+            .unwrap_or_default();
+        // The fence before it evicted the space's clients.
+        if o.fenced.contains(name) {
+            blast.connections_dropped = None;
+        }
+        steps.push(Step::RecordArchive {
+            space: name.clone(),
+            account: account.clone(),
+            archived,
+            blast,
+        });
+    }
+    if o.diff.sys_creds.contains_key(name) {
+        steps.push(Step::WriteSysCreds {
+            space: name.clone(),
+        });
+    }
+    steps
+}
+
+/// The channel registries' and the members' acl writes, after provisioning. Channels last:
+/// their registry exists once provisioning ran, and a resumed space is loaded by then. Acl
+/// records after the reload that revoked their older users ("revoke first, then delete the
+/// record"), and after provisioning made the bucket.
+fn registry_writes(o: &Order) -> Vec<Step> {
+    let account = |name: &SpaceName| match o.inv.spaces.get(name) {
+        Some(s) if !o.diff.adds.contains_key(name) => s.account_pub.clone(),
+        _ => String::new(),
+    };
+    let channels = o
+        .diff
+        .channels
+        .iter()
+        .filter(|(_, d)| !d.writes.is_empty())
+        .map(|(name, d)| Step::WriteChannels {
+            space: name.clone(),
+            account: account(name),
+            writes: d.writes.clone(),
+            changes: d.lines.clone(),
+        });
+    let acls = o
+        .diff
+        .members
+        .iter()
+        .filter(|(_, m)| !m.writes.is_empty())
+        .map(|(name, m)| Step::WriteAcl {
+            space: name.clone(),
+            account: account(name),
+            writes: m.writes.clone(),
+            changes: m.lines(),
+        });
+    channels.chain(acls).collect()
 }
 
 /// The plan's promotions: the fence of its removals ([`Step::Fence`]) and the one
