@@ -160,6 +160,23 @@ struct RunState {
     provisioned: BTreeMap<SpaceName, Result<Option<u64>>>,
 }
 
+impl RunState {
+    /// The state of an apply that opened `journal`, expecting the inventory `observed` saw.
+    fn opened(journal: Journal, observed: &Observed) -> RunState {
+        RunState {
+            journal,
+            expected: observed
+                .inventory
+                .spaces
+                .iter()
+                .map(|(n, s)| (n.clone(), Expected::observed(s)))
+                .collect(),
+            undo: UndoLog::default(),
+            provisioned: BTreeMap::new(),
+        }
+    }
+}
+
 /// How many consecutive provisioning steps run at once: the lock is checked before each such
 /// batch (as before every step), so a lost lock stops the apply within one batch.
 const PROVISION_BATCH: usize = 64;
@@ -306,18 +323,7 @@ fn run(
     outcome: &mut Outcome,
 ) -> Result<()> {
     let journal = opening_journal(ctx, plan, audit);
-    let mut state = RunState {
-        journal,
-        expected: ctx
-            .observed
-            .inventory
-            .spaces
-            .iter()
-            .map(|(n, s)| (n.clone(), Expected::observed(s)))
-            .collect(),
-        undo: UndoLog::default(),
-        provisioned: BTreeMap::new(),
-    };
+    let mut state = RunState::opened(journal, ctx.observed);
     crate::store::caches::drift_cache::void(ctx.root)?;
     journal::save(ctx.root, &state.journal)?;
     tracing::info!(steps = plan.steps.len(), digest = %state.journal.plan_digest, "journal opened");
@@ -332,14 +338,7 @@ fn run(
     for (index, step) in plan.steps.iter().enumerate() {
         // SIGINT or SIGTERM: stop here, between two steps, as a failure of this one would.
         if crate::interrupt::requested() {
-            let e = Error::stopped(
-                Diagnostic::new(format!(
-                    "apply stopped by a signal after {index} of {} steps; `{}` and the steps after it were not run.",
-                    plan.steps.len(),
-                    step.title()
-                ))
-                .next("run `cotal apply` to finish: it plans what is left"),
-            );
+            let e = stopped_before(plan, index);
             let _ = crate::store::atomic::set_deferred(false);
             return Err(step_failed(
                 ctx.root, e, outcome, &mut state, committed, step,
@@ -372,29 +371,8 @@ fn run(
         tracing::info!(step = %step.title(), "step started");
         // A run of provisioning steps is done at once, up to a batch ahead: each space is its
         // own account, and the steps are idempotent. Each step then reports its own result.
-        if let Step::Provision { space, .. } = step
-            && !state.provisioned.contains_key(space)
-        {
-            let batch: Vec<SpaceName> = plan.steps[index..]
-                .iter()
-                .take(PROVISION_BATCH)
-                .map_while(|s| match s {
-                    Step::Provision { space, .. } => Some(space.clone()),
-                    _ => None,
-                })
-                .collect();
-            let results = steps::provision_many(ctx, broker, &batch);
-            state.provisioned.extend(batch.into_iter().zip(results));
-        }
-        // A later step of a space whose own step already failed (its channel write after its
-        // provisioning) is left for the next apply, which plans it again.
-        if let Some(space) = step.space()
-            && outcome.failed.iter().any(|f| &f.space == space)
-            && matches!(
-                step,
-                Step::Provision { .. } | Step::WriteChannels { .. } | Step::WriteAcl { .. }
-            )
-        {
+        provision_ahead(ctx, broker, plan, index, &mut state);
+        if left_after_its_space_failed(step, outcome) {
             continue;
         }
         // Only the step's own error can be its space's alone (an audit write that fails is the
@@ -433,24 +411,7 @@ fn run(
             // This space's alone: reported, audited (best effort, like `apply.failed`), and
             // every other step goes on.
             in_a_row += 1;
-            let reason = first_line(&e.to_string());
-            tracing::info!(step = %step.title(), %reason, "a space's step failed; the others go on");
-            let _ = audit.write(
-                Event::SpaceStepFailed,
-                Some(&space),
-                outcome.generation.map(|(_, to)| to),
-                &format!("{}: {reason}", step.title()),
-                None,
-            );
-            outcome.failed.push(SpaceFailure {
-                space,
-                step: step.title(),
-                reason,
-            });
-            if let Some(last) = state.journal.steps.last_mut() {
-                last.ended_at = Some(crate::clock::timestamp());
-            }
-            if let Err(e) = journal::save(ctx.root, &state.journal) {
+            if let Err(e) = space_step_failed(ctx, audit, step, space, e, outcome, &mut state) {
                 return Err(step_failed(
                     ctx.root, e, outcome, &mut state, committed, step,
                 ));
@@ -461,38 +422,12 @@ fn run(
             in_a_row = 0;
         }
         if let Err(e) = result {
-            // What the run wrote is made durable before anything is put back or reported.
-            let _ = crate::store::atomic::set_deferred(false);
-            // The step's change is in force when a promotion made it so, or when the step is
-            // a commit point, a reap after one, or the finishing of an interrupted apply;
-            // before a promotion a step's records are put back instead (nothing took effect,
-            // and the re-plan does and audits it all again).
-            let took_effect = worked
-                && (outcome.generation.is_some()
-                    || matches!(
-                        step,
-                        Step::Fence { .. }
-                            | Step::DeleteStreams { .. }
-                            | Step::PurgeStreams { .. }
-                            | Step::Reap { .. }
-                            | Step::FinishJournal { .. }
-                    ));
-            if took_effect {
-                // The records go on the journal (best effort: the journal stays open either
-                // way, and the apply that finishes it writes what it can establish). The
-                // finishing step's own records are the owed ones still unwritten: they replace
-                // the list, never add to it.
-                if matches!(step, Step::FinishJournal { .. }) {
-                    state.journal.owed = owed;
-                } else {
-                    state.journal.owed.extend(owed);
-                }
-                let _ = journal::save(ctx.root, &state.journal);
-                return Err(unaudited(ctx.root, e, step));
-            }
-            return Err(step_failed(
-                ctx.root, e, outcome, &mut state, committed, step,
-            ));
+            let failed = Failed {
+                worked,
+                owed,
+                committed,
+            };
+            return Err(step_error(ctx, step, e, failed, outcome, &mut state));
         }
         if let Some(last) = state.journal.steps.last_mut() {
             last.ended_at = Some(crate::clock::timestamp());
@@ -508,20 +443,7 @@ fn run(
         });
     }
     let after = outcome.generation.map(|(_, to)| to);
-    let completed = if outcome.failed.is_empty() {
-        "completed".to_string()
-    } else {
-        format!(
-            "partly applied: {} space step(s) failed ({})",
-            outcome.failed.len(),
-            outcome
-                .failed
-                .iter()
-                .map(|f| f.space.quoted())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )
-    };
+    let completed = completion(outcome);
     if let Err(e) = audit.write(Event::ApplyCompleted, None, after, &completed, None) {
         return Err(match plan.steps.last() {
             Some(last) => fail(ctx.root, e, committed, last),
@@ -532,6 +454,155 @@ fn run(
     journal::close(ctx.root)?;
     tracing::info!("journal closed");
     Ok(())
+}
+
+/// The error of an apply a signal stopped before step `index` of `plan`.
+fn stopped_before(plan: &Plan, index: usize) -> Error {
+    Error::stopped(
+        Diagnostic::new(format!(
+            "apply stopped by a signal after {index} of {} steps; `{}` and the steps after it were not run.",
+            plan.steps.len(),
+            plan.steps[index].title()
+        ))
+        .next("run `cotal apply` to finish: it plans what is left"),
+    )
+}
+
+/// A run of provisioning steps is done at once when its first is reached, up to a batch ahead:
+/// each space is its own account, and the steps are idempotent. Each step then reports its own
+/// result (`state.provisioned`).
+fn provision_ahead(
+    ctx: &Context,
+    broker: &mut dyn Broker,
+    plan: &Plan,
+    index: usize,
+    state: &mut RunState,
+) {
+    let Step::Provision { space, .. } = &plan.steps[index] else {
+        return;
+    };
+    if state.provisioned.contains_key(space) {
+        return;
+    }
+    let batch: Vec<SpaceName> = plan.steps[index..]
+        .iter()
+        .take(PROVISION_BATCH)
+        .map_while(|s| match s {
+            Step::Provision { space, .. } => Some(space.clone()),
+            _ => None,
+        })
+        .collect();
+    let results = steps::provision_many(ctx, broker, &batch);
+    state.provisioned.extend(batch.into_iter().zip(results));
+}
+
+/// Whether `step` is a later step of a space whose own step already failed (its channel write
+/// after its provisioning): left for the next apply, which plans it again.
+fn left_after_its_space_failed(step: &Step, outcome: &Outcome) -> bool {
+    step.space()
+        .is_some_and(|space| outcome.failed.iter().any(|f| &f.space == space))
+        && matches!(
+            step,
+            Step::Provision { .. } | Step::WriteChannels { .. } | Step::WriteAcl { .. }
+        )
+}
+
+/// Space `space`'s own step failed with `e`: told, audited (best effort, like `apply.failed`),
+/// counted in `outcome`, and the step ended in the journal, saved (its error is the caller's).
+fn space_step_failed(
+    ctx: &Context,
+    audit: &Auditor,
+    step: &Step,
+    space: SpaceName,
+    e: &Error,
+    outcome: &mut Outcome,
+    state: &mut RunState,
+) -> Result<()> {
+    let reason = first_line(&e.to_string());
+    tracing::info!(step = %step.title(), %reason, "a space's step failed; the others go on");
+    let _ = audit.write(
+        Event::SpaceStepFailed,
+        Some(&space),
+        outcome.generation.map(|(_, to)| to),
+        &format!("{}: {reason}", step.title()),
+        None,
+    );
+    outcome.failed.push(SpaceFailure {
+        space,
+        step: step.title(),
+        reason,
+    });
+    if let Some(last) = state.journal.steps.last_mut() {
+        last.ended_at = Some(crate::clock::timestamp());
+    }
+    journal::save(ctx.root, &state.journal)
+}
+
+/// What a failed step leaves besides its error.
+struct Failed {
+    /// The step's own work was done (the error is its audit record's).
+    worked: bool,
+    /// Its audit records that could not be written.
+    owed: Vec<crate::audit::Record>,
+    /// A commit point of this apply was passed before it.
+    committed: bool,
+}
+
+/// The error an apply ends with when `step` failed with `e`. What the run wrote is made durable
+/// first. The step's change is in force when a promotion made it so, or when the step is a
+/// commit point, a reap after one, or the finishing of an interrupted apply: its records go on
+/// the journal, which stays open ([`unaudited`]). Before a promotion a step's records are put
+/// back instead (nothing took effect, and the re-plan does and audits it all again:
+/// [`step_failed`]).
+fn step_error(
+    ctx: &Context,
+    step: &Step,
+    e: Error,
+    failed: Failed,
+    outcome: &Outcome,
+    state: &mut RunState,
+) -> Error {
+    let _ = crate::store::atomic::set_deferred(false);
+    let took_effect = failed.worked
+        && (outcome.generation.is_some()
+            || matches!(
+                step,
+                Step::Fence { .. }
+                    | Step::DeleteStreams { .. }
+                    | Step::PurgeStreams { .. }
+                    | Step::Reap { .. }
+                    | Step::FinishJournal { .. }
+            ));
+    if took_effect {
+        // The records go on the journal (best effort: the journal stays open either way, and
+        // the apply that finishes it writes what it can establish). The finishing step's own
+        // records are the owed ones still unwritten: they replace the list, never add to it.
+        if matches!(step, Step::FinishJournal { .. }) {
+            state.journal.owed = failed.owed;
+        } else {
+            state.journal.owed.extend(failed.owed);
+        }
+        let _ = journal::save(ctx.root, &state.journal);
+        return unaudited(ctx.root, e, step);
+    }
+    step_failed(ctx.root, e, outcome, state, failed.committed, step)
+}
+
+/// How the apply ended, as its `apply.completed` record says.
+fn completion(outcome: &Outcome) -> String {
+    if outcome.failed.is_empty() {
+        return "completed".to_string();
+    }
+    format!(
+        "partly applied: {} space step(s) failed ({})",
+        outcome.failed.len(),
+        outcome
+            .failed
+            .iter()
+            .map(|f| f.space.quoted())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
 }
 
 /// The receipt that proves the move `plan`'s removal of `space` ends, if it is one.
