@@ -34,6 +34,102 @@ fn reasons_and_base(
     replicas: u8,
 ) -> Result<(Vec<Reason>, Option<String>), Refusal> {
     let inv = &observed.inventory;
+    let mut reasons = change_reasons(observed, removals, diff, system, nodes, replicas);
+    // `base` is the inventory without the spaces this plan removes: what the promoted config
+    // must hold when nothing is added or re-issued.
+    let base: Vec<Preload> = inv
+        .spaces
+        .iter()
+        .filter(|(n, s)| !removals.leaving(inv, n) && s.archived.is_none())
+        .flat_map(|(n, s)| crate::observed::space_preloads(n, s))
+        .collect();
+    if base.is_empty() {
+        return Ok((reasons, None));
+    }
+    // Both filter the same spaces in the same order; the base leaves out those leaving too.
+    let whole = base.len()
+        == inv
+            .spaces
+            .values()
+            .filter(|s| s.archived.is_none())
+            .map(|s| 1 + s.sides.len())
+            .sum::<usize>();
+    let mut drift = Drift {
+        explained: !reasons.is_empty(),
+        ..Drift::default()
+    };
+    // The base rendered for every node while its digest (compared with the generation
+    // record's below) is made on another core.
+    let (renders, base_digest) = rayon::join(
+        || {
+            nodes
+                .iter()
+                .map(|node| render::server_conf(trust, &base, node))
+                .collect::<Result<Vec<_>, _>>()
+        },
+        || render::preloads_digest(&base),
+    );
+    let renders = renders.map_err(super::guards::render_refusal)?;
+    for (node, base_render) in nodes.iter().zip(renders) {
+        match observed.node_conf_text(&node.name) {
+            None => drift.missing = true,
+            Some(conf) if conf != base_render => {
+                let label = if nodes.len() > 1 {
+                    format!("node {}: ", node.name)
+                } else {
+                    String::new()
+                };
+                drifted_node(conf, &base_render, &label, &mut reasons, &mut drift);
+            }
+            _ => {}
+        }
+    }
+    let Drift {
+        explained,
+        missing,
+        drifted,
+        settings,
+        unexplained,
+    } = drift;
+    if !settings.is_empty() {
+        reasons.push(Reason::Settings { changes: settings });
+    }
+    if missing {
+        reasons.push(Reason::NoConfig);
+    } else if drifted
+        && !explained
+        && (unexplained || !reasons.iter().any(|r| matches!(r, Reason::Settings { .. })))
+    {
+        reasons.push(Reason::ConfigDrift);
+    } else if !drifted
+        && let Some(server) = &observed.server
+        && !server.behind.is_empty()
+    {
+        // The config on disk is the rendering, but a running node has loaded another.
+        reasons.push(Reason::NodesBehind {
+            nodes: server.behind.clone(),
+        });
+    }
+    match &observed.generation {
+        GenerationState::Valid(g) if g.inventory_digest == base_digest => {}
+        _ if !reasons.is_empty() => {}
+        GenerationState::Valid(_) => reasons.push(Reason::GenerationBehind),
+        _ => reasons.push(Reason::NoGeneration),
+    }
+    Ok((reasons, whole.then_some(base_digest)))
+}
+
+/// The changes a plan makes that promote the config, in the order people read them: the
+/// system account, served adds, removals still loaded, re-issues, side accounts, archives and
+/// returns, store moves.
+fn change_reasons(
+    observed: &Observed,
+    removals: &Removals,
+    diff: &Diff,
+    system: Option<&SystemReissue>,
+    nodes: &[Node],
+    replicas: u8,
+) -> Vec<Reason> {
     let mut reasons = Vec::new();
     if system.is_some() {
         reasons.push(Reason::SystemAccount);
@@ -93,124 +189,77 @@ fn reasons_and_base(
     if !moves.is_empty() {
         reasons.push(Reason::StoreMove { moves });
     }
-    // `base` is the inventory without the spaces this plan removes: what the promoted config
-    // must hold when nothing is added or re-issued.
-    let base: Vec<Preload> = inv
-        .spaces
-        .iter()
-        .filter(|(n, s)| !removals.leaving(inv, n) && s.archived.is_none())
-        .flat_map(|(n, s)| crate::observed::space_preloads(n, s))
-        .collect();
-    if base.is_empty() {
-        return Ok((reasons, None));
-    }
-    // Both filter the same spaces in the same order; the base leaves out those leaving too.
-    let whole = base.len()
-        == inv
-            .spaces
-            .values()
-            .filter(|s| s.archived.is_none())
-            .map(|s| 1 + s.sides.len())
-            .sum::<usize>();
-    let mut explained = !reasons.is_empty();
-    let mut missing = false;
-    let mut drifted = false;
-    // Settings cotal.toml changes (a node's name first in a cluster), and whether anything
-    // else differs (the preload, the trust, a line cotal does not write): only that is drift.
-    let mut settings: Vec<String> = Vec::new();
-    let mut unexplained = false;
-    // The base rendered for every node while its digest (compared with the generation
-    // record's below) is made on another core.
-    let (renders, base_digest) = rayon::join(
-        || {
-            nodes
-                .iter()
-                .map(|node| render::server_conf(trust, &base, node))
-                .collect::<Result<Vec<_>, _>>()
-        },
-        || render::preloads_digest(&base),
-    );
-    let renders = renders.map_err(super::guards::render_refusal)?;
-    for (node, base_render) in nodes.iter().zip(renders) {
-        match observed.node_conf_text(&node.name) {
-            None => missing = true,
-            Some(conf) if conf != base_render => {
-                drifted = true;
-                match super::settings::changes(conf, &base_render) {
-                    Some(changed) => {
-                        let node = if nodes.len() > 1 {
-                            format!("node {}: ", node.name)
-                        } else {
-                            String::new()
-                        };
-                        settings.extend(changed.into_iter().map(|c| format!("{node}{c}")));
-                        if !super::settings::same_preload(conf, &base_render) {
-                            unexplained = true;
-                        }
-                    }
-                    None => unexplained = true,
-                }
-                let before = render::tls_certificate_line(conf);
-                let after = render::tls_certificate_line(&base_render);
-                if (before != after || render::serves_tls(conf) != render::serves_tls(&base_render))
-                    && !reasons.iter().any(|r| matches!(r, Reason::Tls { .. }))
-                {
-                    reasons.push(Reason::Tls {
-                        before: before.map(str::to_string),
-                        after: after.map(str::to_string),
-                    });
-                    explained = true;
-                }
-                let rotation = crate::trust::route_auth::rotation_of(&base_render);
-                if crate::trust::route_auth::rotation_of(conf) != rotation
-                    && !reasons
-                        .iter()
-                        .any(|r| matches!(r, Reason::RouteCredential { .. }))
-                {
-                    reasons.push(Reason::RouteCredential { rotation });
-                    explained = true;
-                }
-                let before = render::route_tls_certificate_line(conf);
-                let after = render::route_tls_certificate_line(&base_render);
-                if (before != after || render::routes_tls(conf) != render::routes_tls(&base_render))
-                    && !reasons.iter().any(|r| matches!(r, Reason::RouteTls { .. }))
-                {
-                    reasons.push(Reason::RouteTls {
-                        before: before.map(str::to_string),
-                        after: after.map(str::to_string),
-                    });
-                    explained = true;
-                }
+    reasons
+}
+
+/// What comparing each node's config on disk with the rendering of the base found.
+#[derive(Default)]
+struct Drift {
+    /// A reason so far explains a difference.
+    explained: bool,
+    /// A node has no config on disk.
+    missing: bool,
+    /// A node's config differs from the rendering.
+    drifted: bool,
+    /// Settings cotal.toml changes (a node's name first in a cluster).
+    settings: Vec<String>,
+    /// Something else differs (the preload, the trust, a line cotal does not write): only that
+    /// is drift.
+    unexplained: bool,
+}
+
+/// A node's config `conf` differs from the rendering of the base: name the settings, the TLS
+/// and route credential changes that explain it (each reason once), and note what does not.
+fn drifted_node(
+    conf: &str,
+    base_render: &str,
+    label: &str,
+    reasons: &mut Vec<Reason>,
+    drift: &mut Drift,
+) {
+    drift.drifted = true;
+    match super::settings::changes(conf, base_render) {
+        Some(changed) => {
+            drift
+                .settings
+                .extend(changed.into_iter().map(|c| format!("{label}{c}")));
+            if !super::settings::same_preload(conf, base_render) {
+                drift.unexplained = true;
             }
-            _ => {}
         }
+        None => drift.unexplained = true,
     }
-    if !settings.is_empty() {
-        reasons.push(Reason::Settings { changes: settings });
-    }
-    if missing {
-        reasons.push(Reason::NoConfig);
-    } else if drifted
-        && !explained
-        && (unexplained || !reasons.iter().any(|r| matches!(r, Reason::Settings { .. })))
+    let before = render::tls_certificate_line(conf);
+    let after = render::tls_certificate_line(base_render);
+    if (before != after || render::serves_tls(conf) != render::serves_tls(base_render))
+        && !reasons.iter().any(|r| matches!(r, Reason::Tls { .. }))
     {
-        reasons.push(Reason::ConfigDrift);
-    } else if !drifted
-        && let Some(server) = &observed.server
-        && !server.behind.is_empty()
-    {
-        // The config on disk is the rendering, but a running node has loaded another.
-        reasons.push(Reason::NodesBehind {
-            nodes: server.behind.clone(),
+        reasons.push(Reason::Tls {
+            before: before.map(str::to_string),
+            after: after.map(str::to_string),
         });
+        drift.explained = true;
     }
-    match &observed.generation {
-        GenerationState::Valid(g) if g.inventory_digest == base_digest => {}
-        _ if !reasons.is_empty() => {}
-        GenerationState::Valid(_) => reasons.push(Reason::GenerationBehind),
-        _ => reasons.push(Reason::NoGeneration),
+    let rotation = crate::trust::route_auth::rotation_of(base_render);
+    if crate::trust::route_auth::rotation_of(conf) != rotation
+        && !reasons
+            .iter()
+            .any(|r| matches!(r, Reason::RouteCredential { .. }))
+    {
+        reasons.push(Reason::RouteCredential { rotation });
+        drift.explained = true;
     }
-    Ok((reasons, whole.then_some(base_digest)))
+    let before = render::route_tls_certificate_line(conf);
+    let after = render::route_tls_certificate_line(base_render);
+    if (before != after || render::routes_tls(conf) != render::routes_tls(base_render))
+        && !reasons.iter().any(|r| matches!(r, Reason::RouteTls { .. }))
+    {
+        reasons.push(Reason::RouteTls {
+            before: before.map(str::to_string),
+            after: after.map(str::to_string),
+        });
+        drift.explained = true;
+    }
 }
 
 /// What a store moved away from the data takes out of service: every space's streams (their
