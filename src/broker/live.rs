@@ -313,27 +313,13 @@ impl Nats {
                 ),
                 _ => false,
             };
-            let voucher = |a: &JszAccount| Voucher {
-                api: a.api.counters(),
-                streams: names_digest(a.stream_detail.iter().map(|s| s.name.as_str())),
-            };
             // Each account's voucher, and whether it vouched for the configs not asked for.
-            let mut vouchers: Vec<Option<(Voucher, bool)>> = Vec::with_capacity(details.len());
-            let mut ask: Vec<usize> = Vec::new();
-            for (i, a) in details.iter().enumerate() {
-                let Some(id) = &server_id else {
-                    vouchers.push(None);
-                    continue;
-                };
-                let v = voucher(a);
-                let lacking = a.stream_detail.iter().any(|s| s.config.is_none());
-                let vouched =
-                    lacking && intact && vouch.is_some_and(|f| f.holds(id, loaded_now, &a.id, &v));
-                if lacking && !vouched {
-                    ask.push(i);
-                }
-                vouchers.push(Some((v, vouched)));
-            }
+            let (mut vouchers, ask) = vouchers_and_asks(
+                &details,
+                server_id.as_deref(),
+                intact.then_some(vouch).flatten(),
+                loaded_now,
+            );
             tracing::debug!(
                 lean,
                 vouched = vouchers.iter().flatten().filter(|(_, v)| *v).count(),
@@ -371,64 +357,11 @@ impl Nats {
                     details[i] = detail;
                 }
             }
-            let mut accounts: BTreeMap<String, AccountFigures> = BTreeMap::new();
-            for (a, voucher) in details.into_iter().zip(vouchers) {
-                let entry = accounts.entry(a.id.clone()).or_default();
-                if let Some((voucher, vouched)) = voucher {
-                    entry.voucher = Some(voucher);
-                    entry.configs_vouched = vouched;
-                }
-                for s in a.stream_detail {
-                    // The count is the config's (a rescale's peers leave the group a moment
-                    // later); the currency is the group's.
-                    let replication = s.cluster.as_ref().map(|c| {
-                        (
-                            s.config
-                                .as_ref()
-                                .map(|c| c.num_replicas)
-                                .filter(|n| *n > 0)
-                                .unwrap_or(1 + c.replicas.len()),
-                            !c.leader.is_empty() && c.replicas.iter().all(|r| r.current),
-                        )
-                    });
-                    // Every node with a replica reports the stream; the leader's report is the
-                    // one that knows whether every follower is current.
-                    if let Some(known) = entry.streams.iter_mut().find(|k| k.name == s.name) {
-                        if let (Some((n, a)), Some((_, b))) = (known.replication, replication) {
-                            known.replication = Some((n, a || b));
-                        }
-                        continue;
-                    }
-                    entry.streams.push(StreamFigures {
-                        name: s.name.clone(),
-                        messages: s.state.messages,
-                        bytes: s.state.bytes,
-                        shape: s.config.as_ref().map(JszConfig::shape),
-                        replication,
-                        num_replicas: s.config.as_ref().map(|c| c.num_replicas),
-                        fingerprint: crate::observed::RegistryFingerprint {
-                            created: s.created.clone(),
-                            first_seq: s.state.first_seq,
-                            last_seq: s.state.last_seq,
-                            messages: s.state.messages,
-                        },
-                    });
-                }
-                entry.streams.sort_by(|x, y| x.name.cmp(&y.name));
-            }
+            let mut accounts = account_figures(details, vouchers);
             for a in statz.into_iter().flat_map(|r| r.data.account_statz) {
                 accounts.entry(a.acc).or_default().connections += a.conns;
             }
-            let store = varz.data.jetstream.as_ref().and_then(|js| {
-                let config = js.config.as_ref()?;
-                let stats = js.stats.as_ref();
-                Some(StoreFigures {
-                    max_file: u64::try_from(config.max_storage).ok()?,
-                    max_memory: u64::try_from(config.max_memory).ok()?,
-                    file_used: stats.map(|s| s.storage).unwrap_or(0),
-                    memory_used: stats.map(|s| s.memory).unwrap_or(0),
-                })
-            });
+            let store = store_figures(&varz.data);
             Ok(Figures {
                 version: varz.data.version,
                 start: varz.data.start,
@@ -1581,6 +1514,110 @@ struct VarzJsStats {
 struct Connz {
     #[serde(default)]
     num_connections: u64,
+}
+
+/// What vouches for each account's figures (of a single server, `server_id`), and whether the
+/// drift cache `vouch` (when the report is intact) vouched for the configs left out; the
+/// accounts whose configs must be asked for again, by index.
+fn vouchers_and_asks(
+    details: &[JszAccount],
+    server_id: Option<&str>,
+    vouch: Option<&Vouching>,
+    loaded_now: &str,
+) -> (Vec<Option<(Voucher, bool)>>, Vec<usize>) {
+    let mut vouchers: Vec<Option<(Voucher, bool)>> = Vec::with_capacity(details.len());
+    let mut ask: Vec<usize> = Vec::new();
+    for (i, a) in details.iter().enumerate() {
+        let Some(id) = server_id else {
+            vouchers.push(None);
+            continue;
+        };
+        let v = voucher(a);
+        let lacking = a.stream_detail.iter().any(|s| s.config.is_none());
+        let vouched = lacking && vouch.is_some_and(|f| f.holds(id, loaded_now, &a.id, &v));
+        if lacking && !vouched {
+            ask.push(i);
+        }
+        vouchers.push(Some((v, vouched)));
+    }
+    (vouchers, ask)
+}
+
+/// What vouches for an account's report: its API counters and its streams' names.
+fn voucher(a: &JszAccount) -> Voucher {
+    Voucher {
+        api: a.api.counters(),
+        streams: names_digest(a.stream_detail.iter().map(|s| s.name.as_str())),
+    }
+}
+
+/// What each account's JSZ report says of its streams, with its voucher (of a single server):
+/// a stream reported by several nodes (its replicas) is one, current when its leader says every
+/// follower is.
+fn account_figures(
+    details: Vec<JszAccount>,
+    vouchers: Vec<Option<(Voucher, bool)>>,
+) -> BTreeMap<String, AccountFigures> {
+    let mut accounts: BTreeMap<String, AccountFigures> = BTreeMap::new();
+    for (a, voucher) in details.into_iter().zip(vouchers) {
+        let entry = accounts.entry(a.id.clone()).or_default();
+        if let Some((voucher, vouched)) = voucher {
+            entry.voucher = Some(voucher);
+            entry.configs_vouched = vouched;
+        }
+        for s in a.stream_detail {
+            // The count is the config's (a rescale's peers leave the group a moment
+            // later); the currency is the group's.
+            let replication = s.cluster.as_ref().map(|c| {
+                (
+                    s.config
+                        .as_ref()
+                        .map(|c| c.num_replicas)
+                        .filter(|n| *n > 0)
+                        .unwrap_or(1 + c.replicas.len()),
+                    !c.leader.is_empty() && c.replicas.iter().all(|r| r.current),
+                )
+            });
+            // Every node with a replica reports the stream; the leader's report is the
+            // one that knows whether every follower is current.
+            if let Some(known) = entry.streams.iter_mut().find(|k| k.name == s.name) {
+                if let (Some((n, a)), Some((_, b))) = (known.replication, replication) {
+                    known.replication = Some((n, a || b));
+                }
+                continue;
+            }
+            entry.streams.push(StreamFigures {
+                name: s.name.clone(),
+                messages: s.state.messages,
+                bytes: s.state.bytes,
+                shape: s.config.as_ref().map(JszConfig::shape),
+                replication,
+                num_replicas: s.config.as_ref().map(|c| c.num_replicas),
+                fingerprint: crate::observed::RegistryFingerprint {
+                    created: s.created.clone(),
+                    first_seq: s.state.first_seq,
+                    last_seq: s.state.last_seq,
+                    messages: s.state.messages,
+                },
+            });
+        }
+        entry.streams.sort_by(|x, y| x.name.cmp(&y.name));
+    }
+    accounts
+}
+
+/// The JetStream store a node's VARZ reports: its limits and what is used.
+fn store_figures(varz: &Varz) -> Option<StoreFigures> {
+    varz.jetstream.as_ref().and_then(|js| {
+        let config = js.config.as_ref()?;
+        let stats = js.stats.as_ref();
+        Some(StoreFigures {
+            max_file: u64::try_from(config.max_storage).ok()?,
+            max_memory: u64::try_from(config.max_memory).ok()?,
+            file_used: stats.map(|s| s.storage).unwrap_or(0),
+            memory_used: stats.map(|s| s.memory).unwrap_or(0),
+        })
+    })
 }
 
 #[cfg(test)]
