@@ -33,144 +33,27 @@ pub fn collect(
     requested: &BTreeSet<SpaceName>,
     removals: &Removals,
 ) -> Result<Purges, Diagnostic> {
-    let inv = &observed.inventory;
-    let mut out = Purges::new();
     let mut refused = Diagnostic::default().blast("none, nothing was emptied.");
-    let mut tenants = Vec::new();
-    let mut say = |what: String, next: String| {
+    let mut say = |(what, next): Refused| {
         if !refused.what.is_empty() {
             refused.what.push('\n');
         }
         refused.what.push_str(&what);
         refused.next.push(next);
     };
-    if let JournalState::Valid(j) = &observed.journal {
-        for p in j.purges.iter().filter(|p| p.committed) {
-            // A space this plan removes loses its data with its account; one whose record
-            // is gone has nothing left to empty.
-            let Some(space) = inv.spaces.get(&p.space) else {
-                continue;
-            };
-            if removals.leaving(inv, &p.space) {
-                continue;
-            }
-            if space.account_pub != p.account {
-                tenants.push(p.space.clone());
-                say(
-                    format!(
-                        "the open journal empties account {} for {}, but the record of {} holds account {}.",
-                        p.account,
-                        p.space.quoted(),
-                        p.space.quoted(),
-                        space.account_pub
-                    ),
-                    "restore .cotal/auth/ from a backup, or see docs/design/reliability.md".into(),
-                );
-            } else if !observed.is_running() {
-                tenants.push(p.space.clone());
-                say(
-                    format!(
-                        "an interrupted purge of {} is past its commit point, and it is finished through the running broker, which holds the streams.",
-                        p.space.quoted()
-                    ),
-                    "`cotal up` (it starts the broker for the open journal), then `cotal apply`"
-                        .into(),
-                );
-            } else {
-                out.insert(
-                    p.space.clone(),
-                    Purge {
-                        account: p.account.clone(),
-                        committed: true,
-                    },
-                );
-            }
-        }
+    let (mut out, journal_refusals) = committed(observed, removals);
+    let mut tenants = Vec::new();
+    for (space, why) in journal_refusals {
+        tenants.push(space);
+        say(why);
     }
     let finishing: BTreeSet<SpaceName> = out.keys().cloned().collect();
     for name in requested.iter().filter(|n| !finishing.contains(*n)) {
-        if removals.leaving(inv, name) {
-            say(
-                format!(
-                    "{} is being removed: its removal deletes its data.",
-                    name.quoted()
-                ),
-                "run `cotal apply` to finish the removal".into(),
-            );
-            continue;
-        }
-        let (Some(space), Some(spec)) = (inv.spaces.get(name), desired.spec(name)) else {
-            say(
-                format!(
-                    "{} is not an applied space of this root: there is nothing to purge.",
-                    name.quoted()
-                ),
-                "`cotal space list` shows the spaces".into(),
-            );
-            continue;
-        };
-        if space.protect_recorded || spec.protect {
-            say(
-                format!(
-                    "{} is protected (protect = true); its purge would have this blast radius: {}.",
-                    name.quoted(),
-                    super::blast::purge(name, &space.usage.streams).describe()
-                ),
-                format!(
-                    "first set `protect = false` for {} and run `cotal apply`, then purge it",
-                    name.quoted()
-                ),
-            );
-        } else if spec.state == SpaceState::Archived || space.archived.is_some() {
-            say(
-                format!(
-                    "{} is archived: its account is not loaded, so no broker can empty its streams.",
-                    name.quoted()
-                ),
-                format!(
-                    "bring it back first (state = \"active\" for {} in cotal.toml, then `cotal apply`), then purge it; to drop its data for good, remove it",
-                    name.quoted()
-                ),
-            );
-        } else if spec.state != SpaceState::Active || space.limits.is_suspended() {
-            say(
-                format!(
-                    "{} is suspended: cotal empties a space through the broker as one of its users, and a suspended space admits none.",
-                    name.quoted()
-                ),
-                format!(
-                    "resume it first (`cotal space resume {}`), then purge it",
-                    name.as_str()
-                ),
-            );
-        } else if let Some((stream, _)) = space.stream_drift.iter().find(|(_, fields)| {
-            fields
-                .iter()
-                .any(|f| f.as_str() == "sealed" || f.as_str() == "deny_purge")
-        }) {
-            say(
-                format!(
-                    "{stream} of {} was sealed or set to deny purges by a user of the space: nats-server lets no one empty it.",
-                    name.quoted()
-                ),
-                "delete that stream with an admin of the space (its messages go with it); `cotal apply` creates it again, then purge".into(),
-            );
-        } else if !observed.is_running() {
-            say(
-                format!(
-                    "the broker is stopped: {} is emptied through the running broker, which holds its streams.",
-                    name.quoted()
-                ),
-                format!("`cotal up`, then `cotal space purge {}`", name.as_str()),
-            );
-        } else {
-            out.insert(
-                name.clone(),
-                Purge {
-                    account: space.account_pub.clone(),
-                    committed: false,
-                },
-            );
+        match requested_purge(desired, observed, removals, name) {
+            Ok(purge) => {
+                out.insert(name.clone(), purge);
+            }
+            Err(why) => say(why),
         }
     }
     if refused.what.is_empty() {
@@ -181,6 +64,157 @@ pub fn collect(
         tenants.dedup();
         Err(refused.tenants(tenants))
     }
+}
+
+/// Why a purge cannot run now: what, and what to do next.
+type Refused = (String, String);
+
+/// The purges an open journal committed, to finish; and each that cannot be finished now,
+/// with why (what, next).
+fn committed(observed: &Observed, removals: &Removals) -> (Purges, Vec<(SpaceName, Refused)>) {
+    let inv = &observed.inventory;
+    let mut out = Purges::new();
+    let mut refused = Vec::new();
+    let JournalState::Valid(j) = &observed.journal else {
+        return (out, refused);
+    };
+    for p in j.purges.iter().filter(|p| p.committed) {
+        // A space this plan removes loses its data with its account; one whose record
+        // is gone has nothing left to empty.
+        let Some(space) = inv.spaces.get(&p.space) else {
+            continue;
+        };
+        if removals.leaving(inv, &p.space) {
+            continue;
+        }
+        if space.account_pub != p.account {
+            refused.push((
+                p.space.clone(),
+                (
+                    format!(
+                        "the open journal empties account {} for {}, but the record of {} holds account {}.",
+                        p.account,
+                        p.space.quoted(),
+                        p.space.quoted(),
+                        space.account_pub
+                    ),
+                    "restore .cotal/auth/ from a backup, or see docs/design/reliability.md".into(),
+                ),
+            ));
+        } else if !observed.is_running() {
+            refused.push((
+                p.space.clone(),
+                (
+                    format!(
+                        "an interrupted purge of {} is past its commit point, and it is finished through the running broker, which holds the streams.",
+                        p.space.quoted()
+                    ),
+                    "`cotal up` (it starts the broker for the open journal), then `cotal apply`"
+                        .into(),
+                ),
+            ));
+        } else {
+            out.insert(
+                p.space.clone(),
+                Purge {
+                    account: p.account.clone(),
+                    committed: true,
+                },
+            );
+        }
+    }
+    (out, refused)
+}
+
+/// The purge of `name` the operator asked for, or why it cannot run now (what, next).
+fn requested_purge(
+    desired: &Desired,
+    observed: &Observed,
+    removals: &Removals,
+    name: &SpaceName,
+) -> Result<Purge, Refused> {
+    let inv = &observed.inventory;
+    if removals.leaving(inv, name) {
+        return Err((
+            format!(
+                "{} is being removed: its removal deletes its data.",
+                name.quoted()
+            ),
+            "run `cotal apply` to finish the removal".into(),
+        ));
+    }
+    let (Some(space), Some(spec)) = (inv.spaces.get(name), desired.spec(name)) else {
+        return Err((
+            format!(
+                "{} is not an applied space of this root: there is nothing to purge.",
+                name.quoted()
+            ),
+            "`cotal space list` shows the spaces".into(),
+        ));
+    };
+    if space.protect_recorded || spec.protect {
+        return Err((
+            format!(
+                "{} is protected (protect = true); its purge would have this blast radius: {}.",
+                name.quoted(),
+                super::blast::purge(name, &space.usage.streams).describe()
+            ),
+            format!(
+                "first set `protect = false` for {} and run `cotal apply`, then purge it",
+                name.quoted()
+            ),
+        ));
+    }
+    if spec.state == SpaceState::Archived || space.archived.is_some() {
+        return Err((
+            format!(
+                "{} is archived: its account is not loaded, so no broker can empty its streams.",
+                name.quoted()
+            ),
+            format!(
+                "bring it back first (state = \"active\" for {} in cotal.toml, then `cotal apply`), then purge it; to drop its data for good, remove it",
+                name.quoted()
+            ),
+        ));
+    }
+    if spec.state != SpaceState::Active || space.limits.is_suspended() {
+        return Err((
+            format!(
+                "{} is suspended: cotal empties a space through the broker as one of its users, and a suspended space admits none.",
+                name.quoted()
+            ),
+            format!(
+                "resume it first (`cotal space resume {}`), then purge it",
+                name.as_str()
+            ),
+        ));
+    }
+    if let Some((stream, _)) = space.stream_drift.iter().find(|(_, fields)| {
+        fields
+            .iter()
+            .any(|f| f.as_str() == "sealed" || f.as_str() == "deny_purge")
+    }) {
+        return Err((
+            format!(
+                "{stream} of {} was sealed or set to deny purges by a user of the space: nats-server lets no one empty it.",
+                name.quoted()
+            ),
+            "delete that stream with an admin of the space (its messages go with it); `cotal apply` creates it again, then purge".into(),
+        ));
+    }
+    if !observed.is_running() {
+        return Err((
+            format!(
+                "the broker is stopped: {} is emptied through the running broker, which holds its streams.",
+                name.quoted()
+            ),
+            format!("`cotal up`, then `cotal space purge {}`", name.as_str()),
+        ));
+    }
+    Ok(Purge {
+        account: space.account_pub.clone(),
+        committed: false,
+    })
 }
 
 /// What the plan says of the purges an interrupted apply had not started (not past their commit
