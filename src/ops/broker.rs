@@ -40,30 +40,7 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     let (desired, digest) = observe::desired(root)?;
     let lock = lock::acquire(root, &crate::operator::holder(), args.lock_timeout)?;
     let observed = observe::observe(root, &desired, digest.clone())?;
-    // On a cluster, an open journal (an interrupted apply) lets `up` start the nodes that are
-    // not running, and nothing else: starting a node changes no record, and the apply that
-    // finishes the journal needs them (a cluster's removal does, and so does its promotion,
-    // which a node down stops). A node started while a promotion was under way runs the
-    // config on disk, which may be newer than what the running nodes loaded; the apply that
-    // finishes the journal reloads every running node to the config it promotes (or restores)
-    // and confirms it on each, so the nodes agree again within it, and until then the newer
-    // config serves no more than what the journal already committed. A single server (whose
-    // journal `apply` finishes with the broker stopped, without serving a removed tenant
-    // again) or a corrupt journal refuses, but for a single server whose journal removes nothing
-    // and holds a committed purge: a purge is finished only through the running broker, and
-    // serving the config on disk serves no tenant the journal drops.
-    let journal = match &observed.journal {
-        crate::observed::JournalState::Valid(j)
-            if desired.topology.is_cluster()
-                || (j.removals.is_empty() && j.purges.iter().any(|p| p.committed)) =>
-        {
-            Some(j.clone())
-        }
-        other => {
-            apply::refuse_if_journal_open(other, "up")?;
-            None
-        }
-    };
+    let journal = journal_up_finishes(&desired, &observed)?;
     plan::guard_trust(&observed)?;
     plan::guard_liveness(&observed)?;
     let topology = &desired.topology;
@@ -77,46 +54,11 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     for n in &observed.nodes {
         process::check_log(&n.files)?;
     }
-    if observed
-        .inventory
-        .spaces
-        .values()
-        .all(|s| s.archived.is_some())
-    {
-        return Err(Error::refused(
-            Diagnostic::new("this root holds no space to serve yet (none, or only archived ones), and a broker needs at least one.").next(
-                "add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`",
-            ),
-        ));
-    }
-    // Each node will listen where cotal.toml says: nothing of this root may run there and
-    // nothing may listen there. Checked before anything is written.
-    let refuse_listener = |seen: String| {
-        Error::refused(
-            Diagnostic::new(format!(
-                "cannot start the broker: {seen}."
-            ))
-            .blast("none, nothing was started.")
-            .next("stop that process, or change the port in cotal.toml and run `cotal apply`, then `cotal up`"),
-        )
-    };
+    refuse_nothing_to_serve(&observed)?;
     if !args.allow_destroy {
         refuse_foreign_store(&observed, desired.topology.replicas)?;
     }
-    let mut to_start = Vec::new();
-    for n in observed.nodes.iter().filter(|n| !n.remote()) {
-        let listener = Listener {
-            host: n.spec.host.clone(),
-            port: n.spec.port,
-        };
-        match identity::probe(&n.files, &listener)? {
-            Liveness::Unknown { seen } => {
-                return Err(refuse_listener(format!("{}{seen}", topology.on(n.name()))));
-            }
-            Liveness::Running { .. } => {}
-            Liveness::Stopped { .. } => to_start.push((&n.files, listener)),
-        }
-    }
+    let to_start = nodes_to_start(&observed, topology)?;
     // Start each node of `to_start`, telling `on`; then record the store each local node
     // serves (its identity written into it first, when it has none).
     let start_all = || -> Result<()> {
@@ -128,24 +70,7 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
                 listener: listener.clone(),
             });
         }
-        // The store recorded is the one the config each node runs names (read back from
-        // disk: the boot may have promoted one; an open journal's start runs the config as it
-        // is), never cotal.toml's unapplied one.
-        for n in observed.nodes.iter().filter(|n| !n.remote()) {
-            let Some(dir) = crate::store::server_conf::read(&n.files)?
-                .and_then(|text| crate::render::read_promoted(&text).store_dir)
-                .map(std::path::PathBuf::from)
-            else {
-                continue;
-            };
-            let id = crate::store::store_home::ensure_id(&dir)?;
-            crate::store::store_home::set(
-                root,
-                n.name(),
-                crate::store::store_home::StoreHome { dir, id: Some(id) },
-            )?;
-        }
-        Ok(())
+        record_stores(root, &observed)
     };
     if let Some(j) = journal {
         start_all()?;
@@ -162,26 +87,7 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
     // The config on disk must be the rendering of the inventory: promote it when it is not.
     let boot = plan::boot_plan(&desired, &observed)?;
     if boot.moves_data_out_of_service() && !args.allow_destroy {
-        return Err(Error::refused(
-            Diagnostic::new(format!(
-                "cotal.toml puts the broker's store where the spaces' data is not: {}.",
-                boot.steps
-                    .iter()
-                    .filter_map(|s| match s {
-                        Step::PromoteConfig { reasons, .. } => Some(reasons),
-                        _ => None,
-                    })
-                    .flatten()
-                    .filter(|r| matches!(r, plan::Reason::StoreMove { .. }))
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            ))
-            .blast("none, nothing was started.")
-            .tenants(observed.inventory.spaces.keys().cloned())
-            .next("set store_dir back to where the data is, or move the data there (a store moved with its .cotal-store-id is recognised), then `cotal up`")
-            .next("to start the spaces empty, leaving their data where it is: `cotal plan`, then `cotal apply --allow-destroy`, then `cotal up`"),
-        ));
+        return Err(store_move_refusal(&boot, &observed));
     }
     if !boot.is_empty() {
         if observed.is_running() {
@@ -212,6 +118,134 @@ pub fn up(root: &Root, args: &Up, progress: &dyn Progress, on: &dyn Fn(UpEvent))
         &lock,
         (args.timeout, progress),
         on,
+    )
+}
+
+/// The open journal whose nodes `up` starts (and does nothing else), or a refusal of `up`.
+/// On a cluster, an open journal (an interrupted apply) lets `up` start the nodes that are
+/// not running, and nothing else: starting a node changes no record, and the apply that
+/// finishes the journal needs them (a cluster's removal does, and so does its promotion,
+/// which a node down stops). A node started while a promotion was under way runs the
+/// config on disk, which may be newer than what the running nodes loaded; the apply that
+/// finishes the journal reloads every running node to the config it promotes (or restores)
+/// and confirms it on each, so the nodes agree again within it, and until then the newer
+/// config serves no more than what the journal already committed. A single server (whose
+/// journal `apply` finishes with the broker stopped, without serving a removed tenant
+/// again) or a corrupt journal refuses, but for a single server whose journal removes nothing
+/// and holds a committed purge: a purge is finished only through the running broker, and
+/// serving the config on disk serves no tenant the journal drops.
+fn journal_up_finishes(
+    desired: &crate::desired::Desired,
+    observed: &crate::observed::Observed,
+) -> Result<Option<crate::observed::Journal>> {
+    Ok(match &observed.journal {
+        crate::observed::JournalState::Valid(j)
+            if desired.topology.is_cluster()
+                || (j.removals.is_empty() && j.purges.iter().any(|p| p.committed)) =>
+        {
+            Some(j.clone())
+        }
+        other => {
+            apply::refuse_if_journal_open(other, "up")?;
+            None
+        }
+    })
+}
+
+/// Refused when no space is served: none, or only archived ones.
+fn refuse_nothing_to_serve(observed: &crate::observed::Observed) -> Result<()> {
+    if observed
+        .inventory
+        .spaces
+        .values()
+        .all(|s| s.archived.is_some())
+    {
+        return Err(Error::refused(
+            Diagnostic::new("this root holds no space to serve yet (none, or only archived ones), and a broker needs at least one.").next(
+                "add a [spaces.NAME] table to cotal.toml and run `cotal apply`, then `cotal up`",
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// The local nodes that are stopped, each with the listener it will take. Each node will listen
+/// where cotal.toml says: nothing of this root may run there and nothing may listen there.
+/// Checked before anything is written.
+fn nodes_to_start<'o>(
+    observed: &'o crate::observed::Observed,
+    topology: &crate::desired::topology::Topology,
+) -> Result<Vec<(&'o crate::store::NodeFiles, Listener)>> {
+    let refuse_listener = |seen: String| {
+        Error::refused(
+            Diagnostic::new(format!(
+                "cannot start the broker: {seen}."
+            ))
+            .blast("none, nothing was started.")
+            .next("stop that process, or change the port in cotal.toml and run `cotal apply`, then `cotal up`"),
+        )
+    };
+    let mut to_start = Vec::new();
+    for n in observed.nodes.iter().filter(|n| !n.remote()) {
+        let listener = Listener {
+            host: n.spec.host.clone(),
+            port: n.spec.port,
+        };
+        match identity::probe(&n.files, &listener)? {
+            Liveness::Unknown { seen } => {
+                return Err(refuse_listener(format!("{}{seen}", topology.on(n.name()))));
+            }
+            Liveness::Running { .. } => {}
+            Liveness::Stopped { .. } => to_start.push((&n.files, listener)),
+        }
+    }
+    Ok(to_start)
+}
+
+/// Record the store each local node serves (its identity written into it first, when it has
+/// none).
+fn record_stores(root: &Root, observed: &crate::observed::Observed) -> Result<()> {
+    // The store recorded is the one the config each node runs names (read back from
+    // disk: the boot may have promoted one; an open journal's start runs the config as it
+    // is), never cotal.toml's unapplied one.
+    for n in observed.nodes.iter().filter(|n| !n.remote()) {
+        let Some(dir) = crate::store::server_conf::read(&n.files)?
+            .and_then(|text| crate::render::read_promoted(&text).store_dir)
+            .map(std::path::PathBuf::from)
+        else {
+            continue;
+        };
+        let id = crate::store::store_home::ensure_id(&dir)?;
+        crate::store::store_home::set(
+            root,
+            n.name(),
+            crate::store::store_home::StoreHome { dir, id: Some(id) },
+        )?;
+    }
+    Ok(())
+}
+
+/// The refusal of a boot that puts the store where the spaces' data is not.
+fn store_move_refusal(boot: &plan::Plan, observed: &crate::observed::Observed) -> Error {
+    Error::refused(
+        Diagnostic::new(format!(
+            "cotal.toml puts the broker's store where the spaces' data is not: {}.",
+            boot.steps
+                .iter()
+                .filter_map(|s| match s {
+                    Step::PromoteConfig { reasons, .. } => Some(reasons),
+                    _ => None,
+                })
+                .flatten()
+                .filter(|r| matches!(r, plan::Reason::StoreMove { .. }))
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ")
+        ))
+        .blast("none, nothing was started.")
+        .tenants(observed.inventory.spaces.keys().cloned())
+        .next("set store_dir back to where the data is, or move the data there (a store moved with its .cotal-store-id is recognised), then `cotal up`")
+        .next("to start the spaces empty, leaving their data where it is: `cotal plan`, then `cotal apply --allow-destroy`, then `cotal up`"),
     )
 }
 
