@@ -659,42 +659,13 @@ impl Step {
             } => fence_title(spaces, *from_generation, *to_generation),
             Step::DeleteStreams {
                 space,
-                fenced: true,
+                fenced,
+                committed,
                 ..
-            } => format!(
-                "delete the streams and buckets of {} (fenced: no client can recreate them)",
-                space.quoted()
-            ),
-            Step::DeleteStreams {
-                space, committed, ..
-            } => {
-                if *committed {
-                    format!(
-                        "finish deleting the streams of {} (already past its commit point)",
-                        space.quoted()
-                    )
-                } else {
-                    format!(
-                        "delete the streams and buckets of {} (commit point)",
-                        space.quoted()
-                    )
-                }
-            }
+            } => deletion_title(space, *fenced, *committed),
             Step::PurgeStreams {
                 space, committed, ..
-            } => {
-                if *committed {
-                    format!(
-                        "finish emptying the streams and buckets of {} (already past its commit point)",
-                        space.quoted()
-                    )
-                } else {
-                    format!(
-                        "empty the streams and buckets of {}, keeping their configs (commit point)",
-                        space.quoted()
-                    )
-                }
-            }
+            } => purge_title(space, *committed),
             Step::ReissueSystemAccount { rotate, .. } => {
                 if *rotate {
                     "rotate the system account's signing keys and re-issue its JWT".into()
@@ -702,21 +673,7 @@ impl Step {
                     "re-issue the system account's JWT".into()
                 }
             }
-            Step::AddAccount { space, sides, .. } => {
-                if sides.is_empty() {
-                    format!(
-                        "mint the account of {} and write its record",
-                        space.quoted()
-                    )
-                } else {
-                    format!(
-                        "mint the account of {} and its {} side account{}, and write its record",
-                        space.quoted(),
-                        sides.len(),
-                        if sides.len() == 1 { "" } else { "s" }
-                    )
-                }
-            }
+            Step::AddAccount { space, sides, .. } => add_title(space, sides.len()),
             Step::WriteChannels { space, writes, .. } => format!(
                 "write {} channel registry key{} of {} (compare-and-set; no reload)",
                 writes.len(),
@@ -734,52 +691,17 @@ impl Step {
             }
             Step::WriteSideAccounts {
                 space, write, drop, ..
-            } => {
-                let mut what = Vec::new();
-                if !write.is_empty() {
-                    what.push(format!(
-                        "write {} side account{}",
-                        write.len(),
-                        if write.len() == 1 { "" } else { "s" }
-                    ));
-                }
-                if !drop.is_empty() {
-                    what.push(format!(
-                        "drop {} side account{}",
-                        drop.len(),
-                        if drop.len() == 1 { "" } else { "s" }
-                    ));
-                }
-                format!("{} of {}", what.join(" and "), space.quoted())
-            }
+            } => side_accounts_title(space, write.len(), drop.len()),
             Step::RecordProtection { space, protect } => {
                 format!("record protect = {protect} for {}", space.quoted())
             }
             Step::RecordSuspension {
                 space,
-                suspended: true,
-                backfill: true,
-                ..
-            } => format!(
-                "record the suspension of {} (made before cotal recorded suspensions: its time and operator are unknown)",
-                space.quoted()
-            ),
-            Step::RecordSuspension {
-                space,
-                suspended: true,
+                suspended,
+                backfill,
                 reason,
                 ..
-            } => match reason {
-                Some(reason) => format!(
-                    "record the suspension of {} (reason: {})",
-                    space.quoted(),
-                    serde_json::to_string(reason).expect("a string serializes")
-                ),
-                None => format!("record the suspension of {}", space.quoted()),
-            },
-            Step::RecordSuspension { space, .. } => {
-                format!("clear the suspension record of {}", space.quoted())
-            }
+            } => suspension_title(space, *suspended, *backfill, reason.as_deref()),
             Step::RecordArchive {
                 space,
                 archived: true,
@@ -805,6 +727,97 @@ impl Step {
             } => format!("{PROMOTION_TITLE} (generation {from_generation} -> {to_generation})"),
             Step::Reap { space, .. } => format!("reap the local material of {}", space.quoted()),
         }
+    }
+}
+
+/// The title of a removed space's stream deletion.
+fn deletion_title(space: &SpaceName, fenced: bool, committed: bool) -> String {
+    if fenced {
+        format!(
+            "delete the streams and buckets of {} (fenced: no client can recreate them)",
+            space.quoted()
+        )
+    } else if committed {
+        format!(
+            "finish deleting the streams of {} (already past its commit point)",
+            space.quoted()
+        )
+    } else {
+        format!(
+            "delete the streams and buckets of {} (commit point)",
+            space.quoted()
+        )
+    }
+}
+
+/// The title of a space's purge.
+fn purge_title(space: &SpaceName, committed: bool) -> String {
+    if committed {
+        format!(
+            "finish emptying the streams and buckets of {} (already past its commit point)",
+            space.quoted()
+        )
+    } else {
+        format!(
+            "empty the streams and buckets of {}, keeping their configs (commit point)",
+            space.quoted()
+        )
+    }
+}
+
+/// `s` for a count other than one.
+fn plural(n: usize) -> &'static str {
+    if n == 1 { "" } else { "s" }
+}
+
+/// The title of an added space's record, with its `sides` side accounts.
+fn add_title(space: &SpaceName, sides: usize) -> String {
+    if sides == 0 {
+        format!(
+            "mint the account of {} and write its record",
+            space.quoted()
+        )
+    } else {
+        format!(
+            "mint the account of {} and its {sides} side account{}, and write its record",
+            space.quoted(),
+            plural(sides)
+        )
+    }
+}
+
+/// The title of a space's side accounts written and dropped.
+fn side_accounts_title(space: &SpaceName, write: usize, drop: usize) -> String {
+    let mut what = Vec::new();
+    if write > 0 {
+        what.push(format!("write {write} side account{}", plural(write)));
+    }
+    if drop > 0 {
+        what.push(format!("drop {drop} side account{}", plural(drop)));
+    }
+    format!("{} of {}", what.join(" and "), space.quoted())
+}
+
+/// The title of a space's suspension record written (`suspended`; `backfill`: for a
+/// suspension made before cotal recorded them) or cleared.
+fn suspension_title(
+    space: &SpaceName,
+    suspended: bool,
+    backfill: bool,
+    reason: Option<&str>,
+) -> String {
+    match (suspended, backfill, reason) {
+        (true, true, _) => format!(
+            "record the suspension of {} (made before cotal recorded suspensions: its time and operator are unknown)",
+            space.quoted()
+        ),
+        (true, false, Some(reason)) => format!(
+            "record the suspension of {} (reason: {})",
+            space.quoted(),
+            serde_json::to_string(reason).expect("a string serializes")
+        ),
+        (true, false, None) => format!("record the suspension of {}", space.quoted()),
+        (false, _, _) => format!("clear the suspension record of {}", space.quoted()),
     }
 }
 
