@@ -709,12 +709,7 @@ fn run_step(
             account,
             relocation,
             ..
-        } => {
-            if let Some(digest) = relocation {
-                steps::record_relocation_verified(ctx, space, account, digest)?;
-            }
-            steps::delete_streams(ctx, broker, state, space, account)
-        }
+        } => delete_streams(ctx, broker, state, space, account, relocation.as_deref()),
         Step::PurgeStreams { space, account, .. } => {
             steps::purge_streams(ctx, broker, state, outcome, space, account)
         }
@@ -729,26 +724,20 @@ fn run_step(
             rotate_signing,
             transition,
             ..
-        } => {
-            steps::reissue_account(
-                ctx,
-                record,
-                state,
-                steps::AccountReissue {
-                    space,
-                    account,
-                    spec,
-                    revocations,
-                    rotate_signing: *rotate_signing,
-                },
-            )?;
-            if *transition == crate::plan::Transition::Resume
-                && steps::end_relocation(ctx, state, space, account)?
-            {
-                outcome.relocations_ended.push(space.clone());
-            }
-            Ok(())
-        }
+        } => reissue_account(
+            ctx,
+            record,
+            state,
+            outcome,
+            steps::AccountReissue {
+                space,
+                account,
+                spec,
+                revocations,
+                rotate_signing: *rotate_signing,
+            },
+            *transition,
+        ),
         Step::WriteSideAccounts {
             space,
             account,
@@ -779,16 +768,7 @@ fn run_step(
             account,
             archived,
             ..
-        } => {
-            steps::record_archive(ctx, state, space, account, *archived)?;
-            if !*archived
-                && !outcome.relocations_ended.contains(space)
-                && steps::end_relocation(ctx, state, space, account)?
-            {
-                outcome.relocations_ended.push(space.clone());
-            }
-            Ok(())
-        }
+        } => record_archive(ctx, state, outcome, space, account, *archived),
         Step::RecordSuspension {
             space,
             suspended,
@@ -808,24 +788,15 @@ fn run_step(
             from_generation,
             ..
         } => {
-            for f in spaces {
-                if let Some(digest) = relocation_of(plan, &f.space) {
-                    steps::record_relocation_verified(ctx, &f.space, &f.account, digest)?;
-                }
-            }
-            steps::fence_records(ctx, record, state, spaces)?;
-            let generations = promote::promote(
+            outcome.fenced = Some(fence(
                 ctx,
                 record,
-                *from_generation,
+                broker,
                 state,
                 plan,
-                broker,
-                promote::Stage::Fence,
-            )?;
-            // The fence is in force: a later failure puts back only what came after it.
-            state.undo.clear();
-            outcome.fenced = Some(generations);
+                spaces,
+                *from_generation,
+            )?);
             Ok(())
         }
         Step::PromoteConfig {
@@ -846,16 +817,7 @@ fn run_step(
             record_store_moves(ctx.root, reasons)?;
             system::forget_previous_control(ctx.root, record)
         }
-        Step::Provision { space, .. } => {
-            let seed = match state.provisioned.remove(space) {
-                Some(done) => done,
-                None => steps::provision(ctx, broker, space),
-            }?;
-            if let Some(revision) = seed {
-                outcome.registry_seeded.insert(space.clone(), revision);
-            }
-            Ok(())
-        }
+        Step::Provision { space, .. } => provision(ctx, broker, state, outcome, space),
         Step::WriteChannels {
             space,
             account,
@@ -881,6 +843,111 @@ fn run_step(
             Ok(())
         }
     }
+}
+
+/// A removed space's streams deleted, its move's receipt recorded first when the removal ends
+/// one (`relocation`: the receipt's digest).
+fn delete_streams(
+    ctx: &Context,
+    broker: &mut dyn Broker,
+    state: &mut RunState,
+    space: &SpaceName,
+    account: &str,
+    relocation: Option<&str>,
+) -> Result<()> {
+    if let Some(digest) = relocation {
+        steps::record_relocation_verified(ctx, space, account, digest)?;
+    }
+    steps::delete_streams(ctx, broker, state, space, account)
+}
+
+/// A space's account re-issued; a resumption ends the space's recorded move, if any.
+fn reissue_account(
+    ctx: &Context,
+    record: &mut BrokerRecord,
+    state: &mut RunState,
+    outcome: &mut Outcome,
+    reissue: steps::AccountReissue,
+    transition: crate::plan::Transition,
+) -> Result<()> {
+    let (space, account) = (reissue.space, reissue.account);
+    steps::reissue_account(ctx, record, state, reissue)?;
+    if transition == crate::plan::Transition::Resume
+        && steps::end_relocation(ctx, state, space, account)?
+    {
+        outcome.relocations_ended.push(space.clone());
+    }
+    Ok(())
+}
+
+/// A space's archive mark set or cleared; a return from the archive ends the space's recorded
+/// move, if any (once).
+fn record_archive(
+    ctx: &Context,
+    state: &mut RunState,
+    outcome: &mut Outcome,
+    space: &SpaceName,
+    account: &str,
+    archived: bool,
+) -> Result<()> {
+    steps::record_archive(ctx, state, space, account, archived)?;
+    if !archived
+        && !outcome.relocations_ended.contains(space)
+        && steps::end_relocation(ctx, state, space, account)?
+    {
+        outcome.relocations_ended.push(space.clone());
+    }
+    Ok(())
+}
+
+/// The fence: each fenced space's move receipt recorded (when its removal ends one), the fence
+/// records written and promoted; its generations. Once it is in force, a later failure puts
+/// back only what came after it.
+fn fence(
+    ctx: &Context,
+    record: &mut BrokerRecord,
+    broker: &mut dyn Broker,
+    state: &mut RunState,
+    plan: &Plan,
+    spaces: &[crate::plan::Fenced],
+    from_generation: u64,
+) -> Result<(u64, u64)> {
+    for f in spaces {
+        if let Some(digest) = relocation_of(plan, &f.space) {
+            steps::record_relocation_verified(ctx, &f.space, &f.account, digest)?;
+        }
+    }
+    steps::fence_records(ctx, record, state, spaces)?;
+    let generations = promote::promote(
+        ctx,
+        record,
+        from_generation,
+        state,
+        plan,
+        broker,
+        promote::Stage::Fence,
+    )?;
+    state.undo.clear();
+    Ok(generations)
+}
+
+/// A space provisioned (or its result taken from the batch done ahead); the revision its
+/// registry's seed was written at, in `outcome`.
+fn provision(
+    ctx: &Context,
+    broker: &mut dyn Broker,
+    state: &mut RunState,
+    outcome: &mut Outcome,
+    space: &SpaceName,
+) -> Result<()> {
+    let seed = match state.provisioned.remove(space) {
+        Some(done) => done,
+        None => steps::provision(ctx, broker, space),
+    }?;
+    if let Some(revision) = seed {
+        outcome.registry_seeded.insert(space.clone(), revision);
+    }
+    Ok(())
 }
 
 /// Turn a step failure into what the operator must know: before any commit point the journal is
