@@ -3007,3 +3007,28 @@ fn a_space_verb_leaves_the_system_accounts_reissue_for_apply_and_broker_json_alo
         .assert()
         .code(0);
 }
+
+/// A verb narrowed to one space says nothing of another space's channels it does not touch: a
+/// pending add's channels, with the broker stopped, are named by `cotal plan` (not checked), and
+/// left by `space suspend` of another space, which says the add is pending for `cotal apply`.
+#[test]
+fn a_narrowed_verb_leaves_a_pending_spaces_channels_to_cotal_apply() {
+    let root = TestRoot::init();
+    root.desire("[spaces.a]\n");
+    root.apply().success();
+    root.desire("[spaces.a]\n\n[spaces.b]\n[spaces.b.channels.general]\n");
+    let warned = "the channels \"b\" declares are not checked (the broker is stopped)";
+    let plan = root.cotal(&["plan"]).assert().code(0);
+    let all = format!("{}{}", stdout(&plan), stderr(&plan));
+    assert!(all.contains(warned), "plan names them: {all}");
+    let verb = root
+        .cotal(&["space", "suspend", "a", "--auto-approve"])
+        .assert()
+        .success();
+    let all = format!("{}{}", stdout(&verb), stderr(&verb));
+    assert!(
+        all.contains("other pending changes") && all.contains("\"b\""),
+        "the verb says b is pending: {all}"
+    );
+    assert!(!all.contains(warned), "the verb leaves b's channels: {all}");
+}

@@ -3,7 +3,8 @@
 //! topology, the streams, channels, members and permissions of a space, its lifecycle, the JWTs,
 //! the state and its signature, what observation found and the drift verdicts, adoption's
 //! planning, the planner and every report. Nothing here reads a file, the environment or the
-//! clock, starts a process or a thread, draws randomness or talks to a broker: the `cotal`
+//! clock, starts a process or a thread of its own (rayon's `join` is its one parallelism, on
+//! rayon's pool), draws randomness or talks to a broker: the `cotal`
 //! crate holds those edges and re-exports every module below under its own name, so
 //! `cotal::plan` is `cotal_core::plan`. `clippy.toml` disallows the IO, and
 //! `tests/it/architecture.rs` (in `cotal`) checks the sources and this manifest.
@@ -21,8 +22,8 @@
 //! | [`observed::drift_verdicts`] | verdicts on stream configs and what vouches for them (the drift cache's data) |
 //! | [`observed::state`] | the secret-free state `plan --state` plans against (export, and back to an observation) |
 //! | [`plan`] | `(desired, observed, intent) -> Plan` in named stages (`plan::Intent`: the rotations and `--allow-degraded` of one run); the closed `Step` set; refusals |
-//! | [`report`] | a plan as text, JSON and markdown; the versioned JSON documents of what each verb did |
-//! | [`outcomes`] | what the edge's operations tell and return (`up`'s and `down`'s events, a space's failed step), as plain data for the reports |
+//! | [`report`] | everything cotal prints: a plan as text, JSON and markdown; the status as text and OpenMetrics; the space list and the creds list as tables and JSON; the versioned JSON documents of what each verb did |
+//! | [`outcomes`] | what the edge's operations tell and return (what an apply did, `up`'s and `down`'s events, a space's failed step), as plain data for the reports |
 //! | [`render`] | `server.conf` and its nats-server digest from the inventory; its parsed view |
 //! | [`space`] | a space's contents and who may use them: |
 //! | [`space::streams`] | the one table of a space's streams and buckets |

@@ -19,8 +19,10 @@ pub fn narrow(desired: &Desired, observed: &Observed, only: &BTreeSet<SpaceName>
         .retain(|name, _| only.contains(name) || observed.inventory.spaces.contains_key(name));
     for (name, space) in &observed.inventory.spaces {
         if !only.contains(name) {
-            // Only the spec is what is applied; what else the file declares of the space (its
-            // channels, members, suspension reason) is kept as declared.
+            // An applied space keeps what else the file declares of it (its channels, members,
+            // suspension reason); only its spec is what is applied. A pending add outside
+            // `only` was left out whole above: its channels are neither written nor warned about
+            // by this verb (the plan says it is pending, for `cotal apply`).
             out.spaces.entry(name.clone()).or_default().spec = applied_spec(space);
         }
     }

@@ -1,7 +1,10 @@
-//! Renderers of a [`Plan`] for people and machines: text (terminal, with colour when asked),
-//! json (stable key order, `format_version`, no secrets) and markdown (pull-request comments).
+//! Everything cotal prints, rendered for people and machines. A [`Plan`] as text (terminal, with
+//! colour when asked), json (stable key order, `format_version`, no secrets) and markdown
+//! (pull-request comments); the status as text and OpenMetrics ([`status`]); the space list
+//! ([`space_list`]) and the creds list ([`creds`]) as tables and JSON; the versioned JSON
+//! document of what each verb did ([`outcome`], [`documents`]).
 //!
-//! Pure: each takes a plan and returns a string.
+//! Pure: each takes the values an operation returned and returns a string.
 
 pub mod creds;
 pub mod documents;
