@@ -9,8 +9,16 @@ fuzz_target!(|input: (&str, &[u8])| {
     let (key, bytes) = input;
     let _ = cotal::store::account_record::parse(bytes);
     let file_name = format!("account.{key}.json");
-    let operator = "ODSQ6XOMVKAXSQR5B5V6G5SYPAT6ZMRE4UTCMHHTEQOSEAN3QHM7P5V4";
-    match cotal::store::inventory::validate(Path::new(&file_name), &file_name, true, Some(bytes), operator) {
+    let trust = cotal::trust::jwt::BrokerTrust {
+        operator_pub: "ODSQ6XOMVKAXSQR5B5V6G5SYPAT6ZMRE4UTCMHHTEQOSEAN3QHM7P5V4".into(),
+        operator_signing: Vec::new(),
+        operator_jwt: String::new(),
+        sys_pub: String::new(),
+        sys_jwt: String::new(),
+        monitor: None,
+    };
+    let memo = cotal::store::caches::signature_memo::SignatureMemo::none();
+    match cotal::store::inventory::validate(Path::new(&file_name), &file_name, true, Some(bytes), &trust, &memo) {
         Ok(valid) => assert_eq!(valid.space.hex(), key),
         Err(corrupt) => assert!(!corrupt.reason.is_empty()),
     }
