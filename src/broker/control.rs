@@ -433,6 +433,37 @@ impl Control {
         }
     }
 
+    /// Push an account's claims (`jwt`) to every server of a broker on the `full` resolver
+    /// (`$SYS.REQ.CLAIMS.UPDATE`): each server checks and stores them, and answers for itself.
+    /// What each of the `servers` said, by server id, gathered until all have answered or the
+    /// deadline passes (a server missing from the map did not answer). A push proves nothing
+    /// alone: [`Control::account_jwt_of`] asks each server what it holds.
+    pub fn push_claims(
+        &self,
+        jwt: &str,
+        servers: usize,
+    ) -> Result<std::collections::BTreeMap<String, Result<(), String>>> {
+        let replies: Vec<ClaimsReply> = self.rt.block_on(crate::broker::gather::gather(
+            &self.client,
+            CLAIMS_UPDATE,
+            jwt,
+            REQUEST_DEADLINE,
+            |got: &[ClaimsReply]| got.len() >= servers,
+        ))?;
+        Ok(replies
+            .into_iter()
+            .map(|r| {
+                let verdict = match (r.data, r.error) {
+                    (Some(d), None) if d.code == 200 => Ok(()),
+                    (_, Some(e)) => Err(format!("{} (code {})", e.description, e.code)),
+                    (Some(d), None) => Err(format!("{} (code {})", d.message, d.code)),
+                    (None, None) => Err("an empty reply".into()),
+                };
+                (r.server.id, verdict)
+            })
+            .collect())
+    }
+
     /// Delete every stream (so every bucket) of `account` and its store folder, through the
     /// system account: needs no user of the account, so it works on a suspended space and
     /// whatever the account's limits. The account must still be loaded (a purge of an account
@@ -584,6 +615,38 @@ struct Connz {
 #[derive(Deserialize)]
 struct ConnInfo {
     cid: u64,
+}
+
+/// Where a broker on the `full` resolver takes an account's claims.
+const CLAIMS_UPDATE: &str = "$SYS.REQ.CLAIMS.UPDATE";
+
+/// One server's answer to a claims push (`ServerAPIClaimUpdateResponse`).
+#[derive(Deserialize)]
+struct ClaimsReply {
+    server: ClaimsServer,
+    #[serde(default)]
+    data: Option<ClaimsStatus>,
+    #[serde(default)]
+    error: Option<ClaimsError>,
+}
+
+#[derive(Deserialize)]
+struct ClaimsServer {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct ClaimsStatus {
+    code: u16,
+    #[serde(default)]
+    message: String,
+}
+
+#[derive(Deserialize)]
+struct ClaimsError {
+    code: u16,
+    #[serde(default)]
+    description: String,
 }
 
 #[derive(Deserialize)]

@@ -6,6 +6,7 @@
 mod adopt;
 mod archive;
 mod channels;
+mod claims;
 #[cfg(feature = "fault-injection")]
 mod clock;
 mod cluster;

@@ -196,6 +196,33 @@ impl Nsc {
         out
     }
 
+    /// A nats-server config on the `full` resolver, as a production broker runs: the operator,
+    /// the system account preloaded, every other account's claims pushed over `$SYS` and kept
+    /// in `resolver_dir` (deletes allowed).
+    pub fn server_conf_full(&self, port: u16, store: &Path, resolver_dir: &Path) -> String {
+        format!(
+            "operator: {}\nsystem_account: {}\nresolver: {{\n  type: full\n  dir: \"{}\"\n  allow_delete: true\n}}\nresolver_preload: {{\n  {}: {}\n}}\nhost: 127.0.0.1\nport: {port}\njetstream {{\n  store_dir: \"{}\"\n}}\n",
+            self.operator_jwt(),
+            self.sys.public_key(),
+            resolver_dir.display(),
+            self.sys.public_key(),
+            self.sys_jwt(),
+            store.display()
+        )
+    }
+
+    /// Creds of a user of the system account.
+    pub fn sys_creds(&self) -> String {
+        let sys = Account {
+            name: "SYS".into(),
+            key: KeyPair::from_seed(&self.sys.seed().unwrap()).unwrap(),
+            signing: None,
+            jetstream: false,
+            extra: json!({}),
+        };
+        self.user_creds(&sys, "cotal")
+    }
+
     /// Start nats-server on `conf`, as the operator runs it (no pidfile of cotal's).
     pub fn start(conf: &Path) -> Running {
         let server = std::env::var("COTAL_NATS_SERVER").unwrap_or_else(|_| "nats-server".into());
