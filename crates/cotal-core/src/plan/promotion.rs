@@ -229,15 +229,14 @@ fn drifted_node(
         }
         None => drift.unexplained = true,
     }
-    let before = render::tls_certificate_line(conf);
-    let after = render::tls_certificate_line(base_render);
-    if (before != after || render::serves_tls(conf) != render::serves_tls(base_render))
-        && !reasons.iter().any(|r| matches!(r, Reason::Tls { .. }))
+    if let Some((before, after)) = tls_change(
+        conf,
+        base_render,
+        render::tls_certificate_line,
+        render::serves_tls,
+    ) && !reasons.iter().any(|r| matches!(r, Reason::Tls { .. }))
     {
-        reasons.push(Reason::Tls {
-            before: before.map(str::to_string),
-            after: after.map(str::to_string),
-        });
+        reasons.push(Reason::Tls { before, after });
         drift.explained = true;
     }
     let rotation = crate::trust::route_auth::rotation_of(base_render);
@@ -249,17 +248,29 @@ fn drifted_node(
         reasons.push(Reason::RouteCredential { rotation });
         drift.explained = true;
     }
-    let before = render::route_tls_certificate_line(conf);
-    let after = render::route_tls_certificate_line(base_render);
-    if (before != after || render::routes_tls(conf) != render::routes_tls(base_render))
-        && !reasons.iter().any(|r| matches!(r, Reason::RouteTls { .. }))
+    if let Some((before, after)) = tls_change(
+        conf,
+        base_render,
+        render::route_tls_certificate_line,
+        render::routes_tls,
+    ) && !reasons.iter().any(|r| matches!(r, Reason::RouteTls { .. }))
     {
-        reasons.push(Reason::RouteTls {
-            before: before.map(str::to_string),
-            after: after.map(str::to_string),
-        });
+        reasons.push(Reason::RouteTls { before, after });
         drift.explained = true;
     }
+}
+
+/// A TLS block of `conf` that is not the rendering's (`certificate`: its certificate line;
+/// `on`: whether it is there at all): the certificate line before and after.
+fn tls_change(
+    conf: &str,
+    base_render: &str,
+    certificate: fn(&str) -> Option<&str>,
+    on: fn(&str) -> bool,
+) -> Option<(Option<String>, Option<String>)> {
+    let (before, after) = (certificate(conf), certificate(base_render));
+    (before != after || on(conf) != on(base_render))
+        .then(|| (before.map(str::to_string), after.map(str::to_string)))
 }
 
 /// What a store moved away from the data takes out of service: every space's streams (their
